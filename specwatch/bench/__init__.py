@@ -1,0 +1,1 @@
+"""The benchmark runner, snapshots and their comparison."""

@@ -1,0 +1,89 @@
+"""Command line: the TUI (``--url URL`` or ``--demo``) and the sim, probe, bench, compare tools."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from specwatch import __version__
+
+SUBCOMMANDS = ("sim", "probe", "bench", "compare")
+
+
+def _add_server_args(p: argparse.ArgumentParser, url_required: bool) -> None:
+    p.add_argument(
+        "--url",
+        required=url_required,
+        help="server address: localhost:8000, host:port, http://... or https://...",
+    )
+    p.add_argument(
+        "--api-key",
+        default=None,
+        help="Bearer token (default: env SPECWATCH_API_KEY, else OPENAI_API_KEY); never stored",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (the TUI's options at top level, tools as subcommands)."""
+    parser = argparse.ArgumentParser(
+        prog="specwatch",
+        description="Live GPU state, token rate and speculative decoding for an inference server.",
+    )
+    parser.add_argument("--version", action="version", version=f"specwatch {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{sim,probe,bench,compare}")
+
+    from specwatch.ui.options import add_tui_arguments
+
+    add_tui_arguments(parser)
+
+    from specwatch.sim.cli import add_sim_arguments
+
+    add_sim_arguments(sub.add_parser("sim", help="run the simulated server standalone"))
+
+    p_probe = sub.add_parser("probe", help="detect a server, stream once, read the GPUs, print")
+    _add_server_args(p_probe, url_required=True)
+    from specwatch.sources.probe_cli import add_probe_arguments
+
+    add_probe_arguments(p_probe)
+
+    p_bench = sub.add_parser("bench", help="benchmark: warmup runs, then N streamed runs")
+    _add_server_args(p_bench, url_required=True)
+    from specwatch.bench.cli import add_bench_arguments, add_compare_arguments
+
+    add_bench_arguments(p_bench)
+    add_compare_arguments(
+        sub.add_parser("compare", help="compare two snapshots: is it the GPUs or the code?")
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "sim":
+            from specwatch.sim.cli import run_sim
+
+            return run_sim(args)
+        if args.command == "probe":
+            from specwatch.sources.probe_cli import run_probe
+
+            return run_probe(args)
+        if args.command == "bench":
+            from specwatch.bench.cli import run_bench
+
+            return run_bench(args)
+        if args.command == "compare":
+            from specwatch.bench.cli import run_compare
+
+            return run_compare(args)
+        from specwatch.ui.options import run_tui
+
+        return run_tui(args)
+    except KeyboardInterrupt:
+        print("specwatch: interrupted", file=sys.stderr)
+        return 130
+
+
+__all__ = ["SUBCOMMANDS", "build_parser", "main"]

@@ -1,0 +1,1 @@
+"""The headless core: pure models, statistics and logic. Never imports textual or rich."""

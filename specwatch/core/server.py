@@ -1,0 +1,148 @@
+"""Server-side models: what the server client detects, scrapes and streams.
+
+These cross every boundary (client -> UI, benchmark, probe, snapshot), so they are plain frozen
+dataclasses of numbers and strings. An unknown value is ``None`` with the reason in ``notes``;
+``sources`` says where each number came from (e.g. ``"Δvllm:spec_decode_num_accepted_tokens_total
+/ Δvllm:spec_decode_num_drafts_total + 1"``).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+class Dialect(str, enum.Enum):
+    """The server families specwatch understands."""
+
+    SGLANG = "sglang"
+    VLLM = "vllm"
+    LLAMACPP = "llamacpp"
+    OPENAI = "openai"
+    """Any other OpenAI-compatible server."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpecConfig:
+    """The speculative-decoding setup as far as the server exposes it."""
+
+    enabled: bool | None
+    """``None`` when the server does not say (and nothing else gave it away yet)."""
+    algorithm: str | None = None
+    """e.g. ``"EAGLE3"`` (SGLang), ``"draft-simple"`` (llama.cpp), ``None`` (vLLM: not exposed)."""
+    num_steps: int | None = None
+    num_draft_tokens: int | None = None
+    """Draft tokens per verify step (vLLM: ``num_speculative_tokens``, from position labels)."""
+    topk: int | None = None
+    draft_model: str | None = None
+    source: str = ""
+    """Where this came from, e.g. ``"/server_info"``, ``"/slots"``, ``"/metrics labels"``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """A detected server."""
+
+    base_url: str
+    """Scheme, host and port; never carries credentials."""
+    dialect: Dialect
+    version: str | None = None
+    model: str | None = None
+    spec: SpecConfig = field(default_factory=lambda: SpecConfig(enabled=None))
+    metrics_enabled: bool | None = None
+    metrics_reason: str | None = None
+    """Why ``/metrics`` is not usable, e.g. ``"SGLang was started without --enable-metrics"``."""
+    max_model_len: int | None = None
+    launch_args: Mapping[str, Any] | None = None
+    """Server arguments where the server exposes them (SGLang ``/server_info``); secrets removed."""
+    notes: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsWindow:
+    """One passive reading: counter and histogram deltas between two ``/metrics`` scrapes."""
+
+    t: float
+    """Monotonic seconds of the later scrape (the watcher's clock)."""
+    dt: float
+    """Seconds between the two scrapes (0.0 for the very first scrape)."""
+    gen_tok_s: float | None = None
+    accept_length: float | None = None
+    """Windowed mean tokens per verify step, bonus token included."""
+    draft_acceptance_rate: float | None = None
+    """Windowed accepted drafts / proposed drafts (bonus excluded)."""
+    per_position_acceptance: tuple[float, ...] | None = None
+    step_latency_s: float | None = None
+    """Windowed mean verify-step (decode step) latency."""
+    step_latency_p50_s: float | None = None
+    step_latency_p90_s: float | None = None
+    step_latency_p99_s: float | None = None
+    itl_s: float | None = None
+    """Windowed mean per-token latency as the server reports it."""
+    ttft_s: float | None = None
+    """Windowed mean time to first token."""
+    requests_running: float | None = None
+    requests_waiting: float | None = None
+    lifetime_accept_length: float | None = None
+    """Since server start (for contrast with the window)."""
+    lifetime_acceptance_rate: float | None = None
+    restarted: bool = False
+    """A counter went backwards: the server restarted between the two scrapes."""
+    tokens: float | None = None
+    """Raw generated-token counter delta over the window."""
+    sources: Mapping[str, str] = field(default_factory=dict)
+    notes: Mapping[str, str] = field(default_factory=dict)
+    """Why a field is ``None`` (e.g. ``"llama.cpp counters move only when a request finishes"``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkArrival:
+    """One streamed chunk as the client saw it."""
+
+    t: float
+    """Seconds since the request was sent."""
+    tokens: int
+    """Cumulative completion tokens after this chunk (exact or estimated, see StreamResult)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamResult:
+    """One streamed generation, measured by the client."""
+
+    completion_tokens: int
+    prompt_tokens: int | None
+    wall_s: float
+    """Request sent to last byte."""
+    ttft_s: float | None
+    decode_s: float | None
+    """First token to last token."""
+    tok_s: float | None
+    """completion_tokens / wall_s (the story's figure)."""
+    decode_tok_s: float | None
+    """(completion_tokens - 1) / decode_s: without TTFT."""
+    counts_exact: bool
+    """False when per-chunk counts are estimated (generic OpenAI: only the final usage)."""
+    count_source: str
+    """e.g. ``"meta_info.completion_tokens"``, ``"usage (continuous_usage_stats)"``."""
+    chunks: tuple[ChunkArrival, ...] = ()
+    steps: int | None = None
+    """Decode steps observed (a burst of chunks with ~0 spacing is one step)."""
+    step_latency_mean_s: float | None = None
+    step_latency_p50_s: float | None = None
+    step_latency_p90_s: float | None = None
+    step_latency_p99_s: float | None = None
+    tokens_per_step: float | None = None
+    accept_length: float | None = None
+    """The server's own per-request figure where reported, else tokens per step."""
+    draft_acceptance_rate: float | None = None
+    server_stats: Mapping[str, Any] = field(default_factory=dict)
+    """The server's per-request numbers as reported (meta_info spec fields, llama.cpp timings)."""
+    finish_reason: str | None = None
+    error: str | None = None
+    """Set when the stream broke; the counts above are what arrived before it did."""
+    notes: Mapping[str, str] = field(default_factory=dict)

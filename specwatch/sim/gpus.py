@@ -1,0 +1,253 @@
+"""Simulated GPUs: a small thermal and power model, integrated lazily as time passes.
+
+Temperature follows power with a thermal time constant; the boost clock falls as the
+temperature rises; the power cap and thermal slowdown lower the clock and set the matching
+clock-event reason bits. The model is deterministic for a given seed and clock.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass, replace
+
+from specwatch.core import reasons as R
+
+_SUBSTEP_S = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class SimGpuSpec:
+    """Static description of one simulated board."""
+
+    name: str = "Simulated H100 80GB HBM3"
+    max_sm_clock_mhz: int = 1980
+    idle_sm_clock_mhz: int = 345
+    max_mem_clock_mhz: int = 2619
+    power_limit_w: float = 700.0
+    idle_power_w: float = 70.0
+    dynamic_power_w: float = 690.0
+    """Power at full load and full clock, above idle (so a busy GPU presses on the limit)."""
+    mem_total_bytes: int = 80 * 1024**3
+    max_pcie_gen: int = 5
+    max_pcie_width: int = 16
+    ambient_c: float = 30.0
+    thermal_resistance_c_per_w: float = 0.075
+    thermal_tau_s: float = 90.0
+    boost_knee_c: float = 55.0
+    """Above this temperature the boost clock falls by ``boost_slope_mhz_per_c``."""
+    boost_slope_mhz_per_c: float = 9.0
+    slowdown_temp_c: int = 87
+    shutdown_temp_c: int = 92
+    hbm_offset_c: float = 6.0
+
+
+@dataclass(frozen=True, slots=True)
+class SimGpuState:
+    """One simulated GPU as NVML would report it right now."""
+
+    index: int
+    uuid: str
+    pci_bus_id: str
+    sm_clock_mhz: int
+    mem_clock_mhz: int
+    temp_c: float
+    hbm_temp_c: float
+    power_w: float
+    energy_j: float
+    pstate: int
+    reasons: int
+    util_gpu_pct: int
+    util_mem_pct: int
+    mem_used_bytes: int
+    pcie_gen: int
+    pcie_width: int
+    power_violation_ns: int
+    thermal_violation_ns: int
+    lost: bool
+
+
+class SimGpu:
+    """One board's evolving state. Use through ``SimGpus``; not thread-safe alone."""
+
+    def __init__(self, index: int, spec: SimGpuSpec, rng: random.Random) -> None:
+        self.index = index
+        self.spec = spec
+        # Boards differ a little: one runs hotter than its neighbours, as real ones do.
+        self.r_th = spec.thermal_resistance_c_per_w * rng.uniform(0.94, 1.08)
+        self.uuid = f"GPU-5a1d{index:04x}-{rng.getrandbits(32):08x}-sim"
+        self.pci_bus_id = f"00000000:{0x18 + index * 0x10:02X}:00.0"
+        self.temp_c = spec.ambient_c + 2.0
+        self.energy_j = rng.uniform(1e6, 5e6)
+        self.load = 0.0
+        self.mem_used_bytes = 600 * 1024**2
+        self.power_limit_w = spec.power_limit_w
+        self.link: tuple[int, int] | None = None
+        """Forced (gen, width) for a degraded link; ``None`` for a healthy one."""
+        self.pinned_temp_c: float | None = None
+        self.lost = False
+        self.power_violation_ns = 0
+        self.thermal_violation_ns = 0
+
+    def _operating_point(self) -> tuple[float, float, int]:
+        """(sm clock MHz, power W, reason bits) at the current temperature and load."""
+        s = self.spec
+        bits = 0
+        if self.load <= 0.0:
+            return float(s.idle_sm_clock_mhz), s.idle_power_w, R.BY_BIT[0x001].bit
+        clock = float(s.max_sm_clock_mhz)
+        if self.temp_c > s.boost_knee_c:
+            clock -= s.boost_slope_mhz_per_c * (self.temp_c - s.boost_knee_c)
+        if self.temp_c >= s.slowdown_temp_c:
+            clock = min(clock, 0.7 * s.max_sm_clock_mhz)
+            bits |= 0x020
+        power = s.idle_power_w + self.load * s.dynamic_power_w * (clock / s.max_sm_clock_mhz) ** 3
+        if power > self.power_limit_w:
+            ratio = (self.power_limit_w - s.idle_power_w) / (self.load * s.dynamic_power_w)
+            clock = s.max_sm_clock_mhz * max(ratio, 0.05) ** (1.0 / 3.0)
+            power = self.power_limit_w
+            bits |= 0x004
+        clock = max(clock, float(s.idle_sm_clock_mhz))
+        return clock, power, bits
+
+    def integrate(self, dt: float) -> None:
+        """Advance temperature, energy and violation counters by ``dt`` seconds."""
+        if self.lost or dt <= 0:
+            return
+        _, power, bits = self._operating_point()
+        self.energy_j += power * dt
+        if bits & 0x004:
+            self.power_violation_ns += int(dt * 1e9)
+        if bits & 0x020:
+            self.thermal_violation_ns += int(dt * 1e9)
+        if self.pinned_temp_c is not None:
+            self.temp_c = self.pinned_temp_c
+            return
+        target = self.spec.ambient_c + self.r_th * power
+        alpha = min(1.0, dt / self.spec.thermal_tau_s)
+        self.temp_c += (target - self.temp_c) * alpha
+
+    def state(self) -> SimGpuState:
+        """The board as NVML would read it now."""
+        s = self.spec
+        clock, power, bits = self._operating_point()
+        busy = self.load > 0.0
+        gen, width = self.link or ((s.max_pcie_gen if busy else 1), s.max_pcie_width)
+        return SimGpuState(
+            index=self.index,
+            uuid=self.uuid,
+            pci_bus_id=self.pci_bus_id,
+            sm_clock_mhz=round(clock),
+            mem_clock_mhz=s.max_mem_clock_mhz if busy else 1593,
+            temp_c=self.temp_c,
+            hbm_temp_c=self.temp_c + s.hbm_offset_c * (1.0 + self.load),
+            power_w=power,
+            energy_j=self.energy_j,
+            pstate=0 if busy else 8,
+            reasons=bits,
+            util_gpu_pct=round(100 * self.load),
+            util_mem_pct=round(55 * self.load),
+            mem_used_bytes=self.mem_used_bytes,
+            pcie_gen=gen,
+            pcie_width=width,
+            power_violation_ns=self.power_violation_ns,
+            thermal_violation_ns=self.thermal_violation_ns,
+            lost=self.lost,
+        )
+
+
+class SimGpus:
+    """A box of simulated GPUs sharing one clock. Thread-safe.
+
+    The engine calls ``advance_to(t, load)`` as it runs; readers call ``states(t)``.
+    """
+
+    def __init__(
+        self,
+        count: int = 8,
+        spec: SimGpuSpec | None = None,
+        seed: int = 0,
+        start_t: float = 0.0,
+    ) -> None:
+        self.spec = spec or SimGpuSpec()
+        rng = random.Random(seed)
+        self.gpus = [SimGpu(i, self.spec, rng) for i in range(count)]
+        self._t = start_t
+        self._lock = threading.RLock()
+
+    def __len__(self) -> int:
+        return len(self.gpus)
+
+    def advance_to(self, t: float, load: float | None = None) -> None:
+        """Integrate up to ``t``; then, if given, set the load (0..1) that applies from ``t``."""
+        with self._lock:
+            while self._t < t:
+                dt = min(_SUBSTEP_S, t - self._t)
+                for g in self.gpus:
+                    g.integrate(dt)
+                self._t += dt
+            if load is not None:
+                for g in self.gpus:
+                    g.load = max(0.0, min(1.0, load))
+
+    def states(self, t: float | None = None) -> list[SimGpuState]:
+        """Every board's state, first integrating to ``t`` when given."""
+        with self._lock:
+            if t is not None:
+                self.advance_to(t)
+            return [g.state() for g in self.gpus]
+
+    def pace_factor(self) -> float:
+        """How much slower than at full boost a tensor-parallel step runs now (>= 1.0).
+
+        The slowest busy GPU sets the pace of a TP step, so this is max clock / min clock.
+        """
+        with self._lock:
+            clocks = [g._operating_point()[0] for g in self.gpus if not g.lost]
+            if not clocks:
+                return 1.0
+            top = float(self.spec.max_sm_clock_mhz)
+            # Evaluate at load: an idle GPU's idle clock does not pace a step about to run.
+            if all(g.load <= 0.0 for g in self.gpus):
+                return 1.0
+            return max(1.0, top / min(clocks))
+
+    # --- knobs for the demo, the tests and fault injection -------------------------------
+
+    def set_temperature(self, temp_c: float, pin: bool = False, index: int | None = None) -> None:
+        """Set temperature (optionally held there) on one GPU or all."""
+        with self._lock:
+            for g in self._select(index):
+                g.temp_c = temp_c
+                g.pinned_temp_c = temp_c if pin else None
+
+    def set_power_limit(self, watts: float, index: int | None = None) -> None:
+        """Set the enforced power limit on one GPU or all."""
+        with self._lock:
+            for g in self._select(index):
+                g.power_limit_w = watts
+
+    def set_link(self, gen: int, width: int, index: int | None = None) -> None:
+        """Force a degraded PCIe link."""
+        with self._lock:
+            for g in self._select(index):
+                g.link = (gen, width)
+
+    def set_lost(self, index: int, lost: bool = True) -> None:
+        """Make a GPU fall off the bus (or come back)."""
+        with self._lock:
+            self.gpus[index].lost = lost
+
+    def set_memory_used(self, used_bytes: int) -> None:
+        """Set memory in use on every GPU (the model weights and KV cache)."""
+        with self._lock:
+            for g in self.gpus:
+                g.mem_used_bytes = used_bytes
+
+    def _select(self, index: int | None) -> list[SimGpu]:
+        return self.gpus if index is None else [self.gpus[index]]
+
+
+def with_overrides(spec: SimGpuSpec, **kw: object) -> SimGpuSpec:
+    """A copy of ``spec`` with fields replaced (for ``--gpu-name`` style options)."""
+    return replace(spec, **kw)  # type: ignore[arg-type]
