@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Check the GPU sampler against the real NVML on a machine with NVIDIA GPUs.
+
+Opens NVML through ``GpuSampler`` (wrapped to count calls), runs the background thread for a
+few ticks, and prints every static and sampled field per GPU, every ``missing`` reason, the
+cost per tick and per NVML function, and a run summary. Exit status: 0 when the checks pass,
+1 when a check fails, 2 when NVML is unavailable (no driver).
+
+    .venv/bin/python scripts/device_nvml_check.py [--ticks 5] [--interval 1.0]
+
+``--sim N`` runs the same checks over N simulated GPUs (FakeNvml) to test the script itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import queue
+import sys
+import time
+from pathlib import Path
+
+# Runs from a plain checkout too (no install needed on a fresh device machine).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from specwatch.core.gpu import GpuTick
+from specwatch.core.gpu_summary import summarize_ticks
+from specwatch.core.reasons import short_names
+from specwatch.sources.nvml import CountingNvml, GpuSampler
+
+STATIC_ONCE = (
+    "nvmlDeviceGetHandleByIndex",
+    "nvmlDeviceGetName",
+    "nvmlDeviceGetUUID",
+    "nvmlDeviceGetPciInfo",
+    "nvmlDeviceGetMaxPcieLinkGeneration",
+    "nvmlDeviceGetMaxPcieLinkWidth",
+    "nvmlDeviceGetPowerManagementDefaultLimit",
+)
+
+
+def fields(obj: object) -> str:
+    """Every dataclass field but ``missing`` as ``name=value`` pairs."""
+    pairs = []
+    for f in dataclasses.fields(obj):  # type: ignore[arg-type]
+        if f.name != "missing":
+            pairs.append(f"{f.name}={getattr(obj, f.name)!r}")
+    return " ".join(pairs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the check; see the module docstring for the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ticks", type=int, default=5)
+    parser.add_argument("--interval", type=float, default=1.0)
+    parser.add_argument("--sim", type=int, metavar="GPUS", help="use simulated GPUs instead")
+    args = parser.parse_args(argv)
+
+    inner: object | None = None
+    if args.sim:
+        from specwatch.sim.fake_nvml import FakeNvml
+        from specwatch.sim.gpus import SimGpus
+
+        sim_gpus = SimGpus(args.sim, start_t=time.monotonic())
+        sim_gpus.advance_to(time.monotonic(), load=1.0)
+        inner = FakeNvml(sim_gpus)
+    counter = CountingNvml(inner)
+    ticks: queue.Queue[GpuTick] = queue.Queue()
+    sampler = GpuSampler(interval_s=args.interval, nvml=counter, on_tick=ticks.put)
+    inventory = sampler.open()
+    if not inventory.available:
+        print(f"device_nvml_check: {inventory.reason}", file=sys.stderr)
+        sampler.stop()
+        return 2
+    print(f"system: {fields(inventory.system)}")
+    print(f"open: {sampler.open_cost_ms:.1f} ms; {len(inventory.gpus)} GPU(s)")
+    if inventory.reason:
+        print(f"note: {inventory.reason}")
+    for static in inventory.gpus:
+        print(f"gpu {static.index} static: {fields(static)}")
+        for name, reason in static.missing.items():
+            print(f"gpu {static.index} static missing {name}: {reason}")
+
+    got: list[GpuTick] = []
+    sampler.start()
+    try:
+        for _ in range(args.ticks):
+            got.append(ticks.get(timeout=args.interval * 3 + 30))
+    except queue.Empty:
+        print("PROBLEM: the sampler thread stopped delivering ticks", file=sys.stderr)
+    finally:
+        sampler.stop()
+
+    problems: list[str] = []
+    for n, tick in enumerate(got):
+        print(f"tick {n}: t={tick.t:.3f} cost={tick.cost_ms:.2f} ms error={tick.error}")
+        for s in tick.samples:
+            print(f"  gpu {s.index}: {fields(s)} reasons=[{short_names(s.clock_event_reasons)}]")
+            for name, reason in s.missing.items():
+                print(f"  gpu {s.index} missing {name}: {reason}")
+    if got:
+        costs = sorted(t.cost_ms for t in got)
+        print(
+            f"cost per tick: min {costs[0]:.2f} ms, median {costs[len(costs) // 2]:.2f} ms, "
+            f"max {costs[-1]:.2f} ms"
+        )
+    print("NVML calls (count, mean ms):")
+    for name in sorted(counter.calls):
+        count = counter.calls[name]
+        print(f"  {name}: {count}, {counter.seconds[name] / count * 1000:.3f}")
+    for summary in summarize_ticks(got, sampler.inventory or inventory):
+        print(f"summary gpu {summary.index}: {summary.to_dict()}")
+
+    gpus = len(inventory.gpus)
+    if len(got) < args.ticks:
+        problems.append(f"only {len(got)} of {args.ticks} ticks arrived")
+    if counter.calls.get("nvmlInit") != 1 or counter.calls.get("nvmlShutdown") != 1:
+        problems.append("nvmlInit/nvmlShutdown not called exactly once")
+    for name in STATIC_ONCE:
+        if counter.calls.get(name, 0) > gpus:
+            problems.append(f"{name} called {counter.calls[name]} times for {gpus} GPU(s)")
+    if counter.calls.get("nvmlDeviceGetPcieThroughput"):
+        problems.append("nvmlDeviceGetPcieThroughput was called on the tick path")
+    if any(s.lost for t in got for s in t.samples):
+        problems.append("a GPU reported lost")
+    if any(t.error for t in got):
+        problems.append("a tick carried an error")
+    for problem in problems:
+        print(f"PROBLEM: {problem}", file=sys.stderr)
+    print("OK" if not problems else f"{len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

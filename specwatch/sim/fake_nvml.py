@@ -1,0 +1,426 @@
+"""A fake NVML at the nvidia-ml-py function level, backed by the simulated GPUs.
+
+``FakeNvml`` exposes the ``nvml*`` functions that ``specwatch.sources.nvml`` calls, with the
+same arguments and return shapes as ``pynvml``, and raises the real ``pynvml.NVMLError``
+subclasses (obtained through ``specwatch.sources.nvml.nvml_error``, since only that module
+imports ``pynvml``). Fans are ``NOT_SUPPORTED`` (passively cooled boards), a lost simulated GPU
+raises ``GPU_IS_LOST``, and ``fail()`` injects any error for tests.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from specwatch.sim.gpus import SimGpus, SimGpuState
+from specwatch.sources import nvml as N
+
+DRIVER_VERSION = "570.133.20"
+NVML_VERSION = "12.570.133.20"
+CUDA_DRIVER_VERSION = 12080
+
+
+@dataclass(frozen=True, slots=True)
+class FakeHandle:
+    """What ``nvmlDeviceGetHandleByIndex`` returns."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class FakePciInfo:
+    """The part of ``nvmlPciInfo_t`` specwatch reads (``busId`` is bytes, as in pynvml)."""
+
+    busId: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class FakeUtilization:
+    """``c_nvmlUtilization_t``."""
+
+    gpu: int
+    memory: int
+
+
+@dataclass(frozen=True, slots=True)
+class FakeMemory:
+    """``c_nvmlMemory_t``."""
+
+    total: int
+    free: int
+    used: int
+
+
+@dataclass(frozen=True, slots=True)
+class FakeViolationTime:
+    """``c_nvmlViolationTime_t`` (nanoseconds)."""
+
+    referenceTime: int
+    violationTime: int
+
+
+@dataclass(frozen=True, slots=True)
+class FakeValue:
+    """``c_nvmlValue_t`` with the members specwatch may read."""
+
+    dVal: float = 0.0
+    uiVal: int = 0
+    ulVal: int = 0
+    ullVal: int = 0
+    sllVal: int = 0
+    siVal: int = 0
+    usVal: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FakeFieldValue:
+    """``c_nvmlFieldValue_t``."""
+
+    fieldId: int
+    nvmlReturn: int
+    valueType: int
+    value: FakeValue
+
+
+@dataclass
+class _Failure:
+    function: str
+    code: int
+    index: int | None
+    times: int | None
+
+
+class FakeNvml:
+    """Module-like stand-in for ``pynvml`` over ``SimGpus``.
+
+    Args:
+        gpus: The simulated boards.
+        clock: Seconds on the simulation's clock; each read integrates the model to it.
+
+    Attributes:
+        calls: How many times each function was called (``calls["nvmlInit"]`` etc.).
+        fan_supported: Set True to report a fan (default: passively cooled, NOT_SUPPORTED).
+    """
+
+    def __init__(self, gpus: SimGpus, clock: Callable[[], float] = time.monotonic) -> None:
+        self.gpus = gpus
+        self.clock = clock
+        self.calls: Counter[str] = Counter()
+        self.fan_supported = False
+        self._init_count = 0
+        self._failures: list[_Failure] = []
+        self._lock = threading.Lock()
+
+    # --- test controls ----------------------------------------------------------------
+
+    def fail(
+        self, function: str, code: int, index: int | None = None, times: int | None = None
+    ) -> None:
+        """Make ``function`` raise ``NVMLError(code)``.
+
+        Args:
+            function: A function name (``"nvmlDeviceGetFanSpeed"``), or ``"field:ID"`` to make
+                one field of ``nvmlDeviceGetFieldValues`` return ``code`` in its
+                ``nvmlReturn``.
+            code: An ``NVML_ERROR_*`` value.
+            index: Only for this GPU (``None``: every GPU, and system-level calls).
+            times: Only this many times (``None``: until ``clear_failures``).
+        """
+        with self._lock:
+            self._failures.append(_Failure(function, code, index, times))
+
+    def clear_failures(self) -> None:
+        """Remove every injected failure."""
+        with self._lock:
+            self._failures.clear()
+
+    @property
+    def initialized(self) -> bool:
+        """Whether ``nvmlInit`` has been called more often than ``nvmlShutdown``."""
+        return self._init_count > 0
+
+    # --- plumbing ----------------------------------------------------------------------
+
+    def _injected(self, function: str, index: int | None) -> int | None:
+        with self._lock:
+            for failure in self._failures:
+                if failure.function != function:
+                    continue
+                if failure.index is not None and failure.index != index:
+                    continue
+                if failure.times is not None:
+                    if failure.times <= 0:
+                        continue
+                    failure.times -= 1
+                return failure.code
+        return None
+
+    def _enter(self, function: str, index: int | None = None, needs_init: bool = True) -> None:
+        self.calls[function] += 1
+        if needs_init and self._init_count <= 0:
+            raise N.nvml_error(N.ERROR_UNINITIALIZED)
+        code = self._injected(function, index)
+        if code is not None:
+            raise N.nvml_error(code)
+
+    def _device(self, function: str, handle: Any) -> SimGpuState:
+        index = handle.index if isinstance(handle, FakeHandle) else None
+        self._enter(function, index)
+        if index is None or not 0 <= index < len(self.gpus):
+            raise N.nvml_error(N.ERROR_INVALID_ARGUMENT)
+        state = self.gpus.states(self.clock())[index]
+        if state.lost:
+            raise N.nvml_error(N.ERROR_GPU_IS_LOST)
+        return state
+
+    @staticmethod
+    def _bad_argument() -> NoReturn:
+        raise N.nvml_error(N.ERROR_INVALID_ARGUMENT)
+
+    # --- lifecycle and system ------------------------------------------------------------
+
+    def nvmlInit(self) -> None:
+        """Initialise (counted)."""
+        self._enter("nvmlInit", needs_init=False)
+        self._init_count += 1
+
+    def nvmlShutdown(self) -> None:
+        """Shut down (counted); ``UNINITIALIZED`` when not initialised."""
+        self._enter("nvmlShutdown")
+        self._init_count -= 1
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        """Driver version."""
+        self._enter("nvmlSystemGetDriverVersion")
+        return DRIVER_VERSION
+
+    def nvmlSystemGetNVMLVersion(self) -> str:
+        """NVML version."""
+        self._enter("nvmlSystemGetNVMLVersion")
+        return NVML_VERSION
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        """CUDA driver version as 1000*major + 10*minor."""
+        self._enter("nvmlSystemGetCudaDriverVersion")
+        return CUDA_DRIVER_VERSION
+
+    def nvmlDeviceGetCount(self) -> int:
+        """Number of simulated GPUs."""
+        self._enter("nvmlDeviceGetCount")
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeHandle:
+        """A handle; ``GPU_IS_LOST`` for a lost GPU."""
+        self._enter("nvmlDeviceGetHandleByIndex", index)
+        if not 0 <= index < len(self.gpus):
+            self._bad_argument()
+        if self.gpus.gpus[index].lost:
+            raise N.nvml_error(N.ERROR_GPU_IS_LOST)
+        return FakeHandle(index)
+
+    # --- static ------------------------------------------------------------------------
+
+    def nvmlDeviceGetName(self, handle: Any) -> str:
+        """Board name."""
+        self._device("nvmlDeviceGetName", handle)
+        return self.gpus.spec.name
+
+    def nvmlDeviceGetUUID(self, handle: Any) -> str:
+        """Board UUID."""
+        return self._device("nvmlDeviceGetUUID", handle).uuid
+
+    def nvmlDeviceGetPciInfo(self, handle: Any) -> FakePciInfo:
+        """PCI info (bus id as bytes, like the ctypes struct)."""
+        return FakePciInfo(self._device("nvmlDeviceGetPciInfo", handle).pci_bus_id.encode())
+
+    def nvmlDeviceGetMaxClockInfo(self, handle: Any, clock_type: int) -> int:
+        """Maximum SM or memory clock, MHz."""
+        return self._clock_limit("nvmlDeviceGetMaxClockInfo", handle, clock_type)
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Any) -> int:
+        """Maximum PCIe generation."""
+        self._device("nvmlDeviceGetMaxPcieLinkGeneration", handle)
+        return self.gpus.spec.max_pcie_gen
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: Any) -> int:
+        """Maximum PCIe width."""
+        self._device("nvmlDeviceGetMaxPcieLinkWidth", handle)
+        return self.gpus.spec.max_pcie_width
+
+    def nvmlDeviceGetTemperatureThreshold(self, handle: Any, threshold: int) -> int:
+        """Slowdown or shutdown temperature, °C."""
+        self._device("nvmlDeviceGetTemperatureThreshold", handle)
+        if threshold == N.TEMPERATURE_THRESHOLD_SLOWDOWN:
+            return self.gpus.spec.slowdown_temp_c
+        if threshold == N.TEMPERATURE_THRESHOLD_SHUTDOWN:
+            return self.gpus.spec.shutdown_temp_c
+        raise N.nvml_error(N.ERROR_NOT_SUPPORTED)
+
+    def nvmlDeviceGetPersistenceMode(self, handle: Any) -> int:
+        """Persistence mode (1: enabled)."""
+        self._device("nvmlDeviceGetPersistenceMode", handle)
+        return 1
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, handle: Any) -> int:
+        """Default power limit, mW."""
+        self._device("nvmlDeviceGetPowerManagementDefaultLimit", handle)
+        return int(self.gpus.spec.power_limit_w * 1000)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int:
+        """Enforced power limit (follows ``SimGpus.set_power_limit``), mW."""
+        state = self._device("nvmlDeviceGetEnforcedPowerLimit", handle)
+        return int(self.gpus.gpus[state.index].power_limit_w * 1000)
+
+    def nvmlDeviceGetApplicationsClock(self, handle: Any, clock_type: int) -> int:
+        """Application clock, MHz (the maximum, as on a board nobody has tuned)."""
+        return self._clock_limit("nvmlDeviceGetApplicationsClock", handle, clock_type)
+
+    def _clock_limit(self, function: str, handle: Any, clock_type: int) -> int:
+        self._device(function, handle)
+        if clock_type == N.CLOCK_SM:
+            return self.gpus.spec.max_sm_clock_mhz
+        if clock_type == N.CLOCK_MEM:
+            return self.gpus.spec.max_mem_clock_mhz
+        self._bad_argument()
+
+    # --- fast ------------------------------------------------------------------------------
+
+    def nvmlDeviceGetClockInfo(self, handle: Any, clock_type: int) -> int:
+        """Current SM or memory clock, MHz."""
+        state = self._device("nvmlDeviceGetClockInfo", handle)
+        if clock_type == N.CLOCK_SM:
+            return state.sm_clock_mhz
+        if clock_type == N.CLOCK_MEM:
+            return state.mem_clock_mhz
+        self._bad_argument()
+
+    def nvmlDeviceGetTemperature(self, handle: Any, sensor: int) -> int:
+        """GPU temperature, °C (deprecated API)."""
+        state = self._device("nvmlDeviceGetTemperature", handle)
+        if sensor != N.TEMPERATURE_GPU:
+            self._bad_argument()
+        return round(state.temp_c)
+
+    def nvmlDeviceGetTemperatureV(self, handle: Any, sensor: int, version: int = 0) -> int:
+        """GPU temperature, °C."""
+        state = self._device("nvmlDeviceGetTemperatureV", handle)
+        if sensor != N.TEMPERATURE_GPU:
+            self._bad_argument()
+        return round(state.temp_c)
+
+    def nvmlDeviceGetFieldValues(
+        self, handle: Any, field_ids: Sequence[int]
+    ) -> list[FakeFieldValue]:
+        """Field values; memory temperature and instant power are supported."""
+        state = self._device("nvmlDeviceGetFieldValues", handle)
+        out: list[FakeFieldValue] = []
+        for field_id in field_ids:
+            code = self._injected(f"field:{field_id}", state.index)
+            if code is not None:
+                out.append(FakeFieldValue(field_id, code, N.VALUE_TYPE_UNSIGNED_INT, FakeValue()))
+            elif field_id == N.FI_DEV_MEMORY_TEMP:
+                value = FakeValue(uiVal=round(state.hbm_temp_c))
+                out.append(FakeFieldValue(field_id, N.SUCCESS, N.VALUE_TYPE_UNSIGNED_INT, value))
+            elif field_id == N.FI_DEV_POWER_INSTANT:
+                value = FakeValue(uiVal=round(state.power_w * 1000))
+                out.append(FakeFieldValue(field_id, N.SUCCESS, N.VALUE_TYPE_UNSIGNED_INT, value))
+            else:
+                out.append(
+                    FakeFieldValue(
+                        field_id, N.ERROR_NOT_SUPPORTED, N.VALUE_TYPE_UNSIGNED_INT, FakeValue()
+                    )
+                )
+        return out
+
+    def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
+        """Power draw, mW."""
+        return round(self._device("nvmlDeviceGetPowerUsage", handle).power_w * 1000)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: Any) -> int:
+        """Energy since driver load, mJ."""
+        state = self._device("nvmlDeviceGetTotalEnergyConsumption", handle)
+        return int(state.energy_j * 1000)
+
+    def nvmlDeviceGetPerformanceState(self, handle: Any) -> int:
+        """P-state (0: maximum performance)."""
+        return self._device("nvmlDeviceGetPerformanceState", handle).pstate
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
+        """Clock-event reason bitmask."""
+        return self._device("nvmlDeviceGetCurrentClocksEventReasons", handle).reasons
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: Any) -> int:
+        """Clock-event reason bitmask (older name)."""
+        return self._device("nvmlDeviceGetCurrentClocksThrottleReasons", handle).reasons
+
+    def nvmlDeviceGetUtilizationRates(self, handle: Any) -> FakeUtilization:
+        """GPU and memory utilisation, %."""
+        state = self._device("nvmlDeviceGetUtilizationRates", handle)
+        return FakeUtilization(gpu=state.util_gpu_pct, memory=state.util_mem_pct)
+
+    def nvmlDeviceGetMemoryInfo(self, handle: Any, version: int | None = None) -> FakeMemory:
+        """Memory total/free/used, bytes."""
+        state = self._device("nvmlDeviceGetMemoryInfo", handle)
+        total = self.gpus.spec.mem_total_bytes
+        used = min(state.mem_used_bytes, total)
+        return FakeMemory(total=total, free=total - used, used=used)
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: Any) -> int:
+        """Current PCIe generation."""
+        return self._device("nvmlDeviceGetCurrPcieLinkGeneration", handle).pcie_gen
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: Any) -> int:
+        """Current PCIe width."""
+        return self._device("nvmlDeviceGetCurrPcieLinkWidth", handle).pcie_width
+
+    def nvmlDeviceGetViolationStatus(self, handle: Any, policy: int) -> FakeViolationTime:
+        """Cumulative time under the power or thermal policy, ns."""
+        state = self._device("nvmlDeviceGetViolationStatus", handle)
+        ref = int(self.clock() * 1e9)
+        if policy == N.PERF_POLICY_POWER:
+            return FakeViolationTime(ref, state.power_violation_ns)
+        if policy == N.PERF_POLICY_THERMAL:
+            return FakeViolationTime(ref, state.thermal_violation_ns)
+        raise N.nvml_error(N.ERROR_NOT_SUPPORTED)
+
+    def nvmlDeviceGetFanSpeed(self, handle: Any) -> int:
+        """Fan speed: NOT_SUPPORTED unless ``fan_supported`` (passively cooled boards)."""
+        state = self._device("nvmlDeviceGetFanSpeed", handle)
+        if not self.fan_supported:
+            raise N.nvml_error(N.ERROR_NOT_SUPPORTED)
+        return min(100, max(30, int(state.temp_c)))
+
+    def nvmlDeviceGetPcieThroughput(self, handle: Any, counter: int) -> int:
+        """PCIe throughput, KB/s (slow on real hardware; the sampler must not call it)."""
+        self._device("nvmlDeviceGetPcieThroughput", handle)
+        return 0
+
+
+class _UnavailableNvml:
+    """NVML without a driver: ``nvmlInit`` fails; everything else is uninitialised."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+
+    def nvmlInit(self) -> None:
+        self.calls["nvmlInit"] += 1
+        raise N.nvml_error(N.ERROR_LIBRARY_NOT_FOUND)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if not name.startswith("nvml"):
+            raise AttributeError(name)
+
+        def uninitialized(*args: object) -> NoReturn:
+            self.calls[name] += 1
+            raise N.nvml_error(N.ERROR_UNINITIALIZED)
+
+        return uninitialized
+
+
+def unavailable_nvml() -> Any:
+    """A module-like object whose ``nvmlInit`` raises ``NVMLError_LibraryNotFound``."""
+    return _UnavailableNvml()
