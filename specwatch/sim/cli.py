@@ -1,0 +1,111 @@
+"""``specwatch sim``: run the simulated server standalone until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from specwatch.core.server import Dialect
+from specwatch.sim.config import DEFAULT_VERSIONS, preset
+from specwatch.sim.server import SimServer
+from specwatch.sim.world import SimWorld
+
+
+def add_sim_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``specwatch sim``."""
+    p.add_argument(
+        "--dialect",
+        choices=[d.value for d in Dialect],
+        default="sglang",
+        help="which server to imitate (default: sglang)",
+    )
+    p.add_argument(
+        "--version",
+        dest="sim_version",
+        default=None,
+        help="server version to imitate (default: "
+        + ", ".join(f"{d.value} {v}" for d, v in DEFAULT_VERSIONS.items())
+        + ")",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 = any free)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    p.add_argument(
+        "--load-time",
+        type=float,
+        default=0.0,
+        help="seconds of model loading before it answers (default: 0)",
+    )
+    p.add_argument("--gpus", type=int, default=8, help="simulated GPUs (default: 8)")
+    p.add_argument(
+        "--background",
+        type=int,
+        default=0,
+        help="simulated concurrent users generating traffic (default: 0)",
+    )
+    p.add_argument("--model", default=None, help="served model name")
+    p.add_argument("--no-spec", action="store_true", help="no speculative decoding")
+    p.add_argument(
+        "--no-metrics",
+        action="store_true",
+        help="start without metrics (SGLang --enable-metrics, llama.cpp --metrics off)",
+    )
+    p.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="VAR",
+        help="require the API key held in this environment variable",
+    )
+
+
+def run_sim(args: argparse.Namespace) -> int:
+    """Serve until interrupted; prints one line with the URL. Returns the exit status."""
+    import os
+
+    overrides: dict[str, object] = {
+        "seed": args.seed,
+        "load_time_s": args.load_time,
+        "gpu_count": args.gpus,
+        "background_concurrency": args.background,
+        "metrics_enabled": not args.no_metrics,
+    }
+    if args.no_spec:
+        overrides["spec_algorithm"] = None
+    if args.model:
+        overrides["model"] = args.model
+    if args.api_key_env:
+        key = os.environ.get(args.api_key_env)
+        if not key:
+            print(
+                f"specwatch sim: environment variable {args.api_key_env} is empty", file=sys.stderr
+            )
+            return 2
+        overrides["api_key"] = key
+    config = preset(args.dialect, args.sim_version, **overrides)
+    world = SimWorld(config)
+    server = SimServer(world, host=args.host, port=args.port)
+    try:
+        url = server.start()
+    except (OSError, RuntimeError) as exc:
+        print(f"specwatch sim: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    spec = config.spec_algorithm or "no speculation"
+    print(
+        f"specwatch sim: {config.dialect.value} {config.version} ({spec}, {config.gpu_count} GPUs)"
+        f" serving {config.model} at {url}  (Ctrl-C to stop)",
+        flush=True,
+    )
+    done = threading.Event()
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    try:
+        while not done.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        server.stop()
+    return 0

@@ -1,0 +1,156 @@
+"""Simulator configuration: what server to imitate, and how its engine behaves."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from specwatch.core.server import Dialect
+
+DEFAULT_VERSIONS: dict[Dialect, str] = {
+    Dialect.SGLANG: "0.5.23",
+    Dialect.VLLM: "0.33.0",
+    Dialect.LLAMACPP: "b6500-0c1e570",
+    Dialect.OPENAI: "1.0.0",
+}
+"""The version each dialect imitates when none is given (the newest researched)."""
+
+LLAMACPP_SPEC_COUNTERS_BUILD = 6500
+"""llama.cpp builds from this number on have the ``spec_decode_*`` counters and
+``speculative.types``."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    """Everything that shapes a simulated server.
+
+    Latencies are for a GPU at full boost clock; the simulated GPUs' pace factor stretches them.
+    """
+
+    dialect: Dialect
+    version: str
+    model: str = "sim/Llama-3.1-8B-Instruct"
+    spec_algorithm: str | None = "EAGLE3"
+    """``None`` = no speculation."""
+    num_steps: int = 3
+    num_draft_tokens: int = 4
+    """Draft tokens proposed per verify step (SGLang: steps + 1, counting the root)."""
+    acceptance: tuple[float, ...] = (0.8, 0.6, 0.45)
+    """P(accept draft position i | position i-1 accepted)."""
+    base_step_ms: float = 12.0
+    plain_step_ms: float = 9.0
+    batch_step_ms: float = 0.4
+    prefill_ms: float = 40.0
+    load_time_s: float = 0.0
+    warmup_requests: int = 2
+    warmup_factor: float = 3.0
+    background_concurrency: int = 0
+    metrics_enabled: bool = True
+    api_key: str | None = None
+    """When set, endpoints require ``Authorization: Bearer <key>`` (per dialect rules)."""
+    seed: int = 0
+    # --- additions (all with defaults) ---------------------------------------------------
+    gpu_count: int = 8
+    """GPUs the world creates when it is not handed a ``SimGpus``."""
+    eos_per_token: float = 1e-4
+    """Chance per generated token that a request without ``ignore_eos`` stops (seeded)."""
+    max_running: int = 64
+    """Requests decoded together at most; the rest wait (llama.cpp: the slot count)."""
+    dp_engines: int = 1
+    """vLLM data-parallel engines: one series per ``engine`` label."""
+    decode_log_interval: int = 40
+    """SGLang: decode iterations between gauge updates."""
+    max_model_len: int = 32768
+    background_prompt_tokens: tuple[int, int] = (32, 1024)
+    background_max_tokens: tuple[int, int] = (32, 512)
+    background_think_s: tuple[float, float] = (0.05, 1.0)
+    coalesce_chunks: bool = True
+    """Merge steps the HTTP consumer fell behind on into one chunk (SGLang, vLLM, OpenAI)."""
+    tp_size: int = 1
+    per_request_metrics: str = "none"
+    """vLLM >= 0.33 ``--per-request-spec-decode-metrics``: ``none``, ``summary`` or ``detailed``
+    (implies ``--enable-per-request-metrics``)."""
+    truth_max_steps: int | None = None
+    """Bound on the steps the ground truth keeps (a demo left running); ``None`` keeps all."""
+
+    @property
+    def spec_enabled(self) -> bool:
+        """Whether the engine drafts."""
+        return self.spec_algorithm is not None
+
+    @property
+    def drafts_per_step(self) -> int:
+        """Draft tokens proposed per request per verify step (0 without speculation)."""
+        if not self.spec_enabled:
+            return 0
+        if self.dialect is Dialect.SGLANG:
+            return max(0, self.num_draft_tokens - 1)
+        return max(0, self.num_draft_tokens)
+
+    @property
+    def max_accepted(self) -> int:
+        """Most drafts one verify step can accept."""
+        return min(self.num_steps, self.drafts_per_step, len(self.acceptance))
+
+    @property
+    def vtuple(self) -> tuple[int, ...]:
+        """The version as comparable numbers (see :func:`version_tuple`)."""
+        return version_tuple(self.version)
+
+    def at_least(self, version: str) -> bool:
+        """Whether this config imitates ``version`` or newer (SGLang/vLLM numbering)."""
+        return self.vtuple >= version_tuple(version)
+
+    @property
+    def llamacpp_build(self) -> int:
+        """The llama.cpp build number (``b6500-...`` → 6500; 0 when unknown)."""
+        m = re.match(r"b?(\d+)", self.version)
+        return int(m.group(1)) if m else 0
+
+    @property
+    def llamacpp_new(self) -> bool:
+        """A llama.cpp build with the spec counters (``LLAMACPP_SPEC_COUNTERS_BUILD`` or later)."""
+        return self.llamacpp_build >= LLAMACPP_SPEC_COUNTERS_BUILD
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``"0.4.6.post5"`` → ``(0, 4, 6)``; only major.minor.patch matter for behaviour."""
+    nums = re.findall(r"\d+", version.split("post")[0].split("+")[0])
+    out = tuple(int(n) for n in nums[:3])
+    return out + (0,) * (3 - len(out))
+
+
+_PRESETS: dict[Dialect, dict[str, Any]] = {
+    Dialect.SGLANG: {"spec_algorithm": "EAGLE3", "num_steps": 3, "num_draft_tokens": 4},
+    Dialect.VLLM: {"spec_algorithm": "eagle3", "num_steps": 3, "num_draft_tokens": 3},
+    Dialect.LLAMACPP: {
+        "spec_algorithm": "draft-simple",
+        "num_steps": 3,
+        "num_draft_tokens": 3,
+        "max_running": 4,
+        "model": "sim-llama-3.1-8b-instruct-q4_k_m.gguf",
+    },
+    Dialect.OPENAI: {"spec_algorithm": "EAGLE3", "num_steps": 3, "num_draft_tokens": 3},
+}
+
+
+def preset(dialect: str | Dialect, version: str | None = None, **overrides: object) -> SimConfig:
+    """A ready configuration for ``dialect`` (newest researched version unless given).
+
+    Args:
+        dialect: ``"sglang"``, ``"vllm"``, ``"llamacpp"`` or ``"openai"``.
+        version: the server version to imitate.
+        **overrides: any ``SimConfig`` field.
+
+    Raises:
+        ValueError: an unknown dialect or field.
+    """
+    d = Dialect(dialect)
+    known = {f.name for f in fields(SimConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"unknown SimConfig fields: {', '.join(unknown)}")
+    base = SimConfig(dialect=d, version=version or DEFAULT_VERSIONS[d])
+    base = replace(base, **_PRESETS[d])
+    return replace(base, **overrides)  # type: ignore[arg-type]

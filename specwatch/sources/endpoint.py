@@ -1,0 +1,123 @@
+"""Where the server is, and the API key to reach it (which never leaves this object in text)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+EXPECTED = "expected localhost:8000, host:port, http://host:port or https://host:port"
+KEY_ENV_VARS = ("SPECWATCH_API_KEY", "OPENAI_API_KEY")
+"""Environment variables read for the API key, in order, when none is given."""
+
+_BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',;]+")
+_SECRET_NAME = r"(?:[\w-]*(?:api[_-]?key|secret|password)[\w-]*|[\w-]*token(?![\w-]))"
+"""Names that hold secrets: ``api_key``, ``--admin-api-key``, ``hf_token``; not ``max_tokens``."""
+_KEY_ARG = re.compile(rf"(?i)(--?{_SECRET_NAME}(?:\s+|=))(\S+)")
+_KEY_JSON = re.compile(rf"(?i)([\"']?{_SECRET_NAME}[\"']?\s*[:=]\s*[\"']?)([^\s\"',}}]+)")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A server address plus an optional Bearer token.
+
+    ``repr`` and ``str`` never show the key; use ``headers()`` to send it.
+    """
+
+    base_url: str
+    """Scheme, host, port and optional path prefix, without a trailing slash."""
+    api_key: str | None = field(default=None, repr=False)
+
+    def headers(self) -> dict[str, str]:
+        """HTTP headers that authenticate a request (empty without a key)."""
+        if not self.api_key:
+            return {}
+        return {"Authorization": f"Bearer {self.api_key}"}
+
+    def url(self, path: str) -> str:
+        """The absolute URL of ``path`` on this server."""
+        return self.base_url + ("" if path.startswith("/") else "/") + path
+
+    def __str__(self) -> str:
+        return self.base_url
+
+
+def parse_endpoint(
+    url: str, api_key: str | None = None, env: Mapping[str, str] | None = None
+) -> Endpoint:
+    """Parse a user-given server address.
+
+    Args:
+        url: ``localhost:8000``, ``host:port``, ``http://...`` or ``https://...``. A trailing
+            ``/v1`` (an OpenAI base URL) is dropped.
+        api_key: The key to send as a Bearer token; when ``None`` or empty, the environment
+            variables ``SPECWATCH_API_KEY`` then ``OPENAI_API_KEY`` are tried.
+        env: The environment to read (default ``os.environ``).
+
+    Raises:
+        ValueError: One line saying what is wrong with the address (the key is never in it).
+    """
+    text = url.strip()
+    if not text:
+        raise ValueError(f"empty server address; {EXPECTED}")
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    if "://" in text:
+        scheme = text.split("://", 1)[0].lower()
+        if scheme not in ("http", "https"):
+            raise ValueError(f"unsupported scheme {scheme!r} in {shown!r}; {EXPECTED}")
+        has_scheme = True
+    else:
+        if any(c.isspace() for c in text):
+            raise ValueError(f"spaces in server address {shown!r}; {EXPECTED}")
+        scheme = "http"
+        has_scheme = False
+        text = "http://" + text
+    parts = urlsplit(text)
+    if "@" in parts.netloc:
+        raise ValueError("credentials in the server address are not supported; use --api-key")
+    if parts.query or parts.fragment:
+        raise ValueError(f"query or fragment in server address {shown!r}; {EXPECTED}")
+    host = parts.hostname
+    if not host:
+        raise ValueError(f"no host in server address {shown!r}; {EXPECTED}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"bad port in server address {shown!r}; {EXPECTED}") from None
+    if port is None and not has_scheme:
+        raise ValueError(f"no port in server address {shown!r}; {EXPECTED}")
+    if port == 0:
+        raise ValueError(f"port 0 in server address {shown!r}; {EXPECTED}")
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[: -len("/v1")]
+    host_text = f"[{host}]" if ":" in host else host
+    netloc = host_text if port is None else f"{host_text}:{port}"
+    key = api_key or None
+    if key is None:
+        environ = os.environ if env is None else env
+        for name in KEY_ENV_VARS:
+            if environ.get(name):
+                key = environ[name]
+                break
+    if key is not None and any(c in key for c in "\r\n"):
+        raise ValueError("the API key contains a line break")
+    return Endpoint(base_url=f"{scheme}://{netloc}{path}", api_key=key)
+
+
+def redact(text: str, endpoint: Endpoint | None = None) -> str:
+    """Remove the endpoint's API key, and anything that looks like a secret, from ``text``.
+
+    Covers the key itself wherever it appears, ``Bearer <token>``, ``--api-key X`` /
+    ``--api-key=X`` style arguments and ``"api_key": "X"`` style pairs.
+    """
+    if endpoint is not None and endpoint.api_key:
+        text = text.replace(endpoint.api_key, "***")
+    text = _BEARER.sub(r"\1***", text)
+    text = _KEY_ARG.sub(r"\1***", text)
+    return _KEY_JSON.sub(r"\1***", text)
+
+
+__all__ = ["EXPECTED", "KEY_ENV_VARS", "Endpoint", "parse_endpoint", "redact"]

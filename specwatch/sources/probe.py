@@ -1,0 +1,420 @@
+"""``specwatch probe``: detect a server, stream once, read one metrics window and the GPUs.
+
+The result is a :class:`ProbeResult`; :func:`probe_to_dict` turns it into the JSON document the
+CLI prints (the scripting interface) and :func:`render_text` into a short readable report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from specwatch import __version__
+from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
+from specwatch.core.reasons import short_names
+from specwatch.core.server import ChunkArrival, MetricsWindow, ServerInfo, StreamResult
+from specwatch.sources.client import ServerClient, ServerError
+from specwatch.sources.detect import detect, wait_ready
+from specwatch.sources.endpoint import Endpoint
+from specwatch.sources.metrics import MetricsWatcher
+from specwatch.sources.stream import stream_completion
+
+DEFAULT_PROMPT = (
+    "Write a detailed, step-by-step explanation of how a hash map handles collisions, "
+    "with a short example in Python."
+)
+
+EXIT_OK = 0
+EXIT_UNREACHABLE = 1
+EXIT_USAGE = 2
+EXIT_STREAM_FAILED = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """Everything one probe found."""
+
+    base_url: str
+    info: ServerInfo | None
+    stream: StreamResult | None
+    window: MetricsWindow | None
+    inventory: GpuInventory | None
+    tick: GpuTick | None
+    error: str | None = None
+    """Why the server could not be probed (unreachable, not ready, wrong key)."""
+
+    @property
+    def exit_code(self) -> int:
+        """0 ok, 1 server unreachable / not ready, 3 reached but the stream failed."""
+        if self.info is None:
+            return EXIT_UNREACHABLE
+        if self.stream is None or self.stream.error or not self.stream.completion_tokens:
+            return EXIT_STREAM_FAILED
+        return EXIT_OK
+
+
+def _read_gpus(nvml: object | None) -> tuple[GpuInventory, GpuTick | None]:
+    from specwatch.sources.nvml import GpuSampler
+
+    sampler = GpuSampler(nvml=nvml)
+    try:
+        inventory = sampler.open()
+        tick = sampler.sample() if inventory.available else None
+        return sampler.inventory or inventory, tick
+    finally:
+        sampler.stop()
+
+
+async def probe(
+    endpoint: Endpoint,
+    *,
+    max_tokens: int = 256,
+    timeout_s: float = 30.0,
+    wait_s: float = 0.0,
+    prompt: str = DEFAULT_PROMPT,
+    nvml: object | None = None,
+    read_gpus: bool = True,
+    on_status: Callable[[str], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> ProbeResult:
+    """Probe the server at ``endpoint`` once. Never raises for server trouble.
+
+    Args:
+        endpoint: Where the server is.
+        max_tokens: Tokens for the one stream.
+        timeout_s: Per-request timeout (connect, and each read of the stream).
+        wait_s: Wait this long for a server that is down or loading (0: do not wait).
+        prompt: The prompt to stream.
+        nvml: A pynvml-like object (tests pass a fake); ``None`` is the real NVML.
+        read_gpus: Read the GPUs once while the stream runs.
+        on_status: Progress lines (waiting attempts).
+        clock: Seconds, for the stream's arrival times and the metrics window.
+    """
+    async with ServerClient(endpoint, timeout_s=timeout_s) as client:
+        try:
+            if wait_s > 0:
+                info = await wait_ready(
+                    client,
+                    on_attempt=(
+                        None
+                        if on_status is None
+                        else lambda s: on_status(
+                            f"attempt {s.attempt} after {s.elapsed_s:.1f} s: {s.state} {s.detail}"
+                        )
+                    ),
+                    timeout_s=wait_s,
+                    interval_s=min(2.0, max(0.2, wait_s / 20)),
+                )
+            else:
+                info = await detect(client)
+        except ServerError as exc:
+            inventory, tick = (
+                await asyncio.to_thread(_read_gpus, nvml) if read_gpus else (None, None)
+            )
+            return ProbeResult(endpoint.base_url, None, None, None, inventory, tick, str(exc))
+        watcher = MetricsWatcher(client, info, clock=clock)
+        await watcher.scrape()
+        first_chunk = asyncio.Event()
+
+        def chunk_seen(_: ChunkArrival) -> None:
+            first_chunk.set()
+
+        gpu_task: asyncio.Task[tuple[GpuInventory, GpuTick | None]] | None = None
+        if read_gpus:
+            gpu_task = asyncio.create_task(_gpus_when(first_chunk, nvml))
+        stream = await stream_completion(
+            client, info, prompt, max_tokens, clock=clock, on_chunk=chunk_seen
+        )
+        first_chunk.set()
+        window = await watcher.scrape()
+        inventory, tick = (None, None) if gpu_task is None else await gpu_task
+        return ProbeResult(endpoint.base_url, info, stream, window, inventory, tick)
+
+
+async def _gpus_when(
+    started: asyncio.Event, nvml: object | None
+) -> tuple[GpuInventory, GpuTick | None]:
+    # read while the stream runs, so clocks and power show the server under load
+    await started.wait()
+    return await asyncio.to_thread(_read_gpus, nvml)
+
+
+# --- JSON -------------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and value != value:
+        return None
+    if hasattr(value, "value") and hasattr(value, "name") and not isinstance(value, type):
+        return value.value
+    return value
+
+
+STREAM_KEYS = (
+    "completion_tokens",
+    "prompt_tokens",
+    "ttft_s",
+    "decode_tok_s",
+    "tok_s",
+    "wall_s",
+    "decode_s",
+    "steps",
+    "tokens_per_step",
+    "step_latency_mean_s",
+    "step_latency_p50_s",
+    "step_latency_p90_s",
+    "step_latency_p99_s",
+    "accept_length",
+    "draft_acceptance_rate",
+    "counts_exact",
+    "count_source",
+    "finish_reason",
+    "error",
+)
+
+
+def _stream_dict(stream: StreamResult | None, why: str) -> dict[str, Any]:
+    if stream is None:
+        out: dict[str, Any] = {key: None for key in STREAM_KEYS}
+        out["reasons"] = {key: why for key in STREAM_KEYS}
+        return out
+    out = {key: _plain(getattr(stream, key)) for key in STREAM_KEYS}
+    out["chunks"] = len(stream.chunks)
+    out["server_stats"] = _plain(stream.server_stats)
+    out["notes"] = dict(stream.notes)
+    reasons: dict[str, str] = {}
+    for key in STREAM_KEYS:
+        if out[key] is None and key not in ("error", "finish_reason"):
+            reasons[key] = stream.notes.get(key) or stream.error or _default_reason(key, stream)
+    out["reasons"] = reasons
+    return out
+
+
+def _default_reason(key: str, stream: StreamResult) -> str:
+    if key in ("accept_length", "draft_acceptance_rate"):
+        return "the server reported no per-request speculative stats"
+    if key in ("decode_tok_s", "decode_s", "steps", "tokens_per_step") or key.startswith(
+        "step_latency"
+    ):
+        return "fewer than two chunks carried tokens"
+    if key == "prompt_tokens":
+        return "the server did not report the prompt length"
+    return "not reported"
+
+
+def _window_dict(window: MetricsWindow | None) -> dict[str, Any] | None:
+    if window is None:
+        return None
+    return {f.name: _plain(getattr(window, f.name)) for f in fields(window)}
+
+
+def _gpu_dict(static: GpuStatic | None, sample: GpuSample | None, index: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"index": index}
+    if static is not None:
+        out.update(
+            name=static.name,
+            uuid=static.uuid,
+            pci_bus_id=static.pci_bus_id,
+            max_sm_clock_mhz=static.max_sm_clock_mhz,
+            power_limit_w=static.power_limit_w,
+            max_pcie_gen=static.max_pcie_gen,
+            max_pcie_width=static.max_pcie_width,
+        )
+    if sample is not None:
+        for f in fields(sample):
+            if f.name in ("index", "missing"):
+                continue
+            out[f.name] = _plain(getattr(sample, f.name))
+        reasons = sample.clock_event_reasons
+        out["clock_event_reason_names"] = (
+            list(short_names(reasons)) if reasons is not None else None
+        )
+        missing = dict(sample.missing)
+        if static is not None:
+            missing.update({k: v for k, v in static.missing.items() if k not in missing})
+        out["missing"] = missing
+    return out
+
+
+def probe_to_dict(result: ProbeResult) -> dict[str, Any]:
+    """The JSON document of a probe (``null`` values carry a reason nearby)."""
+    info = result.info
+    server: dict[str, Any] | None = None
+    if info is not None:
+        spec = info.spec
+        server = {
+            "url": info.base_url,
+            "dialect": info.dialect.value,
+            "version": info.version,
+            "model": info.model,
+            "max_model_len": info.max_model_len,
+            "speculative": {
+                "enabled": spec.enabled,
+                "algorithm": spec.algorithm,
+                "num_steps": spec.num_steps,
+                "num_draft_tokens": spec.num_draft_tokens,
+                "topk": spec.topk,
+                "draft_model": spec.draft_model,
+                "source": spec.source,
+            },
+            "metrics_enabled": info.metrics_enabled,
+            "metrics_reason": info.metrics_reason,
+            "launch_args": _plain(info.launch_args) if info.launch_args else None,
+            "notes": dict(info.notes),
+        }
+    else:
+        server = {
+            "url": result.base_url,
+            "dialect": None,
+            "version": None,
+            "model": None,
+            "speculative": {"enabled": None},
+            "error": result.error,
+        }
+    why = result.error or "no stream ran"
+    gpus: list[dict[str, Any]] = []
+    gpus_reason: str | None = None
+    inventory = result.inventory
+    if inventory is None:
+        gpus_reason = "GPUs were not read"
+    elif not inventory.available:
+        gpus_reason = inventory.reason or "NVML unavailable"
+    else:
+        samples = {s.index: s for s in (result.tick.samples if result.tick else ())}
+        for static in inventory.gpus:
+            gpus.append(_gpu_dict(static, samples.get(static.index), static.index))
+        if result.tick is not None and result.tick.error:
+            gpus_reason = result.tick.error
+        elif not gpus:
+            gpus_reason = "NVML found no GPUs"
+    return {
+        "specwatch": __version__,
+        "ok": result.exit_code == EXIT_OK,
+        "error": result.error or (result.stream.error if result.stream else None),
+        "server": server,
+        "stream": _stream_dict(result.stream, why),
+        "metrics": _window_dict(result.window),
+        "metrics_reason": (
+            info.metrics_reason if info is not None and info.metrics_enabled is False else None
+        ),
+        "gpus": gpus,
+        "gpus_reason": gpus_reason,
+    }
+
+
+# --- text -------------------------------------------------------------------------------------
+
+
+def _f(value: float | None, fmt: str, scale: float = 1.0, unit: str = "") -> str:
+    if value is None:
+        return "n/a"
+    return f"{value * scale:{fmt}}{unit}"
+
+
+def render_text(result: ProbeResult) -> str:
+    """A short human-readable report."""
+    lines = [f"specwatch probe  {result.base_url}"]
+    info = result.info
+    if info is None:
+        lines.append(f"  server   unreachable: {result.error}")
+    else:
+        spec = info.spec
+        lines.append(
+            f"  server   {info.dialect.value} {info.version or '(version unknown)'}"
+            f"  model {info.model or '?'}"
+            + (f"  max len {info.max_model_len}" if info.max_model_len else "")
+        )
+        if spec.enabled:
+            parts = [spec.algorithm or "on"]
+            if spec.num_steps is not None:
+                parts.append(f"steps {spec.num_steps}")
+            if spec.num_draft_tokens is not None:
+                parts.append(f"draft tokens {spec.num_draft_tokens}")
+            if spec.topk is not None:
+                parts.append(f"topk {spec.topk}")
+            lines.append(f"  spec     {' · '.join(parts)}  (from {spec.source or '?'})")
+        elif spec.enabled is False:
+            lines.append(f"  spec     off  (from {spec.source or '?'})")
+        else:
+            lines.append(f"  spec     unknown  ({info.notes.get('speculative', 'not exposed')})")
+        lines.append(
+            "  metrics  on" if info.metrics_enabled else f"  metrics  off: {info.metrics_reason}"
+        )
+    stream = result.stream
+    if stream is not None:
+        exact = "" if stream.counts_exact else " (estimated)"
+        lines.append(
+            f"  stream   {stream.completion_tokens} tokens{exact} in {stream.wall_s:.2f} s"
+            f" · TTFT {_f(stream.ttft_s, '.1f', 1e3, ' ms')}"
+            f" · decode {_f(stream.decode_tok_s, '.1f', unit=' tok/s')}"
+            f" · overall {_f(stream.tok_s, '.1f', unit=' tok/s')}"
+        )
+        lines.append(
+            f"           steps {stream.steps if stream.steps is not None else 'n/a'}"
+            f" · {_f(stream.tokens_per_step, '.2f')} tok/step"
+            f" · step mean {_f(stream.step_latency_mean_s, '.2f', 1e3, ' ms')}"
+            f" p50 {_f(stream.step_latency_p50_s, '.2f', 1e3)}"
+            f" p90 {_f(stream.step_latency_p90_s, '.2f', 1e3)}"
+            f" p99 {_f(stream.step_latency_p99_s, '.2f', 1e3)}"
+        )
+        lines.append(
+            f"           accept length {_f(stream.accept_length, '.2f')}"
+            f" · draft acceptance {_f(stream.draft_acceptance_rate, '.1%')}"
+        )
+        if stream.error:
+            lines.append(f"  error    {stream.error}")
+    window = result.window
+    if window is not None and (window.dt > 0 or window.notes):
+        if window.dt > 0:
+            lines.append(
+                f"  window   {window.dt:.2f} s · gen {_f(window.gen_tok_s, '.1f', unit=' tok/s')}"
+                f" · accept length {_f(window.accept_length, '.2f')}"
+                f" · acceptance {_f(window.draft_acceptance_rate, '.1%')}"
+                f" · step {_f(window.step_latency_s, '.2f', 1e3, ' ms')}"
+                f" · running {_f(window.requests_running, '.0f')}"
+                f" waiting {_f(window.requests_waiting, '.0f')}"
+            )
+        for key in ("error", "metrics", "restart", "counters"):
+            if key in window.notes:
+                lines.append(f"           {window.notes[key]}")
+    inventory = result.inventory
+    if inventory is None:
+        lines.append("  gpus     not read")
+    elif not inventory.available:
+        lines.append(f"  gpus     none: {inventory.reason}")
+    else:
+        samples = {s.index: s for s in (result.tick.samples if result.tick else ())}
+        for static in inventory.gpus:
+            s = samples.get(static.index)
+            if s is None:
+                lines.append(f"  gpu {static.index}    {static.name}: no sample")
+                continue
+            reasons = short_names(s.clock_event_reasons) if s.clock_event_reasons else "none"
+            temp = s.temp_c if s.temp_c is not None else "?"
+            lines.append(
+                f"  gpu {static.index}    {static.name or '?'} · SM {s.sm_clock_mhz or '?'}"
+                f"/{static.max_sm_clock_mhz or '?'} MHz · {temp} °C"
+                f" · {_f(s.power_w, '.0f')}/{_f(static.power_limit_w, '.0f')} W"
+                f" · reasons {reasons}" + (" · LOST" if s.lost else "")
+            )
+    return "\n".join(lines)
+
+
+__all__ = [
+    "DEFAULT_PROMPT",
+    "EXIT_OK",
+    "EXIT_STREAM_FAILED",
+    "EXIT_UNREACHABLE",
+    "EXIT_USAGE",
+    "ProbeResult",
+    "probe",
+    "probe_to_dict",
+    "render_text",
+]

@@ -1,0 +1,272 @@
+"""Prometheus text exposition: parsing (with ``prometheus_client``'s parser) and selection helpers.
+
+:func:`parse_metrics` never raises: on input the parser rejects, it parses line by line, keeps
+every sample it can and says what it dropped in :attr:`Scrape.error`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+REPLICA_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank")
+"""Labels whose series repeat the same numbers (every TP rank sees the same batch): keep one."""
+
+LabelMatch = Mapping[str, "str | re.Pattern[str]"]
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One exposed sample."""
+
+    name: str
+    labels: Mapping[str, str]
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    """A histogram summed over its series: cumulative bucket counts by upper bound."""
+
+    sum: float
+    count: float
+    buckets: tuple[tuple[float, float], ...]
+    """``(le, cumulative count)`` sorted by ``le``; the last ``le`` is ``inf``."""
+
+    def minus(self, earlier: Histogram) -> Histogram:
+        """The observations between ``earlier`` and this one (buckets matched by bound)."""
+        before = dict(earlier.buckets)
+        return Histogram(
+            sum=self.sum - earlier.sum,
+            count=self.count - earlier.count,
+            buckets=tuple((le, c - before.get(le, 0.0)) for le, c in self.buckets),
+        )
+
+    @property
+    def mean(self) -> float | None:
+        """``sum / count``, or ``None`` with no observations."""
+        return self.sum / self.count if self.count > 0 else None
+
+    def quantile(self, q: float) -> float | None:
+        """The ``q`` quantile by linear interpolation inside buckets (as PromQL does).
+
+        ``None`` with no observations; an answer in the ``+Inf`` bucket is clamped to the highest
+        finite bound.
+        """
+        if not self.buckets or self.count <= 0:
+            return None
+        total = self.buckets[-1][1]
+        if total <= 0:
+            return None
+        rank = q * total
+        prev_le, prev_c = 0.0, 0.0
+        for le, c in self.buckets:
+            if c >= rank:
+                if math.isinf(le):
+                    return prev_le
+                if c == prev_c:
+                    return le
+                return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
+            prev_le, prev_c = le, c
+        return prev_le
+
+
+@dataclass(frozen=True, slots=True)
+class Scrape:
+    """One parsed ``/metrics`` body."""
+
+    samples: tuple[Sample, ...]
+    types: Mapping[str, str] = field(default_factory=dict)
+    """Declared family types by family name (as the parser names them, ``_total`` stripped)."""
+    error: str | None = None
+    """What could not be parsed (the samples above are everything that could)."""
+
+    def names(self) -> set[str]:
+        """All sample names present."""
+        return {s.name for s in self.samples}
+
+    def has(self, name: str) -> bool:
+        """Whether any sample is named ``name``."""
+        return any(s.name == name for s in self.samples)
+
+    def has_prefix(self, prefix: str) -> bool:
+        """Whether any sample name starts with ``prefix``."""
+        return any(s.name.startswith(prefix) for s in self.samples)
+
+    def select(self, name: str, where: LabelMatch | None = None) -> list[Sample]:
+        """Samples named ``name`` whose labels match ``where`` (exact strings or regexes)."""
+        return [s for s in self.samples if s.name == name and _matches(s.labels, where)]
+
+    def total(self, name: str, where: LabelMatch | None = None) -> float | None:
+        """Sum over engines / DP ranks of ``name``; replicated TP/PP/EP ranks counted once.
+
+        ``None`` when no series matches.
+        """
+        chosen = _dedupe_replicas(self.select(name, where))
+        if not chosen:
+            return None
+        return math.fsum(s.value for s in chosen)
+
+    def mean(self, name: str, where: LabelMatch | None = None) -> float | None:
+        """Mean over engines / DP ranks (for ratio gauges); replicas counted once."""
+        chosen = _dedupe_replicas(self.select(name, where))
+        if not chosen:
+            return None
+        return math.fsum(s.value for s in chosen) / len(chosen)
+
+    def by_label(self, name: str, label: str, where: LabelMatch | None = None) -> dict[str, float]:
+        """``label`` value -> sum over the other labels (replicas counted once)."""
+        out: dict[str, float] = {}
+        for s in _dedupe_replicas(self.select(name, where)):
+            if label in s.labels:
+                out[s.labels[label]] = out.get(s.labels[label], 0.0) + s.value
+        return out
+
+    def histogram(self, name: str, where: LabelMatch | None = None) -> Histogram | None:
+        """The histogram family ``name`` (without suffix) summed over its series."""
+        count = self.total(f"{name}_count", where)
+        if count is None:
+            return None
+        total = self.total(f"{name}_sum", where) or 0.0
+        buckets: dict[float, float] = {}
+        for s in _dedupe_replicas(self.select(f"{name}_bucket", where)):
+            try:
+                le = float(s.labels.get("le", "nan"))
+            except ValueError:
+                continue
+            if math.isnan(le):
+                continue
+            buckets[le] = buckets.get(le, 0.0) + s.value
+        return Histogram(sum=total, count=count, buckets=tuple(sorted(buckets.items())))
+
+    def series_key_values(self, suffix: str) -> dict[str, float]:
+        """``name{labels}`` -> value for every sample whose name ends with ``suffix``."""
+        return {series_key(s): s.value for s in self.samples if s.name.endswith(suffix)}
+
+
+def series_key(sample: Sample) -> str:
+    """A stable text key for one series: ``name{a="1",b="2"}``."""
+    if not sample.labels:
+        return sample.name
+    inner = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+    return f"{sample.name}{{{inner}}}"
+
+
+def _matches(labels: Mapping[str, str], where: LabelMatch | None) -> bool:
+    if not where:
+        return True
+    for key, want in where.items():
+        have = labels.get(key)
+        if have is None:
+            return False
+        if isinstance(want, str):
+            if have != want:
+                return False
+        elif not want.fullmatch(have):
+            return False
+    return True
+
+
+def _rank_key(labels: Mapping[str, str]) -> tuple[int, ...]:
+    key: list[int] = []
+    for label in REPLICA_LABELS:
+        value = labels.get(label, "0")
+        key.append(int(value) if value.isdigit() else 1 << 30)
+    return tuple(key)
+
+
+def _dedupe_replicas(samples: Iterable[Sample]) -> list[Sample]:
+    """Keep, of series that differ only in replica labels, the lowest-ranked one."""
+    best: dict[tuple[tuple[str, str], ...], Sample] = {}
+    for s in samples:
+        group = tuple(sorted((k, v) for k, v in s.labels.items() if k not in REPLICA_LABELS))
+        current = best.get(group)
+        if current is None or _rank_key(s.labels) < _rank_key(current.labels):
+            best[group] = s
+    return list(best.values())
+
+
+def _families(text: str) -> tuple[list[Sample], dict[str, str]]:
+    samples: list[Sample] = []
+    types: dict[str, str] = {}
+    for family in text_string_to_metric_families(text):
+        types[family.name] = family.type
+        for s in family.samples:
+            samples.append(Sample(s.name, dict(s.labels), float(s.value)))
+    return samples, types
+
+
+def parse_metrics(text: str) -> Scrape:
+    """Parse a Prometheus text exposition; never raises.
+
+    When ``prometheus_client`` rejects the text as a whole, every line is parsed on its own
+    (with its family's ``# TYPE`` line), so one bad or truncated line costs only itself.
+    """
+    try:
+        samples, types = _families(text)
+        return Scrape(tuple(samples), types)
+    except Exception as exc:  # the parser raises assorted types on bad input
+        first_error = _describe(exc)
+    samples = []
+    types = {}
+    bad: list[str] = []
+    type_line: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            if len(parts) >= 4 and parts[1] == "TYPE":
+                type_line[parts[2]] = line
+            continue
+        name = re.split(r"[\s{]", line, maxsplit=1)[0]
+        header = _type_header_for(name, type_line)
+        try:
+            got, got_types = _families(f"{header}{line}\n")
+        except Exception:
+            bad.append(line)
+            continue
+        samples.extend(got)
+        for fam, typ in got_types.items():
+            types.setdefault(fam, typ)
+    shown = bad[0] if bad else ""
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    error = (
+        f"{len(bad)} unparseable line(s) in /metrics, first: {shown!r}"
+        if bad
+        else f"/metrics parse error ({first_error}); recovered line by line"
+    )
+    return Scrape(tuple(samples), types, error)
+
+
+def _type_header_for(name: str, type_line: Mapping[str, str]) -> str:
+    for suffix in ("", "_total", "_bucket", "_sum", "_count", "_created"):
+        if suffix and not name.endswith(suffix):
+            continue
+        base = name[: len(name) - len(suffix)] if suffix else name
+        for candidate in (base, base + "_total") if suffix != "_total" else (name, base):
+            if candidate in type_line:
+                return type_line[candidate] + "\n"
+    return ""
+
+
+def _describe(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+__all__ = [
+    "REPLICA_LABELS",
+    "Histogram",
+    "LabelMatch",
+    "Sample",
+    "Scrape",
+    "parse_metrics",
+    "series_key",
+]

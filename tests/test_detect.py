@@ -1,0 +1,431 @@
+"""Detection per dialect and version, readiness waiting, and errors (fake HTTP, no sockets)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from specwatch.core.server import Dialect
+from specwatch.sources.client import ServerError
+from specwatch.sources.detect import (
+    FORBIDDEN_SGLANG_PATHS,
+    REASON_LLAMACPP_METRICS,
+    REASON_SGLANG_METRICS,
+    REASON_VLLM_METRICS,
+    WaitStatus,
+    detect,
+    wait_ready,
+)
+from tests.conftest import FakeServer, json_response, text_response
+
+
+def models(owner: str, model: str = "the-model", **extra: Any) -> dict[str, Any]:
+    return {
+        "object": "list",
+        "data": [{"id": model, "object": "model", "owned_by": owner, **extra}],
+    }
+
+
+SGLANG_0523_INFO = {
+    "model_path": "meta-llama/Llama-3.1-8B-Instruct",
+    "served_model_name": "llama",
+    "tp_size": 2,
+    "dp_size": 1,
+    "speculative_algorithm": "EAGLE3",
+    "speculative_draft_model_path": "jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+    "enable_metrics": True,
+    "api_key": "sk-sglang-secret",
+    "launch_command": "python -m sglang.launch_server --model-path m --api-key sk-sglang-secret",
+    "internal_states": [{"avg_spec_accept_length": 3.1, "last_gen_throughput": 80.0}],
+    "version": "0.5.23",
+}
+
+
+async def test_sglang_0523(fake_server: FakeServer) -> None:
+    fake_server.routes.update(
+        {
+            "GET /v1/models": models("sglang", "llama", max_model_len=131072),
+            "GET /ready": text_response("ok"),
+            "GET /server_info": SGLANG_0523_INFO,
+            "GET /metrics": text_response("# TYPE sglang:num_running_reqs gauge\n"),
+        }
+    )
+    async with fake_server.client() as client:
+        info = await detect(client)
+    assert info.dialect is Dialect.SGLANG
+    assert info.version == "0.5.23"
+    assert info.model == "llama"
+    assert info.max_model_len == 131072
+    assert info.spec.enabled is True
+    assert info.spec.algorithm == "EAGLE3"
+    assert (info.spec.num_steps, info.spec.num_draft_tokens, info.spec.topk) == (3, 4, 1)
+    assert info.spec.draft_model == "jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B"
+    assert info.spec.source == "/server_info"
+    assert info.metrics_enabled is True
+    assert info.launch_args is not None
+    assert "internal_states" not in info.launch_args
+    assert "sk-sglang-secret" not in repr(info.launch_args)
+    assert info.launch_args["api_key"] == "***"
+    assert info.launch_args["tp_size"] == 2
+    for path in FORBIDDEN_SGLANG_PATHS:
+        assert path not in fake_server.paths()
+
+
+async def test_sglang_046_old_endpoint_and_metrics_off(fake_server: FakeServer) -> None:
+    old = {k: v for k, v in SGLANG_0523_INFO.items() if k != "enable_metrics"}
+    old["version"] = "0.4.6.post5"
+    fake_server.routes.update(
+        {
+            "GET /v1/models": models("sglang"),
+            "GET /get_server_info": old,
+            # /ready, /server_info, /metrics: 404
+        }
+    )
+    async with fake_server.client() as client:
+        info = await detect(client)
+    assert info.version == "0.4.6.post5"
+    assert info.spec.source == "/get_server_info"
+    assert info.metrics_enabled is False
+    assert info.metrics_reason == REASON_SGLANG_METRICS
+    assert not set(FORBIDDEN_SGLANG_PATHS) & set(fake_server.paths())
+
+
+async def test_sglang_spec_off_and_enable_metrics_false(fake_server: FakeServer) -> None:
+    fake_server.routes.update(
+        {
+            "GET /v1/models": models("sglang"),
+            "GET /server_info": {"speculative_algorithm": None, "enable_metrics": False},
+        }
+    )
+    async with fake_server.client() as client:
+        info = await detect(client)
+    assert info.spec.enabled is False
+    assert info.metrics_reason == REASON_SGLANG_METRICS
+    assert "/metrics" not in fake_server.paths()
+
+
+async def test_sglang_pd_router_reads_decode_server(fake_server: FakeServer) -> None:
+    fake_server.routes.update(
+        {
+            "GET /v1/models": models("sglang"),
+            "GET /server_info": {"prefill": [{"version": "0.5.23"}], "decode": [SGLANG_0523_INFO]},
+            "GET /metrics": text_response(""),
+        }
+    )
+    async with fake_server.client() as client:
+        info = await detect(client)
+    assert info.spec.algorithm == "EAGLE3" and "decode" in info.notes["topology"]
+
+
+async def test_sglang_not_ready_is_loading(fake_server: FakeServer) -> None:
+    fake_server.routes.update(
+        {"GET /v1/models": models("sglang"), "GET /ready": text_response("", 503)}
+    )
+    async with fake_server.client() as client:
+        with pytest.raises(ServerError) as err:
+            await detect(client)
+    assert err.value.loading and "still loading" in str(err.value)
+
+
+VLLM_METRICS = """\
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 0
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 0
+# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="1",model_name="m",position="0"} 0
+"""
+
+
+async def test_vllm_spec_from_metrics(fake_server: FakeServer) -> None:
+    fake_server.routes.update(
+        {
+            "GET /v1/models": models("vllm", max_model_len=8192),
+            "GET /version": {"version": "0.33.0"},
+            "GET /metrics": text_response(VLLM_METRICS),
+        }
+    )
+    async with fake_server.client() as client:
+        info = await detect(client)
+    assert (info.dialect, info.version, info.max_model_len) == (Dialect.VLLM, "0.33.0", 8192)
+    assert info.spec.enabled is True
+    assert info.spec.num_draft_tokens == 3  # three position labels
+    assert "position labels" in info.spec.source
+    assert info.metrics_enabled is True
+
+
+async def test_vllm_without_spec_and_with_disable_log_stats(fake_server: FakeServer) -> None:
+    fake_server.routes.update(
+        {
+            "GET /v1/models": models("vllm"),
+            "GET /version": {"version": "0.20.0"},
+            "GET /metrics": text_response("vllm:num_requests_running 0\n"),
+        }
+    )
+    async with fake_server.client() as client:
+        info = await detect(client)
+        assert info.spec.enabled is False
+        fake_server.routes["GET /metrics"] = text_response("process_cpu_seconds_total 3\n")
+        info = await detect(client)
+    assert info.metrics_enabled is False
+    assert info.metrics_reason == REASON_VLLM_METRICS
+    assert info.spec.enabled is None and "only in /metrics" in info.notes["speculative"]
+
+
+LLAMA_PROPS = {
+    "default_generation_settings": {"n_ctx": 4096, "params": {"speculative.types": "none"}},
+    "total_slots": 1,
+    "model_alias": "tiny-target",
+    "model_path": "/models/tiny-target.gguf",
+    "endpoint_metrics": True,
+    "build_info": "b1-0c1e570",
+}
+LLAMA_SLOTS = [
+    {
+        "id": 0,
+        "n_ctx": 4096,
+        "speculative": True,
+        "is_processing": False,
+        "params": {"speculative.types": "none,draft-simple"},
+    }
+]
+
+
+async def test_llamacpp_speculation_from_slots_not_props(fake_server: FakeServer) -> None:
+    fake_server.routes.update(
+        {
+            "GET /v1/models": models("llamacpp", "tiny-target"),
+            "GET /props": LLAMA_PROPS,
+            "GET /slots": LLAMA_SLOTS,
+            "GET /metrics": text_response("llamacpp:tokens_predicted_total 0\n"),
+        }
+    )
+    async with fake_server.client() as client:
+        info = await detect(client)
+    assert info.dialect is Dialect.LLAMACPP
+    assert info.version == "b1-0c1e570"
+    assert info.model == "tiny-target"
+    assert info.max_model_len == 4096
+    assert info.spec.enabled is True
+    assert info.spec.algorithm == "draft-simple"
+    assert info.spec.source == "/slots"
+    assert "26389" in info.notes["spec_metrics"]  # no spec counters in this exposition
+
+
+async def test_llamacpp_metrics_off_and_slots_disabled(fake_server: FakeServer) -> None:
+    props = dict(LLAMA_PROPS, endpoint_metrics=False)
+    fake_server.routes.update(
+        {
+            "GET /v1/models": models("llamacpp"),
+            "GET /props": props,
+            "GET /slots": text_response('{"error": "not supported"}', 501),
+        }
+    )
+    async with fake_server.client() as client:
+        info = await detect(client)
+    assert info.metrics_enabled is False
+    assert info.metrics_reason == REASON_LLAMACPP_METRICS
+    assert info.spec.enabled is None and "--no-slots" in info.notes["speculative"]
+
+
+async def test_llamacpp_metrics_501(fake_server: FakeServer) -> None:
+    fake_server.routes.update(
+        {
+            "GET /v1/models": models("llamacpp"),
+            "GET /props": {k: v for k, v in LLAMA_PROPS.items() if k != "endpoint_metrics"},
+            "GET /slots": LLAMA_SLOTS,
+            "GET /metrics": text_response("This server does not support metrics endpoint.", 501),
+        }
+    )
+    async with fake_server.client() as client:
+        info = await detect(client)
+    assert info.metrics_reason == REASON_LLAMACPP_METRICS
+
+
+async def test_llamacpp_loading_503(fake_server: FakeServer) -> None:
+    fake_server.routes["GET /v1/models"] = json_response(
+        {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}, 503
+    )
+    async with fake_server.client() as client:
+        with pytest.raises(ServerError) as err:
+            await detect(client)
+    assert err.value.loading
+    assert "HTTP 503" in str(err.value) and "Loading model" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("routes", "dialect"),
+    [
+        ({"GET /props": LLAMA_PROPS}, Dialect.LLAMACPP),
+        ({"GET /server_info": SGLANG_0523_INFO}, Dialect.SGLANG),
+        ({"GET /version": {"version": "0.11.0"}}, Dialect.VLLM),
+        ({}, Dialect.OPENAI),
+    ],
+)
+async def test_fingerprint_when_owned_by_is_generic(
+    fake_server: FakeServer, routes: dict[str, Any], dialect: Dialect
+) -> None:
+    fake_server.routes.update({"GET /v1/models": models("system"), **routes})
+    async with fake_server.client() as client:
+        info = await detect(client)
+    assert info.dialect is dialect
+    assert not set(FORBIDDEN_SGLANG_PATHS) & set(fake_server.paths())
+
+
+async def test_generic_openai(fake_server: FakeServer) -> None:
+    fake_server.routes["GET /v1/models"] = models("openai", "gpt-x")
+    async with fake_server.client() as client:
+        info = await detect(client)
+    assert info.dialect is Dialect.OPENAI and info.model == "gpt-x"
+    assert info.metrics_enabled is False and info.metrics_reason
+    assert info.spec.enabled is None and info.notes["speculative"]
+
+
+async def test_bearer_sent_and_401_is_clear_without_the_key(fake_server: FakeServer) -> None:
+    seen: list[str] = []
+
+    def guarded(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("Authorization", ""))
+        return json_response({"error": "Unauthorized"}, 401)
+
+    fake_server.routes["GET /v1/models"] = guarded
+    async with fake_server.client(api_key="sk-wrong-key") as client:
+        with pytest.raises(ServerError) as err:
+            await detect(client)
+    assert seen == ["Bearer sk-wrong-key"]
+    message = str(err.value)
+    assert "HTTP 401" in message and "API key" in message
+    assert "sk-wrong-key" not in message
+    assert not err.value.retryable
+
+
+async def test_garbage_models_is_a_clear_error(fake_server: FakeServer) -> None:
+    fake_server.routes["GET /v1/models"] = text_response("<html>proxy error</html>")
+    async with fake_server.client() as client:
+        with pytest.raises(ServerError) as err:
+            await detect(client)
+    assert err.value.kind == "garbage"
+    assert str(err.value).startswith("http://127.0.0.1:8000/v1/models: the answer is not JSON")
+
+
+# --- wait_ready -----------------------------------------------------------------------------
+
+
+class Script:
+    """/v1/models answers by attempt: refused, loading (503), then ready."""
+
+    def __init__(self, plan: list[str]) -> None:
+        self.plan = plan
+        self.calls = 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        step = self.plan[min(self.calls, len(self.plan) - 1)]
+        self.calls += 1
+        if step == "refused":
+            raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+        if step == "loading":
+            return json_response({"error": {"code": 503, "message": "Loading model"}}, 503)
+        if step == "garbage":
+            return text_response("<html>")
+        return json_response(models("llamacpp"))
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.sleeps: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    async def sleep(self, s: float) -> None:
+        self.sleeps.append(s)
+        self.t += s
+
+
+async def test_wait_ready_reports_each_attempt(fake_server: FakeServer) -> None:
+    fake_server.routes.update(
+        {
+            "GET /v1/models": Script(["refused", "refused", "loading", "garbage", "ready"]),
+            "GET /props": LLAMA_PROPS,
+            "GET /slots": LLAMA_SLOTS,
+            "GET /metrics": text_response(""),
+        }
+    )
+    statuses: list[WaitStatus] = []
+    ft = FakeTime()
+    async with fake_server.client() as client:
+        info = await wait_ready(
+            client, statuses.append, timeout_s=60, interval_s=15, sleep=ft.sleep, clock=ft.now
+        )
+    assert info.dialect is Dialect.LLAMACPP
+    assert [s.state for s in statuses] == ["refused", "refused", "loading", "error", "ready"]
+    assert [s.attempt for s in statuses] == [1, 2, 3, 4, 5]
+    assert [s.elapsed_s for s in statuses] == [0.0, 15.0, 30.0, 45.0, 60.0]
+    assert "connection refused" in statuses[0].detail
+    assert ft.sleeps == [15, 15, 15, 15]
+
+
+async def test_wait_ready_times_out_with_attempts_and_elapsed(fake_server: FakeServer) -> None:
+    fake_server.routes["GET /v1/models"] = Script(["loading"])
+    ft = FakeTime()
+    async with fake_server.client() as client:
+        with pytest.raises(ServerError) as err:
+            await wait_ready(client, None, timeout_s=10, interval_s=3, sleep=ft.sleep, clock=ft.now)
+    message = str(err.value)
+    assert "not ready after 4 attempts in 9.0 s" in message
+    assert "HTTP 503" in message
+
+
+async def test_wait_ready_gives_up_at_once_on_a_bad_key(fake_server: FakeServer) -> None:
+    fake_server.routes["GET /v1/models"] = json_response({"error": "bad key"}, 401)
+    ft = FakeTime()
+    statuses: list[WaitStatus] = []
+    async with fake_server.client() as client:
+        with pytest.raises(ServerError):
+            await wait_ready(client, statuses.append, timeout_s=100, sleep=ft.sleep, clock=ft.now)
+    assert len(statuses) == 1 and statuses[0].state == "error"
+    assert ft.sleeps == []
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind", "message"),
+    [
+        (
+            httpx.ConnectTimeout("timed out"),
+            "timeout",
+            "cannot connect to {u}: timed out after 5 s",
+        ),
+        (
+            httpx.ConnectError("[Errno -2] Name or service not known"),
+            "resolve",
+            "cannot resolve the host of {u}",
+        ),
+        (httpx.ReadTimeout("timed out"), "hung", "no answer from {u} within 5 s (server hung?)"),
+        (
+            httpx.RemoteProtocolError("Server disconnected without sending a response."),
+            "closed",
+            "connection to {u} closed by the server mid-response",
+        ),
+    ],
+)
+async def test_transport_errors_are_one_line(
+    fake_server: FakeServer, exc: Exception, kind: str, message: str
+) -> None:
+    def fail(request: httpx.Request) -> httpx.Response:
+        raise exc
+
+    fake_server.routes["GET /v1/models"] = fail
+    async with fake_server.client() as client:
+        with pytest.raises(ServerError) as err:
+            await detect(client)
+    assert err.value.kind == kind
+    assert str(err.value) == message.format(u="http://127.0.0.1:8000/v1/models")

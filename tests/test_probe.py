@@ -1,0 +1,144 @@
+"""``specwatch probe`` against the simulator: the report, the JSON, the exit status."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+import pytest
+
+from specwatch.cli import main
+from specwatch.sim.fake_nvml import FakeNvml, unavailable_nvml
+from specwatch.sim.gpus import SimGpus
+from specwatch.sim.server import SimServer
+from specwatch.sim.world import SimWorld, preset
+from specwatch.sources.endpoint import parse_endpoint
+from specwatch.sources.probe import (
+    EXIT_STREAM_FAILED,
+    EXIT_UNREACHABLE,
+    probe,
+    probe_to_dict,
+    render_text,
+)
+
+
+@contextmanager
+def real_time_sim(dialect: str, **overrides: Any) -> Iterator[tuple[SimWorld, str]]:
+    """A simulator on the real clock (the probe measures wall time), fast and warm."""
+    world = SimWorld(
+        preset(dialect, warmup_requests=0, base_step_ms=2.0, prefill_ms=5.0, **overrides)
+    )
+    with SimServer(world) as server:
+        yield world, server.url
+
+
+def _dead_url() -> str:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("dialect", ["sglang", "vllm", "llamacpp"])
+async def test_probe_json_fields(dialect: str) -> None:
+    with real_time_sim(dialect) as (world, url):
+        result = await probe(
+            parse_endpoint(url, env={}), max_tokens=48, nvml=FakeNvml(SimGpus(count=2))
+        )
+        truth = world.truth.requests()[-1]
+    doc = probe_to_dict(result)
+    assert result.exit_code == 0 and doc["ok"] is True and doc["error"] is None
+    server = doc["server"]
+    assert server["dialect"] == dialect
+    assert server["version"] == world.config.version
+    assert server["model"] == world.config.model
+    assert server["speculative"]["enabled"] is True
+    stream = doc["stream"]
+    assert stream["completion_tokens"] == truth.completion_tokens == 48
+    assert stream["ttft_s"] > 0 and stream["decode_tok_s"] > 0
+    assert stream["draft_acceptance_rate"] is None or 0 <= stream["draft_acceptance_rate"] <= 1
+    if dialect in ("sglang", "llamacpp"):
+        assert stream["draft_acceptance_rate"] == pytest.approx(
+            truth.accepted_drafts / truth.proposed_drafts
+        )
+    else:
+        # vLLM reports no per-request rate by default: null, with the reason beside it
+        assert stream["draft_acceptance_rate"] is None
+        assert "per-request" in stream["reasons"]["draft_acceptance_rate"]
+    assert stream["accept_length"] is not None
+    assert [g["index"] for g in doc["gpus"]] == [0, 1] and doc["gpus_reason"] is None
+    assert doc["gpus"][0]["sm_clock_mhz"] > 0
+    metrics = doc["metrics"]
+    assert metrics["dt"] > 0 and metrics["tokens"] == 48
+    # the JSON round-trips through orjson (no dataclasses, enums or NaN left)
+    assert orjson.loads(orjson.dumps(doc)) == doc
+    text = render_text(result)
+    assert f"{dialect} {world.config.version}" in text and "48 tokens" in text
+
+
+async def test_probe_without_nvml_says_why() -> None:
+    with real_time_sim("vllm") as (_world, url):
+        result = await probe(parse_endpoint(url, env={}), max_tokens=8, nvml=unavailable_nvml())
+    doc = probe_to_dict(result)
+    assert doc["gpus"] == []
+    assert "NVML" in doc["gpus_reason"]
+    assert "gpus     none: NVML" in render_text(result)
+
+
+async def test_probe_unreachable_exit_status_and_json() -> None:
+    result = await probe(parse_endpoint(_dead_url(), env={}), nvml=unavailable_nvml())
+    assert result.exit_code == EXIT_UNREACHABLE
+    doc = probe_to_dict(result)
+    assert doc["ok"] is False and "connection refused" in doc["error"]
+    assert doc["server"]["dialect"] is None and doc["stream"]["completion_tokens"] is None
+    assert doc["stream"]["reasons"]["ttft_s"] == doc["error"]
+
+
+async def test_probe_stream_failure_exit_status() -> None:
+    with real_time_sim("sglang") as (world, url):
+        world.faults.fail_next(status=500, path="/generate")
+        result = await probe(parse_endpoint(url, env={}), max_tokens=8, read_gpus=False)
+    assert result.exit_code == EXIT_STREAM_FAILED
+    assert "HTTP 500" in probe_to_dict(result)["error"]
+
+
+def test_cli_probe_json(capsys: pytest.CaptureFixture[str]) -> None:
+    with real_time_sim("llamacpp") as (_world, url):
+        code = main(["probe", "--url", url, "--json", "--max-tokens", "24", "--timeout", "10"])
+    out = capsys.readouterr().out
+    doc = orjson.loads(out)
+    assert code == 0
+    assert doc["server"]["dialect"] == "llamacpp"
+    assert doc["stream"]["completion_tokens"] == 24
+    assert isinstance(doc["gpus"], list)
+    assert doc["gpus"] or doc["gpus_reason"]
+
+
+def test_cli_probe_unreachable_is_non_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["probe", "--url", _dead_url(), "--timeout", "2"])
+    captured = capsys.readouterr()
+    assert code == EXIT_UNREACHABLE
+    assert "connection refused" in captured.err
+    assert "unreachable" in captured.out
+
+
+def test_cli_probe_bad_url(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["probe", "--url", "ftp://x:1"]) == 2
+    assert "unsupported scheme" in capsys.readouterr().err
+
+
+def test_cli_probe_never_prints_the_key(capsys: pytest.CaptureFixture[str]) -> None:
+    with real_time_sim("vllm", api_key="sk-probe-secret") as (_world, url):
+        code = main(
+            ["probe", "--url", url, "--api-key", "sk-probe-secret", "--json", "--max-tokens", "8"]
+        )
+        bad = main(["probe", "--url", url, "--api-key", "sk-wrong-secret", "--max-tokens", "8"])
+    captured = capsys.readouterr()
+    assert code == 0 and bad == EXIT_UNREACHABLE
+    assert "HTTP 401" in captured.err
+    for secret in ("sk-probe-secret", "sk-wrong-secret"):
+        assert secret not in captured.out and secret not in captured.err

@@ -1,0 +1,60 @@
+"""``specwatch sim`` standalone: one line with the URL, curl-able, stops on SIGINT."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import httpx
+
+from specwatch.sim.testing import metric_names
+
+CODE = (
+    "import argparse, sys\n"
+    "from specwatch.sim.cli import add_sim_arguments, run_sim\n"
+    "p = argparse.ArgumentParser()\n"
+    "add_sim_arguments(p)\n"
+    "sys.exit(run_sim(p.parse_args(sys.argv[1:])))\n"
+)
+
+
+def test_sim_runs_standalone_and_can_be_curled() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CODE, "--dialect", "vllm", "--version", "0.11.0", "--port", "0",
+         "--background", "1", "--gpus", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "vllm 0.11.0" in line
+        url = line.split(" at ")[1].split()[0]
+        assert url.startswith("http://127.0.0.1:")
+        assert httpx.get(url + "/v1/models").json()["data"][0]["owned_by"] == "vllm"
+        names = metric_names(httpx.get(url + "/metrics").text)
+        assert "vllm:time_per_output_token_seconds_count" in names
+        assert httpx.get(url + "/version").json() == {"version": "0.11.0"}
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+
+
+def test_sim_reports_a_busy_port() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-c", CODE, "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert done.returncode == 1
+    assert "cannot serve" in done.stderr
