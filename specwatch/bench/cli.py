@@ -1,0 +1,468 @@
+"""``specwatch bench`` and ``specwatch compare``: the benchmark and the "GPU or code?" answer.
+
+``bench`` prints progress the way the story's script did, then a results block, writes a
+snapshot and prints its path. Ctrl-C or SIGHUP stops it and keeps the finished runs in a
+snapshot marked interrupted; a snapshot that cannot be written is reported in one line while
+the results are still printed (exit status 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import signal
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from specwatch.bench.prompts import PromptsError, load_prompts
+from specwatch.bench.runner import BenchConfig, BenchEvent, BenchResult, run_benchmark
+from specwatch.bench.snapshot import (
+    DEFAULT_DIR,
+    SnapshotError,
+    build_snapshot,
+    dumps,
+    read_snapshot,
+    write_snapshot,
+)
+from specwatch.core.compare import Comparison, compare
+from specwatch.core.stats import Summary
+
+if TYPE_CHECKING:
+    from specwatch.sources.endpoint import Endpoint
+    from specwatch.sources.nvml import GpuSampler
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def add_bench_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``specwatch bench`` (the lead adds ``--url`` and ``--api-key``)."""
+    p.add_argument("-n", "--runs", type=_positive_int, default=5, help="measured runs (5)")
+    p.add_argument("--warmup", type=_count, default=2, help="warmup requests first (2)")
+    p.add_argument("--max-tokens", type=_positive_int, default=2048, help="tokens per run (2048)")
+    p.add_argument("--label", default=None, help="a name for this benchmark (in the file name)")
+    p.add_argument(
+        "-c", "--concurrency", type=_positive_int, default=1, help="parallel streams per run (1)"
+    )
+    p.add_argument(
+        "--prompts",
+        metavar="FILE",
+        default=None,
+        help="prompts, one per line or a JSON list (default: a built-in varied set)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="order of the built-in prompts (0)")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        type=Path,
+        default=None,
+        help=f"snapshot directory (default ./{DEFAULT_DIR})",
+    )
+    p.add_argument("--json", action="store_true", help="print the snapshot on stdout")
+    p.add_argument("--no-gpu", action="store_true", help="do not read the GPUs through NVML")
+    p.add_argument(
+        "--gpu-interval",
+        type=_seconds,
+        default=0.5,
+        metavar="S",
+        help="GPU sampling period during the benchmark (0.5 s)",
+    )
+    p.add_argument(
+        "--wait",
+        type=_seconds,
+        default=None,
+        metavar="S",
+        help="wait up to S seconds for a server that is still loading",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=120.0,
+        metavar="S",
+        help="longest wait for any byte from the server (120 s)",
+    )
+
+
+def add_compare_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``specwatch compare``."""
+    p.add_argument("a", metavar="A.json", help="the baseline snapshot (e.g. the 89 tok/s one)")
+    p.add_argument("b", metavar="B.json", help="the snapshot to explain")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument("--all", action="store_true", help="also show rows that are equal")
+
+
+# --- bench ----------------------------------------------------------------------------------
+
+
+def _fmt_summary(
+    s: Summary, unit: str, scale: float = 1.0, spec: str = ".1f", ci: bool = True
+) -> str:
+    if s.mean is None:
+        return "—"
+    parts = [f"{s.mean * scale:{spec}}{unit}"]
+    if s.std is not None:
+        parts.append(f"std {s.std * scale:{spec}}")
+    if s.min is not None and s.max is not None and s.n > 1:
+        parts.append(f"min {s.min * scale:{spec}}, max {s.max * scale:{spec}}")
+    if ci and s.ci_low is not None and s.ci_high is not None:
+        parts.append(f"95% CI {s.ci_low * scale:{spec}} to {s.ci_high * scale:{spec}}")
+    return parts[0] + (f" ({'; '.join(parts[1:])})" if len(parts) > 1 else "")
+
+
+def results_block(result: BenchResult) -> list[str]:
+    """The lines printed after the runs."""
+    o = result.overall
+    lines = ["", "  ========== Results =========="]
+    lines.append(f"  Overall: {_fmt_summary(o.tok_s, ' tok/s')}, {o.runs} runs")
+    lines.append(f"  Decode (without TTFT): {_fmt_summary(o.decode_tok_s, ' tok/s')}")
+    # Latencies are skewed and positive: a symmetric t interval would reach below zero.
+    lines.append(f"  TTFT: {_fmt_summary(o.ttft_s, ' ms', 1000.0, '.0f', ci=False)}")
+    step = _fmt_summary(o.step_latency_s, " ms", 1000.0, ".2f", ci=False)
+    lines.append(f"  Step latency: {step}")
+    if o.tokens_per_step.mean is not None:
+        accept = o.accept_length.mean
+        extra = f", accept length {accept:.2f}" if accept is not None else ""
+        lines.append(f"  Tokens per step: {o.tokens_per_step.mean:.2f}{extra}")
+    counters = [r.server_accept_length for r in result.runs if r.server_accept_length is not None]
+    if counters:
+        lines.append(
+            f"  Server counters: accept length {sum(counters) / len(counters):.2f} over the runs"
+        )
+    lines.extend(_gpu_lines(result))
+    if result.interrupted:
+        lines.append(f"  Interrupted: {len(result.runs)} of {result.config.runs} runs kept")
+    if result.error:
+        lines.append(f"  Error: {result.error}")
+    return lines
+
+
+def _gpu_lines(result: BenchResult) -> list[str]:
+    inv = result.inventory
+    if inv is None:
+        return ["  GPUs: not read (--no-gpu)"]
+    if not inv.available:
+        return [f"  GPUs: {inv.reason or 'unavailable'}"]
+    busy = [g for g in result.gpus if g.sm_clock_mean_mhz is not None]
+    if not busy:
+        return ["  GPUs: no readings during the runs"]
+    slow = min(busy, key=lambda g: g.sm_clock_mean_mhz or 0.0)
+    temps = [g.temp_max_c for g in busy if g.temp_max_c is not None]
+    names = sorted({n for g in busy for n in g.reason_fractions if n != "idle"})
+    worst = {n: max(g.reason_fractions.get(n, 0.0) for g in busy) for n in names}
+    reasons = ", ".join(f"{n} {f:.0%}" for n, f in worst.items() if f > 0)
+    top = f" of {slow.sm_clock_max_mhz}" if slow.sm_clock_max_mhz else ""
+    line = (
+        f"  GPUs: slowest GPU {slow.index} at {slow.sm_clock_mean_mhz:.0f}{top} MHz mean"
+        f" (min {slow.sm_clock_min_mhz} MHz)"
+    )
+    if temps:
+        line += f", max {max(temps)} °C"
+    if reasons:
+        line += f", clock events: {reasons}"
+    return [line]
+
+
+@contextlib.contextmanager
+def _signals(on_signal: Callable[[int], None]) -> Iterator[None]:
+    """Route SIGINT and SIGHUP to ``on_signal`` on the running loop while inside."""
+    loop = asyncio.get_running_loop()
+    installed: list[int] = []
+    for sig in (signal.SIGINT, getattr(signal, "SIGHUP", None)):
+        if sig is None:
+            continue
+        try:
+            loop.add_signal_handler(sig, on_signal, int(sig))
+            installed.append(int(sig))
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass  # no loop signal support here: KeyboardInterrupt cancels the task instead
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+async def _bench(
+    args: argparse.Namespace,
+    endpoint: Endpoint,
+    config: BenchConfig,
+    prompts: list[str],
+    sampler: GpuSampler | None,
+    progress: TextIO,
+) -> tuple[BenchResult | None, str | None, int | None]:
+    """Connect, run; returns (result, secret, signal number that stopped it)."""
+    from specwatch.sources.client import ServerClient, ServerError
+    from specwatch.sources.detect import WaitStatus, detect, wait_ready
+
+    secret = endpoint.api_key
+    cancel = asyncio.Event()
+    stopped_by: list[int] = []
+    main_task = asyncio.current_task()
+
+    def on_signal(sig: int) -> None:
+        if cancel.is_set() and main_task is not None:
+            main_task.cancel()  # a second Ctrl-C: stop waiting for the stream to wind down
+        stopped_by.append(sig)
+        cancel.set()
+
+    def say(line: str) -> None:
+        print(line, file=progress, flush=True)
+
+    def on_event(e: BenchEvent) -> None:
+        if e.kind == "warmup_done":
+            say(f"  {e.message}")
+            if e.index == e.total:
+                say("")
+        elif e.kind in ("run_done", "error"):
+            say(f"  {e.message}")
+
+    def on_wait(w: WaitStatus) -> None:
+        if w.state != "ready":
+            say(f"  waiting for the server (attempt {w.attempt}, {w.elapsed_s:.0f} s): {w.detail}")
+
+    say(f"Benchmarking {endpoint.base_url}")
+    say(
+        f"  max_tokens={config.max_tokens}, num_runs={config.runs}, warmup={config.warmup}"
+        + (f", concurrency={config.concurrency}" if config.concurrency > 1 else "")
+    )
+    say("")
+    with _signals(on_signal):
+        async with ServerClient(endpoint, timeout_s=args.timeout) as client:
+            try:
+                if args.wait:
+                    info = await wait_ready(client, on_wait, timeout_s=args.wait)
+                else:
+                    info = await detect(client)
+            except ServerError as exc:
+                raise _Failure(str(exc)) from None
+            except asyncio.CancelledError:
+                return None, secret, stopped_by[0] if stopped_by else signal.SIGINT
+            if cancel.is_set():
+                return None, secret, stopped_by[0]
+            if sampler is not None and sampler.inventory is None:
+                inv = await asyncio.to_thread(sampler.open)
+                if not inv.available:
+                    say(f"  (GPU readings off: {inv.reason})")
+            result = await run_benchmark(
+                client, info, config, sampler, on_event, cancel, prompts=prompts
+            )
+    return result, secret, stopped_by[0] if stopped_by else None
+
+
+class _Failure(Exception):
+    """A one-line reason the benchmark could not start."""
+
+
+def run_bench(
+    args: argparse.Namespace,
+    *,
+    sampler: GpuSampler | None = None,
+    argv: Sequence[str] | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Run ``specwatch bench``; returns the exit status.
+
+    Args:
+        args: Parsed options.
+        sampler: GPU sampler to use (tests pass one over a fake NVML); by default the real
+            NVML unless ``--no-gpu``.
+        argv: The command line recorded in the snapshot (default ``sys.argv``).
+        stdout: Where results (or ``--json``) go.
+        stderr: Where errors go.
+    """
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    progress = err if args.json else out
+    config = BenchConfig(
+        runs=args.runs,
+        warmup=args.warmup,
+        max_tokens=args.max_tokens,
+        concurrency=args.concurrency,
+        label=args.label,
+        prompts_file=args.prompts,
+        seed=args.seed,
+        gpu_interval_s=args.gpu_interval,
+    )
+    from specwatch.sources.endpoint import parse_endpoint
+
+    try:
+        endpoint = parse_endpoint(args.url, args.api_key)
+        prompts = load_prompts(args.prompts, args.seed)
+    except (ValueError, PromptsError) as exc:
+        print(f"specwatch bench: {exc}", file=err)
+        return EXIT_USAGE
+    own_sampler = False
+    if sampler is None and not args.no_gpu:
+        from specwatch.sources.nvml import GpuSampler
+
+        sampler = GpuSampler(interval_s=args.gpu_interval)
+        own_sampler = True
+    try:
+        result, secret, stopped_by = asyncio.run(
+            _bench(args, endpoint, config, prompts, sampler, progress)
+        )
+    except _Failure as exc:
+        print(f"specwatch bench: {exc}", file=err)
+        return EXIT_FAILED
+    finally:
+        if own_sampler and sampler is not None:
+            sampler.stop()
+    if result is None:
+        print("specwatch bench: interrupted before the first run", file=err)
+        return 128 + (stopped_by or signal.SIGINT)
+    snap = build_snapshot(
+        result, list(argv if argv is not None else sys.argv), secrets=[secret or ""]
+    )
+    # Written before anything is printed: after SIGHUP the terminal may be gone.
+    status = 0
+    try:
+        saved = f"  Snapshot: {write_snapshot(snap, args.out or DEFAULT_DIR)}"
+    except SnapshotError as exc:
+        saved = f"specwatch bench: {exc}"
+        status = EXIT_FAILED
+    _print_lines(progress, results_block(result))
+    _print_lines(err if status else progress, [saved])
+    if args.json:
+        _print_lines(out, [dumps(snap).decode().rstrip("\n")])
+    if result.interrupted:
+        return 128 + (stopped_by or signal.SIGINT)
+    if result.error is not None or not result.runs:
+        return EXIT_FAILED
+    return status
+
+
+def _print_lines(stream: TextIO, lines: Sequence[str]) -> None:
+    """Print, ignoring a terminal that went away (SIGHUP) or a closed pipe."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in lines:
+            print(line, file=stream)
+        stream.flush()
+
+
+# --- compare --------------------------------------------------------------------------------
+
+
+def _describe(snap: dict[str, Any]) -> str:
+    parts = [str(snap.get("created", "?"))]
+    if snap.get("label"):
+        parts.append(str(snap["label"]))
+    server = snap.get("server") or {}
+    parts.append(f"{server.get('dialect', '?')} {server.get('version') or ''}".strip())
+    if snap.get("interrupted"):
+        parts.append("interrupted")
+    return ", ".join(parts)
+
+
+CELL_WIDTH = 40
+
+
+def _cell(text: str) -> str:
+    """A table cell of bounded width (``--json`` has the full values)."""
+    return text if len(text) <= CELL_WIDTH else text[: CELL_WIDTH - 1] + "…"
+
+
+def comparison_lines(
+    c: Comparison, a: dict[str, Any], b: dict[str, Any], show_all: bool = False
+) -> list[str]:
+    """The readable table and verdict."""
+    lines = [f"A: {c.a_name} ({_describe(a)})", f"B: {c.b_name} ({_describe(b)})", ""]
+    rows = [
+        dataclasses.replace(r, a=_cell(r.a), b=_cell(r.b))
+        for r in c.rows
+        if show_all or r.key or r.differs
+    ]
+    name_w = max([len(r.name) for r in rows] + [10])
+    a_w = max([len(r.a) for r in rows] + [1])
+    b_w = max([len(r.b) for r in rows] + [1])
+    lines.append(f"  {'':<{name_w}}  {'A':>{a_w}}  {'B':>{b_w}}")
+    section = None
+    for r in rows:
+        if r.section != section:
+            section = r.section
+            lines.append(f"  [{section}]")
+        mark = "  *" if r.differs else ""
+        lines.append(f"  {r.name:<{name_w}}  {r.a:>{a_w}}  {r.b:>{b_w}}{mark}")
+    lines.append("  (* differs)")
+    lines.append("")
+    att = c.attribution
+    if c.change is not None:
+        ci = (
+            f" (95% CI {c.change_low * 100:+.1f}% to {c.change_high * 100:+.1f}%)"
+            if c.change_low is not None and c.change_high is not None
+            else ""
+        )
+        noise = "beyond noise" if c.beyond_noise else "within noise"
+        lines.append(f"tok/s change: {c.change * 100:+.1f}%{ci}, {noise}")
+    if att.expected_ratio is not None and att.observed_ratio is not None:
+        lines.append(
+            f"if decode followed the slowest GPU's SM clock: expected ratio "
+            f"{att.expected_ratio:.3f}, observed {att.observed_ratio:.3f}"
+        )
+    for note in c.notes:
+        lines.append(f"note: {note}")
+    lines.append(f"Verdict: {c.verdict}")
+    lines.append(f"  ({c.reason})")
+    return lines
+
+
+def run_compare(
+    args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
+    """Run ``specwatch compare A.json B.json``; returns the exit status."""
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    try:
+        a = read_snapshot(args.a)
+        b = read_snapshot(args.b)
+    except SnapshotError as exc:
+        print(f"specwatch compare: {exc}", file=err)
+        return EXIT_USAGE
+    c = compare(a, b, a_name=Path(args.a).name, b_name=Path(args.b).name)
+    if args.json:
+        import orjson
+
+        out.write(orjson.dumps(c.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        out.write("\n".join(comparison_lines(c, a, b, args.all)) + "\n")
+    out.flush()
+    return 0
+
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_USAGE",
+    "add_bench_arguments",
+    "add_compare_arguments",
+    "comparison_lines",
+    "results_block",
+    "run_bench",
+    "run_compare",
+]

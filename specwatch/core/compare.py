@@ -1,0 +1,664 @@
+"""Compare two benchmark snapshots: did tok/s change, what differs, and is it the GPUs or the code?
+
+The verdict rule, in three steps:
+
+1. **Change beyond noise.** Welch's t-test on the per-run tok/s of A and B gives a 95% confidence
+   interval for ``mean(B) − mean(A)``. The change is beyond noise when that interval excludes 0
+   *and* the relative change is at least ``min_change`` (2%): with very steady runs a 0.3%
+   difference can be statistically real and still not worth anyone's afternoon. Otherwise the
+   verdict is ``"no significant change"``.
+2. **What the clocks predict.** If decode speed followed the SM clock, tok/s would scale by
+   ``expected = clock(B) / clock(A)``, where ``clock`` is the mean SM clock of the *straggler*
+   GPU (the busy GPU with the lowest mean clock) over the runs.
+3. **Attribution.** The change is ``"explained by GPU state"`` when the clock ratio moves in the
+   same direction as tok/s and accounts for at least ``min_share`` (75%) of the observed change
+   in log terms (``ln expected / ln observed``), or when ``expected`` lies inside the 95%
+   interval of the observed ratio. A clock change *larger* than the tok/s change still counts
+   as explained: decode is partly memory-bound, so tok/s moves less than the SM clock.
+   Otherwise: ``"not explained by GPU state: look at code or configuration"``, also when the
+   snapshots hold no clock readings to explain anything with.
+
+Everything here is pure: snapshot dicts in, a :class:`Comparison` out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from specwatch.core.stats import Summary, Welch, summarize, welch
+
+VERDICT_GPU = "explained by GPU state"
+VERDICT_CODE = "not explained by GPU state: look at code or configuration"
+VERDICT_NONE = "no significant change"
+VERDICTS = (VERDICT_GPU, VERDICT_CODE, VERDICT_NONE)
+
+MIN_CHANGE = 0.02
+"""Smallest relative tok/s change that counts, however tight the confidence interval."""
+MIN_SHARE = 0.75
+"""Share of the observed change (log terms) the clock change must account for."""
+BUSY_IDLE_FRACTION = 0.5
+"""A GPU idle for more than half a run was not part of the work (not in the TP group)."""
+_IDLE_REASONS = ("idle", "GpuIdle")
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One line of the side-by-side table."""
+
+    section: str
+    """``"result"``, ``"gpu"``, ``"environment"``, ``"server"`` or ``"config"``."""
+    name: str
+    a: str
+    b: str
+    differs: bool
+    key: bool = False
+    """Always shown, even when equal (the rows the verdict rests on)."""
+    a_value: Any = None
+    b_value: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    """Clock-predicted against observed tok/s ratio."""
+
+    clock_a_mhz: float | None
+    clock_b_mhz: float | None
+    straggler_a: int | None
+    """Index of the GPU that was most often the slowest in A."""
+    straggler_b: int | None
+    expected_ratio: float | None
+    """``clock_b / clock_a``: the tok/s ratio if decode followed the SM clock."""
+    observed_ratio: float | None
+    """``mean tok/s B / mean tok/s A``."""
+    observed_ratio_low: float | None
+    observed_ratio_high: float | None
+    share: float | None
+    """``ln expected / ln observed``: 1.0 means the clocks account for all of the change."""
+    explained: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """The answer to "is it the GPUs or the code?"."""
+
+    a_name: str
+    b_name: str
+    tok_s_a: Summary
+    tok_s_b: Summary
+    welch: Welch | None
+    change: float | None
+    """Relative change of mean tok/s, ``B / A − 1``."""
+    change_low: float | None
+    """Lower end of the 95% interval of the relative change (Welch interval / mean A)."""
+    change_high: float | None
+    beyond_noise: bool
+    attribution: Attribution
+    verdict: str
+    """One of ``VERDICTS``."""
+    reason: str
+    """One sentence with the numbers behind the verdict."""
+    rows: tuple[Row, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON values (for ``--json``)."""
+        w = self.welch
+        return {
+            "a": self.a_name,
+            "b": self.b_name,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "tok_s": {
+                "a": _summary_dict(self.tok_s_a),
+                "b": _summary_dict(self.tok_s_b),
+                "change": self.change,
+                "change_ci": [self.change_low, self.change_high],
+                "beyond_noise": self.beyond_noise,
+                "welch": None
+                if w is None
+                else {
+                    "diff": w.diff,
+                    "ci": [w.ci_low, w.ci_high],
+                    "df": _finite(w.df),
+                    "t": _finite(w.t),
+                    "p_value": w.p_value,
+                    "level": w.level,
+                },
+            },
+            "attribution": {
+                "clock_a_mhz": self.attribution.clock_a_mhz,
+                "clock_b_mhz": self.attribution.clock_b_mhz,
+                "straggler_a": self.attribution.straggler_a,
+                "straggler_b": self.attribution.straggler_b,
+                "expected_ratio": self.attribution.expected_ratio,
+                "observed_ratio": self.attribution.observed_ratio,
+                "observed_ratio_ci": [
+                    self.attribution.observed_ratio_low,
+                    self.attribution.observed_ratio_high,
+                ],
+                "share": self.attribution.share,
+                "explained": self.attribution.explained,
+            },
+            "rows": [
+                {
+                    "section": r.section,
+                    "name": r.name,
+                    "a": r.a,
+                    "b": r.b,
+                    "differs": r.differs,
+                    "a_value": r.a_value,
+                    "b_value": r.b_value,
+                }
+                for r in self.rows
+            ],
+            "notes": list(self.notes),
+        }
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _summary_dict(s: Summary) -> dict[str, Any]:
+    return {
+        "n": s.n,
+        "mean": s.mean,
+        "std": s.std,
+        "min": s.min,
+        "max": s.max,
+        "ci_low": s.ci_low,
+        "ci_high": s.ci_high,
+    }
+
+
+# --- reading snapshot dicts -------------------------------------------------------------------
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    return float(x) if math.isfinite(x) else None
+
+
+def _runs(snap: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    runs = snap.get("runs") or []
+    return [r for r in runs if isinstance(r, Mapping)]
+
+
+def run_tok_s(snap: Mapping[str, Any]) -> list[float]:
+    """Per-run tok/s of a snapshot (runs without a figure are skipped)."""
+    return [v for r in _runs(snap) if (v := _num(r.get("tok_s"))) is not None]
+
+
+def _idle_fraction(g: Mapping[str, Any]) -> float:
+    fractions = g.get("reason_fractions") or {}
+    return max((_num(fractions.get(k)) or 0.0) for k in _IDLE_REASONS)
+
+
+def busy_gpus(gpus: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """GPUs that worked during a run: idle at most half the time, with a clock reading."""
+    return [
+        g
+        for g in gpus
+        if isinstance(g, Mapping)
+        and _num(g.get("sm_clock_mean_mhz")) is not None
+        and _idle_fraction(g) <= BUSY_IDLE_FRACTION
+    ]
+
+
+def straggler_clock(snap: Mapping[str, Any]) -> tuple[float | None, int | None]:
+    """Mean SM clock of the slowest busy GPU, weighted by run wall time, and its usual index.
+
+    Why the slowest GPU and not the mean: in tensor parallelism every step ends in an
+    all-reduce, so each rank waits for the last one; the step runs at the pace of the slowest
+    GPU, and one hot board drags the whole server down while the average looks healthy.
+    """
+    total, weight = 0.0, 0.0
+    who: Counter[int] = Counter()
+    for run in _runs(snap):
+        busy = busy_gpus(run.get("gpus") or [])
+        if not busy:
+            continue
+        slow = min(busy, key=lambda g: _num(g.get("sm_clock_mean_mhz")) or math.inf)
+        clock = _num(slow.get("sm_clock_mean_mhz"))
+        w = _num(run.get("wall_s")) or 1.0
+        if clock is None or w <= 0:
+            continue
+        total += clock * w
+        weight += w
+        who[int(slow.get("index", -1))] += 1
+    if weight > 0:
+        return total / weight, who.most_common(1)[0][0]
+    busy = busy_gpus((snap.get("overall") or {}).get("gpus") or [])
+    if busy:
+        slow = min(busy, key=lambda g: _num(g.get("sm_clock_mean_mhz")) or math.inf)
+        return _num(slow.get("sm_clock_mean_mhz")), int(slow.get("index", -1))
+    return None, None
+
+
+def _overall_gpus(snap: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    gpus = busy_gpus((snap.get("overall") or {}).get("gpus") or [])
+    if gpus:
+        return gpus
+    # No overall summary (older or partial snapshot): use every run's GPUs.
+    return busy_gpus(g for r in _runs(snap) for g in (r.get("gpus") or []))
+
+
+# --- formatting -------------------------------------------------------------------------------
+
+
+def _fmt(x: float | None, spec: str = ".1f", unit: str = "") -> str:
+    if x is None:
+        return "—"
+    return f"{x:{spec}}{unit}"
+
+
+def _fmt_summary(s: Mapping[str, Any] | None, scale: float = 1.0, spec: str = ".1f") -> str:
+    if not s:
+        return "—"
+    m = _num(s.get("mean"))
+    if m is None:
+        return "—"
+    out = f"{m * scale:{spec}}"
+    sd = _num(s.get("std"))
+    if sd is not None:
+        out += f" ± {sd * scale:{spec}}"
+    return out
+
+
+def _text(x: Any) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, float):
+        return f"{x:g}"
+    if isinstance(x, (list, tuple)):
+        return ", ".join(_text(v) for v in x)
+    if isinstance(x, Mapping):
+        return ", ".join(f"{k}={_text(v)}" for k, v in x.items())
+    return str(x)
+
+
+def _unique(values: Iterable[Any]) -> Any:
+    seen: list[Any] = []
+    for v in values:
+        if v not in seen:
+            seen.append(v)
+    if not seen:
+        return None
+    return seen[0] if len(seen) == 1 else seen
+
+
+# --- the comparison -------------------------------------------------------------------------
+
+
+REL_DIFFERS = 0.01
+"""Numbers closer than this (relative) are shown as equal in the table: 1% is below what a
+handful of runs resolves, and a table where every row differs says nothing."""
+
+
+def _apart(va: float | None, vb: float | None, abs_tol: float = 0.0) -> bool:
+    """Whether two table values differ enough to mark the row."""
+    if va is None or vb is None:
+        return va is not vb
+    return abs(vb - va) > max(abs_tol, REL_DIFFERS * max(abs(va), abs(vb)))
+
+
+_VOLATILE_ARGS = frozenset(
+    {"port", "host", "startup_time", "pid", "nccl_port", "dist_init_addr", "launch_command"}
+)
+"""Launch arguments that differ between any two starts of the same server (where it listens,
+when it started); ``launch_command`` repeats the real arguments, which get rows of their own."""
+
+
+def _agg(
+    gpus: Sequence[Mapping[str, Any]], key: str, how: Callable[[list[float]], float]
+) -> float | None:
+    vals = [v for g in gpus if (v := _num(g.get(key))) is not None]
+    return how(vals) if vals else None
+
+
+def _mean(vals: list[float]) -> float:
+    return math.fsum(vals) / len(vals)
+
+
+def _gpu_rows(a: Mapping[str, Any], b: Mapping[str, Any], att: Attribution) -> list[Row]:
+    ga, gb = _overall_gpus(a), _overall_gpus(b)
+    rows: list[Row] = []
+
+    def num_row(
+        name: str, va: float | None, vb: float | None, spec: str, unit: str, key: bool
+    ) -> None:
+        sa, sb = _fmt(va, spec, unit), _fmt(vb, spec, unit)
+        differs = sa != sb and _apart(va, vb, abs_tol=2.0 if unit == "%" else 0.0)
+        rows.append(Row("gpu", name, sa, sb, differs, key, va, vb))
+
+    straggler = "SM clock, slowest GPU (mean)"
+    num_row(straggler, att.clock_a_mhz, att.clock_b_mhz, ".0f", " MHz", True)
+    rows.append(
+        Row(
+            "gpu",
+            "slowest GPU",
+            _text(att.straggler_a),
+            _text(att.straggler_b),
+            att.straggler_a != att.straggler_b,
+            False,
+            att.straggler_a,
+            att.straggler_b,
+        )
+    )
+    num_row(
+        "SM clock, all GPUs (mean)",
+        _agg(ga, "sm_clock_mean_mhz", _mean),
+        _agg(gb, "sm_clock_mean_mhz", _mean),
+        ".0f",
+        " MHz",
+        True,
+    )
+    num_row(
+        "SM clock (min)",
+        _agg(ga, "sm_clock_min_mhz", min),
+        _agg(gb, "sm_clock_min_mhz", min),
+        ".0f",
+        " MHz",
+        True,
+    )
+    num_row(
+        "GPU temperature (max)",
+        _agg(ga, "temp_max_c", max),
+        _agg(gb, "temp_max_c", max),
+        ".0f",
+        " °C",
+        True,
+    )
+    num_row(
+        "HBM temperature (max)",
+        _agg(ga, "hbm_temp_max_c", max),
+        _agg(gb, "hbm_temp_max_c", max),
+        ".0f",
+        " °C",
+        False,
+    )
+    num_row(
+        "power per GPU (mean)",
+        _agg(ga, "power_mean_w", _mean),
+        _agg(gb, "power_mean_w", _mean),
+        ".0f",
+        " W",
+        True,
+    )
+    num_row(
+        "energy per token (all GPUs)",
+        _agg(ga, "joules_per_token", math.fsum),
+        _agg(gb, "joules_per_token", math.fsum),
+        ".2f",
+        " J",
+        False,
+    )
+
+    reasons: list[str] = []
+    for g in [*ga, *gb]:
+        for name in g.get("reason_fractions") or {}:
+            if name not in reasons and name not in _IDLE_REASONS:
+                reasons.append(name)
+    for name in reasons:
+        fa = max(
+            (_num((g.get("reason_fractions") or {}).get(name)) or 0.0 for g in ga), default=None
+        )
+        fb = max(
+            (_num((g.get("reason_fractions") or {}).get(name)) or 0.0 for g in gb), default=None
+        )
+        num_row(
+            f"time under {name} (worst GPU)",
+            None if fa is None else fa * 100,
+            None if fb is None else fb * 100,
+            ".0f",
+            "%",
+            True,
+        )
+
+    def link(gpus: Sequence[Mapping[str, Any]]) -> tuple[str, Any]:
+        links = [
+            (g.get("pcie_gen"), g.get("pcie_width")) for g in gpus if g.get("pcie_gen") is not None
+        ]
+        if not links:
+            return "—", None
+        worst = min(links, key=lambda lw: ((lw[0] or 0), (lw[1] or 0)))
+        return f"Gen{worst[0]} x{worst[1]}", list(worst)
+
+    la, lb = link(ga), link(gb)
+    rows.append(
+        Row("gpu", "PCIe link (worst GPU)", la[0], lb[0], la[0] != lb[0], True, la[1], lb[1])
+    )
+    return rows
+
+
+def _env_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Row]:
+    ea, eb = a.get("gpu_environment") or {}, b.get("gpu_environment") or {}
+    rows: list[Row] = []
+
+    def row(name: str, va: Any, vb: Any, key: bool = False) -> None:
+        rows.append(Row("environment", name, _text(va), _text(vb), va != vb, key, va, vb))
+
+    row("driver", ea.get("driver_version"), eb.get("driver_version"), True)
+    row("CUDA", ea.get("cuda_driver_version"), eb.get("cuda_driver_version"))
+    sa, sb = ea.get("gpus") or [], eb.get("gpus") or []
+    row("GPUs", len(sa), len(sb))
+    for name, key in (
+        ("GPU model", "name"),
+        ("max SM clock", "max_sm_clock_mhz"),
+        ("power limit (W)", "power_limit_w"),
+        ("persistence mode", "persistence_mode"),
+        ("application clock", "app_sm_clock_mhz"),
+        ("PCIe max", "max_pcie_gen"),
+    ):
+        row(name, _unique(g.get(key) for g in sa), _unique(g.get(key) for g in sb))
+    return rows
+
+
+def _server_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Row]:
+    sa, sb = a.get("server") or {}, b.get("server") or {}
+    rows: list[Row] = []
+
+    def row(name: str, va: Any, vb: Any, key: bool = False) -> None:
+        rows.append(Row("server", name, _text(va), _text(vb), va != vb, key, va, vb))
+
+    row("dialect", sa.get("dialect"), sb.get("dialect"))
+    row("server version", sa.get("version"), sb.get("version"), True)
+    row("model", sa.get("model"), sb.get("model"))
+    spa, spb = sa.get("speculative") or {}, sb.get("speculative") or {}
+    for key in ("enabled", "algorithm", "num_steps", "num_draft_tokens", "topk", "draft_model"):
+        row(f"speculative {key.replace('_', ' ')}", spa.get(key), spb.get(key), key == "algorithm")
+    la, lb = sa.get("launch_args") or {}, sb.get("launch_args") or {}
+    for key in sorted((set(la) | set(lb)) - _VOLATILE_ARGS):
+        if la.get(key) != lb.get(key):
+            row(f"arg {key}", la.get(key), lb.get(key))
+    return rows
+
+
+def _config_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Row]:
+    ca, cb = a.get("config") or {}, b.get("config") or {}
+    rows: list[Row] = []
+    for key in (
+        "max_tokens",
+        "concurrency",
+        "runs",
+        "warmup",
+        "prompts_source",
+        "ignore_eos",
+        "temperature",
+    ):
+        va, vb = ca.get(key), cb.get(key)
+        rows.append(
+            Row("config", key.replace("_", " "), _text(va), _text(vb), va != vb, False, va, vb)
+        )
+    return rows
+
+
+def _result_rows(a: Mapping[str, Any], b: Mapping[str, Any], beyond_noise: bool) -> list[Row]:
+    oa, ob = a.get("overall") or {}, b.get("overall") or {}
+    rows: list[Row] = []
+
+    def row(name: str, key: str, scale: float, spec: str, unit: str, is_key: bool) -> None:
+        sa = _fmt_summary(oa.get(key), scale, spec)
+        sb = _fmt_summary(ob.get(key), scale, spec)
+        va = _num((oa.get(key) or {}).get("mean"))
+        vb = _num((ob.get(key) or {}).get("mean"))
+        if unit:
+            sa, sb = (s + unit if s != "—" else s for s in (sa, sb))
+        differs = beyond_noise if key == "tok_s" else sa != sb and _apart(va, vb)
+        rows.append(Row("result", name, sa, sb, differs, is_key, va, vb))
+
+    row("tok/s", "tok_s", 1.0, ".1f", "", True)
+    row("decode tok/s (no TTFT)", "decode_tok_s", 1.0, ".1f", "", True)
+    row("TTFT", "ttft_s", 1000.0, ".0f", " ms", False)
+    row("step latency", "step_latency_s", 1000.0, ".2f", " ms", True)
+    row("tokens per step", "tokens_per_step", 1.0, ".2f", "", False)
+    row("accept length", "accept_length", 1.0, ".2f", "", True)
+    row("tokens per run", "completion_tokens", 1.0, ".0f", "", False)
+    return rows
+
+
+def compare(
+    a: Mapping[str, Any],
+    b: Mapping[str, Any],
+    *,
+    a_name: str = "A",
+    b_name: str = "B",
+    min_change: float = MIN_CHANGE,
+    min_share: float = MIN_SHARE,
+) -> Comparison:
+    """Compare snapshot ``b`` against ``a`` (the baseline); see the module docstring for the rule.
+
+    Args:
+        a: The earlier (baseline) snapshot, as read by ``read_snapshot``.
+        b: The later snapshot.
+        a_name: How to call A in text (e.g. its file name).
+        b_name: How to call B.
+        min_change: Smallest relative tok/s change that counts.
+        min_share: Share of the observed change the clock change must account for.
+
+    Returns:
+        The verdict, the numbers behind it and the side-by-side rows.
+    """
+    va, vb = run_tok_s(a), run_tok_s(b)
+    sa, sb = summarize(va), summarize(vb)
+    w = welch(va, vb)
+    notes: list[str] = []
+    for name, snap, vals in ((a_name, a, va), (b_name, b, vb)):
+        if snap.get("interrupted"):
+            planned = (snap.get("config") or {}).get("runs", "?")
+            notes.append(f"{name} was interrupted: {len(vals)} of {planned} runs")
+        if len(vals) < 2:
+            notes.append(f"{name} has {len(vals)} run(s): no confidence interval, noise unknown")
+
+    change = change_low = change_high = None
+    observed = obs_low = obs_high = None
+    if sa.mean and sb.mean is not None:
+        observed = sb.mean / sa.mean
+        change = observed - 1.0
+        if w is not None:
+            change_low, change_high = w.ci_low / sa.mean, w.ci_high / sa.mean
+            obs_low, obs_high = 1.0 + change_low, 1.0 + change_high
+    if change is None:
+        beyond = False
+    elif w is not None:
+        beyond = w.significant and abs(change) >= min_change
+    else:
+        beyond = abs(change) >= min_change
+
+    clock_a, idx_a = straggler_clock(a)
+    clock_b, idx_b = straggler_clock(b)
+    expected = clock_b / clock_a if clock_a and clock_b is not None else None
+    share: float | None = None
+    explained = False
+    if expected is not None and observed is not None and observed > 0 and expected > 0:
+        log_obs = math.log(observed)
+        if log_obs != 0.0:
+            share = math.log(expected) / log_obs
+        inside = obs_low is not None and obs_high is not None and obs_low <= expected <= obs_high
+        explained = (share is not None and share >= min_share) or inside
+
+    attribution = Attribution(
+        clock_a, clock_b, idx_a, idx_b, expected, observed, obs_low, obs_high, share, explained
+    )
+
+    pct = f"{change * 100:+.1f}%" if change is not None else "?"
+    ci = (
+        f" (95% CI {change_low * 100:+.1f}% to {change_high * 100:+.1f}%)"
+        if change_low is not None and change_high is not None
+        else ""
+    )
+    if change is None:
+        verdict = VERDICT_NONE
+        reason = "no tok/s figures to compare"
+    elif not beyond:
+        verdict = VERDICT_NONE
+        why = "within noise" if w is None or not w.significant else f"smaller than {min_change:.0%}"
+        reason = f"tok/s {pct}{ci}: {why}"
+    elif expected is None:
+        verdict = VERDICT_CODE
+        missing = " and ".join(n for n, c in ((a_name, clock_a), (b_name, clock_b)) if c is None)
+        reason = (
+            f"tok/s {pct}{ci}; no SM clock readings in {missing}, "
+            "so the GPU state cannot explain it"
+        )
+    else:
+        predicted = f"{(expected - 1) * 100:+.1f}%"
+        clocks = f"slowest-GPU SM clock {clock_a:.0f} → {clock_b:.0f} MHz predicts {predicted}"
+        if explained:
+            verdict = VERDICT_GPU
+            reason = f"tok/s {pct}{ci}; {clocks}"
+        else:
+            verdict = VERDICT_CODE
+            part = f", {share * 100:.0f}% of the change" if share is not None and share > 0 else ""
+            reason = f"tok/s {pct}{ci}; {clocks}{part}: the clocks do not account for it"
+
+    rows = [
+        *_result_rows(a, b, beyond),
+        *_gpu_rows(a, b, attribution),
+        *_env_rows(a, b),
+        *_server_rows(a, b),
+        *_config_rows(a, b),
+    ]
+    for row in rows:
+        if row.section == "config" and row.differs and row.name in ("max tokens", "concurrency"):
+            notes.append(f"{row.name} differs ({row.a} vs {row.b}): the runs are not like for like")
+    return Comparison(
+        a_name=a_name,
+        b_name=b_name,
+        tok_s_a=sa,
+        tok_s_b=sb,
+        welch=w,
+        change=change,
+        change_low=change_low,
+        change_high=change_high,
+        beyond_noise=beyond,
+        attribution=attribution,
+        verdict=verdict,
+        reason=reason,
+        rows=tuple(rows),
+        notes=tuple(notes),
+    )
+
+
+__all__ = [
+    "MIN_CHANGE",
+    "MIN_SHARE",
+    "VERDICTS",
+    "VERDICT_CODE",
+    "VERDICT_GPU",
+    "VERDICT_NONE",
+    "Attribution",
+    "Comparison",
+    "Row",
+    "busy_gpus",
+    "compare",
+    "run_tok_s",
+    "straggler_clock",
+]
