@@ -1,57 +1,28 @@
 """A short benchmark against a real llama.cpp ``llama-server`` (CPU, tiny models, draft model).
 
-Skipped, with the reason shown, when the binary or the start script is absent; build it with
-``../shared/tools/llama-server/build-llama-server.sh``.
+Skipped, with the reason shown, when the binary or the start script is absent (see
+``tests/realserver.py``).
 """
 
 from __future__ import annotations
 
 import io
-import os
-import socket
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from specwatch.bench.snapshot import read_snapshot
+from tests.realserver import running_llama_server
 from tests.test_bench_sim import bench_args
 
 pytestmark = pytest.mark.realserver
 
-HOME = Path(
-    os.environ.get("REALSERVER_HOME")
-    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specwatch-realserver"
-)
-BIN = Path(os.environ.get("LLAMA_SERVER_BIN") or HOME / "bin" / "llama-server")
-TOOLS = Path(__file__).resolve().parents[1].parent / "shared" / "tools" / "llama-server"
-SCRIPT = TOOLS / "start-llama-server.sh"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
 
 @pytest.fixture(scope="module")
 def llama_server() -> Iterator[str]:
-    if not BIN.exists():
-        pytest.skip(f"no llama-server at {BIN} (run build-llama-server.sh)")
-    if not SCRIPT.exists():
-        pytest.skip(f"no start script at {SCRIPT}")
-    port = _free_port()
-    started = subprocess.run(
-        ["bash", str(SCRIPT), str(port), "draft"], capture_output=True, text=True, timeout=180
-    )
-    if started.returncode != 0:
-        pytest.fail(f"llama-server did not start: {started.stderr.strip().splitlines()[-1:]}")
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        subprocess.run(["bash", str(SCRIPT), "stop", str(port)], capture_output=True, timeout=30)
+    with running_llama_server() as url:
+        yield url
 
 
 def test_short_benchmark_matches_the_servers_own_counts(llama_server: str, tmp_path: Path) -> None:

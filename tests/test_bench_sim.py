@@ -310,7 +310,9 @@ def test_cli_prints_like_the_story_and_writes_a_snapshot(tmp_path: Path) -> None
     assert any(line.startswith("  GPUs: slowest GPU") for line in lines)
     saved = Path(lines[-1].removeprefix("  Snapshot: "))
     assert saved.parent == tmp_path and "-cold" in saved.name
-    assert len(read_snapshot(saved)["runs"]) == 3
+    snap = read_snapshot(saved)
+    assert len(snap["runs"]) == 3
+    assert snap["config"]["prompts_source"] == "builtin (seed 0)"
 
 
 def test_cli_json_goes_to_stdout_progress_to_stderr(tmp_path: Path) -> None:

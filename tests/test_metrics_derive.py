@@ -8,8 +8,9 @@ import httpx
 import pytest
 
 from specwatch.core.server import Dialect, MetricsWindow, ServerInfo, SpecConfig
+from specwatch.core.versions import version_tuple
 from specwatch.sources.detect import REASON_LLAMACPP_METRICS, REASON_SGLANG_METRICS
-from specwatch.sources.metrics import MetricsWatcher, summed_counters, version_tuple
+from specwatch.sources.metrics import MetricsWatcher, summed_counters
 from tests.conftest import FakeServer, text_response
 
 URL = "http://127.0.0.1:8000"
@@ -657,12 +658,3 @@ async def test_last_counters_for_benchmark_deltas(fake_server: FakeServer) -> No
     )
     assert c["vllm:inter_token_latency_seconds_count"] == pytest.approx(400)
     assert summed_counters(watcher.last_scrape) == c  # type: ignore[arg-type]
-
-
-def test_version_tuple() -> None:
-    assert version_tuple("0.4.6.post5") == (0, 4, 6)
-    assert version_tuple("0.5.23") == (0, 5, 23)
-    assert version_tuple("v0.33.0rc1") == (0, 33, 0)
-    assert version_tuple("b6500-0c1e570") == (6500,)
-    assert version_tuple(None) == ()
-    assert version_tuple("weird") == ()

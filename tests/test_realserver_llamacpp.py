@@ -1,18 +1,12 @@
 """Against a real llama.cpp ``llama-server`` with a draft model (CPU, tiny GGUF models).
 
-Needs the binary built by ``../shared/tools/llama-server/build-llama-server.sh`` (cached in
-``~/.cache/specwatch-realserver``; ``REALSERVER_HOME`` or ``LLAMA_SERVER_BIN`` point elsewhere).
-``shared/`` is found as ``../shared`` next to the repository or through ``SPECWATCH_SHARED``.
-Skipped, with the reason, when either is missing. Run just these with ``pytest -m realserver``.
+Skipped, with the reason, when the binary or ``shared/`` is missing (see ``tests/realserver.py``).
+Run just these with ``pytest -m realserver``.
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import orjson
@@ -25,57 +19,17 @@ from specwatch.sources.detect import detect
 from specwatch.sources.endpoint import parse_endpoint
 from specwatch.sources.metrics import MetricsWatcher
 from specwatch.sources.stream import stream_completion
+from tests.realserver import running_llama_server
 
 pytestmark = pytest.mark.realserver
 
-REPO = Path(__file__).resolve().parent.parent
 PROMPT = "the quick brown fox"
-
-
-def _shared() -> Path:
-    env = os.environ.get("SPECWATCH_SHARED")
-    return Path(env) if env else REPO.parent / "shared"
-
-
-def _binary() -> Path:
-    if os.environ.get("LLAMA_SERVER_BIN"):
-        return Path(os.environ["LLAMA_SERVER_BIN"])
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    home = Path(os.environ.get("REALSERVER_HOME", cache / "specwatch-realserver"))
-    return home / "bin" / "llama-server"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def llama_url() -> Iterator[str]:
-    script = _shared() / "tools" / "llama-server" / "start-llama-server.sh"
-    if not script.is_file():
-        pytest.skip(f"no {script} (set SPECWATCH_SHARED to the shared/ folder)")
-    binary = _binary()
-    if not os.access(binary, os.X_OK):
-        pytest.skip(
-            f"no llama-server binary at {binary}: build it with "
-            f"{script.parent / 'build-llama-server.sh'}"
-        )
-    port = _free_port()
-    started = subprocess.run(
-        ["bash", str(script), str(port), "draft"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**os.environ, "LLAMA_SERVER_BIN": str(binary)},
-    )
-    if started.returncode != 0:
-        pytest.fail(f"llama-server did not start: {started.stderr.strip()[-600:]}")
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        subprocess.run(["bash", str(script), "stop", str(port)], capture_output=True, timeout=30)
+    with running_llama_server() as url:
+        yield url
 
 
 def _client(url: str) -> ServerClient:

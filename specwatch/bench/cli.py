@@ -212,7 +212,6 @@ async def _bench(
     args: argparse.Namespace,
     endpoint: Endpoint,
     config: BenchConfig,
-    prompts: list[str],
     sampler: GpuSampler | None,
     progress: TextIO,
 ) -> tuple[BenchResult | None, str | None, int | None]:
@@ -269,9 +268,7 @@ async def _bench(
                 inv = await asyncio.to_thread(sampler.open)
                 if not inv.available:
                     say(f"  (GPU readings off: {inv.reason})")
-            result = await run_benchmark(
-                client, info, config, sampler, on_event, cancel, prompts=prompts
-            )
+            result = await run_benchmark(client, info, config, sampler, on_event, cancel)
     return result, secret, stopped_by[0] if stopped_by else None
 
 
@@ -314,7 +311,9 @@ def run_bench(
 
     try:
         endpoint = parse_endpoint(args.url, args.api_key)
-        prompts = load_prompts(args.prompts, args.seed)
+        # Read now so that a bad file is a usage error before connecting; the runner loads
+        # the prompts again from the config, and records where they came from.
+        load_prompts(args.prompts, args.seed)
     except (ValueError, PromptsError) as exc:
         print(f"specwatch bench: {exc}", file=err)
         return EXIT_USAGE
@@ -325,10 +324,9 @@ def run_bench(
         sampler = GpuSampler(interval_s=args.gpu_interval)
         own_sampler = True
     try:
-        result, secret, stopped_by = asyncio.run(
-            _bench(args, endpoint, config, prompts, sampler, progress)
-        )
-    except _Failure as exc:
+        result, secret, stopped_by = asyncio.run(_bench(args, endpoint, config, sampler, progress))
+    except (_Failure, PromptsError) as exc:
+        # PromptsError: the prompts file changed after it was checked above.
         print(f"specwatch bench: {exc}", file=err)
         return EXIT_FAILED
     finally:

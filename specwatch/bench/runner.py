@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from specwatch.bench.prompts import load_prompts
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
+from specwatch.core.reasons import IDLE_BIT
 from specwatch.core.server import ChunkArrival, Dialect, ServerInfo, StreamResult
 from specwatch.core.stats import Summary, summarize
 
@@ -29,8 +30,6 @@ if TYPE_CHECKING:
     from specwatch.sources.nvml import GpuSampler
 
 EVENT_KINDS = ("warmup_done", "run_start", "run_done", "finished", "interrupted", "error")
-
-EMPTY: Mapping[str, str] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,10 +357,6 @@ def build_series(
     return tuple(points)
 
 
-IDLE_BIT = 0x001
-"""``nvmlClocksEventReasonGpuIdle``."""
-
-
 def busy_view(ticks: Sequence[GpuTick]) -> list[GpuTick]:
     """The ticks without the idle samples of GPUs that worked at some point in them.
 
@@ -580,7 +575,7 @@ async def run_benchmark(
             if "error" not in window.notes:
                 deltas = counter_deltas(before, metrics.last_counters)
         ticks = recorder.ticks(run_t0, run_t1)
-        return _replace_run(
+        return dataclasses.replace(
             run,
             server_counters=deltas,
             server_accept_length=(
@@ -657,12 +652,6 @@ async def run_benchmark(
     elif error is None:
         emit("finished", len(runs), config.runs, f"Finished {len(runs)} runs")
     return result
-
-
-def _replace_run(run: RunResult, **changes: Any) -> RunResult:
-    from dataclasses import replace
-
-    return replace(run, **changes)
 
 
 async def _wait_all(

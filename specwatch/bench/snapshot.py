@@ -10,13 +10,10 @@ string is scrubbed of the key's value before writing.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
-import enum
 import errno
 import functools
 import importlib.resources
-import math
 import os
 import re
 import socket
@@ -28,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from specwatch import __version__
+from specwatch.core.values import to_jsonable
 
 if TYPE_CHECKING:
     from specwatch.bench.runner import BenchResult
@@ -48,23 +46,6 @@ class SnapshotError(Exception):
 
 
 # --- building -------------------------------------------------------------------------------
-
-
-def to_jsonable(obj: Any) -> Any:
-    """Plain JSON values from dataclasses, mappings, sequences and enums (NaN/inf become null)."""
-    if obj is None or isinstance(obj, (bool, int, str)):
-        return obj
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, enum.Enum):
-        return to_jsonable(obj.value)
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in obj]
-    return str(obj)
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:

@@ -29,7 +29,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specwatch.core.stats import Summary, Welch, summarize, welch
+from specwatch.core.stats import Summary, Welch, mean, summarize, welch
+from specwatch.core.values import as_float
 
 VERDICT_GPU = "explained by GPU state"
 VERDICT_CODE = "not explained by GPU state: look at code or configuration"
@@ -178,12 +179,6 @@ def _summary_dict(s: Summary) -> dict[str, Any]:
 # --- reading snapshot dicts -------------------------------------------------------------------
 
 
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return None
-    return float(x) if math.isfinite(x) else None
-
-
 def _runs(snap: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     runs = snap.get("runs") or []
     return [r for r in runs if isinstance(r, Mapping)]
@@ -191,12 +186,12 @@ def _runs(snap: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def run_tok_s(snap: Mapping[str, Any]) -> list[float]:
     """Per-run tok/s of a snapshot (runs without a figure are skipped)."""
-    return [v for r in _runs(snap) if (v := _num(r.get("tok_s"))) is not None]
+    return [v for r in _runs(snap) if (v := as_float(r.get("tok_s"))) is not None]
 
 
 def _idle_fraction(g: Mapping[str, Any]) -> float:
     fractions = g.get("reason_fractions") or {}
-    return max((_num(fractions.get(k)) or 0.0) for k in _IDLE_REASONS)
+    return max((as_float(fractions.get(k)) or 0.0) for k in _IDLE_REASONS)
 
 
 def busy_gpus(gpus: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -205,9 +200,13 @@ def busy_gpus(gpus: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         g
         for g in gpus
         if isinstance(g, Mapping)
-        and _num(g.get("sm_clock_mean_mhz")) is not None
+        and as_float(g.get("sm_clock_mean_mhz")) is not None
         and _idle_fraction(g) <= BUSY_IDLE_FRACTION
     ]
+
+
+def _slowest(busy: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    return min(busy, key=lambda g: as_float(g.get("sm_clock_mean_mhz")) or math.inf)
 
 
 def straggler_clock(snap: Mapping[str, Any]) -> tuple[float | None, int | None]:
@@ -223,9 +222,9 @@ def straggler_clock(snap: Mapping[str, Any]) -> tuple[float | None, int | None]:
         busy = busy_gpus(run.get("gpus") or [])
         if not busy:
             continue
-        slow = min(busy, key=lambda g: _num(g.get("sm_clock_mean_mhz")) or math.inf)
-        clock = _num(slow.get("sm_clock_mean_mhz"))
-        w = _num(run.get("wall_s")) or 1.0
+        slow = _slowest(busy)
+        clock = as_float(slow.get("sm_clock_mean_mhz"))
+        w = as_float(run.get("wall_s")) or 1.0
         if clock is None or w <= 0:
             continue
         total += clock * w
@@ -235,8 +234,8 @@ def straggler_clock(snap: Mapping[str, Any]) -> tuple[float | None, int | None]:
         return total / weight, who.most_common(1)[0][0]
     busy = busy_gpus((snap.get("overall") or {}).get("gpus") or [])
     if busy:
-        slow = min(busy, key=lambda g: _num(g.get("sm_clock_mean_mhz")) or math.inf)
-        return _num(slow.get("sm_clock_mean_mhz")), int(slow.get("index", -1))
+        slow = _slowest(busy)
+        return as_float(slow.get("sm_clock_mean_mhz")), int(slow.get("index", -1))
     return None, None
 
 
@@ -260,11 +259,11 @@ def _fmt(x: float | None, spec: str = ".1f", unit: str = "") -> str:
 def _fmt_summary(s: Mapping[str, Any] | None, scale: float = 1.0, spec: str = ".1f") -> str:
     if not s:
         return "—"
-    m = _num(s.get("mean"))
+    m = as_float(s.get("mean"))
     if m is None:
         return "—"
     out = f"{m * scale:{spec}}"
-    sd = _num(s.get("std"))
+    sd = as_float(s.get("std"))
     if sd is not None:
         out += f" ± {sd * scale:{spec}}"
     return out
@@ -319,12 +318,8 @@ when it started); ``launch_command`` repeats the real arguments, which get rows 
 def _agg(
     gpus: Sequence[Mapping[str, Any]], key: str, how: Callable[[list[float]], float]
 ) -> float | None:
-    vals = [v for g in gpus if (v := _num(g.get(key))) is not None]
+    vals = [v for g in gpus if (v := as_float(g.get(key))) is not None]
     return how(vals) if vals else None
-
-
-def _mean(vals: list[float]) -> float:
-    return math.fsum(vals) / len(vals)
 
 
 def _gpu_rows(a: Mapping[str, Any], b: Mapping[str, Any], att: Attribution) -> list[Row]:
@@ -338,8 +333,7 @@ def _gpu_rows(a: Mapping[str, Any], b: Mapping[str, Any], att: Attribution) -> l
         differs = sa != sb and _apart(va, vb, abs_tol=2.0 if unit == "%" else 0.0)
         rows.append(Row("gpu", name, sa, sb, differs, key, va, vb))
 
-    straggler = "SM clock, slowest GPU (mean)"
-    num_row(straggler, att.clock_a_mhz, att.clock_b_mhz, ".0f", " MHz", True)
+    num_row("SM clock, slowest GPU (mean)", att.clock_a_mhz, att.clock_b_mhz, ".0f", " MHz", True)
     rows.append(
         Row(
             "gpu",
@@ -352,71 +346,32 @@ def _gpu_rows(a: Mapping[str, Any], b: Mapping[str, Any], att: Attribution) -> l
             att.straggler_b,
         )
     )
-    num_row(
-        "SM clock, all GPUs (mean)",
-        _agg(ga, "sm_clock_mean_mhz", _mean),
-        _agg(gb, "sm_clock_mean_mhz", _mean),
-        ".0f",
-        " MHz",
-        True,
+    aggregates: tuple[tuple[str, str, Callable[[list[float]], float], str, str, bool], ...] = (
+        ("SM clock, all GPUs (mean)", "sm_clock_mean_mhz", mean, ".0f", " MHz", True),
+        ("SM clock (min)", "sm_clock_min_mhz", min, ".0f", " MHz", True),
+        ("GPU temperature (max)", "temp_max_c", max, ".0f", " °C", True),
+        ("HBM temperature (max)", "hbm_temp_max_c", max, ".0f", " °C", False),
+        ("power per GPU (mean)", "power_mean_w", mean, ".0f", " W", True),
+        ("energy per token (all GPUs)", "joules_per_token", math.fsum, ".2f", " J", False),
     )
-    num_row(
-        "SM clock (min)",
-        _agg(ga, "sm_clock_min_mhz", min),
-        _agg(gb, "sm_clock_min_mhz", min),
-        ".0f",
-        " MHz",
-        True,
-    )
-    num_row(
-        "GPU temperature (max)",
-        _agg(ga, "temp_max_c", max),
-        _agg(gb, "temp_max_c", max),
-        ".0f",
-        " °C",
-        True,
-    )
-    num_row(
-        "HBM temperature (max)",
-        _agg(ga, "hbm_temp_max_c", max),
-        _agg(gb, "hbm_temp_max_c", max),
-        ".0f",
-        " °C",
-        False,
-    )
-    num_row(
-        "power per GPU (mean)",
-        _agg(ga, "power_mean_w", _mean),
-        _agg(gb, "power_mean_w", _mean),
-        ".0f",
-        " W",
-        True,
-    )
-    num_row(
-        "energy per token (all GPUs)",
-        _agg(ga, "joules_per_token", math.fsum),
-        _agg(gb, "joules_per_token", math.fsum),
-        ".2f",
-        " J",
-        False,
-    )
+    for name, key, how, spec, unit, is_key in aggregates:
+        num_row(name, _agg(ga, key, how), _agg(gb, key, how), spec, unit, is_key)
 
     reasons: list[str] = []
     for g in [*ga, *gb]:
         for name in g.get("reason_fractions") or {}:
             if name not in reasons and name not in _IDLE_REASONS:
                 reasons.append(name)
+
+    def worst_pct(gpus: Sequence[Mapping[str, Any]], reason: str) -> float | None:
+        fractions = [as_float((g.get("reason_fractions") or {}).get(reason)) or 0.0 for g in gpus]
+        return max(fractions) * 100 if fractions else None
+
     for name in reasons:
-        fa = max(
-            (_num((g.get("reason_fractions") or {}).get(name)) or 0.0 for g in ga), default=None
-        )
-        fb = max(
-            (_num((g.get("reason_fractions") or {}).get(name)) or 0.0 for g in gb), default=None
-        )
         num_row(
             f"time under {name} (worst GPU)",
-            None if fa is None else fa * 100,
-            None if fb is None else fb * 100,
+            worst_pct(ga, name),
+            worst_pct(gb, name),
             ".0f",
             "%",
             True,
@@ -507,8 +462,8 @@ def _result_rows(a: Mapping[str, Any], b: Mapping[str, Any], beyond_noise: bool)
     def row(name: str, key: str, scale: float, spec: str, unit: str, is_key: bool) -> None:
         sa = _fmt_summary(oa.get(key), scale, spec)
         sb = _fmt_summary(ob.get(key), scale, spec)
-        va = _num((oa.get(key) or {}).get("mean"))
-        vb = _num((ob.get(key) or {}).get("mean"))
+        va = as_float((oa.get(key) or {}).get("mean"))
+        vb = as_float((ob.get(key) or {}).get("mean"))
         if unit:
             sa, sb = (s + unit if s != "—" else s for s in (sa, sb))
         differs = beyond_noise if key == "tok_s" else sa != sb and _apart(va, vb)

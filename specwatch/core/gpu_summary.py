@@ -194,7 +194,7 @@ def _loaded(sample: GpuSample) -> bool:
     if sample.util_gpu_pct is not None:
         return sample.util_gpu_pct > 0
     if sample.clock_event_reasons is not None:
-        return not sample.clock_event_reasons & 0x001
+        return not sample.clock_event_reasons & R.IDLE_BIT
     return sample.pstate == 0
 
 

@@ -17,8 +17,11 @@ class Reason:
     """Whether the reason lowers clocks under load (idle and display settings do not)."""
 
 
+IDLE_BIT = 0x001
+"""``GpuIdle``: the clocks are low because the GPU has no work."""
+
 REASONS: tuple[Reason, ...] = (
-    Reason(0x001, "GpuIdle", "idle", "idle: harmless", False),
+    Reason(IDLE_BIT, "GpuIdle", "idle", "idle: harmless", False),
     Reason(0x002, "ApplicationsClocksSetting", "appclk", "capped by application clocks", True),
     Reason(0x004, "SwPowerCap", "pwrcap", "at the power limit: clocks reduced", True),
     Reason(0x008, "HwSlowdown", "hwslow", "hardware slowdown (power brake or thermal)", True),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
+from specwatch.core.values import as_int
 from specwatch.sources.client import ServerClient, ServerError
 from specwatch.sources.endpoint import redact
 from specwatch.sources.prom import Scrape, parse_metrics
@@ -25,6 +26,12 @@ FORBIDDEN_SGLANG_PATHS = ("/health", "/health_generate")
 REASON_SGLANG_METRICS = "SGLang was started without --enable-metrics"
 REASON_LLAMACPP_METRICS = "llama-server was started without --metrics"
 REASON_VLLM_METRICS = "vLLM was started with --disable-log-stats (/metrics has no vllm:* series)"
+
+_METRICS_OFF: dict[Dialect, tuple[tuple[int, ...], str]] = {
+    Dialect.SGLANG: ((404,), REASON_SGLANG_METRICS),
+    Dialect.LLAMACPP: ((404, 501), REASON_LLAMACPP_METRICS),
+}
+"""The ``/metrics`` statuses that mean a server runs without metrics, and the reason to show."""
 
 _SECRET_KEY = re.compile(r"(?i)(api[_-]?key|secret|password|(^|_)token$)")
 
@@ -78,18 +85,6 @@ async def _try_json(client: ServerClient, path: str) -> Any | None:
         raise
 
 
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
-
-
 async def _fingerprint(client: ServerClient) -> tuple[Dialect, dict[str, Any] | None]:
     """The dialect from ``/v1/models`` ``owned_by``, else from dialect-only endpoints."""
     models = await client.get_json("/v1/models")
@@ -127,7 +122,7 @@ async def detect(client: ServerClient) -> ServerInfo:
     """
     dialect, card = await _fingerprint(client)
     model = str(card["id"]) if card and card.get("id") is not None else None
-    max_len = _as_int(card.get("max_model_len")) if card else None
+    max_len = as_int(card.get("max_model_len"), digits=True) if card else None
     if dialect is Dialect.SGLANG:
         return await _detect_sglang(client, model, max_len)
     if dialect is Dialect.VLLM:
@@ -135,6 +130,27 @@ async def detect(client: ServerClient) -> ServerInfo:
     if dialect is Dialect.LLAMACPP:
         return await _detect_llamacpp(client, model, max_len)
     return await _detect_openai(client, model, max_len)
+
+
+def metrics_off_reason(dialect: Dialect, status: int) -> str | None:
+    """Why a ``/metrics`` answer of ``status`` means metrics are off; ``None`` when it does not."""
+    statuses, reason = _METRICS_OFF.get(dialect, ((), ""))
+    return reason if status in statuses else None
+
+
+async def _metrics_state(
+    client: ServerClient, dialect: Dialect, off_by_config: bool
+) -> tuple[bool | None, str | None, Scrape | None]:
+    """``(metrics_enabled, metrics_reason, scrape)``; no request when the config says off."""
+    if off_by_config:
+        return False, _METRICS_OFF[dialect][1], None
+    status, scrape, detail = await _scrape(client)
+    reason = metrics_off_reason(dialect, status)
+    if reason is not None:
+        return False, reason, None
+    if scrape is None:
+        return None, detail, None
+    return True, None, scrape
 
 
 async def _scrape(client: ServerClient) -> tuple[int, Scrape | None, str]:
@@ -155,8 +171,8 @@ async def _detect_sglang(
     client: ServerClient, model: str | None, max_len: int | None
 ) -> ServerInfo:
     notes: dict[str, str] = {}
-    ready = await _try_json_status(client, "/ready")
-    if ready == 503:
+    ready = await client.get("/ready", check=False)
+    if ready.status_code == 503:
         raise ServerError(
             f"{client.endpoint.url('/ready')}: HTTP 503 (SGLang is still loading)",
             kind="http",
@@ -186,27 +202,18 @@ async def _detect_sglang(
         spec = SpecConfig(
             enabled=algorithm is not None and algorithm.upper() != "NONE",
             algorithm=algorithm,
-            num_steps=_as_int(args.get("speculative_num_steps")),
-            num_draft_tokens=_as_int(args.get("speculative_num_draft_tokens")),
-            topk=_as_int(args.get("speculative_eagle_topk")),
+            num_steps=as_int(args.get("speculative_num_steps"), digits=True),
+            num_draft_tokens=as_int(args.get("speculative_num_draft_tokens"), digits=True),
+            topk=as_int(args.get("speculative_eagle_topk"), digits=True),
             draft_model=_str_or_none(args.get("speculative_draft_model_path")),
             source=source,
         )
     else:
         spec = SpecConfig(enabled=None, source="")
-    launch = {k: v for k, v in args.items() if k not in ("internal_states",)}
-    metrics_enabled: bool | None
-    metrics_reason: str | None = None
-    if args.get("enable_metrics") is False:
-        metrics_enabled, metrics_reason = False, REASON_SGLANG_METRICS
-    else:
-        status, _, detail = await _scrape(client)
-        if status == 404:
-            metrics_enabled, metrics_reason = False, REASON_SGLANG_METRICS
-        elif status == 200:
-            metrics_enabled = True
-        else:
-            metrics_enabled, metrics_reason = None, detail
+    launch = {k: v for k, v in args.items() if k != "internal_states"}
+    metrics_enabled, metrics_reason, _ = await _metrics_state(
+        client, Dialect.SGLANG, args.get("enable_metrics") is False
+    )
     return ServerInfo(
         base_url=client.endpoint.base_url,
         dialect=Dialect.SGLANG,
@@ -215,16 +222,10 @@ async def _detect_sglang(
         spec=spec,
         metrics_enabled=metrics_enabled,
         metrics_reason=metrics_reason,
-        max_model_len=max_len or _as_int(args.get("context_length")),
+        max_model_len=max_len or as_int(args.get("context_length"), digits=True),
         launch_args=redact_launch_args(launch, client) if launch else None,
         notes=notes,
     )
-
-
-async def _try_json_status(client: ServerClient, path: str) -> int:
-    """The status of ``GET path`` (0 when unreachable is not the question here)."""
-    response = await client.get(path, check=False)
-    return response.status_code
 
 
 def _str_or_none(value: Any) -> str | None:
@@ -257,18 +258,17 @@ async def _detect_vllm(client: ServerClient, model: str | None, max_len: int | N
         if isinstance(version_body, Mapping) and version_body.get("version") is not None
         else None
     )
-    status, scrape, detail = await _scrape(client)
+    _, scrape, detail = await _scrape(client)
     metrics_enabled: bool | None
     metrics_reason: str | None = None
     if scrape is not None and scrape.has_prefix("vllm:"):
         metrics_enabled = True
         spec = vllm_spec_from_metrics(scrape)
-    elif scrape is not None:
-        metrics_enabled, metrics_reason = False, REASON_VLLM_METRICS
-        spec = SpecConfig(enabled=None, source="")
-        notes["speculative"] = "unknown: vLLM exposes its speculative config only in /metrics"
     else:
-        metrics_enabled, metrics_reason = None, detail or f"/metrics answered HTTP {status}"
+        if scrape is not None:
+            metrics_enabled, metrics_reason = False, REASON_VLLM_METRICS
+        else:
+            metrics_enabled, metrics_reason = None, detail
         spec = SpecConfig(enabled=None, source="")
         notes["speculative"] = "unknown: vLLM exposes its speculative config only in /metrics"
     return ServerInfo(
@@ -311,7 +311,7 @@ def llamacpp_spec_from_slots(slots: Any) -> SpecConfig | None:
             for t in raw_types:
                 if t and t != "none" and t not in types:
                     types.append(t)
-            n_max = n_max or _as_int(params.get("speculative.n_max"))
+            n_max = n_max or as_int(params.get("speculative.n_max"), digits=True)
     if types:
         enabled = True
     return SpecConfig(
@@ -332,7 +332,7 @@ async def _detect_llamacpp(
     model = model or _str_or_none(props.get("model_alias")) or _str_or_none(props.get("model_path"))
     settings = props.get("default_generation_settings")
     if max_len is None and isinstance(settings, Mapping):
-        max_len = _as_int(settings.get("n_ctx"))
+        max_len = as_int(settings.get("n_ctx"), digits=True)
     slots = await _try_json(client, "/slots")
     spec = llamacpp_spec_from_slots(slots)
     if spec is None:
@@ -341,23 +341,14 @@ async def _detect_llamacpp(
             "unknown: /slots is disabled (--no-slots) and /props always says none; "
             "a request's timings.draft_n shows it"
         )
-    metrics_enabled: bool | None
-    metrics_reason: str | None = None
-    if props.get("endpoint_metrics") is False:
-        metrics_enabled, metrics_reason = False, REASON_LLAMACPP_METRICS
-    else:
-        status, scrape, detail = await _scrape(client)
-        if status in (404, 501):
-            metrics_enabled, metrics_reason = False, REASON_LLAMACPP_METRICS
-        elif scrape is not None:
-            metrics_enabled = True
-            if not scrape.has_prefix("llamacpp:spec_decode_"):
-                notes["spec_metrics"] = (
-                    "this llama-server build has no llamacpp:spec_decode_* counters "
-                    "(added by llama.cpp PR #26389)"
-                )
-        else:
-            metrics_enabled, metrics_reason = None, detail
+    metrics_enabled, metrics_reason, scrape = await _metrics_state(
+        client, Dialect.LLAMACPP, props.get("endpoint_metrics") is False
+    )
+    if scrape is not None and not scrape.has_prefix("llamacpp:spec_decode_"):
+        notes["spec_metrics"] = (
+            "this llama-server build has no llamacpp:spec_decode_* counters "
+            "(added by llama.cpp PR #26389)"
+        )
     return ServerInfo(
         base_url=client.endpoint.base_url,
         dialect=Dialect.LLAMACPP,
@@ -464,6 +455,7 @@ __all__ = [
     "WaitStatus",
     "detect",
     "llamacpp_spec_from_slots",
+    "metrics_off_reason",
     "redact_launch_args",
     "vllm_spec_from_metrics",
     "wait_ready",

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specwatch.core.server import Dialect, MetricsWindow, ServerInfo
+from specwatch.core.versions import version_tuple
 from specwatch.sources.client import ServerClient, ServerError
-from specwatch.sources.detect import REASON_LLAMACPP_METRICS, REASON_SGLANG_METRICS
+from specwatch.sources.detect import REASON_VLLM_METRICS, metrics_off_reason
 from specwatch.sources.prom import Histogram, LabelMatch, Scrape, parse_metrics, series_key
 
 _DECODE_MODES = re.compile(r"decode.*")
@@ -25,25 +26,6 @@ _COUNTER_SUFFIXES = ("_total", "_count", "_sum")
 _BREAKDOWN_LABELS = ("mode", "position")
 _RESTART_EPS = 1e-9
 QUANTILES = (0.5, 0.9, 0.99)
-
-
-def version_tuple(version: str | None) -> tuple[int, ...]:
-    """``"0.4.6.post5"`` -> ``(0, 4, 6)``; ``"b6500-0c1e570"`` -> ``(6500,)``; ``()`` if unknown."""
-    if not version:
-        return ()
-    text = version.strip().lstrip("vV")
-    if text[:1] in ("b", "B") and text[1:2].isdigit():
-        match = re.match(r"[bB](\d+)", text)
-        return (int(match.group(1)),) if match else ()
-    parts: list[int] = []
-    for piece in text.split("."):
-        match = re.match(r"\d+", piece)
-        if not match:
-            break
-        parts.append(int(match.group(0)))
-        if match.group(0) != piece:
-            break
-    return tuple(parts)
 
 
 def summed_counters(scrape: Scrape) -> dict[str, float]:
@@ -144,11 +126,9 @@ class MetricsWatcher:
             )
 
     def _status_notes(self, status: int, body: str) -> dict[str, str]:
-        dialect = self.info.dialect
-        if dialect is Dialect.SGLANG and status == 404:
-            return {"error": REASON_SGLANG_METRICS, "metrics": REASON_SGLANG_METRICS}
-        if dialect is Dialect.LLAMACPP and status in (404, 501):
-            return {"error": REASON_LLAMACPP_METRICS, "metrics": REASON_LLAMACPP_METRICS}
+        off = metrics_off_reason(self.info.dialect, status)
+        if off is not None:
+            return {"error": off, "metrics": off}
         excerpt = " ".join(body.split())[:120]
         return {"error": f"{self.client.endpoint.url('/metrics')}: HTTP {status} {excerpt}".strip()}
 
@@ -165,7 +145,7 @@ class MetricsWatcher:
         if scrape.error:
             b.notes["parse"] = scrape.error
         if self.info.dialect is Dialect.VLLM and not scrape.has_prefix("vllm:"):
-            b.notes["metrics"] = "vLLM was started with --disable-log-stats (no vllm:* series)"
+            b.notes["metrics"] = REASON_VLLM_METRICS
         restarted = prev is not None and _restarted(prev, snap)
         if restarted:
             b.notes["restart"] = (
@@ -229,22 +209,67 @@ def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den
 
 
+def _plus_one(x: float | None) -> float | None:
+    return None if x is None else 1.0 + x
+
+
 def _set_latency_quantiles(b: _Builder, hist: Histogram, source: str) -> None:
     names = ("step_latency_p50_s", "step_latency_p90_s", "step_latency_p99_s")
     for q, name in zip(QUANTILES, names, strict=True):
         b.set(name, hist.quantile(q), f"{source} bucket deltas, q={q:g}")
 
 
-def _per_position(
-    b: _Builder, cur: Scrape, prev: Scrape, name: str, drafts: float, source: str
-) -> None:
-    now = cur.by_label(name, "position")
-    if not now or drafts <= 0:
-        return
-    before = prev.by_label(name, "position")
-    ordered = sorted(now, key=lambda p: int(p) if p.isdigit() else 1 << 30)
-    rates = tuple((now[p] - before.get(p, 0.0)) / drafts for p in ordered)
-    b.set("per_position_acceptance", rates, source)
+def _spec_names(prefix: str) -> tuple[str, str, str]:
+    """Accepted-token, draft and draft-token counters (llama.cpp copied vLLM's names)."""
+    return (
+        prefix + "spec_decode_num_accepted_tokens_total",
+        prefix + "spec_decode_num_drafts_total",
+        prefix + "spec_decode_num_draft_tokens_total",
+    )
+
+
+def _spec_lifetime(b: _Builder, cur: Scrape, prefix: str) -> bool:
+    """Set the since-start accept length and rate; ``False`` when there are no spec counters."""
+    acc_name, drafts_name, dtok_name = _spec_names(prefix)
+    if not (cur.has(drafts_name) or cur.has(acc_name)):
+        return False
+    b.set(
+        "lifetime_accept_length",
+        _plus_one(_ratio(cur.total(acc_name), cur.total(drafts_name))),
+        f"1 + {acc_name} / {drafts_name} (since start)",
+    )
+    b.set(
+        "lifetime_acceptance_rate",
+        _ratio(cur.total(acc_name), cur.total(dtok_name)),
+        f"{acc_name} / {dtok_name} (since start)",
+    )
+    return True
+
+
+def _spec_window(b: _Builder, cur: Scrape, prev: Scrape, prefix: str) -> float:
+    """Set the windowed accept length, rate and per-position rates; returns Δdrafts.
+
+    Nothing is set when no draft was made in the window (Δdrafts <= 0).
+    """
+    acc_name, drafts_name, dtok_name = _spec_names(prefix)
+    drafts = _delta(cur, prev, drafts_name) or 0.0
+    if drafts <= 0:
+        return drafts
+    acc = _delta(cur, prev, acc_name) or 0.0
+    dtoks = _delta(cur, prev, dtok_name) or 0.0
+    b.set("accept_length", _plus_one(_ratio(acc, drafts)), f"1 + Δ{acc_name} / Δ{drafts_name}")
+    b.set("draft_acceptance_rate", _ratio(acc, dtoks), f"Δ{acc_name} / Δ{dtok_name}")
+    per_pos = prefix + "spec_decode_num_accepted_tokens_per_pos_total"
+    now = cur.by_label(per_pos, "position")
+    if now:
+        before = prev.by_label(per_pos, "position")
+        ordered = sorted(now, key=lambda p: int(p) if p.isdigit() else 1 << 30)
+        b.set(
+            "per_position_acceptance",
+            tuple((now[p] - before.get(p, 0.0)) / drafts for p in ordered),
+            f"Δ{per_pos}{{position}} / Δ{drafts_name}",
+        )
+    return drafts
 
 
 # --- vLLM -----------------------------------------------------------------------------------
@@ -257,21 +282,7 @@ def _derive_vllm(
 ) -> None:
     b.set("requests_running", cur.total(_V + "num_requests_running"), _V + "num_requests_running")
     b.set("requests_waiting", cur.total(_V + "num_requests_waiting"), _V + "num_requests_waiting")
-    acc_name = _V + "spec_decode_num_accepted_tokens_total"
-    drafts_name = _V + "spec_decode_num_drafts_total"
-    dtok_name = _V + "spec_decode_num_draft_tokens_total"
-    spec = cur.has(drafts_name) or cur.has(acc_name)
-    if spec:
-        b.set(
-            "lifetime_accept_length",
-            _plus_one(_ratio(cur.total(acc_name), cur.total(drafts_name))),
-            f"1 + {acc_name} / {drafts_name} (since start)",
-        )
-        b.set(
-            "lifetime_acceptance_rate",
-            _ratio(cur.total(acc_name), cur.total(dtok_name)),
-            f"{acc_name} / {dtok_name} (since start)",
-        )
+    spec = _spec_lifetime(b, cur, _V)
     itl_name = _V + "inter_token_latency_seconds"
     if not cur.has(itl_name + "_count") and cur.has(_V + "time_per_output_token_seconds_count"):
         itl_name = _V + "time_per_output_token_seconds"  # vLLM <= 0.11 name of the same series
@@ -281,20 +292,7 @@ def _derive_vllm(
     b.set("tokens", gen, f"Δ{_V}generation_tokens_total")
     b.set("gen_tok_s", _ratio(gen, dt), f"Δ{_V}generation_tokens_total / Δt")
     if spec:
-        acc = _delta(cur, prev, acc_name) or 0.0
-        drafts = _delta(cur, prev, drafts_name) or 0.0
-        dtoks = _delta(cur, prev, dtok_name) or 0.0
-        b.set("accept_length", _plus_one(_ratio(acc, drafts)), f"1 + Δ{acc_name} / Δ{drafts_name}")
-        b.set("draft_acceptance_rate", _ratio(acc, dtoks), f"Δ{acc_name} / Δ{dtok_name}")
-        _per_position(
-            b,
-            cur,
-            prev,
-            _V + "spec_decode_num_accepted_tokens_per_pos_total",
-            drafts,
-            f"Δ{_V}spec_decode_num_accepted_tokens_per_pos_total{{position}} / Δ{drafts_name}",
-        )
-        if drafts <= 0:
+        if _spec_window(b, cur, prev, _V) <= 0:
             b.note("accept_length", "no speculative steps in this window")
             b.note("draft_acceptance_rate", "no speculative steps in this window")
     else:
@@ -314,10 +312,6 @@ def _derive_vllm(
         b.set("ttft_s", ttft.mean, f"Δ{_V}time_to_first_token_seconds _sum/_count")
 
 
-def _plus_one(x: float | None) -> float | None:
-    return None if x is None else 1.0 + x
-
-
 # --- llama.cpp ------------------------------------------------------------------------------
 
 _L = "llamacpp:"
@@ -329,21 +323,7 @@ def _derive_llamacpp(
 ) -> None:
     b.set("requests_running", cur.total(_L + "requests_processing"), _L + "requests_processing")
     b.set("requests_waiting", cur.total(_L + "requests_deferred"), _L + "requests_deferred")
-    acc_name = _L + "spec_decode_num_accepted_tokens_total"
-    drafts_name = _L + "spec_decode_num_drafts_total"
-    dtok_name = _L + "spec_decode_num_draft_tokens_total"
-    spec_counters = cur.has(acc_name) or cur.has(drafts_name)
-    if spec_counters:
-        b.set(
-            "lifetime_accept_length",
-            _plus_one(_ratio(cur.total(acc_name), cur.total(drafts_name))),
-            f"1 + {acc_name} / {drafts_name} (since start)",
-        )
-        b.set(
-            "lifetime_acceptance_rate",
-            _ratio(cur.total(acc_name), cur.total(dtok_name)),
-            f"{acc_name} / {dtok_name} (since start)",
-        )
+    spec_counters = _spec_lifetime(b, cur, _L)
     b.note(
         "step_latency_s",
         "llama.cpp exposes no per-step series; a stream's timings give the step latency",
@@ -373,21 +353,7 @@ def _derive_llamacpp(
         b.note("accept_length", why)
         b.note("draft_acceptance_rate", why)
         return
-    acc = _delta(cur, prev, acc_name) or 0.0
-    drafts = _delta(cur, prev, drafts_name) or 0.0
-    dtoks = _delta(cur, prev, dtok_name) or 0.0
-    if drafts > 0:
-        b.set("accept_length", _plus_one(_ratio(acc, drafts)), f"1 + Δ{acc_name} / Δ{drafts_name}")
-        b.set("draft_acceptance_rate", _ratio(acc, dtoks), f"Δ{acc_name} / Δ{dtok_name}")
-        _per_position(
-            b,
-            cur,
-            prev,
-            _L + "spec_decode_num_accepted_tokens_per_pos_total",
-            drafts,
-            f"Δ{_L}spec_decode_num_accepted_tokens_per_pos_total{{position}} / Δ{drafts_name}",
-        )
-    else:
+    if _spec_window(b, cur, prev, _L) <= 0:
         b.note("accept_length", f"{LLAMACPP_END_ONLY}; no speculative request finished")
         b.note("draft_acceptance_rate", f"{LLAMACPP_END_ONLY}; no speculative request finished")
 
@@ -592,4 +558,4 @@ def _derive_openai(
         b.note(name, why)
 
 
-__all__ = ["LLAMACPP_END_ONLY", "QUANTILES", "MetricsWatcher", "summed_counters", "version_tuple"]
+__all__ = ["LLAMACPP_END_ONLY", "QUANTILES", "MetricsWatcher", "summed_counters"]

@@ -463,32 +463,7 @@ class GpuSampler:
                     index=gpu.index, missing=dict.fromkeys(_STATIC_FIELDS, reason)
                 )
                 return gpu.static
-        reads: list[tuple[str, str, tuple[Any, ...], Callable[[Any], Any]]] = [
-            ("name", "nvmlDeviceGetName", (), _text),
-            ("uuid", "nvmlDeviceGetUUID", (), _text),
-            ("pci_bus_id", "nvmlDeviceGetPciInfo", (), lambda v: _text(v.busId)),
-            ("max_sm_clock_mhz", "nvmlDeviceGetMaxClockInfo", (CLOCK_SM,), int),
-            ("max_mem_clock_mhz", "nvmlDeviceGetMaxClockInfo", (CLOCK_MEM,), int),
-            ("max_pcie_gen", "nvmlDeviceGetMaxPcieLinkGeneration", (), int),
-            ("max_pcie_width", "nvmlDeviceGetMaxPcieLinkWidth", (), int),
-            (
-                "slowdown_temp_c",
-                "nvmlDeviceGetTemperatureThreshold",
-                (TEMPERATURE_THRESHOLD_SLOWDOWN,),
-                int,
-            ),
-            (
-                "shutdown_temp_c",
-                "nvmlDeviceGetTemperatureThreshold",
-                (TEMPERATURE_THRESHOLD_SHUTDOWN,),
-                int,
-            ),
-            ("persistence_mode", "nvmlDeviceGetPersistenceMode", (), lambda v: bool(int(v))),
-            ("power_default_limit_w", "nvmlDeviceGetPowerManagementDefaultLimit", (), _mw_to_w),
-            ("power_limit_w", "nvmlDeviceGetEnforcedPowerLimit", (), _mw_to_w),
-            ("app_sm_clock_mhz", "nvmlDeviceGetApplicationsClock", (CLOCK_SM,), _positive_int),
-        ]
-        for name, function, args, convert in reads:
+        for name, function, args, convert in _STATIC_READS:
             call = _Call(f"static:{name}", (function,), (name,))
             try:
                 raw = self._call(gpu, call, args, missing)
@@ -519,18 +494,15 @@ class GpuSampler:
         gpu.static_read_at = now
         values: dict[str, Any] = {}
         missing = {k: v for k, v in old.missing.items() if k not in _SLOW_STATIC_FIELDS}
-        reads: list[tuple[str, str, tuple[Any, ...], Callable[[Any], Any]]] = [
-            ("persistence_mode", "nvmlDeviceGetPersistenceMode", (), lambda v: bool(int(v))),
-            ("power_limit_w", "nvmlDeviceGetEnforcedPowerLimit", (), _mw_to_w),
-            ("app_sm_clock_mhz", "nvmlDeviceGetApplicationsClock", (CLOCK_SM,), _positive_int),
-        ]
-        for name, function, args, convert in reads:
+        for name, function, args, convert in _STATIC_READS:
+            if name not in _SLOW_STATIC_FIELDS:
+                continue
             call = _Call(f"static:{name}", (function,), (name,))
             try:
                 raw = self._call(gpu, call, args, missing)
             except _GpuLost:
                 return False
-            values[name] = None if raw is _NONE else _safe(convert, raw)
+            values[name] = _opt(convert, raw)
         new = dataclasses.replace(old, missing=missing, **values)
         gpu.static = new
         return new != old
@@ -781,6 +753,34 @@ def _mw_to_w(value: Any) -> float:
 def _positive_int(value: Any) -> int | None:
     number = int(value)
     return number if number > 0 else None
+
+
+_STATIC_READS: tuple[tuple[str, str, tuple[Any, ...], Callable[[Any], Any]], ...] = (
+    # (GpuStatic field, NVML function, its arguments after the handle, conversion)
+    ("name", "nvmlDeviceGetName", (), _text),
+    ("uuid", "nvmlDeviceGetUUID", (), _text),
+    ("pci_bus_id", "nvmlDeviceGetPciInfo", (), lambda v: _text(v.busId)),
+    ("max_sm_clock_mhz", "nvmlDeviceGetMaxClockInfo", (CLOCK_SM,), int),
+    ("max_mem_clock_mhz", "nvmlDeviceGetMaxClockInfo", (CLOCK_MEM,), int),
+    ("max_pcie_gen", "nvmlDeviceGetMaxPcieLinkGeneration", (), int),
+    ("max_pcie_width", "nvmlDeviceGetMaxPcieLinkWidth", (), int),
+    (
+        "slowdown_temp_c",
+        "nvmlDeviceGetTemperatureThreshold",
+        (TEMPERATURE_THRESHOLD_SLOWDOWN,),
+        int,
+    ),
+    (
+        "shutdown_temp_c",
+        "nvmlDeviceGetTemperatureThreshold",
+        (TEMPERATURE_THRESHOLD_SHUTDOWN,),
+        int,
+    ),
+    ("persistence_mode", "nvmlDeviceGetPersistenceMode", (), lambda v: bool(int(v))),
+    ("power_default_limit_w", "nvmlDeviceGetPowerManagementDefaultLimit", (), _mw_to_w),
+    ("power_limit_w", "nvmlDeviceGetEnforcedPowerLimit", (), _mw_to_w),
+    ("app_sm_clock_mhz", "nvmlDeviceGetApplicationsClock", (CLOCK_SM,), _positive_int),
+)
 
 
 _VALUE_ATTR = {

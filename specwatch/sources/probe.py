@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -16,6 +16,7 @@ from specwatch import __version__
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.reasons import short_names
 from specwatch.core.server import ChunkArrival, MetricsWindow, ServerInfo, StreamResult
+from specwatch.core.values import to_jsonable
 from specwatch.sources.client import ServerClient, ServerError
 from specwatch.sources.detect import detect, wait_ready
 from specwatch.sources.endpoint import Endpoint
@@ -145,18 +146,6 @@ async def _gpus_when(
 # --- JSON -------------------------------------------------------------------------------------
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, float) and value != value:
-        return None
-    if hasattr(value, "value") and hasattr(value, "name") and not isinstance(value, type):
-        return value.value
-    return value
-
-
 STREAM_KEYS = (
     "completion_tokens",
     "prompt_tokens",
@@ -185,9 +174,9 @@ def _stream_dict(stream: StreamResult | None, why: str) -> dict[str, Any]:
         out: dict[str, Any] = {key: None for key in STREAM_KEYS}
         out["reasons"] = {key: why for key in STREAM_KEYS}
         return out
-    out = {key: _plain(getattr(stream, key)) for key in STREAM_KEYS}
+    out = {key: to_jsonable(getattr(stream, key)) for key in STREAM_KEYS}
     out["chunks"] = len(stream.chunks)
-    out["server_stats"] = _plain(stream.server_stats)
+    out["server_stats"] = to_jsonable(stream.server_stats)
     out["notes"] = dict(stream.notes)
     reasons: dict[str, str] = {}
     for key in STREAM_KEYS:
@@ -212,7 +201,8 @@ def _default_reason(key: str, stream: StreamResult) -> str:
 def _window_dict(window: MetricsWindow | None) -> dict[str, Any] | None:
     if window is None:
         return None
-    return {f.name: _plain(getattr(window, f.name)) for f in fields(window)}
+    plain: dict[str, Any] = to_jsonable(window)
+    return plain
 
 
 def _gpu_dict(static: GpuStatic | None, sample: GpuSample | None, index: int) -> dict[str, Any]:
@@ -231,7 +221,7 @@ def _gpu_dict(static: GpuStatic | None, sample: GpuSample | None, index: int) ->
         for f in fields(sample):
             if f.name in ("index", "missing"):
                 continue
-            out[f.name] = _plain(getattr(sample, f.name))
+            out[f.name] = to_jsonable(getattr(sample, f.name))
         reasons = sample.clock_event_reasons
         out["clock_event_reason_names"] = (
             list(short_names(reasons)) if reasons is not None else None
@@ -266,7 +256,7 @@ def probe_to_dict(result: ProbeResult) -> dict[str, Any]:
             },
             "metrics_enabled": info.metrics_enabled,
             "metrics_reason": info.metrics_reason,
-            "launch_args": _plain(info.launch_args) if info.launch_args else None,
+            "launch_args": to_jsonable(info.launch_args) if info.launch_args else None,
             "notes": dict(info.notes),
         }
     else:

@@ -25,6 +25,7 @@ import httpx
 import orjson
 
 from specwatch.core.server import ChunkArrival, Dialect, ServerInfo, StreamResult
+from specwatch.core.values import as_float, as_int
 from specwatch.sources.client import ServerClient, ServerError
 from specwatch.sources.endpoint import redact
 
@@ -62,6 +63,11 @@ class _Acc:
     exact: bool = True
     count_source: str = ""
 
+    def reject(self, line: str) -> None:
+        """Count a line that is not a JSON event (the first one is shown in the error)."""
+        self.garbage += 1
+        self.first_garbage = self.first_garbage or line
+
     def arrive(self, t: float, count: int) -> None:
         if count <= self.count:
             return
@@ -80,16 +86,6 @@ def _finish_type(value: Any) -> str | None:
         kind = value.get("type")
         return str(kind) if kind is not None else None
     return str(value)
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
 
 
 # --- per-dialect request bodies and chunk handlers --------------------------------------------
@@ -113,10 +109,10 @@ def _sglang_chunk(acc: _Acc, obj: Mapping[str, Any], t: float) -> None:
     meta = obj.get("meta_info")
     if not isinstance(meta, Mapping):
         return
-    prompt = _int(meta.get("prompt_tokens"))
+    prompt = as_int(meta.get("prompt_tokens"))
     if prompt is not None:
         acc.prompt_tokens = prompt
-    count = _int(meta.get("completion_tokens"))
+    count = as_int(meta.get("completion_tokens"))
     if count is not None:
         acc.arrive(t, count)
     reason = _finish_type(meta.get("finish_reason"))
@@ -169,8 +165,8 @@ def _openai_chunk(acc: _Acc, obj: Mapping[str, Any], t: float) -> None:
     usage = obj.get("usage")
     count = None
     if isinstance(usage, Mapping):
-        count = _int(usage.get("completion_tokens"))
-        prompt = _int(usage.get("prompt_tokens"))
+        count = as_int(usage.get("completion_tokens"))
+        prompt = as_int(usage.get("prompt_tokens"))
         if prompt is not None:
             acc.prompt_tokens = prompt
         if count is not None:
@@ -206,19 +202,19 @@ def _llamacpp_chunk(acc: _Acc, obj: Mapping[str, Any], t: float) -> None:
     timings = obj.get("timings")
     if isinstance(timings, Mapping):
         acc.server_stats["timings"] = dict(timings)
-    evaluated = _int(obj.get("tokens_evaluated"))
+    evaluated = as_int(obj.get("tokens_evaluated"))
     if evaluated is not None:
         acc.prompt_tokens = evaluated
     tokens = obj.get("tokens")
     new = len(tokens) if isinstance(tokens, list) else 0
-    predicted = _int(obj.get("tokens_predicted"))
+    predicted = as_int(obj.get("tokens_predicted"))
     if predicted is not None:
         count = predicted
     elif new:
         count = acc.count + new
         acc.count_source = "tokens (one per event)"
-    elif isinstance(timings, Mapping) and _int(timings.get("predicted_n")) is not None:
-        count = _int(timings.get("predicted_n")) or 0
+    elif isinstance(timings, Mapping) and (final := as_int(timings.get("predicted_n"))) is not None:
+        count = final
     else:
         count = acc.count
     acc.arrive(t, count)
@@ -347,11 +343,10 @@ def _line(
     client: ServerClient,
 ) -> None:
     text = line.strip()
-    if not text or text.startswith(":") or text.startswith(("event:", "id:", "retry:")):
+    if not text or text.startswith((":", "event:", "id:", "retry:")):
         return
     if not text.startswith("data:"):
-        acc.garbage += 1
-        acc.first_garbage = acc.first_garbage or text
+        acc.reject(text)
         return
     data = text[5:].strip()
     if data == "[DONE]":
@@ -360,12 +355,10 @@ def _line(
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError:
-        acc.garbage += 1
-        acc.first_garbage = acc.first_garbage or text
+        acc.reject(text)
         return
     if not isinstance(obj, Mapping):
-        acc.garbage += 1
-        acc.first_garbage = acc.first_garbage or text
+        acc.reject(text)
         return
     error = obj.get("error")
     if error:
@@ -560,16 +553,10 @@ def _llamacpp_decode_steps(stats: Mapping[str, Any]) -> int | None:
     timings = stats.get("timings")
     if not isinstance(timings, Mapping):
         return None
-    n = _int(timings.get("predicted_n"))
+    n = as_int(timings.get("predicted_n"))
     if n is None:
         return None
-    return n - 1 - (_int(timings.get("draft_n_accepted")) or 0)
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
+    return n - 1 - (as_int(timings.get("draft_n_accepted")) or 0)
 
 
 def _spec_figures(
@@ -586,7 +573,9 @@ def _spec_figures(
         return _llamacpp_spec(stats, notes)
     spec = stats.get("speculative_decoding")
     if isinstance(spec, Mapping):
-        return _num(spec.get("mean_acceptance_length")), _num(spec.get("draft_acceptance_rate"))
+        return as_float(spec.get("mean_acceptance_length")), as_float(
+            spec.get("draft_acceptance_rate")
+        )
     if info.dialect is Dialect.VLLM:
         why = (
             "vLLM reports per-request speculative stats only with --enable-per-request-metrics "
@@ -602,8 +591,8 @@ def _spec_figures(
 def _sglang_spec(
     info: ServerInfo, stats: dict[str, Any], completion: int, notes: dict[str, str]
 ) -> tuple[float | None, float | None]:
-    verify = _num(stats.get("spec_verify_ct"))
-    length = _num(stats.get("spec_accept_length"))
+    verify = as_float(stats.get("spec_verify_ct"))
+    length = as_float(stats.get("spec_accept_length"))
     if length is None and verify:
         length = completion / verify
         stats["spec_accept_length_derived"] = length
@@ -620,15 +609,15 @@ def _sglang_spec(
             if info.spec.enabled is False
             else "this SGLang version reports no per-request speculative stats",
         )
-    correct = _num(stats.get("spec_num_correct_drafts", stats.get("spec_accepted_drafts")))
-    proposed = _num(stats.get("spec_num_proposed_drafts", stats.get("spec_proposed_drafts")))
+    correct = as_float(stats.get("spec_num_correct_drafts", stats.get("spec_accepted_drafts")))
+    proposed = as_float(stats.get("spec_num_proposed_drafts", stats.get("spec_proposed_drafts")))
     if correct is not None and proposed:
         return length, correct / proposed
-    accepted = _num(stats.get("spec_accept_token_num"))
-    drafted = _num(stats.get("spec_draft_token_num"))
+    accepted = as_float(stats.get("spec_accept_token_num"))
+    drafted = as_float(stats.get("spec_draft_token_num"))
     if accepted is not None and drafted:
         return length, accepted / drafted
-    reported = _num(stats.get("spec_accept_rate"))
+    reported = as_float(stats.get("spec_accept_rate"))
     if reported is not None:
         notes.setdefault(
             "draft_acceptance_rate",
@@ -647,10 +636,10 @@ def _llamacpp_spec(
     if not isinstance(timings, Mapping):
         notes.setdefault("draft_acceptance_rate", "no timings in the final response")
         return None, None
-    n = _num(timings.get("predicted_n"))
-    ms = _num(timings.get("predicted_ms"))
-    draft_n = _num(timings.get("draft_n"))
-    accepted = _num(timings.get("draft_n_accepted"))
+    n = as_float(timings.get("predicted_n"))
+    ms = as_float(timings.get("predicted_ms"))
+    draft_n = as_float(timings.get("draft_n"))
+    accepted = as_float(timings.get("draft_n_accepted"))
     steps = None
     if n is not None:
         steps = n - 1 - (accepted or 0.0)

@@ -1,0 +1,69 @@
+"""Starting a real llama.cpp ``llama-server`` (CPU, tiny GGUF models, a draft model) for tests.
+
+Needs the binary built by ``../shared/tools/llama-server/build-llama-server.sh`` (cached in
+``~/.cache/specwatch-realserver``; ``REALSERVER_HOME`` or ``LLAMA_SERVER_BIN`` point elsewhere).
+``shared/`` is found as ``../shared`` next to the repository or through ``SPECWATCH_SHARED``.
+The tests that use it are skipped, with the reason, when either is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def shared_dir() -> Path:
+    """The ``shared/`` folder with the start script."""
+    env = os.environ.get("SPECWATCH_SHARED")
+    return Path(env) if env else REPO.parent / "shared"
+
+
+def llama_server_binary() -> Path:
+    """Where the built ``llama-server`` is."""
+    if os.environ.get("LLAMA_SERVER_BIN"):
+        return Path(os.environ["LLAMA_SERVER_BIN"])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    home = Path(os.environ.get("REALSERVER_HOME") or cache / "specwatch-realserver")
+    return home / "bin" / "llama-server"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def running_llama_server() -> Iterator[str]:
+    """Start ``llama-server`` with a draft model on a free port; yields its base URL."""
+    script = shared_dir() / "tools" / "llama-server" / "start-llama-server.sh"
+    if not script.is_file():
+        pytest.skip(f"no {script} (set SPECWATCH_SHARED to the shared/ folder)")
+    binary = llama_server_binary()
+    if not os.access(binary, os.X_OK):
+        pytest.skip(
+            f"no llama-server binary at {binary}: build it with "
+            f"{script.parent / 'build-llama-server.sh'}"
+        )
+    port = _free_port()
+    started = subprocess.run(
+        ["bash", str(script), str(port), "draft"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "LLAMA_SERVER_BIN": str(binary)},
+    )
+    if started.returncode != 0:
+        pytest.fail(f"llama-server did not start: {started.stderr.strip()[-600:]}")
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        subprocess.run(["bash", str(script), "stop", str(port)], capture_output=True, timeout=30)
