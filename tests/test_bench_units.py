@@ -64,6 +64,9 @@ def test_accept_length_from_counters_per_dialect() -> None:
     assert accept_length_from_counters(Dialect.VLLM, vllm) == 2.5
     sglang = {"sglang:generation_tokens_total": 300.0, "sglang:spec_verify_calls_total": 100.0}
     assert accept_length_from_counters(Dialect.SGLANG, sglang) == 3.0
+    # Two finished requests: their prefill tokens are not verify-step tokens.
+    sglang["sglang:num_requests_total"] = 2.0
+    assert accept_length_from_counters(Dialect.SGLANG, sglang) == 2.98
     assert accept_length_from_counters(Dialect.OPENAI, vllm) is None
     assert accept_length_from_counters(Dialect.VLLM, {}) is None
 

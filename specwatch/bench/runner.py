@@ -250,6 +250,10 @@ def accept_length_from_counters(dialect: Dialect, deltas: Mapping[str, float]) -
     num, den = deltas.get(names[0]), deltas.get(names[1])
     if num is None or not den:
         return None
+    if dialect is Dialect.SGLANG:
+        # Each finished request's first token came from prefill, not a verify step; leave it
+        # out as the live pane does (sources/metrics.py), or short runs overstate the length.
+        num -= deltas.get("sglang:num_requests_total", 0.0)
     return names[2] + num / den
 
 
