@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from specwatch.core.server import Dialect
+from specwatch.core.versions import version_tuple
 
 DEFAULT_VERSIONS: dict[Dialect, str] = {
     Dialect.SGLANG: "0.5.23",
@@ -112,13 +113,6 @@ class SimConfig:
     def llamacpp_new(self) -> bool:
         """A llama.cpp build with the spec counters (``LLAMACPP_SPEC_COUNTERS_BUILD`` or later)."""
         return self.llamacpp_build >= LLAMACPP_SPEC_COUNTERS_BUILD
-
-
-def version_tuple(version: str) -> tuple[int, ...]:
-    """``"0.4.6.post5"`` → ``(0, 4, 6)``; only major.minor.patch matter for behaviour."""
-    nums = re.findall(r"\d+", version.split("post")[0].split("+")[0])
-    out = tuple(int(n) for n in nums[:3])
-    return out + (0,) * (3 - len(out))
 
 
 _PRESETS: dict[Dialect, dict[str, Any]] = {

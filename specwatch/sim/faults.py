@@ -7,6 +7,7 @@ loop. A fault either applies to the next matching requests (``times``) or holds 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -88,7 +89,9 @@ class FaultInjector:
             self._hanging = False
             waiters, self._hang_waiters = self._hang_waiters, []
         for loop, fut in waiters:
-            loop.call_soon_threadsafe(_resolve, fut)
+            # A server that stopped meanwhile has closed its loop: nothing left to wake there.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_resolve, fut)
 
     def restart(self) -> None:
         """Restart the server: counters reset, in-flight requests dropped, loading again."""
@@ -155,7 +158,11 @@ class FaultInjector:
             self._hang_waiters.append((loop, fut))
             self.hung_requests += 1
             self._held.notify_all()
-        await fut
+        try:
+            await fut
+        finally:
+            with self._lock:
+                self._hang_waiters = [w for w in self._hang_waiters if w[1] is not fut]
 
     def wait_hung(self, n: int, timeout: float | None = 10.0) -> bool:
         """Block until ``n`` requests in all have been held by :meth:`hang` (for tests)."""

@@ -88,8 +88,8 @@ class SimServer:
         if loop is None or thread is None:
             return
         if self._stopping is not None:
-            loop.call_soon_threadsafe(self._stopping.set)
-        self.world.faults.clear_hang()
+            with contextlib.suppress(RuntimeError):  # the loop already ended
+                loop.call_soon_threadsafe(self._stopping.set)
         thread.join(timeout=10)
         self._thread = None
 
