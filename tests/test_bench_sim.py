@@ -203,6 +203,21 @@ async def test_llamacpp_counts_and_counter_accept_length() -> None:
         assert run.server_accept_length == pytest.approx(1 + accepted / drafts)
 
 
+async def test_without_ignore_eos_runs_keep_their_real_counts() -> None:
+    """A generic OpenAI server gets no ``ignore_eos``: a run that stops early (run 4 of the
+    story, 1687 of 2048 tokens) counts what it produced and is not an error."""
+    with simulated(cold, dialect="openai", eos_per_token=0.02) as sim:
+        result = await bench(sim, BenchConfig(runs=4, warmup=0, max_tokens=80))
+        truth = sim.world.truth.requests()
+    assert result.ok, result.error
+    counts = [r.completion_tokens for r in result.runs]
+    assert counts == [t.completion_tokens for t in truth]
+    assert any(n < 80 for n in counts)
+    for run in result.runs:
+        assert run.finish_reason == ("stop" if run.completion_tokens < 80 else "length")
+        assert run.tok_s == pytest.approx(run.completion_tokens / run.wall_s)
+
+
 async def test_concurrency_runs_streams_together() -> None:
     with simulated(cold) as sim:
         result = await bench(sim, BenchConfig(runs=2, warmup=0, max_tokens=40, concurrency=3))
@@ -385,6 +400,63 @@ def test_cli_signal_keeps_finished_runs(tmp_path: Path, sig: signal.Signals) -> 
     assert snap["interrupted"] is True
     assert 2 <= len(snap["runs"]) < 20
     assert "Interrupted: " in out
+
+
+def test_cli_ctrl_c_while_connecting_to_a_hung_server_stops_at_once(tmp_path: Path) -> None:
+    import threading
+
+    with simulated(cold) as sim:
+        sim.world.faults.hang(path="/v1/models")
+
+        def interrupt_once_held() -> None:
+            if sim.world.faults.wait_hung(1):
+                os.kill(os.getpid(), signal.SIGINT)
+
+        sender = threading.Thread(target=interrupt_once_held)
+        sender.start()
+        try:
+            # Without the fix Ctrl-C waited out the 60 s timeout, then failed with status 1.
+            status, out, err = cli_bench(sim, ["--out", str(tmp_path), "--timeout", "60"])
+        finally:
+            sender.join()
+            sim.world.faults.clear_hang()
+    assert status == 128 + signal.SIGINT
+    assert err == "specwatch bench: interrupted before the first run; nothing saved\n"
+    assert "Results" not in out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_ctrl_c_during_warmup_saves_nothing(tmp_path: Path) -> None:
+    class SignalOnWarmup(io.StringIO):
+        def write(self, s: str) -> int:
+            n = super().write(s)
+            if "Warmup 1/2 done" in s:
+                os.kill(os.getpid(), signal.SIGINT)
+            return n
+
+    with simulated(cold) as sim:
+        argv = ["--out", str(tmp_path), "--warmup", "2"]
+        status, out, err = cli_bench(sim, argv, stdout=SignalOnWarmup())
+    assert status == 128 + signal.SIGINT
+    assert "Warmup 1/2 done" in out and "Run 1/" not in out
+    assert err == "specwatch bench: interrupted before the first run; nothing saved\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_closed_stdout_keeps_benchmarking_and_saves(tmp_path: Path) -> None:
+    """``specwatch bench ... | head -3``: the reader goes away, the runs must not."""
+
+    class ClosedAfterHeader(io.StringIO):
+        def write(self, s: str) -> int:
+            if "Benchmarking" not in self.getvalue():
+                return super().write(s)
+            raise BrokenPipeError(32, "Broken pipe")
+
+    with simulated(cold) as sim:
+        status, _out, err = cli_bench(sim, ["--out", str(tmp_path)], stdout=ClosedAfterHeader())
+    assert status == 0, err
+    (saved,) = tmp_path.iterdir()
+    assert len(read_snapshot(saved)["runs"]) == 3
 
 
 def test_cli_unreachable_server_is_one_line() -> None:

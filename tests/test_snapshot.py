@@ -11,6 +11,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specwatch.bench import snapshot as snapmod
 from specwatch.bench.snapshot import (
@@ -200,3 +202,19 @@ def test_interrupted_partial_snapshot_is_valid(tmp_path: Path) -> None:
     back = read_snapshot(write_snapshot(snap, tmp_path))
     assert back["interrupted"] is True and back["complete"] is False
     assert len(back["runs"]) == 2
+
+
+_STORY_BYTES = orjson.dumps(story_snapshot())
+
+
+@settings(max_examples=60, deadline=None)
+@given(cut=st.integers(min_value=0, max_value=len(_STORY_BYTES) - 1), junk=st.binary(max_size=40))
+def test_truncated_or_corrupted_files_are_refused_cleanly(cut: int, junk: bytes) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "s.json"
+        # A NUL byte never belongs in JSON: the corrupted forms can never be valid by chance.
+        for data in (_STORY_BYTES[:cut], _STORY_BYTES[:cut] + b"\x00" + junk, b"\x00" + junk):
+            path.write_bytes(data)
+            with pytest.raises(SnapshotError) as e:
+                read_snapshot(path)
+            assert "\n" not in str(e.value) and str(e.value).startswith(str(path))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import httpx
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from specwatch.core.server import ChunkArrival, Dialect, ServerInfo, SpecConfig, StreamResult
 from specwatch.sources.stream import group_bursts, quantile, stream_completion
@@ -487,3 +490,89 @@ def test_quantile() -> None:
     assert quantile([], 0.5) is None
     assert quantile([3.0], 0.9) == 3.0
     assert quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
+
+
+# --- property-based: no input from the server makes stream_completion raise ---------------------
+
+_scalar = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**40), max_value=2**40),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
+)
+_json = st.recursive(
+    _scalar,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_KEYS = [
+    "meta_info",
+    "completion_tokens",
+    "prompt_tokens",
+    "finish_reason",
+    "type",
+    "spec_verify_ct",
+    "spec_accept_length",
+    "spec_num_correct_drafts",
+    "spec_num_proposed_drafts",
+    "choices",
+    "text",
+    "delta",
+    "content",
+    "usage",
+    "metrics",
+    "timings",
+    "predicted_n",
+    "predicted_ms",
+    "draft_n",
+    "draft_n_accepted",
+    "tokens",
+    "tokens_predicted",
+    "tokens_evaluated",
+    "stop",
+    "stop_type",
+    "error",
+    "message",
+]
+# Objects shaped like the dialects' chunks, with the values (and nesting) scrambled.
+_chunk = st.recursive(
+    st.dictionaries(st.sampled_from(_KEYS), _json, max_size=6),
+    lambda inner: st.dictionaries(
+        st.sampled_from(_KEYS), st.one_of(_json, inner, st.lists(inner, max_size=2)), max_size=6
+    ),
+    max_leaves=8,
+)
+_event = st.one_of(
+    _chunk.map(lambda o: "data: " + orjson.dumps(o).decode()),
+    _json.map(lambda o: "data: " + orjson.dumps(o).decode()),
+    st.text(max_size=30),
+    st.just("data: [DONE]"),
+)
+_PATHS = {
+    Dialect.SGLANG: "/generate",
+    Dialect.VLLM: "/v1/completions",
+    Dialect.LLAMACPP: "/completion",
+    Dialect.OPENAI: "/v1/completions",
+}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    dialect=st.sampled_from(sorted(_PATHS, key=lambda d: d.value)),
+    events=st.lists(_event, max_size=12),
+    cut=st.integers(min_value=0, max_value=2000),
+)
+def test_random_and_truncated_streams_never_raise(
+    dialect: Dialect, events: list[str], cut: int
+) -> None:
+    body = ("\n".join(events) + "\n").encode()[:cut]
+    server = FakeServer()
+    route(server, _PATHS[dialect], body)
+    clock = Scripted([0.01 * i for i in range(len(events) + 3)])
+    r, seen = asyncio.run(run(server, info(dialect), clock))
+    assert r.completion_tokens >= 0 and len(seen) == len(r.chunks)
+    assert [c.tokens for c in r.chunks] == sorted(c.tokens for c in r.chunks)
+    assert r.error is None or "\n" not in r.error

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -223,15 +224,20 @@ async def _bench(
     cancel = asyncio.Event()
     stopped_by: list[int] = []
     main_task = asyncio.current_task()
+    connecting = True
 
     def on_signal(sig: int) -> None:
-        if cancel.is_set() and main_task is not None:
-            main_task.cancel()  # a second Ctrl-C: stop waiting for the stream to wind down
+        # While connecting there is nothing to keep: stop at once (a hung server would
+        # otherwise hold Ctrl-C for the whole --timeout). A second Ctrl-C during the runs stops
+        # waiting for the stream to wind down.
+        if (connecting or cancel.is_set()) and main_task is not None:
+            main_task.cancel()
         stopped_by.append(sig)
         cancel.set()
 
     def say(line: str) -> None:
-        print(line, file=progress, flush=True)
+        # A closed pipe (``| head``) or a vanished terminal must not cost the runs.
+        _print_lines(progress, [line])
 
     def on_event(e: BenchEvent) -> None:
         if e.kind == "warmup_done":
@@ -258,16 +264,17 @@ async def _bench(
                     info = await wait_ready(client, on_wait, timeout_s=args.wait)
                 else:
                     info = await detect(client)
+                if sampler is not None and sampler.inventory is None:
+                    inv = await asyncio.to_thread(sampler.open)
+                    if not inv.available:
+                        say(f"  (GPU readings off: {inv.reason})")
             except ServerError as exc:
                 raise _Failure(str(exc)) from None
             except asyncio.CancelledError:
                 return None, secret, stopped_by[0] if stopped_by else signal.SIGINT
             if cancel.is_set():
                 return None, secret, stopped_by[0]
-            if sampler is not None and sampler.inventory is None:
-                inv = await asyncio.to_thread(sampler.open)
-                if not inv.available:
-                    say(f"  (GPU readings off: {inv.reason})")
+            connecting = False
             result = await run_benchmark(client, info, config, sampler, on_event, cancel)
     return result, secret, stopped_by[0] if stopped_by else None
 
@@ -332,8 +339,9 @@ def run_bench(
     finally:
         if own_sampler and sampler is not None:
             sampler.stop()
-    if result is None:
-        print("specwatch bench: interrupted before the first run", file=err)
+    if result is None or (result.interrupted and not result.runs):
+        # Nothing measured yet: an empty snapshot would only clutter the directory.
+        _print_lines(err, ["specwatch bench: interrupted before the first run; nothing saved"])
         return 128 + (stopped_by or signal.SIGINT)
     snap = build_snapshot(
         result, list(argv if argv is not None else sys.argv), secrets=[secret or ""]
@@ -358,10 +366,21 @@ def run_bench(
 
 def _print_lines(stream: TextIO, lines: Sequence[str]) -> None:
     """Print, ignoring a terminal that went away (SIGHUP) or a closed pipe."""
-    with contextlib.suppress(OSError, ValueError):
+    try:
         for line in lines:
             print(line, file=stream)
         stream.flush()
+    except BrokenPipeError:
+        # Point the descriptor at /dev/null: later prints, and the flush at exit, then
+        # succeed silently instead of failing again (the advice of Python's signal docs).
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, stream.fileno())
+            finally:
+                os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 # --- compare --------------------------------------------------------------------------------

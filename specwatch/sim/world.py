@@ -12,8 +12,9 @@ import threading
 import time
 from collections.abc import Callable
 
+from specwatch.core.versions import version_tuple
 from specwatch.sim.clock import Clock, ManualClock, RealClock
-from specwatch.sim.config import DEFAULT_VERSIONS, SimConfig, preset, version_tuple
+from specwatch.sim.config import DEFAULT_VERSIONS, SimConfig, preset
 from specwatch.sim.engine import Engine, SimRequest, TokenEvent, request_truth
 from specwatch.sim.faults import FaultInjector
 from specwatch.sim.gpus import SimGpus

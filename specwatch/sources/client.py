@@ -60,6 +60,12 @@ def _body_excerpt(text: str, limit: int = 160) -> str:
     return one if len(one) <= limit else one[: limit - 3] + "..."
 
 
+def _dropped(exc: httpx.RemoteProtocolError) -> bool:
+    """Whether a protocol error means the peer closed the connection (not a malformed answer)."""
+    text = str(exc).lower()
+    return not text or "disconnect" in text or "closed" in text or "incomplete" in text
+
+
 def _exception_chain(exc: BaseException) -> list[BaseException]:
     chain: list[BaseException] = []
     cur: BaseException | None = exc
@@ -136,6 +142,13 @@ class ServerClient:
         elif isinstance(exc, httpx.TimeoutException):
             message = f"no answer from {where} within {self.timeout_s:g} s (server hung?)"
             kind = "hung"
+        elif isinstance(exc, httpx.RemoteProtocolError) and not _dropped(exc):
+            # e.g. "illegal status line": something that is not an HTTP server (ssh, redis)
+            detail = _body_excerpt(str(exc), 60)
+            message = f"{where}: the answer is not valid HTTP ({detail})"
+            if "status line" in detail:
+                message += "; another program on that port?"
+            kind = "garbage"
         elif isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
             message = f"connection to {where} closed by the server mid-response"
             kind = "closed"
@@ -153,9 +166,14 @@ class ServerClient:
         hint = ""
         if status in (401, 403):
             hint = " (API key missing or wrong? use --api-key or SPECWATCH_API_KEY)"
-        excerpt = _body_excerpt(body)
-        message = f"{url}: HTTP {status} {reason}{hint}{': ' + excerpt if excerpt else ''}"
-        return ServerError(redact(message, self.endpoint), kind="http", status=status, url=url)
+        excerpt = redact(_body_excerpt(body), self.endpoint)
+        key = self.endpoint.api_key
+        if key:
+            hint = hint.replace(key, "***")  # a key that is a plain word is still never shown
+        # The hint is not passed through redact(): its "--api-key X" rule would mask the "or".
+        message = redact(f"{url}: HTTP {status} {reason}", self.endpoint) + hint
+        message += f": {excerpt}" if excerpt else ""
+        return ServerError(message, kind="http", status=status, url=url)
 
     async def get(self, path: str, *, check: bool = True) -> httpx.Response:
         """GET ``path``; with ``check``, an error status raises :class:`ServerError`.
