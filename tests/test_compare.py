@@ -14,6 +14,7 @@ from specwatch.core.compare import (
     VERDICT_CODE,
     VERDICT_GPU,
     VERDICT_NONE,
+    VERDICT_UNKNOWN,
     VERDICTS,
     compare,
     straggler_clock,
@@ -227,11 +228,11 @@ def test_speedup_explained_by_cooler_gpus() -> None:
     assert compare(a, b).verdict == VERDICT_GPU
 
 
-def test_no_gpu_data_cannot_explain() -> None:
+def test_no_gpu_data_leaves_the_cause_unknown() -> None:
     a = snap(STORY_BEFORE, None)
     b = snap(STORY_AFTER, None)
     c = compare(a, b, a_name="a.json", b_name="b.json")
-    assert c.verdict == VERDICT_CODE
+    assert c.verdict == VERDICT_UNKNOWN
     assert c.attribution.expected_ratio is None
     assert "no SM clock readings in a.json and b.json" in c.reason
 

@@ -76,6 +76,11 @@ def test_creates_the_directory(tmp_path: Path) -> None:
     assert path.exists()
 
 
+def test_snapshot_is_readable_by_others(tmp_path: Path) -> None:
+    path = write_snapshot(build_snapshot(synthetic_result([80.0, 81.0])), tmp_path)
+    assert path.stat().st_mode & 0o777 == 0o644
+
+
 def test_names() -> None:
     assert snapshot_name("2026-11-29T19:45:00Z", None) == "specwatch-20261129T194500Z.json"
     assert snapshot_name("2026-11-29T19:45:00Z", "../../etc/x y") == (

@@ -247,6 +247,8 @@ def write_snapshot(snapshot: Mapping[str, Any], out_dir: Path | str = DEFAULT_DI
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".specwatch-", suffix=".tmp", dir=directory)
+        # mkstemp makes 0600; a snapshot is meant to be shared with whoever compares it.
+        os.fchmod(fd, 0o644)
         try:
             _write_all(fd, data)
             os.fsync(fd)

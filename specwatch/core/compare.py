@@ -35,7 +35,8 @@ from specwatch.core.values import as_float
 VERDICT_GPU = "explained by GPU state"
 VERDICT_CODE = "not explained by GPU state: look at code or configuration"
 VERDICT_NONE = "no significant change"
-VERDICTS = (VERDICT_GPU, VERDICT_CODE, VERDICT_NONE)
+VERDICT_UNKNOWN = "GPU state unknown: no SM clock readings to attribute the change"
+VERDICTS = (VERDICT_GPU, VERDICT_CODE, VERDICT_NONE, VERDICT_UNKNOWN)
 
 MIN_CHANGE = 0.02
 """Smallest relative tok/s change that counts, however tight the confidence interval."""
@@ -557,11 +558,12 @@ def compare(
         why = "within noise" if w is None or not w.significant else f"smaller than {min_change:.0%}"
         reason = f"tok/s {pct}{ci}: {why}"
     elif expected is None:
-        verdict = VERDICT_CODE
+        # Blaming the code without knowing the GPUs' state is the story's mistake in reverse.
+        verdict = VERDICT_UNKNOWN
         missing = " and ".join(n for n, c in ((a_name, clock_a), (b_name, clock_b)) if c is None)
         reason = (
-            f"tok/s {pct}{ci}; no SM clock readings in {missing}, "
-            "so the GPU state cannot explain it"
+            f"tok/s {pct}{ci}; no SM clock readings in {missing}: benchmark on the GPU box "
+            "with NVML to tell GPU state from code"
         )
     else:
         predicted = f"{(expected - 1) * 100:+.1f}%"
@@ -609,6 +611,7 @@ __all__ = [
     "VERDICT_CODE",
     "VERDICT_GPU",
     "VERDICT_NONE",
+    "VERDICT_UNKNOWN",
     "Attribution",
     "Comparison",
     "Row",
