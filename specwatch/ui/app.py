@@ -1,0 +1,457 @@
+"""The specwatch Textual app: GPUs, token rate, speculation and verify latency on one screen."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.events import Resize
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from specwatch.ui import hangup
+from specwatch.ui.bench_glue import BenchJob
+from specwatch.ui.live import LiveSources
+from specwatch.ui.messages import (
+    BenchFinished,
+    BenchProgress,
+    GpuInventoryFound,
+    GpuTicked,
+    MetricsScraped,
+    ServerLost,
+    ServerReady,
+    ServerWaiting,
+)
+from specwatch.ui.modals import HelpScreen, TextModal
+from specwatch.ui.model import WINDOWS, MonitorModel
+from specwatch.ui.panes import (
+    BenchBar,
+    GpusPane,
+    ModelPane,
+    SpeculationPane,
+    StatusLine,
+    TokenRatePane,
+    VerifyPane,
+)
+from specwatch.ui.themes import cycle_order, load_themes
+
+INTERVALS = (0.5, 1.0, 2.0, 5.0)
+"""Sampling intervals the ``i`` key cycles through, seconds."""
+REDRAW_S = 2.0
+"""The longest pause between redraws. Panes redraw every two sampling intervals, within
+[:data:`MIN_REDRAW_S`, ``REDRAW_S``], and only the cells whose data changed; sampling itself runs
+at the full rate, so history and benchmarks lose nothing. (nvitop also redraws every 2 s.)"""
+MIN_REDRAW_S = 0.5
+CPU_EVERY_S = 5.0
+TALL_ENOUGH_FOR_STRIPS = 22
+
+
+@dataclass(slots=True)
+class AppSettings:
+    """Everything the app needs to know that does not come from a live source."""
+
+    theme: str = "dark"
+    window: str = "5m"
+    interval_s: float = 1.0
+    metrics_interval_s: float = 1.0
+    baseline_ms: float | None = None
+    baseline_source: str = ""
+    redraw_s: float = REDRAW_S
+    theme_dirs: list[Path] | None = None
+    """``None``: the package, the repo and the user config directory."""
+    snapshot_dir: Path = field(default_factory=lambda: Path("specwatch-snapshots"))
+    screenshot_dir: Path | None = None
+    """``None``: the current directory."""
+    watch_terminal: bool = True
+    """Exit on SIGHUP or when the terminal stops answering (off in tests)."""
+    live_cpu: bool = True
+    """Measure the monitor's own CPU use (off for deterministic screenshots)."""
+    show_overhead: bool = True
+    """Show the monitor's CPU and NVML cost in the status line (off for screenshots)."""
+    bench_config: object | None = None
+    """A ``specwatch.bench.runner.BenchConfig`` for the ``b`` key; ``None``: bench defaults."""
+
+
+class SpecwatchApp(App[int]):
+    """Live GPU state, token rate and speculative decoding for one inference server."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "specwatch"
+
+    HORIZONTAL_BREAKPOINTS = [  # noqa: RUF012 (a list in Textual's own declaration)
+        (0, "-narrow"),
+        (76, "-normal"),
+        (120, "-wide"),
+    ]
+    VERTICAL_BREAKPOINTS = [  # noqa: RUF012
+        (0, "-short"),
+        (TALL_ENOUGH_FOR_STRIPS, "-tall"),
+        (36, "-roomy"),
+    ]
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("p", "toggle_pause", "Pause"),
+        Binding("t", "cycle_theme", "Theme"),
+        Binding("i", "cycle_interval", "Interval"),
+        Binding("w", "cycle_window", "Window"),
+        Binding("b", "benchmark", "Bench"),
+        Binding("s", "save_svg", "Shot"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("f1", "help", "Help", show=False),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(
+        self,
+        settings: AppSettings | None = None,
+        sources: LiveSources | None = None,
+        model: MonitorModel | None = None,
+        cpu_clock: Callable[[], float] = time.process_time,
+        wall_clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings or AppSettings()
+        loaded = load_themes(self.settings.theme_dirs)
+        super().__init__()
+        self.theme_errors = loaded.errors
+        for theme in loaded.themes.values():
+            self.register_theme(theme)
+        self.theme_names = cycle_order(loaded.themes)
+        wanted = self.settings.theme
+        if wanted in self.available_themes:
+            self.theme = wanted
+        elif self.theme_names:
+            self.theme_errors.append(f"theme {wanted!r} not found; using {self.theme_names[0]!r}")
+            self.theme = self.theme_names[0]
+        self.model = model or MonitorModel(self.settings.baseline_ms, self.settings.baseline_source)
+        self.model.interval_s = self.settings.interval_s
+        self.model.show_overhead = self.settings.show_overhead
+        self.sources = sources
+        self.message_counts: Counter[str] = Counter()
+        """How many of each source message arrived (for tests and the overhead script)."""
+        self.sample_errors = 0
+        self._cpu_clock = cpu_clock
+        self._wall_clock = wall_clock
+        self._cpu_last: tuple[float, float] | None = None
+        self._panes: list[ModelPane] = []
+        self._bench_cancel: Callable[[], None] | None = None
+        self._bench_job: BenchJob | None = None
+        self._hung_up = False
+        # Held directly: app-level keys and resizes also arrive while a modal is on top, when
+        # a query would search the modal instead of the main screen.
+        self.status_line = StatusLine(self.model, id="status")
+        self.rate_pane = TokenRatePane(self.model, id="rate")
+        self.rate_pane.window = self.settings.window
+        self.bench_bar = BenchBar(self.model, id="bench")
+
+    # --- layout ---------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        """Status line, GPUs, token rate, speculation and verify side by side, footer."""
+        yield self.status_line
+        yield GpusPane(self.model, id="gpus")
+        yield self.rate_pane
+        with Horizontal(id="lower"):
+            yield SpeculationPane(self.model, id="spec")
+            yield VerifyPane(self.model, id="verify")
+        yield self.bench_bar
+        yield Footer()
+
+    def on_mount(self) -> None:
+        """Start the timers and the sources; report themes that failed to load."""
+        self._panes = list(self.screen.query(ModelPane))
+        self._redraw_timer = self.set_interval(self._redraw_period(), self.redraw)
+        if self.settings.live_cpu:
+            self.set_interval(CPU_EVERY_S, self._measure_cpu)
+        for error in self.theme_errors:
+            self.notify(error, title="theme skipped", severity="warning", timeout=8)
+        if self.settings.watch_terminal and not self.is_headless:
+            self._watch_terminal()
+        if self.sources is not None:
+            self._open_gpus()
+            poller = self.sources.make_poller(self.post_message)
+            if poller is not None:
+                self.run_worker(
+                    poller.run(), name="server-poller", group="server", exit_on_error=False
+                )
+        self.redraw()
+
+    def on_resize(self, event: Resize) -> None:
+        """Drop the clock and heat strips on short terminals; redraw everything at the new size."""
+        self.rate_pane.strips = event.size.height >= TALL_ENOUGH_FOR_STRIPS
+        for pane in self._panes:
+            pane.force_sync()
+
+    def on_unmount(self) -> None:
+        """Stop the sampler thread and the demo; cancel a running benchmark."""
+        if self._bench_cancel is not None:
+            self._bench_cancel()
+        if self.sources is not None:
+            self.sources.stop()
+
+    # --- drawing --------------------------------------------------------------------------------
+
+    def _redraw_period(self) -> float:
+        """Every two sampling intervals, between MIN_REDRAW_S and the settings' redraw_s."""
+        return max(MIN_REDRAW_S, min(self.settings.redraw_s, 2.0 * self.model.interval_s))
+
+    def redraw(self) -> None:
+        """Refresh the panes whose data changed; nothing while paused."""
+        if self.model.paused:
+            return
+        for pane in self._panes:
+            pane.sync()
+
+    def _measure_cpu(self) -> None:
+        cpu, wall = self._cpu_clock(), self._wall_clock()
+        if self._cpu_last is not None:
+            dcpu, dwall = cpu - self._cpu_last[0], wall - self._cpu_last[1]
+            if dwall > 0:
+                self.model.set_monitor_cpu(100.0 * dcpu / dwall)
+        self._cpu_last = (cpu, wall)
+
+    # --- sources --------------------------------------------------------------------------------
+
+    @work(thread=True, name="gpu-open", exit_on_error=False)
+    def _open_gpus(self) -> None:
+        if self.sources is not None:
+            self.sources.open_gpus(self.post_message)
+
+    def _guard(self, name: str, fn: Callable[[], None]) -> None:
+        """Apply one incoming sample; a bad one is counted and shown, never fatal."""
+        self.message_counts[name] += 1
+        try:
+            fn()
+        except Exception as e:  # a malformed sample must not take the monitor down
+            self.sample_errors += 1
+            if self.sample_errors <= 3:
+                self.notify(f"{name}: {type(e).__name__}: {e}", title="bad sample skipped")
+
+    def on_gpu_inventory_found(self, message: GpuInventoryFound) -> None:
+        """NVML opened (or not)."""
+        self._guard("inventory", lambda: self.model.set_inventory(message.inventory))
+
+    def on_gpu_ticked(self, message: GpuTicked) -> None:
+        """A GPU tick arrived from the sampler thread."""
+        self._guard("gpu_tick", lambda: self.model.add_tick(message.tick))
+
+    def on_server_waiting(self, message: ServerWaiting) -> None:
+        """The server is down or loading."""
+        m = message
+        self._guard(
+            "server_waiting",
+            lambda: self.model.set_waiting(m.t, m.state, m.attempt, m.elapsed_s, m.detail),
+        )
+
+    def on_server_ready(self, message: ServerReady) -> None:
+        """The server answered."""
+        self._guard("server_ready", lambda: self.model.set_ready(message.t, message.info))
+
+    def on_server_lost(self, message: ServerLost) -> None:
+        """The server stopped answering."""
+        self._guard("server_lost", lambda: self.model.set_lost(message.t, message.reason))
+
+    def on_metrics_scraped(self, message: MetricsScraped) -> None:
+        """A ``/metrics`` window arrived."""
+        self._guard("metrics", lambda: self.model.add_window(message.window))
+
+    def on_bench_progress(self, message: BenchProgress) -> None:
+        """A benchmark event."""
+        m = message
+        self._guard(
+            "bench_progress",
+            lambda: self.model.bench_event(m.t, m.kind, m.index, m.total, m.message, m.tok_s),
+        )
+
+    def on_bench_finished(self, message: BenchFinished) -> None:
+        """A benchmark ended: show the result and where it was saved."""
+        self.message_counts["bench_finished"] += 1
+        self._bench_cancel = None
+        body = message.body
+        if message.snapshot_path:
+            body += f"\n\nsnapshot saved: {message.snapshot_path}"
+        if message.error:
+            body += f"\n\n{message.error}"
+        self.push_screen(TextModal(message.title, body))
+
+    # --- actions --------------------------------------------------------------------------------
+
+    def action_toggle_pause(self) -> None:
+        """Freeze the display (sampling continues, so nothing is lost)."""
+        self.model.paused = not self.model.paused
+        self.model.status_version += 1
+        self.status_line.force_sync()
+        if not self.model.paused:
+            self.redraw()
+
+    def action_cycle_theme(self) -> None:
+        """Switch to the next specwatch theme."""
+        names = self.theme_names
+        if not names:
+            return
+        i = names.index(self.theme) + 1 if self.theme in names else 0
+        self.theme = names[i % len(names)]
+        self.notify(f"theme: {self.theme}", timeout=2)
+
+    def action_cycle_interval(self) -> None:
+        """Sample the GPUs and scrape the server at the next interval."""
+        now = self.model.interval_s
+        later = [v for v in INTERVALS if v > now]
+        new = later[0] if later else INTERVALS[0]
+        self.model.interval_s = new
+        self.model.status_version += 1
+        if self.sources is not None:
+            self.sources.set_interval(new)
+        self._redraw_timer.stop()
+        self._redraw_timer = self.set_interval(self._redraw_period(), self.redraw)
+        self.notify(f"sampling every {new:g}s", timeout=2)
+
+    def action_cycle_window(self) -> None:
+        """Show the next graph window (1m, 5m, 15m, 1h)."""
+        rate = self.rate_pane
+        keys = list(WINDOWS)
+        rate.window = keys[(keys.index(rate.window) + 1) % len(keys)]
+
+    def action_help(self) -> None:
+        """Keys and the clock-event legend."""
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_save_svg(self) -> None:
+        """Save an SVG screenshot in the current directory and say where."""
+        directory = self.settings.screenshot_dir or Path.cwd()
+        try:
+            path = self.save_screenshot(path=str(directory))
+        except OSError as e:
+            self.notify(f"cannot save screenshot: {e}", severity="error")
+            return
+        self.notify(f"saved {path}", title="screenshot")
+
+    def action_benchmark(self) -> None:
+        """Start a benchmark with the current settings, or stop the one running."""
+        if self._bench_cancel is not None:
+            self._bench_cancel()
+            self.notify("stopping the benchmark after the current run…", timeout=3)
+            return
+        sources = self.sources
+        poller = sources.poller if sources is not None else None
+        if sources is None or poller is None or poller.info is None:
+            self.notify("no server connected: nothing to benchmark", severity="warning")
+            return
+        job = BenchJob(
+            endpoint=poller.endpoint,
+            info=poller.info,
+            sampler=sources.sampler,
+            out_dir=self.settings.snapshot_dir,
+            post=self.post_message,
+            config=self.settings.bench_config,  # type: ignore[arg-type]
+        )
+        self._bench_cancel = job.cancel
+        self._bench_job = job
+        self.bench_bar.add_class("-active")
+        self._run_bench(job)
+
+    @work(thread=True, name="benchmark", exclusive=True, group="bench", exit_on_error=False)
+    def _run_bench(self, job: BenchJob) -> None:
+        job.run()
+
+    def action_compare(self) -> None:
+        """Compare the two latest snapshots and show the verdict."""
+        from specwatch.ui.bench_glue import compare_latest
+
+        title, body = compare_latest(self.settings.snapshot_dir)
+        self.push_screen(TextModal(title, body))
+
+    def action_sources(self) -> None:
+        """Where every number in the speculation and verify panes comes from."""
+        w = self.model.window or self.model.last_scrape
+        if w is None:
+            body = "no /metrics window yet"
+        else:
+            lines = [f"{k}: {v}" for k, v in sorted(w.sources.items())]
+            lines += ["", "notes:"] + [f"{k}: {v}" for k, v in sorted(w.notes.items())]
+            body = "\n".join(lines)
+        self.push_screen(TextModal("metric sources", body))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:  # type: ignore[type-arg]
+        """The command palette: the app's own commands, then Textual's."""
+        yield SystemCommand(
+            "Compare snapshots…",
+            f"code or GPU? compare the two latest snapshots in {self.settings.snapshot_dir}",
+            self.action_compare,
+        )
+        yield SystemCommand("Benchmark", "start (or stop) a benchmark", self.action_benchmark)
+        yield SystemCommand("Metric sources", "where each number comes from", self.action_sources)
+        yield SystemCommand("Pause", "pause or resume drawing", self.action_toggle_pause)
+        yield SystemCommand(
+            "Screenshot", "save an SVG in the current directory", self.action_save_svg
+        )
+        yield from super().get_system_commands(screen)
+
+    # --- leaving when the terminal goes away ----------------------------------------------------
+
+    def _watch_terminal(self) -> None:
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGHUP, self.hang_up)
+        self.set_interval(1.0, self._check_terminal)
+
+    def _check_terminal(self) -> None:
+        if not hangup.terminal_alive():
+            self.hang_up()
+
+    def hang_up(self) -> None:
+        """The terminal is gone: exit now, and make sure the process ends within seconds.
+
+        The app starts its normal exit. If the terminal turns out to be hung up, restoring it
+        cannot succeed and Textual's shutdown would stall on it, so a thread waits for the
+        benchmark to save its finished runs, stops the sampler and ends the process; the
+        backstop covers anything that hangs.
+        """
+        if self._hung_up:
+            return
+        self._hung_up = True
+        hangup.start_backstop()
+        if self._bench_cancel is not None:
+            self._bench_cancel()
+        threading.Thread(target=self._leave_now, name="specwatch-hangup", daemon=True).start()
+        self.exit(hangup.HANGUP_EXIT)
+
+    def _leave_now(self) -> None:
+        # SIGHUP can arrive a moment before the kernel finishes hanging the terminal up.
+        for _ in range(5):
+            if not hangup.terminal_alive():
+                break
+            time.sleep(0.1)
+        else:
+            return  # the terminal answers: the normal exit restores it and ends the process
+        job = self._bench_job
+        if job is not None:
+            job.done.wait(hangup.BACKSTOP_S - 0.5)
+        # NVML is shut down if that is quick; the rest (HTTP, an in-process demo) dies with us.
+        sampler = self.sources.sampler if self.sources is not None else None
+        if sampler is not None:
+            with contextlib.suppress(Exception):
+                sampler.stop(timeout_s=0.5)
+        os._exit(hangup.HANGUP_EXIT)
+
+
+def remove_sighup() -> None:
+    """Restore the default SIGHUP disposition (after the app has exited)."""
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+__all__ = ["INTERVALS", "AppSettings", "SpecwatchApp"]

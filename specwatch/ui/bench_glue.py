@@ -1,0 +1,236 @@
+"""The benchmark and the comparison, as the TUI starts them.
+
+A benchmark runs on a worker thread with its own event loop and HTTP client, so the UI's drawing
+never sits between a streamed chunk and its timestamp. Progress comes back as messages; the
+snapshot is written where ``specwatch bench`` writes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual.message import Message
+
+from specwatch.core.server import ServerInfo
+from specwatch.sources.endpoint import Endpoint
+from specwatch.ui.messages import BenchFinished, BenchProgress
+
+if TYPE_CHECKING:
+    from specwatch.bench.runner import BenchConfig, BenchEvent, BenchResult
+    from specwatch.core.compare import Comparison
+    from specwatch.sources.nvml import GpuSampler
+
+
+def _fmt(v: float | None, spec: str = ".1f") -> str:
+    return "–" if v is None else format(v, spec)
+
+
+def result_text(result: BenchResult) -> str:
+    """The benchmark's runs and overall figures, as ``specwatch bench`` prints them."""
+    lines = [r.progress_line(result.config.warmup) for r in result.warmups]
+    lines += [r.progress_line(result.config.runs) for r in result.runs]
+    o = result.overall
+    t = o.tok_s
+    lines.append("")
+    lines.append(
+        f"tok/s  mean {_fmt(t.mean)}  std {_fmt(t.std, '.2f')}  min {_fmt(t.min)}  "
+        f"max {_fmt(t.max)}  95% CI {_fmt(t.ci_low)}–{_fmt(t.ci_high)}  (n={t.n})"
+    )
+    lines.append(
+        f"decode tok/s {_fmt(o.decode_tok_s.mean)}  TTFT {_fmt(_ms(o.ttft_s.mean))} ms  "
+        f"step {_fmt(_ms(o.step_latency_s.mean))} ms  "
+        f"tokens/step {_fmt(o.tokens_per_step.mean, '.2f')}"
+    )
+    for g in result.gpus:
+        lines.append(
+            f"GPU{g.index}: SM {_fmt(g.sm_clock_mean_mhz, '.0f')} MHz mean "
+            f"(min {_fmt(g.sm_clock_min_mhz, '.0f')}), max {_fmt(g.temp_max_c, '.0f')}°C, "
+            f"{_fmt(g.power_mean_w, '.0f')} W"
+        )
+    if result.interrupted:
+        lines.append("\ninterrupted: the finished runs are kept")
+    if result.error:
+        lines.append(f"\nerror: {result.error}")
+    return "\n".join(lines)
+
+
+def _ms(v: float | None) -> float | None:
+    return None if v is None else v * 1000.0
+
+
+class BenchJob:
+    """One benchmark started from the TUI (run :meth:`run` on a worker thread).
+
+    Args:
+        endpoint: The server.
+        info: The server as detected.
+        sampler: The app's GPU sampler (its ticks become the per-run GPU summaries).
+        out_dir: Where the snapshot is written.
+        post: Where progress messages go (thread-safe ``App.post_message``).
+        config: What to run (the ``specwatch bench`` defaults when ``None``).
+        clock: Monotonic seconds for marks on the graph (the sampler's clock).
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        info: ServerInfo,
+        sampler: GpuSampler | None,
+        out_dir: Path,
+        post: Callable[[Message], object],
+        config: BenchConfig | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.endpoint = endpoint
+        self.info = info
+        self.sampler = sampler
+        self.out_dir = out_dir
+        self.post = post
+        self.config = config
+        self.clock = clock
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._cancel: asyncio.Event | None = None
+        self._cancel_requested = threading.Event()
+        self.done = threading.Event()
+        """Set once the benchmark ended and its snapshot was written (or failed to be)."""
+        self.snapshot_path: Path | None = None
+
+    def cancel(self) -> None:
+        """Stop after the run in flight; the finished runs are kept (thread-safe)."""
+        self._cancel_requested.set()
+        loop, ev = self._loop, self._cancel
+        if loop is not None and ev is not None:
+            # A closed loop means the benchmark already ended: nothing left to stop.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(ev.set)
+
+    def _on_event(self, event: BenchEvent) -> None:
+        tok_s = event.run.tok_s if event.run is not None and not event.run.warmup else None
+        self.post(
+            BenchProgress(self.clock(), event.kind, event.index, event.total, event.message, tok_s)
+        )
+
+    async def _main(self) -> BenchResult:
+        from specwatch.bench.runner import BenchConfig, run_benchmark
+        from specwatch.sources.client import ServerClient
+
+        self._loop = asyncio.get_running_loop()
+        self._cancel = asyncio.Event()
+        if self._cancel_requested.is_set():
+            self._cancel.set()
+        config = self.config or BenchConfig()
+        self.post(BenchProgress(self.clock(), "started", 0, config.warmup, "warming up"))
+        async with ServerClient(self.endpoint, timeout_s=60.0) as client:
+            return await run_benchmark(
+                client,
+                self.info,
+                config,
+                sampler=self.sampler,
+                on_event=self._on_event,
+                cancel=self._cancel,
+            )
+
+    def run(self) -> None:
+        """Run the benchmark to the end, save the snapshot, post the result. Never raises."""
+        try:
+            self._run()
+        finally:
+            self.done.set()
+
+    def _run(self) -> None:
+        try:
+            result = asyncio.run(self._main())
+        except Exception as e:  # the app must hear about any failure, never lose the worker
+            self.post(BenchProgress(self.clock(), "error", 0, 0, str(e)))
+            self.post(BenchFinished("benchmark failed", f"{type(e).__name__}: {e}", None, None))
+            return
+        body = result_text(result)
+        error: str | None = None
+        path: str | None = None
+        try:
+            from specwatch.bench.snapshot import build_snapshot, write_snapshot
+
+            secrets = [self.endpoint.api_key] if self.endpoint.api_key else []
+            snap = build_snapshot(result, ["specwatch", "(TUI benchmark)"], secrets=secrets)
+            self.snapshot_path = write_snapshot(snap, self.out_dir)
+            path = str(self.snapshot_path)
+        except Exception as e:  # a full or read-only disk: say so, keep the results on screen
+            error = f"snapshot not saved: {e}"
+        kind = "finished" if result.ok else ("interrupted" if result.interrupted else "error")
+        self.post(BenchProgress(self.clock(), kind, len(result.runs), result.config.runs, kind))
+        title = "benchmark " + ("finished" if result.ok else kind)
+        self.post(BenchFinished(title, body, path, error))
+
+
+def latest_snapshots(directory: Path, n: int = 2) -> list[Path]:
+    """The ``n`` newest ``*.json`` files in ``directory``, oldest first."""
+    try:
+        files = [p for p in directory.glob("*.json") if p.is_file()]
+    except OSError:
+        return []
+    files.sort(key=lambda p: (p.stat().st_mtime, p.name))
+    return files[-n:]
+
+
+def comparison_text(c: Comparison) -> str:
+    """The comparison as text: verdict, the tok/s change, attribution, what differs."""
+    lines = [c.verdict, c.reason, ""]
+    a, b = c.tok_s_a, c.tok_s_b
+    lines.append(
+        f"tok/s  {c.a_name}: {_fmt(a.mean)} (n={a.n})   {c.b_name}: {_fmt(b.mean)} (n={b.n})"
+    )
+    if c.change is not None:
+        ci = ""
+        if c.change_low is not None and c.change_high is not None:
+            ci = f"  95% CI {c.change_low * 100:+.1f}% … {c.change_high * 100:+.1f}%"
+        noise = "beyond noise" if c.beyond_noise else "within noise"
+        lines.append(f"change {c.change * 100:+.1f}%{ci}  ({noise})")
+    at = c.attribution
+    if at.expected_ratio is not None and at.observed_ratio is not None:
+        lines.append(
+            f"clock-predicted ratio {at.expected_ratio:.3f}  observed {at.observed_ratio:.3f}"
+        )
+    lines.append("")
+    rows = [r for r in c.rows if r.differs or r.key]
+    if rows:
+        w0 = max(len(r.name) for r in rows)
+        w1 = max(len(r.a) for r in rows)
+        lines.append(f"{'':<{w0}}  {c.a_name[:w1]:<{w1}}  {c.b_name}")
+        section = ""
+        for r in rows:
+            if r.section != section:
+                section = r.section
+                lines.append(f"[{section}]")
+            flag = "≠" if r.differs else " "
+            lines.append(f"{r.name:<{w0}}  {r.a:<{w1}}  {r.b} {flag}")
+    lines += [f"note: {n}" for n in c.notes]
+    return "\n".join(lines)
+
+
+def compare_latest(directory: Path) -> tuple[str, str]:
+    """Compare the two newest snapshots in ``directory``: (title, text). Never raises."""
+    files = latest_snapshots(directory)
+    if len(files) < 2:
+        return (
+            "compare snapshots",
+            f"need two snapshots in {directory} (found {len(files)}); press b to benchmark",
+        )
+    try:
+        from specwatch.bench.snapshot import read_snapshot
+        from specwatch.core.compare import compare
+
+        a: Mapping[str, Any] = read_snapshot(files[0])
+        b: Mapping[str, Any] = read_snapshot(files[1])
+        c = compare(a, b, a_name=files[0].name, b_name=files[1].name)
+    except Exception as e:  # a malformed snapshot: one clear line instead of a crash
+        return ("compare snapshots", f"cannot compare {files[0].name} and {files[1].name}: {e}")
+    return (f"compare: {c.verdict}", comparison_text(c))
+
+
+__all__: Sequence[str] = ["BenchJob", "compare_latest", "comparison_text", "result_text"]

@@ -1,0 +1,118 @@
+"""Modal screens: help (keys and the clock-event legend), and a text result modal."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from specwatch.core.reasons import REASONS
+
+KEYS: tuple[tuple[str, str], ...] = (
+    ("p", "pause / resume drawing (sampling continues)"),
+    ("t", "next theme"),
+    ("i", "next sampling interval (GPU and /metrics)"),
+    ("w", "next graph window: 1m, 5m, 15m, 1h"),
+    ("b", "benchmark with the current settings (again: stop it)"),
+    ("s", "save an SVG screenshot in the current directory"),
+    ("? / F1", "this help"),
+    ("ctrl+p", "command palette (compare snapshots, themes…)"),
+    ("q", "quit"),
+)
+
+MARKS: tuple[tuple[str, str], ...] = (
+    ("╌ loading #N", "server not ready yet: attempt N, seconds waited"),
+    ("· warmup", "from ready until two windows agree within 15%"),
+    ("━ B1…", "benchmark runs started with b"),
+    ("R / ✕", "server restarted (counters went back) / connection lost"),
+    ("◂", "the straggler: lowest SM clock (then hottest) sets a TP step's pace"),
+    ("5x16!", "PCIe link below its maximum under load"),
+)
+
+
+def help_renderable() -> Table:
+    """The help text as a Rich table: keys, reason words, graph marks."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True, style="bold")
+    grid.add_column()
+    grid.add_row(Text("Keys", style="bold underline"), "")
+    for key, what in KEYS:
+        grid.add_row(key, what)
+    grid.add_row("", "")
+    grid.add_row(Text("Clock events", style="bold underline"), "why the SM clock is below max")
+    for r in REASONS:
+        grid.add_row(r.short, f"{r.meaning}{'' if r.harmful else ' (harmless)'}")
+    grid.add_row("", "")
+    grid.add_row(Text("Graph marks", style="bold underline"), "")
+    for mark, what in MARKS:
+        grid.add_row(mark, what)
+    return grid
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys, the clock-event reason legend and the graph marks."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,question_mark,f1", "dismiss", "Close"),
+    ]
+
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll {
+        width: 90%;
+        max-width: 92;
+        height: 90%;
+        border: round $primary;
+        background: $surface;
+        padding: 0 1;
+    }
+    """
+
+    def compose(self) -> ComposeResult:
+        """A scrollable help text."""
+        with VerticalScroll() as scroll:
+            scroll.border_title = "specwatch help (esc closes)"
+            yield Static(help_renderable())
+
+    def action_dismiss(self, result: None = None) -> None:  # type: ignore[override]
+        """Close the help."""
+        self.dismiss(None)
+
+
+class TextModal(ModalScreen[None]):
+    """A titled, scrollable block of text (benchmark results, comparisons)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,enter", "close", "Close")]
+
+    DEFAULT_CSS = """
+    TextModal { align: center middle; }
+    TextModal > VerticalScroll {
+        width: 90%;
+        max-width: 100;
+        height: 90%;
+        border: round $accent;
+        background: $surface;
+        padding: 0 1;
+    }
+    """
+
+    def __init__(self, title: str, body: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.body = body
+
+    def compose(self) -> ComposeResult:
+        """The text in a scroll view."""
+        with VerticalScroll() as scroll:
+            scroll.border_title = f"{self.title_text} (esc closes)"
+            yield Static(Text(self.body))
+
+    def action_close(self) -> None:
+        """Close the modal."""
+        self.dismiss(None)

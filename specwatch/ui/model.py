@@ -1,0 +1,432 @@
+"""What the TUI shows, as plain data: bounded histories, marks and the latest readings.
+
+The app feeds this model from messages (GPU ticks, metrics windows, server status, benchmark
+events); the panes read it when they redraw. It never imports textual, so it is tested directly,
+and snapshot tests and screenshots fill it with deterministic data.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
+from specwatch.core.server import MetricsWindow, ServerInfo
+
+HISTORY = 4000
+"""Points kept per series: over an hour at the default 1 s rate."""
+TREND = 48
+"""SM-clock samples kept per GPU for its small trend."""
+MARKS = 256
+
+WARMUP_MAX_S = 120.0
+"""A warmup mark closes after this long even if the rate never settles."""
+WARMUP_SETTLED = 0.15
+"""Warmup ends when two consecutive windows with traffic agree within 15%."""
+
+NVML_SMOOTHING = 0.2
+"""Weight of the newest tick in the smoothed NVML cost."""
+
+WINDOWS: dict[str, float] = {"1m": 60.0, "5m": 300.0, "15m": 900.0, "1h": 3600.0}
+
+
+WINDOW_NUMBERS = (
+    "t",
+    "dt",
+    "gen_tok_s",
+    "accept_length",
+    "draft_acceptance_rate",
+    "step_latency_s",
+    "step_latency_p50_s",
+    "step_latency_p90_s",
+    "step_latency_p99_s",
+    "lifetime_accept_length",
+    "lifetime_acceptance_rate",
+)
+SAMPLE_NUMBERS = (
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "temp_c",
+    "hbm_temp_c",
+    "power_w",
+    "pstate",
+    "clock_event_reasons",
+    "util_gpu_pct",
+    "mem_used_bytes",
+    "mem_total_bytes",
+    "pcie_gen",
+    "pcie_width",
+)
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def check_window(w: MetricsWindow) -> None:
+    """Refuse a window whose numbers are not numbers (a bad sample is skipped, never drawn).
+
+    Raises:
+        ValueError: Naming the first bad field.
+    """
+    if not isinstance(w, MetricsWindow):
+        raise ValueError(f"not a metrics window: {type(w).__name__}")
+    for name in WINDOW_NUMBERS:
+        v = getattr(w, name)
+        if v is not None and not _is_number(v):
+            raise ValueError(f"metrics window {name}={v!r}")
+    pos = w.per_position_acceptance
+    if pos is not None and not all(_is_number(p) for p in pos):
+        raise ValueError(f"metrics window per_position_acceptance={pos!r}")
+
+
+def check_tick(tick: GpuTick) -> None:
+    """Refuse a GPU tick whose samples are malformed.
+
+    Raises:
+        ValueError: Naming the first bad field.
+    """
+    if not isinstance(tick, GpuTick) or not _is_number(tick.t):
+        raise ValueError("not a GPU tick")
+    if not isinstance(tick.samples, tuple | list):
+        raise ValueError(f"GPU tick samples={tick.samples!r}")
+    for s in tick.samples:
+        if not isinstance(s, GpuSample) or not isinstance(s.index, int):
+            raise ValueError(f"not a GPU sample: {s!r}")
+        for name in SAMPLE_NUMBERS:
+            v = getattr(s, name)
+            if v is not None and not _is_number(v):
+                raise ValueError(f"GPU {s.index} {name}={v!r}")
+
+
+class Series:
+    """A bounded, time-ordered series of ``(t, value)`` points; ``None`` is a gap."""
+
+    def __init__(self, capacity: int = HISTORY) -> None:
+        self._points: deque[tuple[float, float | None]] = deque(maxlen=capacity)
+
+    def append(self, t: float, value: float | None) -> None:
+        """Add a point (points are assumed to arrive in time order)."""
+        self._points.append((t, value))
+
+    def __len__(self) -> int:
+        return len(self._points)
+
+    def __iter__(self) -> Iterator[tuple[float, float | None]]:
+        return iter(self._points)
+
+    def last(self) -> float | None:
+        """The newest value, or ``None``."""
+        return self._points[-1][1] if self._points else None
+
+    def values(self, n: int) -> list[float | None]:
+        """The newest ``n`` values, oldest first."""
+        if n <= 0:
+            return []
+        pts = self._points
+        start = max(0, len(pts) - n)
+        return [pts[i][1] for i in range(start, len(pts))]
+
+    def since(self, t0: float) -> list[tuple[float, float | None]]:
+        """Points with ``t > t0``, oldest first (scans from the newest end)."""
+        out: list[tuple[float, float | None]] = []
+        for t, v in reversed(self._points):
+            if t <= t0:
+                break
+            out.append((t, v))
+        out.reverse()
+        return out
+
+
+@dataclass(slots=True)
+class Mark:
+    """A labelled span (or point, when ``t1 == t0``) on the token-rate time axis."""
+
+    kind: str
+    """``"loading"``, ``"warmup"``, ``"restart"``, ``"bench"`` or ``"lost"``."""
+    t0: float
+    t1: float | None
+    """``None`` while the span is still open."""
+    label: str
+
+
+@dataclass(slots=True)
+class BenchState:
+    """A benchmark started from the TUI, as its events report it."""
+
+    phase: str = "starting"
+    """``starting``, ``warmup``, ``running``, ``finished``, ``interrupted`` or ``error``."""
+    index: int = 0
+    total: int = 0
+    message: str = ""
+    last_tok_s: list[float] = field(default_factory=list)
+
+
+def straggler(samples: Sequence[GpuSample]) -> int | None:
+    """Index of the GPU that sets the pace of a tensor-parallel step, or ``None``.
+
+    The lowest SM clock wins; among equal clocks the hottest. With fewer than two GPUs reporting,
+    or all GPUs identical, there is no straggler.
+    """
+    live = [s for s in samples if not s.lost and s.sm_clock_mhz is not None]
+    if len(live) < 2:
+        return None
+
+    def key(s: GpuSample) -> tuple[int, float]:
+        return (s.sm_clock_mhz or 0, -(s.temp_c if s.temp_c is not None else -1e9))
+
+    worst = min(live, key=key)
+    best = max(live, key=key)
+    if key(worst) == key(best):
+        return None
+    return worst.index
+
+
+class MonitorModel:
+    """Everything the panes draw. Mutated on the UI thread only.
+
+    Each section carries a version number that grows on change, so a pane redraws only when the
+    data behind it moved.
+    """
+
+    def __init__(self, baseline_ms: float | None = None, baseline_source: str = "") -> None:
+        self.inventory: GpuInventory | None = None
+        self.tick: GpuTick | None = None
+        self.sm_trend: dict[int, deque[int | None]] = {}
+        self.tok_s = Series()
+        self.clock_pct = Series()
+        self.hottest_c = Series()
+        self.accept_length = Series()
+        self.acceptance_rate = Series()
+        self.marks: deque[Mark] = deque(maxlen=MARKS)
+        self.window: MetricsWindow | None = None
+        """Latest window with a real interval (``dt > 0``)."""
+        self.last_scrape: MetricsWindow | None = None
+        self.server: ServerInfo | None = None
+        self.connection = "starting"
+        self.connection_ok = False
+        self.baseline_ms = baseline_ms
+        self.baseline_source = baseline_source
+        self.monitor_cpu_pct: float | None = None
+        self.nvml_ms: float | None = None
+        """NVML milliseconds per tick, smoothed (so the status line does not flicker)."""
+        self.paused = False
+        self.show_overhead = True
+        """Show the monitor's own CPU and NVML cost (off for reproducible screenshots)."""
+        self.interval_s = 1.0
+        """The GPU sampling interval, shown in the status line."""
+        self.bench: BenchState | None = None
+        self.now = 0.0
+        self.gpu_version = 0
+        self.rate_version = 0
+        self.spec_version = 0
+        self.status_version = 0
+        self._warmup: Mark | None = None
+        self._warmup_prev: float | None = None
+        self._loading: Mark | None = None
+        self._bench_run: Mark | None = None
+        self._bench_warm: Mark | None = None
+
+    # --- GPUs ---------------------------------------------------------------------------------
+
+    def set_inventory(self, inventory: GpuInventory) -> None:
+        """Record what the sampler found at start-up."""
+        self.inventory = inventory
+        self.gpu_version += 1
+        self.status_version += 1
+
+    def add_tick(self, tick: GpuTick) -> None:
+        """Take one GPU tick into the histories.
+
+        Raises:
+            ValueError: The tick is malformed (nothing is changed).
+        """
+        check_tick(tick)
+        self.tick = tick
+        self._advance(tick.t)
+        pcts: list[float] = []
+        temps: list[float] = []
+        max_clock = self._max_clocks()
+        for s in tick.samples:
+            trend = self.sm_trend.get(s.index)
+            if trend is None:
+                trend = self.sm_trend[s.index] = deque(maxlen=TREND)
+            trend.append(s.sm_clock_mhz)
+            top = max_clock.get(s.index)
+            if s.sm_clock_mhz is not None and top:
+                pcts.append(100.0 * s.sm_clock_mhz / top)
+            if s.temp_c is not None:
+                temps.append(float(s.temp_c))
+        cost = tick.cost_ms
+        if _is_number(cost):
+            prev = self.nvml_ms
+            self.nvml_ms = cost if prev is None else prev + NVML_SMOOTHING * (cost - prev)
+        self.clock_pct.append(tick.t, sum(pcts) / len(pcts) if pcts else None)
+        self.hottest_c.append(tick.t, max(temps) if temps else None)
+        self.gpu_version += 1
+        self.rate_version += 1
+        self.status_version += 1
+
+    def _max_clocks(self) -> dict[int, int]:
+        if self.inventory is None:
+            return {}
+        return {g.index: g.max_sm_clock_mhz for g in self.inventory.gpus if g.max_sm_clock_mhz}
+
+    # --- server ---------------------------------------------------------------------------------
+
+    def set_waiting(
+        self, t: float, state: str, attempt: int, elapsed_s: float, detail: str
+    ) -> None:
+        """The server is not ready yet (refused, loading or erroring); open a loading mark."""
+        self._advance(t)
+        self.connection_ok = False
+        self.connection = f"waiting: {state} (attempt {attempt}, {elapsed_s:.0f}s)"
+        if detail:
+            self.connection += f" {detail}"
+        label = f"loading #{attempt} {elapsed_s:.0f}s"
+        if self._loading is None:
+            self._loading = Mark("loading", t, None, label)
+            self.marks.append(self._loading)
+        else:
+            self._loading.label = label
+        self.status_version += 1
+        self.rate_version += 1
+
+    def set_ready(self, t: float, info: ServerInfo) -> None:
+        """The server answered: close the loading mark and open a warmup mark."""
+        self._advance(t)
+        self.server = info
+        self.connection_ok = True
+        self.connection = "connected"
+        if self._loading is not None:
+            self._loading.t1 = t
+            self._loading = None
+        self._close_warmup(t)
+        self._warmup = Mark("warmup", t, None, "warmup")
+        self._warmup_prev = None
+        self.marks.append(self._warmup)
+        self.status_version += 1
+        self.rate_version += 1
+        self.spec_version += 1
+
+    def set_lost(self, t: float, reason: str) -> None:
+        """The server stopped answering."""
+        self._advance(t)
+        if self.connection_ok:
+            self.marks.append(Mark("lost", t, t, "lost"))
+        self.connection_ok = False
+        self.connection = f"lost: {reason}"
+        self._close_warmup(t)
+        self.status_version += 1
+        self.rate_version += 1
+
+    def add_window(self, w: MetricsWindow) -> None:
+        """Take one metrics scrape into the histories (a first scrape has ``dt == 0``).
+
+        Raises:
+            ValueError: The window is malformed (nothing is changed).
+        """
+        check_window(w)
+        self._advance(w.t)
+        self.last_scrape = w
+        if w.restarted:
+            self.marks.append(Mark("restart", w.t, w.t, "restart"))
+            self._close_warmup(w.t)
+            self._warmup = Mark("warmup", w.t, None, "warmup")
+            self._warmup_prev = None
+            self.marks.append(self._warmup)
+        if w.dt > 0:
+            self.window = w
+            self.tok_s.append(w.t, w.gen_tok_s)
+            self.accept_length.append(w.t, w.accept_length)
+            self.acceptance_rate.append(w.t, w.draft_acceptance_rate)
+            self._track_warmup(w)
+        if "error" in w.notes and self.connection_ok:
+            self.connection = f"scrape error: {w.notes['error']}"
+        elif self.connection_ok:
+            self.connection = "connected"
+        self.rate_version += 1
+        self.spec_version += 1
+        self.status_version += 1
+
+    def _track_warmup(self, w: MetricsWindow) -> None:
+        mark = self._warmup
+        if mark is None:
+            return
+        if w.t - mark.t0 > WARMUP_MAX_S:
+            self._close_warmup(w.t)
+            return
+        rate = w.gen_tok_s
+        if not rate:
+            return
+        prev = self._warmup_prev
+        self._warmup_prev = rate
+        if prev and abs(rate - prev) <= WARMUP_SETTLED * max(rate, prev):
+            self._close_warmup(w.t)
+
+    def _close_warmup(self, t: float) -> None:
+        if self._warmup is not None:
+            self._warmup.t1 = t
+            self._warmup = None
+
+    # --- benchmark ------------------------------------------------------------------------------
+
+    def bench_event(
+        self, t: float, kind: str, index: int, total: int, message: str, tok_s: float | None
+    ) -> None:
+        """Follow a benchmark's events: progress, and a mark per measured run."""
+        self._advance(t)
+        b = self.bench
+        if b is None or kind == "started":
+            b = self.bench = BenchState()
+        b.index, b.total, b.message = index, total, message
+        if kind == "started":
+            b.phase = "warmup"
+            self._bench_warm = Mark("warmup", t, None, "bench warmup")
+            self.marks.append(self._bench_warm)
+        elif kind == "warmup_done":
+            b.phase = "running" if index >= total else "warmup"
+        elif kind == "run_start":
+            b.phase = "running"
+            if self._bench_warm is not None:
+                self._bench_warm.t1 = t
+                self._bench_warm = None
+            self._bench_run = Mark("bench", t, None, f"B{index}")
+            self.marks.append(self._bench_run)
+        elif kind == "run_done":
+            if tok_s is not None:
+                b.last_tok_s.append(tok_s)
+            if self._bench_run is not None:
+                self._bench_run.t1 = t
+                self._bench_run = None
+        elif kind in ("finished", "interrupted", "error"):
+            b.phase = kind
+            if self._bench_warm is not None:
+                self._bench_warm.t1 = t
+                self._bench_warm = None
+            if self._bench_run is not None:
+                self._bench_run.t1 = t
+                self._bench_run = None
+        self.rate_version += 1
+        self.status_version += 1
+
+    # --- misc -----------------------------------------------------------------------------------
+
+    def set_monitor_cpu(self, pct: float | None) -> None:
+        """The monitor's own CPU use, percent of one core."""
+        if pct != self.monitor_cpu_pct:
+            self.monitor_cpu_pct = pct
+            self.status_version += 1
+
+    def _advance(self, t: float) -> None:
+        if t > self.now:
+            self.now = t
+
+    def marks_since(self, t0: float) -> Iterable[Mark]:
+        """Marks that overlap ``(t0, now]``."""
+        for m in self.marks:
+            end = m.t1 if m.t1 is not None else self.now
+            if end >= t0:
+                yield m

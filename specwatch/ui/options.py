@@ -1,0 +1,216 @@
+"""The TUI's command-line options and its entry point, ``specwatch [--url URL | --demo]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from specwatch.ui.model import WINDOWS
+
+if TYPE_CHECKING:
+    from specwatch.ui.app import AppSettings
+    from specwatch.ui.live import LiveSources
+
+DIALECTS = ("sglang", "vllm", "llamacpp", "openai")
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0: {text!r}")
+    return value
+
+
+def _interval(text: str) -> float:
+    value = _positive(text)
+    if value < 0.1:
+        raise argparse.ArgumentTypeError(
+            "sampling faster than every 0.1 s would cost more than it shows"
+        )
+    return value
+
+
+def add_tui_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the TUI's options to the top-level parser."""
+    g = p.add_argument_group("live monitor (the default command)")
+    g.add_argument(
+        "--url",
+        help="server address: localhost:8000, host:port, http://... or https://...",
+    )
+    g.add_argument(
+        "--api-key",
+        default=None,
+        help="Bearer token (default: env SPECWATCH_API_KEY, else OPENAI_API_KEY); never stored",
+    )
+    g.add_argument(
+        "--demo",
+        action="store_true",
+        help="watch a simulated server with 8 simulated GPUs (started in-process, over HTTP)",
+    )
+    g.add_argument(
+        "--demo-dialect",
+        choices=DIALECTS,
+        default="sglang",
+        help="which server the demo simulates (default: sglang)",
+    )
+    g.add_argument("--demo-seed", type=int, default=0, help=argparse.SUPPRESS)
+    g.add_argument(
+        "--theme",
+        default="dark",
+        help="dark, light, high-contrast, ansi-16, or a theme file's name from "
+        "~/.config/specwatch/themes (default: dark)",
+    )
+    g.add_argument(
+        "--interval",
+        type=_interval,
+        default=1.0,
+        metavar="S",
+        help="seconds between GPU samples (default: 1)",
+    )
+    g.add_argument(
+        "--metrics-interval",
+        type=_interval,
+        default=1.0,
+        metavar="S",
+        help="seconds between /metrics scrapes (default: 1)",
+    )
+    g.add_argument(
+        "--baseline-itl",
+        type=_positive,
+        default=None,
+        metavar="MS",
+        help="per-token latency without speculation, ms (for the verify-latency verdict)",
+    )
+    g.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="SNAPSHOT.json",
+        help="a benchmark snapshot taken without speculation, as the verdict's baseline",
+    )
+    g.add_argument(
+        "--window",
+        choices=tuple(WINDOWS),
+        default="5m",
+        help="token-rate graph window (default: 5m; the w key cycles)",
+    )
+
+
+def _baseline(args: argparse.Namespace) -> tuple[float | None, str, str | None]:
+    """(ms per token, where it came from, an error line)."""
+    if args.baseline_itl is not None:
+        return float(args.baseline_itl), "--baseline-itl", None
+    path: Path | None = getattr(args, "baseline", None)
+    if path is None:
+        return None, "", None
+    from specwatch.core.verdict import baseline_ms_from_snapshot
+
+    try:
+        from specwatch.bench.snapshot import read_snapshot
+
+        snap = read_snapshot(path)
+    except Exception as e:  # SnapshotError and OSError: report in one line
+        return None, "", f"--baseline {path}: {e}"
+    ms = baseline_ms_from_snapshot(snap)
+    if ms is None:
+        return None, "", f"--baseline {path}: no overall decode rate in this snapshot"
+    return ms, path.name, None
+
+
+def build_sources(args: argparse.Namespace) -> LiveSources:
+    """The live sources for ``args``: the demo (started here) or the given server.
+
+    Raises:
+        ValueError: The address cannot be parsed (one line, without the key).
+    """
+    from specwatch.sources.endpoint import parse_endpoint
+    from specwatch.ui.live import LiveSources
+
+    if getattr(args, "demo", False):
+        from specwatch.sim.demo import start_demo
+        from specwatch.sim.fake_nvml import FakeNvml
+
+        demo = start_demo(dialect=args.demo_dialect, seed=args.demo_seed, gpus=8)
+        try:
+            return LiveSources(
+                parse_endpoint(demo.url),
+                nvml=FakeNvml(demo.world.gpus),
+                interval_s=args.interval,
+                metrics_interval_s=args.metrics_interval,
+                demo=demo,
+            )
+        except BaseException:
+            demo.stop()
+            raise
+    endpoint = parse_endpoint(args.url, args.api_key)
+    return LiveSources(endpoint, interval_s=args.interval, metrics_interval_s=args.metrics_interval)
+
+
+def build_settings(
+    args: argparse.Namespace, baseline_ms: float | None = None, baseline_source: str = ""
+) -> AppSettings:
+    """The app's settings from the command line."""
+    from specwatch.ui.app import AppSettings
+
+    return AppSettings(
+        theme=args.theme,
+        window=args.window,
+        interval_s=args.interval,
+        metrics_interval_s=args.metrics_interval,
+        baseline_ms=baseline_ms,
+        baseline_source=baseline_source,
+    )
+
+
+def run_tui(args: argparse.Namespace) -> int:
+    """Open the live monitor; returns the exit status.
+
+    Without ``--url`` or ``--demo`` it prints one line saying so and returns 2.
+    """
+    url: str | None = getattr(args, "url", None)
+    demo_wanted: bool = bool(getattr(args, "demo", False))
+    if not url and not demo_wanted:
+        print(
+            "specwatch: give a server with --url URL (e.g. --url localhost:8000), or try --demo",
+            file=sys.stderr,
+        )
+        return 2
+    if url and demo_wanted:
+        print("specwatch: --url and --demo are exclusive: pick one", file=sys.stderr)
+        return 2
+    baseline_ms, baseline_source, baseline_error = _baseline(args)
+    if baseline_error:
+        print(f"specwatch: {baseline_error}", file=sys.stderr)
+        return 2
+
+    from specwatch.ui.themes import load_themes
+
+    themes = load_themes()
+    if args.theme not in themes.themes:
+        from textual.theme import BUILTIN_THEMES
+
+        if args.theme not in BUILTIN_THEMES:
+            names = ", ".join(sorted(themes.themes))
+            print(f"specwatch: no theme {args.theme!r}; have: {names}", file=sys.stderr)
+            return 2
+
+    from specwatch.ui.app import SpecwatchApp, remove_sighup
+
+    try:
+        sources = build_sources(args)
+    except ValueError as e:
+        print(f"specwatch: {e}", file=sys.stderr)
+        return 2
+    settings = build_settings(args, baseline_ms, baseline_source)
+    app = SpecwatchApp(settings, sources)
+    try:
+        result = app.run()
+    finally:
+        sources.stop()
+        remove_sighup()
+    return result if isinstance(result, int) else 0

@@ -1,0 +1,224 @@
+"""The base of every pane: redraw only when the part of the model it shows has changed.
+
+Two kinds of pane share it. Small text panes return a Rich renderable from :meth:`render_pane`.
+The large ones (the GPU table, the token-rate graph) implement :meth:`build_lines` instead: their
+lines are built once per change, kept as strips, and handed to Textual line by line, which skips
+Rich's console pipeline on every frame (the cost that matters for a monitor left open all day).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.console import Console, RenderableType
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import Widget
+
+from specwatch.ui.model import MonitorModel
+
+
+def text_lines(text: Text, width: int, console: Console) -> list[list[Segment]]:
+    """A Rich ``Text`` as lines of segments, each cut to ``width`` with an ellipsis.
+
+    About twenty times cheaper than handing the ``Text`` to Textual to lay out on every frame.
+    """
+    out: list[list[Segment]] = []
+    for line in text.split("\n", allow_blank=True):
+        if line.cell_len > width:
+            line.truncate(width, overflow="ellipsis")
+        out.append([s for s in line.render(console, end="") if s.text])
+    return out
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def changed_span(old: Strip, new: Strip) -> tuple[int, int] | None:
+    """The cells ``[start, end)`` where two lines differ, or ``None`` when they are equal."""
+    if old is new:
+        return None
+    a_segs, b_segs = list(old), list(new)
+    if len(a_segs) != len(b_segs):
+        return (0, max(old.cell_length, new.cell_length))
+    x = 0
+    lo: int | None = None
+    hi = 0
+    for a, b in zip(a_segs, b_segs, strict=True):
+        la = a.cell_length
+        if la != b.cell_length:
+            return (0, max(old.cell_length, new.cell_length))
+        if a.style != b.style or a.text != b.text:
+            start, end = x, x + la
+            if a.style == b.style and len(a.text) == la and len(b.text) == la:
+                head = _common_prefix(a.text, b.text)
+                tail = _common_prefix(a.text[::-1], b.text[::-1])
+                start, end = x + head, x + max(head, la - tail)
+            lo = start if lo is None else min(lo, start)
+            hi = max(hi, end)
+        x += la
+    return None if lo is None else (lo, hi)
+
+
+def changed_box(old: list[Strip], new: list[Strip]) -> Region | None:
+    """The smallest box (content coordinates) covering every changed cell, or ``None``."""
+    x0: int | None = None
+    x1 = y0 = y1 = 0
+    blank = Strip([])
+    for y in range(max(len(old), len(new))):
+        a = old[y] if y < len(old) else blank
+        b = new[y] if y < len(new) else blank
+        span = changed_span(a, b)
+        if span is None:
+            continue
+        if x0 is None:
+            x0, x1, y0 = span[0], span[1], y
+        else:
+            x0, x1 = min(x0, span[0]), max(x1, span[1])
+        y1 = y
+    if x0 is None:
+        return None
+    return Region(x0, y0, max(1, x1 - x0), y1 - y0 + 1)
+
+
+class ModelPane(Widget):
+    """A widget that draws one section of a :class:`MonitorModel`.
+
+    The app calls :meth:`sync` from its redraw timer; the pane refreshes only when the section's
+    version number moved since its last draw, and never while it is not displayed.
+    """
+
+    VERSION: ClassVar[str] = "status_version"
+    """The model attribute whose change triggers a redraw."""
+
+    LINE_API: ClassVar[bool] = True
+    """Whether the pane draws through :meth:`build_lines` (cached strips) instead of ``render``."""
+
+    def __init__(self, model: MonitorModel, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.model = model
+        self._drawn_version = -1
+        self.draw_errors = 0
+        """How many draws failed (shown in place of the pane, counted for tests)."""
+        self.builds = 0
+        """How many times the lines were rebuilt (for tests and the overhead script)."""
+        self.partial_refreshes = 0
+        """How many redraws repainted only part of the pane."""
+        self._pane_styles_key: str | None = None
+        self._pane_styles: dict[str, Style] = {}
+        self._strips: list[Strip] | None = None
+        self._strips_key: tuple[object, ...] = ()
+
+    def sync(self) -> bool:
+        """Refresh if the model moved since the last draw; returns whether it did.
+
+        Line panes rebuild their lines here and repaint only the box of cells that changed, so
+        a graph whose newest column moved repaints that column, not the whole graph.
+        """
+        if not self.display or not self.is_mounted:
+            return False
+        version = int(getattr(self.model, self.VERSION))
+        if version == self._drawn_version:
+            return False
+        self._drawn_version = version
+        old = self._strips
+        size = self.content_size
+        if not self.LINE_API or old is None or (size.width, size.height) != self._strips_key:
+            self._strips = None
+            self.refresh()
+            return True
+        new = self._build(size.width, size.height)
+        self._strips = new
+        box = changed_box(old, new)
+        if box is None:
+            return False
+        self.partial_refreshes += box != Region(0, 0, size.width, max(len(old), len(new)))
+        self.refresh(box)
+        return True
+
+    def force_sync(self) -> None:
+        """Redraw at the next opportunity regardless of versions (e.g. after a resize)."""
+        self._drawn_version = -1
+        self._strips = None
+        self.refresh()
+
+    def component_styles(self, *names: str) -> dict[str, Style]:
+        """Rich styles of the component classes, computed once per theme.
+
+        ``"normal"`` maps to the widget's own style.
+        """
+        key = f"{self.app.theme}|{self.app.current_theme.ansi}"
+        if key != self._pane_styles_key:
+            self._pane_styles = {"normal": self.rich_style}
+            self._pane_styles_key = key
+        missing = [n for n in names if n not in self._pane_styles]
+        for name in missing:
+            self._pane_styles[name] = self.get_component_rich_style(name)
+        return self._pane_styles
+
+    def notify_style_update(self) -> None:
+        """A theme or CSS change invalidates the cached styles and strips."""
+        super().notify_style_update()
+        self._pane_styles_key = None
+        self._strips = None
+
+    # --- renderable panes ---------------------------------------------------------------------
+
+    def render(self) -> RenderableType:
+        """Draw the pane; a failure to draw is shown in the pane instead of ending the app."""
+        try:
+            return self.render_pane()
+        except Exception as e:  # one bad value must not take the monitor down
+            self.draw_errors += 1
+            return Text(f"cannot draw: {type(e).__name__}: {e}", no_wrap=True, overflow="ellipsis")
+
+    def render_pane(self) -> RenderableType:
+        """The pane's renderable; text panes implement this."""
+        return Text("")
+
+    # --- line panes -----------------------------------------------------------------------------
+
+    def build_lines(self, width: int, height: int) -> list[list[Segment]]:
+        """The pane's content lines: by default :meth:`render_pane`'s text, line by line."""
+        renderable = self.render_pane()
+        if not isinstance(renderable, Text):
+            return []
+        return text_lines(renderable, width, self.app.console)
+
+    def render_line(self, y: int) -> Strip:
+        """One content line from the cached strips (rebuilt after a change or resize)."""
+        if not self.LINE_API:
+            return super().render_line(y)
+        size = self.content_size
+        key = (size.width, size.height)
+        if self._strips is None or key != self._strips_key:
+            self._strips = self._build(size.width, size.height)
+            self._strips_key = key
+        if 0 <= y < len(self._strips):
+            return self._strips[y]
+        return Strip.blank(size.width, self.rich_style)
+
+    def _build(self, width: int, height: int) -> list[Strip]:
+        self.builds += 1
+        base = self.rich_style
+        try:
+            lines = self.build_lines(width, height)
+        except Exception as e:  # one bad value must not take the monitor down
+            self.draw_errors += 1
+            lines = [[Segment(f"cannot draw: {type(e).__name__}: {e}")]]
+        strips = []
+        for segs in lines:
+            length = sum(s.cell_length for s in segs)
+            if length == width:  # the renderables fill the width exactly: no copy needed
+                strips.append(Strip(segs, width))
+            else:
+                strips.append(Strip(segs, length).crop_extend(0, width, base))
+        return strips

@@ -1,0 +1,68 @@
+"""A one-line benchmark progress bar, shown while a benchmark started with ``b`` runs."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.console import RenderableType
+from rich.style import Style
+from rich.text import Text
+
+from specwatch.ui.model import MonitorModel
+from specwatch.ui.panes.base import ModelPane
+from specwatch.ui.render import hbar
+
+
+def bench_text(model: MonitorModel, width: int, s: dict[str, Style]) -> Text:
+    """The progress line (pure; ``s`` maps ``text``/``bar``/``dim``)."""
+    b = model.bench
+    out = Text(no_wrap=True, overflow="ellipsis", end="")
+    if b is None:
+        return out
+    out.append("benchmark ", s["text"])
+    done = len(b.last_tok_s)
+    total = max(b.total, 1)
+    bar_w = max(6, min(20, width // 5))
+    frac = done / total if b.phase != "warmup" else 0.0
+    out.append(hbar(frac, bar_w), s["bar"])
+    if b.phase == "warmup":
+        out.append(f" warmup {b.index}/{b.total}", s["text"])
+    elif b.phase == "running":
+        out.append(f" run {min(done + 1, b.total)}/{b.total}", s["text"])
+    else:
+        out.append(f" {b.phase}", s["text"])
+    if b.last_tok_s:
+        out.append("  last " + " ".join(f"{v:.1f}" for v in b.last_tok_s[-5:]) + " tok/s", s["dim"])
+    if b.message:
+        out.append(f"  {b.message}", s["dim"])
+    if b.phase in ("warmup", "running", "starting"):
+        out.append("  (b: stop)", s["dim"])
+    return out
+
+
+class BenchBar(ModelPane):
+    """Benchmark progress; hidden until the first benchmark."""
+
+    VERSION = "status_version"
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"bench--bar", "bench--dim"}
+
+    DEFAULT_CSS = """
+    BenchBar {
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+        height: 1;
+        display: none;
+        background: $panel;
+        padding: 0 1;
+    }
+    BenchBar.-active { display: block; }
+    BenchBar > .bench--bar { color: $accent; }
+    BenchBar > .bench--dim { color: $text-muted; }
+    """
+
+    def render_pane(self) -> RenderableType:
+        """The progress line."""
+        c = self.component_styles(*self.COMPONENT_CLASSES)
+        styles = {"text": c["normal"], "bar": c["bench--bar"], "dim": c["bench--dim"]}
+        return bench_text(self.model, self.content_size.width, styles)

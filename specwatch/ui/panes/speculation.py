@@ -1,0 +1,144 @@
+"""The speculation pane: windowed accept length and acceptance, with their lifetime values."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.console import RenderableType
+from rich.style import Style
+from rich.text import Text
+
+from specwatch.ui.model import MonitorModel
+from specwatch.ui.panes.base import ModelPane
+from specwatch.ui.render import sparkline
+
+TREND = 8
+SOURCE_LABEL = {
+    "accept_length": "len from",
+    "draft_acceptance_rate": "rate from",
+    "per_position_acceptance": "pos from",
+}
+
+
+def _trend(values: list[float | None]) -> str:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return " " * TREND
+    lo, hi = min(vals), max(vals)
+    pad = max((hi - lo) * 0.1, 1e-9)
+    return sparkline(values, lo - pad, hi + pad).rjust(TREND)
+
+
+def speculation_text(model: MonitorModel, width: int, height: int, s: dict[str, Style]) -> Text:
+    """The pane's lines (pure; ``s`` maps ``label``/``value``/``dim``/``trend`` to styles)."""
+    out = Text(no_wrap=True, overflow="ellipsis")
+    info = model.server
+    w = model.window
+    scrape = model.last_scrape
+    if info is not None and info.spec.enabled is False:
+        out.append("speculation off", s["value"])
+        if info.spec.source:
+            out.append(f" (per {info.spec.source})", s["dim"])
+        return out
+    if w is None and scrape is None:
+        out.append("waiting for /metrics…", s["dim"])
+        if info is not None and info.metrics_enabled is False and info.metrics_reason:
+            out = Text(info.metrics_reason, s["dim"], no_wrap=True, overflow="ellipsis")
+        return out
+    al = w.accept_length if w else None
+    ar = w.draft_acceptance_rate if w else None
+    latest = w or scrape
+    life_al = latest.lifetime_accept_length if latest is not None else None
+    life_ar = latest.lifetime_acceptance_rate if latest is not None else None
+
+    show_trend = width >= 36
+
+    def line(label: str, value: str, trend: str, life: str) -> None:
+        out.append(f"{label:<10}", s["label"])
+        out.append(f"{value:>5} ", s["value"])
+        if show_trend:
+            out.append(trend, s["trend"])
+        out.append(f" life {life}", s["dim"])
+        out.append("\n")
+
+    line(
+        "accept len",
+        "–" if al is None else f"{al:.2f}",
+        _trend(model.accept_length.values(TREND)),
+        "–" if life_al is None else f"{life_al:.2f}",
+    )
+    line(
+        "acceptance",
+        "–" if ar is None else f"{ar * 100:.0f}%",
+        _trend(model.acceptance_rate.values(TREND)),
+        "–" if life_ar is None else f"{life_ar * 100:.0f}%",
+    )
+    out.append(f"{'per pos':<10}", s["label"])
+    pos = w.per_position_acceptance if w else None
+    if pos:
+        out.append(" ".join(f"{p * 100:.0f}%" for p in pos), s["value"])
+    else:
+        why = (w.notes.get("per_position_acceptance") if w else None) or "not reported"
+        out.append(why, s["dim"])
+    rows = 3
+    src = w or scrape
+    if src is not None:
+        for key in ("accept_length", "draft_acceptance_rate", "per_position_acceptance"):
+            if rows >= height:
+                break
+            where = src.sources.get(key)
+            if where:
+                out.append("\n")
+                out.append(f"{SOURCE_LABEL.get(key, key):<10}", s["dim"])
+                out.append(where, s["dim"])
+                rows += 1
+        if rows < height and src.notes:
+            note_key = next(iter(src.notes))
+            out.append("\n")
+            out.append(f"note: {src.notes[note_key]}", s["dim"])
+    return out
+
+
+class SpeculationPane(ModelPane):
+    """Speculation: accept length and acceptance rate, windowed and lifetime, with sources."""
+
+    VERSION = "spec_version"
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "spec--label",
+        "spec--value",
+        "spec--dim",
+        "spec--trend",
+    }
+
+    DEFAULT_CSS = """
+    SpeculationPane {
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+        height: 100%;
+        border-top: solid $primary;
+        border-title-color: $text;
+        border-title-style: bold;
+        padding: 0 1;
+    }
+    SpeculationPane > .spec--label { color: $text-muted; }
+    SpeculationPane > .spec--value { color: $text; text-style: bold; }
+    SpeculationPane > .spec--dim { color: $text-muted; }
+    SpeculationPane > .spec--trend { color: $primary; }
+    """
+
+    def on_mount(self) -> None:
+        """Title the pane."""
+        self.border_title = "Speculation"
+
+    def render_pane(self) -> RenderableType:
+        """The pane's lines at its current size."""
+        c = self.component_styles(*self.COMPONENT_CLASSES)
+        styles = {
+            "label": c["spec--label"],
+            "value": c["spec--value"],
+            "dim": c["spec--dim"],
+            "trend": c["spec--trend"],
+        }
+        size = self.content_size
+        return speculation_text(self.model, size.width, size.height, styles)

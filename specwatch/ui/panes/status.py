@@ -1,0 +1,130 @@
+"""The status line: which server, its speculative setup, the connection, and what we cost."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.console import RenderableType
+from rich.style import Style
+from rich.text import Text
+
+from specwatch.core.server import SpecConfig
+from specwatch.ui.model import MonitorModel
+from specwatch.ui.panes.base import ModelPane
+
+
+def spec_summary(spec: SpecConfig) -> str:
+    """A short description of the speculative setup, e.g. ``"EAGLE3 steps 3 draft 4"``."""
+    if spec.enabled is False:
+        return "no speculation"
+    parts = [spec.algorithm or ("speculative" if spec.enabled else "spec ?")]
+    if spec.num_steps is not None:
+        parts.append(f"steps {spec.num_steps}")
+    if spec.num_draft_tokens is not None:
+        parts.append(f"draft {spec.num_draft_tokens}")
+    return " ".join(parts)
+
+
+def status_parts(model: MonitorModel) -> list[tuple[int, str, str]]:
+    """``(priority, text, tone)`` for each part, in display order; lower priority is kept longer."""
+    parts: list[tuple[int, str, str]] = []
+    if model.paused:
+        parts.append((0, " PAUSED ", "paused"))
+    parts.append((0, model.connection, "ok" if model.connection_ok else "bad"))
+    info = model.server
+    if info is not None:
+        parts.append((1, f"{info.dialect.value} {info.version or ''}".strip(), "text"))
+        parts.append((2, spec_summary(info.spec), "text"))
+        if info.model:
+            parts.append((4, info.model.rsplit("/", 1)[-1], "text"))
+    if model.show_overhead:
+        cpu = model.monitor_cpu_pct
+        parts.append((2, "cpu " + ("–" if cpu is None else f"{cpu:.1f}%"), "dim"))
+        if model.nvml_ms is not None:
+            parts.append((3, f"nvml {model.nvml_ms:.1f}ms", "dim"))
+    parts.append((5, f"every {model.interval_s:g}s", "dim"))
+    return parts
+
+
+SEP = " · "
+
+
+def status_text(model: MonitorModel, s: dict[str, Style], width: int = 10_000) -> Text:
+    """The status line, dropping the least important parts until it fits ``width`` (pure).
+
+    ``s`` maps ``text``/``dim``/``ok``/``bad``/``paused`` to styles.
+    """
+    parts = status_parts(model)
+    while len(parts) > 1 and sum(len(p[1]) for p in parts) + len(SEP) * (len(parts) - 1) > width:
+        worst = max(range(len(parts)), key=lambda i: (parts[i][0], i))
+        if parts[worst][0] == 0:
+            break
+        parts.pop(worst)
+    out = Text(no_wrap=True, overflow="ellipsis", end="")
+    for i, (_, text, tone) in enumerate(parts):
+        if i:
+            out.append(SEP, s["dim"])
+        out.append(text, s[tone])
+    return out
+
+
+class StatusLine(ModelPane):
+    """One line at the top: server, speculative config, connection state, monitor overhead."""
+
+    VERSION = "status_version"
+    _drawn_words = ""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "status--dim",
+        "status--ok",
+        "status--bad",
+        "status--paused",
+    }
+
+    DEFAULT_CSS = """
+    StatusLine {
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+        height: 1;
+        background: $panel;
+        color: $text;
+        padding: 0 1;
+    }
+    StatusLine > .status--dim { color: $text-muted; }
+    StatusLine > .status--ok { color: $success; }
+    StatusLine > .status--bad { color: $warning; text-style: bold; }
+    StatusLine > .status--paused { color: $background; background: $warning; text-style: bold; }
+    """
+
+    def render_pane(self) -> RenderableType:
+        """The line."""
+        c = self.component_styles(*self.COMPONENT_CLASSES)
+        styles = {
+            "text": c["normal"],
+            "dim": c["status--dim"],
+            "ok": c["status--ok"],
+            "bad": c["status--bad"],
+            "paused": c["status--paused"],
+        }
+        return status_text(self.model, styles, self.content_size.width)
+
+    def sync(self) -> bool:
+        """Refresh only when the line's words change (most ticks leave them as they are)."""
+        if not self.display or not self.is_mounted:
+            return False
+        version = self.model.status_version
+        if version == self._drawn_version:
+            return False
+        self._drawn_version = version
+        words = "|".join(p[1] for p in status_parts(self.model))
+        if words == self._drawn_words:
+            return False
+        self._drawn_words = words
+        self._strips = None
+        self.refresh()
+        return True
+
+    def force_sync(self) -> None:
+        """Redraw at the next opportunity."""
+        self._drawn_words = ""
+        super().force_sync()

@@ -1,0 +1,120 @@
+"""The token-rate pane: tok/s over time, with GPU clock and heat on the same axis, and marks."""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+from rich.segment import Segment
+from textual.reactive import reactive
+
+from specwatch.ui.model import WINDOWS, MonitorModel
+from specwatch.ui.panes.base import ModelPane
+from specwatch.ui.render import GraphMark, GraphStyles, TokenRateGraph, bucket, column_of
+
+
+def graph_for(
+    model: MonitorModel,
+    window: str,
+    width: int,
+    height: int,
+    styles: GraphStyles | None = None,
+    strips: bool = True,
+) -> TokenRateGraph:
+    """Bucket the model's histories into a graph ``width`` x ``height`` (pure)."""
+    span = WINDOWS[window]
+    cw = TokenRateGraph.chart_width(width)
+    # Columns sit on a fixed time grid, so between shifts only the newest column changes (and
+    # only it is repainted).
+    step = span / cw
+    end = math.ceil(model.now / step) * step if model.now > 0 else model.now
+    start = end - span
+    marks: list[GraphMark] = []
+    for m in model.marks_since(start):
+        t1 = m.t1 if m.t1 is not None else end
+        c0 = column_of(m.t0, end, span, cw)
+        c1 = column_of(t1, end, span, cw)
+        marks.append(GraphMark(max(c0, 0), min(c1, cw - 1), m.kind, m.label))
+    return TokenRateGraph(
+        tok_s=bucket(model.tok_s.since(start), end, span, cw),
+        clock_pct=bucket(model.clock_pct.since(start), end, span, cw),
+        hottest_c=bucket(model.hottest_c.since(start), end, span, cw),
+        marks=marks,
+        height=height,
+        window_label=window,
+        styles=styles or GraphStyles(),
+        strips=strips,
+        current=(model.tok_s.last(), model.clock_pct.last(), model.hottest_c.last()),
+    )
+
+
+class TokenRatePane(ModelPane):
+    """Token rate: a streaming graph over a selectable window."""
+
+    VERSION = "rate_version"
+    LINE_API = True
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "rate--tokens",
+        "rate--clock",
+        "rate--temp",
+        "rate--axis",
+        "rate--mark",
+        "rate--bench",
+        "rate--alert",
+    }
+
+    DEFAULT_CSS = """
+    TokenRatePane {
+        height: 1fr;
+        min-height: 3;
+        border-top: solid $primary;
+        border-title-color: $text;
+        border-title-style: bold;
+        padding: 0 1;
+    }
+    TokenRatePane > .rate--tokens { color: $primary; }
+    TokenRatePane > .rate--clock { color: $success; }
+    TokenRatePane > .rate--temp { color: $warning; }
+    TokenRatePane > .rate--axis { color: $text-muted; }
+    TokenRatePane > .rate--mark { color: $secondary; }
+    TokenRatePane > .rate--bench { color: $accent; text-style: bold; }
+    TokenRatePane > .rate--alert { color: $error; text-style: bold; }
+    """
+
+    window: reactive[str] = reactive("5m")
+    """The time span shown: one of ``1m``, ``5m``, ``15m``, ``1h``."""
+
+    strips: reactive[bool] = reactive(True)
+    """Whether the clock and temperature rows are drawn (off on short terminals)."""
+
+    def on_mount(self) -> None:
+        """Title the pane."""
+        self._retitle()
+
+    def watch_strips(self) -> None:
+        """Dropping or restoring the strips redraws at once."""
+        self.force_sync()
+
+    def watch_window(self) -> None:
+        """A new window redraws at once."""
+        self._retitle()
+        self.force_sync()
+
+    def _retitle(self) -> None:
+        self.border_title = f"Token rate · last {self.window}"
+
+    def build_lines(self, width: int, height: int) -> list[list[Segment]]:
+        """The graph at the pane's current size."""
+        c = self.component_styles(*self.COMPONENT_CLASSES)
+        styles = GraphStyles(
+            tokens=c["rate--tokens"],
+            clock=c["rate--clock"],
+            temp=c["rate--temp"],
+            axis=c["rate--axis"],
+            mark=c["rate--mark"],
+            bench=c["rate--bench"],
+            alert=c["rate--alert"],
+        )
+        graph = graph_for(self.model, self.window, width, max(1, height), styles, self.strips)
+        return graph.lines(width)

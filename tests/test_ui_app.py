@@ -1,0 +1,276 @@
+"""The app under Pilot: keys, state, messages, sizes, and bad input (no live sources)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.geometry import Region
+from textual.widget import Widget
+
+from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
+from specwatch.core.server import MetricsWindow
+from specwatch.ui.app import AppSettings, SpecwatchApp
+from specwatch.ui.messages import (
+    GpuInventoryFound,
+    GpuTicked,
+    MetricsScraped,
+    ServerLost,
+    ServerReady,
+    ServerWaiting,
+)
+from specwatch.ui.modals import HelpScreen, TextModal
+from specwatch.ui.model import MonitorModel
+from specwatch.ui.panes import GpusPane, SpeculationPane, StatusLine, TokenRatePane, VerifyPane
+from specwatch.ui.scene import build_scene, scene_inventory, scene_server
+
+
+def make_app(model: MonitorModel | None = None, **kw: object) -> SpecwatchApp:
+    settings = AppSettings(watch_terminal=False, live_cpu=False, **kw)  # type: ignore[arg-type]
+    return SpecwatchApp(settings, model=model if model is not None else build_scene())
+
+
+def text_of(widget: Widget) -> str:
+    w, h = widget.region.size
+    return "\n".join(s.text for s in widget.render_lines(Region(0, 0, w, h)))
+
+
+async def test_keys_change_state() -> None:
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        rate = app.query_one(TokenRatePane)
+        assert (app.theme, app.model.interval_s, rate.window) == ("dark", 1.0, "5m")
+        await pilot.press("t")
+        assert app.theme == "light"
+        await pilot.press("t", "t", "t")
+        assert app.theme == "dark"
+        await pilot.press("i")
+        assert app.model.interval_s == 2.0
+        await pilot.press("i", "i")
+        assert app.model.interval_s == 0.5
+        await pilot.press("w")
+        assert rate.window == "15m"
+        await pilot.pause()
+        assert "last 15m" in str(rate.border_title)
+        await pilot.press("p")
+        assert app.model.paused
+        await pilot.pause()
+        assert "PAUSED" in text_of(app.query_one(StatusLine))
+        await pilot.press("p")
+        assert not app.model.paused
+
+
+async def test_paused_app_does_not_redraw() -> None:
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        gpus = app.query_one(GpusPane)
+        app.redraw()
+        await pilot.press("p")
+        drawn = gpus._drawn_version
+        tick = app.model.tick
+        assert tick is not None
+        app.post_message(
+            GpuTicked(GpuTick(t=tick.t + 1, wall_time=0, samples=tick.samples, cost_ms=1))
+        )
+        await pilot.pause()
+        app.redraw()
+        assert gpus._drawn_version == drawn
+        await pilot.press("p")
+        assert gpus._drawn_version == app.model.gpu_version
+
+
+async def test_help_and_reason_legend() -> None:
+    app = make_app()
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.pause()
+        assert "pwrcap" in text_of(app.screen.query_one("Static"))
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+
+
+async def test_screenshot_key_saves_svg(tmp_path: Path) -> None:
+    app = make_app(screenshot_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("s")
+        await pilot.pause()
+        files = list(tmp_path.glob("*.svg"))
+        assert len(files) == 1 and "<svg" in files[0].read_text()
+        assert any("saved" in n.message for n in app._notifications)
+
+
+async def test_benchmark_without_server_says_so() -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        await pilot.press("b")
+        await pilot.pause()
+        assert any("no server connected" in n.message for n in app._notifications)
+
+
+async def test_compare_with_too_few_snapshots(tmp_path: Path) -> None:
+    app = make_app(snapshot_dir=tmp_path)
+    async with app.run_test() as pilot:
+        app.action_compare()
+        await pilot.pause()
+        assert isinstance(app.screen, TextModal)
+        assert "need two snapshots" in app.screen.body
+
+
+async def test_quit_key_exits() -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        await pilot.press("q")
+    assert app.return_code == 0
+
+
+async def test_messages_reach_the_model_and_are_recorded() -> None:
+    app = make_app(MonitorModel())
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.post_message(GpuInventoryFound(scene_inventory(2)))
+        app.post_message(ServerWaiting(1.0, "loading", 3, 2.0, ""))
+        await pilot.pause()
+        assert "attempt 3" in app.model.connection
+        app.post_message(ServerReady(2.0, scene_server()))
+        sample = GpuSample(index=0, t=2.0, sm_clock_mhz=1500, temp_c=60)
+        app.post_message(GpuTicked(GpuTick(t=2.0, wall_time=0, samples=(sample,), cost_ms=0.2)))
+        app.post_message(
+            MetricsScraped(MetricsWindow(t=3.0, dt=1.0, gen_tok_s=82.7, accept_length=2.4))
+        )
+        app.post_message(ServerLost(4.0, "connection refused"))
+        await pilot.pause()
+        app.redraw()
+        await pilot.pause()
+        assert app.message_counts == {
+            "inventory": 1,
+            "server_waiting": 1,
+            "server_ready": 1,
+            "gpu_tick": 1,
+            "metrics": 1,
+            "server_lost": 1,
+        }
+        assert app.model.tok_s.last() == 82.7
+        assert "lost: connection refused" in text_of(app.query_one(StatusLine))
+        assert "2.40" in text_of(app.query_one(SpeculationPane))
+
+
+async def test_bad_sample_is_skipped_not_fatal() -> None:
+    app = make_app(MonitorModel())
+    async with app.run_test() as pilot:
+        app.post_message(GpuInventoryFound(scene_inventory(1)))
+        bad = GpuTick(t=1.0, wall_time=0, samples=None, cost_ms=0.1)  # type: ignore[arg-type]
+        app.post_message(GpuTicked(bad))
+        app.post_message(MetricsScraped(MetricsWindow(t=2.0, dt=1.0, gen_tok_s="x")))  # type: ignore[arg-type]
+        await pilot.pause()
+        assert app.sample_errors >= 1
+        good = GpuSample(index=0, t=3.0, sm_clock_mhz=1500)
+        app.post_message(GpuTicked(GpuTick(t=3.0, wall_time=0, samples=(good,), cost_ms=0.1)))
+        await pilot.pause()
+        app.redraw()
+        await pilot.pause()
+        assert app.is_running and app.model.tick is not None and app.model.tick.t == 3.0
+        assert "1500" in text_of(app.query_one(GpusPane))
+
+
+async def test_nvml_unavailable_gpu_pane_says_why() -> None:
+    app = make_app(MonitorModel())
+    async with app.run_test() as pilot:
+        reason = "NVML unavailable: NVML Shared Library Not Found"
+        app.post_message(GpuInventoryFound(GpuInventory(available=False, reason=reason)))
+        app.post_message(MetricsScraped(MetricsWindow(t=2.0, dt=1.0, gen_tok_s=50.0)))
+        await pilot.pause()
+        app.redraw()
+        await pilot.pause()
+        assert "Shared Library Not Found" in text_of(app.query_one(GpusPane))
+        assert app.model.tok_s.last() == 50.0
+
+
+async def test_lost_gpu_row() -> None:
+    model = build_scene(seconds=60)
+    tick = model.tick
+    assert tick is not None
+    samples = list(tick.samples)
+    samples[3] = GpuSample(index=3, t=tick.t, lost=True)
+    model.add_tick(GpuTick(t=tick.t + 1, wall_time=0, samples=tuple(samples), cost_ms=0.5))
+    app = make_app(model)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert "lost: fell off the bus" in text_of(app.query_one(GpusPane))
+
+
+async def test_eight_gpus_fit_80x24_and_degrade_to_60x20() -> None:
+    for size in ((80, 24), (60, 20)):
+        app = make_app()
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            gpus = app.query_one(GpusPane)
+            assert gpus.region.height == 10, size
+            text = text_of(gpus)
+            for i in range(8):
+                assert f"\n{i}" in text or f"\n {i}" in text
+            assert app.query_one(TokenRatePane).region.height >= 3
+            assert app.query_one(VerifyPane).region.height >= 3
+            assert app.query_one(TokenRatePane).strips is (size[1] >= 22)
+            bottom = max(w.region.bottom for w in (gpus, app.query_one(VerifyPane)))
+            assert bottom <= size[1] - 1
+
+
+async def test_partial_repaints_match_a_full_redraw() -> None:
+    """After many incremental (partly repainted) updates the panes hold what a fresh draw shows."""
+    import dataclasses
+    import random
+
+    rng = random.Random(7)
+    model = build_scene(seconds=200)
+    app = make_app(model)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        for _ in range(12):
+            tick, w = model.tick, model.window
+            assert tick is not None and w is not None and w.gen_tok_s is not None
+            t = tick.t + 1
+            samples = tuple(
+                dataclasses.replace(
+                    s, t=t, sm_clock_mhz=(s.sm_clock_mhz or 0) + rng.randint(-40, 40)
+                )
+                for s in tick.samples
+            )
+            model.add_tick(GpuTick(t=t, wall_time=0, samples=samples, cost_ms=0.4))
+            model.add_window(
+                dataclasses.replace(w, t=t + 0.2, gen_tok_s=w.gen_tok_s * rng.uniform(0.8, 1.2))
+            )
+            await settle(pilot)
+        partial = sum(p.partial_refreshes for p in app._panes)
+        incremental = app.export_screenshot()
+    assert partial > 0
+    fresh = make_app(model)
+    async with fresh.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        full = fresh.export_screenshot()
+    assert incremental == full
+
+
+async def settle(pilot: object) -> None:
+    from textual.pilot import Pilot
+
+    assert isinstance(pilot, Pilot)
+    app = pilot.app
+    assert isinstance(app, SpecwatchApp)
+    app.redraw()
+    await pilot.pause()
+
+
+async def test_keys_and_resize_while_a_modal_is_open() -> None:
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("w")  # the modal holds the keys: nothing changes underneath
+        await pilot.resize_terminal(70, 20)
+        await pilot.pause()
+        assert app.is_running and app.rate_pane.window == "5m"
+        assert app.rate_pane.strips is False
+        await pilot.press("escape", "w")
+        assert app.rate_pane.window == "15m"

@@ -1,0 +1,217 @@
+"""The app against the simulator over HTTP: --demo end to end, every injectable fault, lost GPUs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from textual.geometry import Region
+from textual.pilot import Pilot
+from textual.widget import Widget
+
+from specwatch.cli import build_parser
+from specwatch.sim.config import preset
+from specwatch.sim.fake_nvml import FakeNvml, unavailable_nvml
+from specwatch.sim.server import SimServer
+from specwatch.sim.world import SimWorld
+from specwatch.sources.endpoint import parse_endpoint
+from specwatch.ui.app import AppSettings, SpecwatchApp
+from specwatch.ui.live import LiveSources
+from specwatch.ui.modals import TextModal
+from specwatch.ui.options import build_settings, build_sources
+from specwatch.ui.panes import GpusPane, StatusLine, TokenRatePane
+
+FAST = 0.2
+
+
+def text_of(widget: Widget) -> str:
+    w, h = widget.region.size
+    return "\n".join(s.text for s in widget.render_lines(Region(0, 0, w, h)))
+
+
+async def wait_for(pilot: Pilot[int], cond: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Let the app run until ``cond`` holds (fails the test after ``timeout`` seconds)."""
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.05)
+
+
+@pytest.fixture
+def world() -> Iterator[tuple[SimWorld, str]]:
+    w = SimWorld(preset("sglang", background_concurrency=2, seed=1, gpu_count=4))
+    server = SimServer(w)
+    url = server.start()
+    try:
+        yield w, url
+    finally:
+        w.faults.clear()
+        server.stop()
+
+
+def live_app(world: SimWorld, url: str, nvml: object | None = None, **kw: object) -> SpecwatchApp:
+    sources = LiveSources(
+        parse_endpoint(url),
+        nvml=nvml if nvml is not None else FakeNvml(world.gpus),
+        interval_s=FAST,
+        metrics_interval_s=FAST,
+        timeout_s=1.0,
+    )
+    settings = AppSettings(watch_terminal=False, redraw_s=0.1, **kw)  # type: ignore[arg-type]
+    return SpecwatchApp(settings, sources)
+
+
+async def test_demo_over_http_shows_dialect_and_token_rate() -> None:
+    args = build_parser().parse_args(["--demo", "--interval", "0.25", "--metrics-interval", "0.25"])
+    sources = build_sources(args)
+    assert sources.demo is not None and sources.endpoint is not None
+    assert sources.endpoint.base_url.startswith("http://127.0.0.1:")
+    app = SpecwatchApp(build_settings(args), sources)
+    app.settings.watch_terminal = False
+    try:
+        async with app.run_test(size=(120, 36)) as pilot:
+            await wait_for(pilot, lambda: app.model.connection.startswith("waiting"), 5)
+            await wait_for(pilot, lambda: bool(app.model.tok_s.last()), 15)
+            await wait_for(
+                pilot, lambda: len(app.model.tick.samples) == 8 if app.model.tick else False
+            )
+            app.redraw()
+            await pilot.pause()
+            status = text_of(app.query_one(StatusLine))
+            assert "sglang" in status and "connected" in status
+            rate = text_of(app.query_one(TokenRatePane))
+            assert "tok/s" in rate
+            tok = app.model.tok_s.last()
+            assert tok is not None and f"{tok:.1f}" in rate
+            assert [m.kind for m in app.model.marks][:2] == ["loading", "warmup"]
+    finally:
+        sources.stop()
+
+
+async def test_survives_every_fault(world: tuple[SimWorld, str], tmp_path: Path) -> None:
+    w, url = world
+    app = live_app(w, url, snapshot_dir=tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        counts = app.message_counts
+        await wait_for(pilot, lambda: counts["metrics"] >= 3 and app.model.connection_ok)
+
+        def healthy_after(n: int) -> Callable[[], bool]:
+            mark = counts["metrics"] + n
+            return lambda: (
+                counts["metrics"] >= mark
+                and app.model.last_scrape is not None
+                and "error" not in app.model.last_scrape.notes
+            )
+
+        # 5xx on /metrics, then garbage mixed into /metrics.
+        w.faults.fail_next(3, status=503, path="/metrics")
+        await wait_for(pilot, healthy_after(4))
+        w.faults.garbage_in_metrics(2)
+        await wait_for(pilot, healthy_after(3))
+        # A hung /metrics: the scrape times out, the app keeps going and says so.
+        w.faults.hang("/metrics")
+        await wait_for(
+            pilot,
+            lambda: "error" in (app.model.last_scrape.notes if app.model.last_scrape else {}),
+            5,
+        )
+        assert app.is_running
+        w.faults.clear_hang()
+        await wait_for(pilot, healthy_after(2))
+        # A restart: counters go back, the graph marks it.
+        w.faults.restart()
+        await wait_for(pilot, lambda: any(m.kind in ("restart", "lost") for m in app.model.marks))
+        await wait_for(pilot, healthy_after(2))
+        # Streams dropped and garbage in streams only matter to a benchmark: run a tiny one.
+        from specwatch.bench.runner import BenchConfig
+
+        app.settings.bench_config = BenchConfig(runs=2, warmup=1, max_tokens=24)
+        w.faults.drop_stream(after_chunks=2, times=1)
+        w.faults.garbage_in_streams(times=1)
+        await pilot.press("b")
+        await wait_for(pilot, lambda: isinstance(app.screen, TextModal), 20)
+        assert app.message_counts["bench_finished"] == 1
+        assert isinstance(app.screen, TextModal)
+        # The dropped stream ends the benchmark with a clear error; the app carries on.
+        assert "dropped" in app.screen.body
+        assert any(m.label == "bench warmup" for m in app.model.marks)
+        await pilot.press("escape")
+        app.redraw()
+        await pilot.pause()
+        assert app.is_running
+        assert sum(p.draw_errors for p in app._panes) == 0
+
+
+async def test_benchmark_from_the_tui_saves_a_snapshot_and_compare_reads_it(
+    world: tuple[SimWorld, str], tmp_path: Path
+) -> None:
+    from specwatch.bench.runner import BenchConfig
+
+    w, url = world
+    config = BenchConfig(runs=2, warmup=1, max_tokens=32)
+    app = live_app(w, url, snapshot_dir=tmp_path, bench_config=config)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.model.connection_ok)
+        for _ in range(2):
+            await pilot.press("b")
+            await wait_for(pilot, lambda: isinstance(app.screen, TextModal), 20)
+            assert isinstance(app.screen, TextModal)
+            body = app.screen.body
+            assert "Run 1/2" in body and "snapshot saved" in body
+            await pilot.press("escape")
+        assert len(list(tmp_path.glob("*.json"))) == 2
+        runs = [m.label for m in app.model.marks if m.kind == "bench"]
+        assert runs == ["B1", "B2", "B1", "B2"]
+        app.action_compare()
+        await pilot.pause()
+        assert isinstance(app.screen, TextModal)
+        assert app.screen.title_text.startswith("compare:")
+        assert "tok/s" in app.screen.body
+
+
+async def test_lost_gpu_and_unavailable_nvml(world: tuple[SimWorld, str]) -> None:
+    w, url = world
+    app = live_app(w, url)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.model.tick is not None)
+        w.gpus.set_lost(2)
+        await wait_for(pilot, lambda: app.model.tick is not None and app.model.tick.samples[2].lost)
+        app.redraw()
+        await pilot.pause()
+        assert "lost" in text_of(app.query_one(GpusPane))
+        w.gpus.set_lost(2, False)
+
+    app = live_app(w, url, nvml=unavailable_nvml())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(
+            pilot, lambda: app.model.inventory is not None and app.model.tok_s.last() is not None
+        )
+        app.redraw()
+        await pilot.pause()
+        text = text_of(app.query_one(GpusPane))
+        assert "NVML unavailable" in text
+        assert app.model.tok_s.last() is not None
+
+
+async def test_server_down_waits_and_says_so() -> None:
+    # Nothing listens on this port (bound and closed).
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    sources = LiveSources(parse_endpoint(f"127.0.0.1:{port}"), gpus=False, timeout_s=0.5)
+    app = SpecwatchApp(AppSettings(watch_terminal=False), sources)
+    async with app.run_test() as pilot:
+        await wait_for(pilot, lambda: app.message_counts["server_waiting"] >= 1, 5)
+        assert app.model.connection.startswith("waiting: refused")
+        app.redraw()
+        await pilot.pause()
+        assert "waiting: refused" in text_of(app.query_one(StatusLine))
+        assert "disabled" in (app.model.inventory.reason or "") if app.model.inventory else True
+    await asyncio.sleep(0)

@@ -1,0 +1,95 @@
+"""The UI's data model: histories, marks, straggler (pure, no app)."""
+
+from __future__ import annotations
+
+from specwatch.core.gpu import GpuSample, GpuTick
+from specwatch.core.server import MetricsWindow
+from specwatch.ui.model import MonitorModel, Series, straggler
+from specwatch.ui.scene import build_scene, scene_inventory, scene_server
+
+
+def test_series_since_and_last() -> None:
+    s = Series(capacity=3)
+    for t in range(5):
+        s.append(float(t), float(t) * 10)
+    assert len(s) == 3
+    assert s.since(2.0) == [(3.0, 30.0), (4.0, 40.0)]
+    assert s.last() == 40.0
+    assert s.values(2) == [30.0, 40.0]
+
+
+def test_straggler_is_lowest_clock_then_hottest() -> None:
+    a = GpuSample(index=0, t=0, sm_clock_mhz=1900, temp_c=60)
+    b = GpuSample(index=1, t=0, sm_clock_mhz=1800, temp_c=55)
+    c = GpuSample(index=2, t=0, sm_clock_mhz=1800, temp_c=70)
+    assert straggler([a, b, c]) == 2
+    assert straggler([a, a]) is None
+    assert straggler([a]) is None
+    lost = GpuSample(index=3, t=0, lost=True)
+    assert straggler([a, b, lost]) == 1
+
+
+def test_tick_feeds_clock_percent_and_hottest() -> None:
+    m = MonitorModel()
+    m.set_inventory(scene_inventory(2))
+    s0 = GpuSample(index=0, t=1.0, sm_clock_mhz=1980, temp_c=50)
+    s1 = GpuSample(index=1, t=1.0, sm_clock_mhz=990, temp_c=70)
+    m.add_tick(GpuTick(t=1.0, wall_time=0.0, samples=(s0, s1), cost_ms=0.3))
+    assert m.clock_pct.last() == 75.0
+    assert m.hottest_c.last() == 70.0
+    assert m.gpu_version == 2 and m.now == 1.0
+
+
+def test_loading_ready_warmup_and_restart_marks() -> None:
+    m = MonitorModel()
+    m.set_waiting(1.0, "refused", 1, 0.0, "")
+    m.set_waiting(2.0, "loading", 2, 1.0, "")
+    assert "attempt 2" in m.connection and not m.connection_ok
+    m.set_ready(3.0, scene_server())
+    kinds = [(mk.kind, mk.t0, mk.t1) for mk in m.marks]
+    assert kinds == [("loading", 1.0, 3.0), ("warmup", 3.0, None)]
+    assert m.marks[0].label == "loading #2 1s"
+    # Warmup closes once two windows with traffic agree within 15%.
+    for t, rate in ((4.0, 30.0), (5.0, 80.0), (6.0, 85.0)):
+        m.add_window(MetricsWindow(t=t, dt=1.0, gen_tok_s=rate))
+    assert m.marks[1].t1 == 6.0
+    m.add_window(MetricsWindow(t=7.0, dt=1.0, gen_tok_s=80.0, restarted=True))
+    assert [mk.kind for mk in m.marks][-2:] == ["restart", "warmup"]
+
+
+def test_first_scrape_without_interval_adds_no_point() -> None:
+    m = MonitorModel()
+    m.add_window(MetricsWindow(t=1.0, dt=0.0, lifetime_accept_length=2.0))
+    assert len(m.tok_s) == 0 and m.window is None and m.last_scrape is not None
+
+
+def test_bench_events_mark_runs() -> None:
+    m = MonitorModel()
+    m.bench_event(1.0, "started", 0, 2, "warming up", None)
+    m.bench_event(2.0, "warmup_done", 2, 2, "", None)
+    m.bench_event(3.0, "run_start", 1, 2, "", None)
+    m.bench_event(5.0, "run_done", 1, 2, "", 82.4)
+    m.bench_event(5.0, "run_start", 2, 2, "", None)
+    m.bench_event(7.0, "run_done", 2, 2, "", 82.5)
+    m.bench_event(7.0, "finished", 2, 2, "", None)
+    m.bench_event(7.1, "finished", 2, 2, "", None)
+    assert m.bench is not None and m.bench.phase == "finished"
+    assert m.bench.last_tok_s == [82.4, 82.5]
+    runs = [(mk.label, mk.t0, mk.t1) for mk in m.marks if mk.kind == "bench"]
+    assert runs == [("B1", 3.0, 5.0), ("B2", 5.0, 7.0)]
+
+
+def test_lost_marks_once_and_says_why() -> None:
+    m = MonitorModel()
+    m.set_ready(1.0, scene_server())
+    m.set_lost(2.0, "connection refused")
+    m.set_lost(3.0, "connection refused")
+    assert [mk.kind for mk in m.marks].count("lost") == 1
+    assert m.connection == "lost: connection refused"
+
+
+def test_scene_is_deterministic() -> None:
+    a, b = build_scene(seed=3), build_scene(seed=3)
+    assert list(a.tok_s) == list(b.tok_s)
+    assert a.tick == b.tick
+    assert {mk.kind for mk in a.marks} >= {"loading", "warmup", "restart", "lost", "bench"}

@@ -1,0 +1,41 @@
+"""The TUI's command line: clear one-line errors before anything starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specwatch.cli import build_parser
+from specwatch.ui.options import run_tui
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "give a server with --url"),
+        (["--url", "localhost:1", "--demo"], "exclusive"),
+        (["--demo", "--theme", "no-such-theme"], "no theme 'no-such-theme'"),
+        (["--demo", "--baseline", "/nonexistent.json"], "--baseline /nonexistent.json"),
+    ],
+)
+def test_errors_are_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_tui(build_parser().parse_args(argv)) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
+
+
+def test_defaults_and_validation(tmp_path: Path) -> None:
+    args = build_parser().parse_args(["--demo"])
+    assert (args.interval, args.metrics_interval, args.window, args.theme) == (
+        1.0,
+        1.0,
+        "5m",
+        "dark",
+    )
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--demo", "--interval", "0.01"])
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--demo", "--window", "2m"])

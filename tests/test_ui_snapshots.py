@@ -1,0 +1,115 @@
+"""SVG snapshots of each pane and each theme, from seeded data with no live sources.
+
+Regenerate after an intended change with ``pytest tests/test_ui_snapshots.py --snapshot-update``
+and review the SVGs (``snapshot_report.html`` shows the differences when a test fails).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from textual.app import App, ComposeResult
+from textual.pilot import Pilot
+
+from specwatch.core.gpu import GpuInventory
+from specwatch.ui.app import AppSettings, SpecwatchApp
+from specwatch.ui.model import MonitorModel
+from specwatch.ui.panes import (
+    GpusPane,
+    ModelPane,
+    SpeculationPane,
+    StatusLine,
+    TokenRatePane,
+    VerifyPane,
+)
+from specwatch.ui.scene import build_scene
+from specwatch.ui.themes import BUILTIN_ORDER, load_themes, repo_theme_dir
+
+SnapCompare = Callable[..., bool]
+
+
+def scene_app(theme: str = "dark", model: MonitorModel | None = None) -> SpecwatchApp:
+    settings = AppSettings(
+        theme=theme, watch_terminal=False, live_cpu=False, theme_dirs=[repo_theme_dir()]
+    )
+    return SpecwatchApp(settings, model=model if model is not None else build_scene())
+
+
+async def settle(pilot: Pilot[Any]) -> None:
+    app = pilot.app
+    if isinstance(app, SpecwatchApp):
+        app.redraw()
+    await pilot.pause()
+
+
+class PaneApp(App[None]):
+    """One pane alone, filling the screen."""
+
+    def __init__(self, pane: type[ModelPane], model: MonitorModel) -> None:
+        super().__init__()
+        self.pane_type = pane
+        self.model = model
+        for theme in load_themes([repo_theme_dir()]).themes.values():
+            self.register_theme(theme)
+        self.theme = "dark"
+
+    def compose(self) -> ComposeResult:
+        yield self.pane_type(self.model)
+
+    async def on_mount(self) -> None:
+        self.query_one(ModelPane).styles.height = "1fr"
+        self.query_one(ModelPane).sync()
+
+
+@pytest.mark.parametrize("theme", BUILTIN_ORDER)
+def test_theme_80x24(snap_compare: SnapCompare, theme: str) -> None:
+    assert snap_compare(scene_app(theme), terminal_size=(80, 24), run_before=settle)
+
+
+def test_wide_160x48(snap_compare: SnapCompare) -> None:
+    assert snap_compare(scene_app(), terminal_size=(160, 48), run_before=settle)
+
+
+def test_small_60x20(snap_compare: SnapCompare) -> None:
+    assert snap_compare(scene_app(), terminal_size=(60, 20), run_before=settle)
+
+
+@pytest.mark.parametrize(
+    ("pane", "size"),
+    [
+        (GpusPane, (100, 11)),
+        (TokenRatePane, (100, 12)),
+        (SpeculationPane, (60, 8)),
+        (VerifyPane, (60, 6)),
+        (StatusLine, (120, 1)),
+    ],
+    ids=["gpus", "token_rate", "speculation", "verify", "status"],
+)
+def test_pane(snap_compare: SnapCompare, pane: type[ModelPane], size: tuple[int, int]) -> None:
+    assert snap_compare(PaneApp(pane, build_scene()), terminal_size=size)
+
+
+def test_window_1h_and_paused(snap_compare: SnapCompare) -> None:
+    assert snap_compare(
+        scene_app(), terminal_size=(100, 30), press=["w", "w", "p"], run_before=settle
+    )
+
+
+def test_help(snap_compare: SnapCompare) -> None:
+    assert snap_compare(scene_app(), terminal_size=(100, 40), press=["question_mark"])
+
+
+def test_nvml_unavailable(snap_compare: SnapCompare) -> None:
+    model = build_scene(seconds=120, with_bench=False)
+    model.tick = None
+    model.set_inventory(
+        GpuInventory(available=False, reason="NVML unavailable: NVML Shared Library Not Found")
+    )
+    assert snap_compare(scene_app(model=model), terminal_size=(80, 24), run_before=settle)
+
+
+def test_no_color(snap_compare: SnapCompare, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert snap_compare(scene_app(), terminal_size=(80, 24), run_before=settle)
