@@ -1,4 +1,4 @@
-"""scripts/device_nvml_check.py: the prepared real-GPU check runs cleanly without a GPU."""
+"""tests/tools/device_nvml_check.py: the prepared real-GPU check runs cleanly without a GPU."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "device_nvml_check.py"
+SCRIPT = Path(__file__).resolve().parent / "tools" / "device_nvml_check.py"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -338,7 +338,7 @@ def test_real_pynvml_without_a_driver_is_unavailable() -> None:
     inv = sampler.open()
     try:
         if inv.available:
-            pytest.skip("a real NVIDIA driver is present; see scripts/device_nvml_check.py")
+            pytest.skip("a real NVIDIA driver is present; see tests/tools/device_nvml_check.py")
         assert inv.reason == "NVML unavailable: NVML Shared Library Not Found"
         tick = sampler.sample()
         assert tick.samples == () and tick.error == inv.reason

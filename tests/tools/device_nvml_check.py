@@ -6,7 +6,7 @@ few ticks, and prints every static and sampled field per GPU, every ``missing`` 
 cost per tick and per NVML function, and a run summary. Exit status: 0 when the checks pass,
 1 when a check fails, 2 when NVML is unavailable (no driver).
 
-    .venv/bin/python scripts/device_nvml_check.py [--ticks 5] [--interval 1.0]
+    .venv/bin/python tests/tools/device_nvml_check.py [--ticks 5] [--interval 1.0]
 
 ``--sim N`` runs the same checks over N simulated GPUs (FakeNvml) to test the script itself.
 """
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 # Runs from a plain checkout too (no install needed on a fresh device machine).
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from specwatch.core.gpu import GpuTick
 from specwatch.core.gpu_summary import summarize_ticks

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate the pictures in ``screenshots/`` from the seeded simulator.
 
-    .venv/bin/python scripts/screenshots.py            # SVG + PNG for every theme, and 80x24
+    .venv/bin/python tests/tools/screenshots.py            # SVG + PNG for every theme, and 80x24
 
 The simulator (8 GPUs, SGLang dialect, EAGLE-3, seed 0) runs on a ManualClock: the script moves
 the clock one second at a time, samples the fake NVML and scrapes ``/metrics`` over HTTP exactly
@@ -11,7 +11,7 @@ benchmark is identical from run to run; the benchmark's streams follow real sche
 clock is moved beside them, so a few numbers can differ by a unit (``--no-bench``: byte-identical
 pictures). The monitor's own
 CPU and NVML cost are left out of these pictures (they are measured, so they vary; see
-``scripts/overhead.py``). PNGs need ``rsvg-convert`` (Debian: ``librsvg2-bin``; install
+``tests/tools/overhead.py``). PNGs need ``rsvg-convert`` (Debian: ``librsvg2-bin``; install
 ``fonts-firacode`` for the intended font); without it only SVGs are written.
 """
 
@@ -24,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from specwatch.bench.runner import BenchConfig, BenchEvent, run_benchmark  # noqa: E402

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How much does watching cost? CPU and memory of the monitor, with and without its UI.
 
-    .venv/bin/python scripts/overhead.py              # 60 s each, 160x48, 8 GPUs, 1 s rates
+    .venv/bin/python tests/tools/overhead.py              # 60 s each, 160x48, 8 GPUs, 1 s rates
 
 What runs where:
 
@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 WARMUP_S = 8.0
