@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_probe_arguments(p_probe)
 
     p_bench = sub.add_parser("bench", help="benchmark: warmup runs, then N streamed runs")
-    _add_server_args(p_bench, url_required=True)
+    _add_server_args(p_bench, url_required=False)
     from specwatch.bench.cli import add_bench_arguments, add_compare_arguments
 
     add_bench_arguments(p_bench)

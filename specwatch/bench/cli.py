@@ -33,6 +33,7 @@ from specwatch.core.compare import Comparison, compare
 from specwatch.core.stats import Summary
 
 if TYPE_CHECKING:
+    from specwatch.sim.story import StoryServer
     from specwatch.sources.endpoint import Endpoint
     from specwatch.sources.nvml import GpuSampler
 
@@ -107,6 +108,20 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
         default=120.0,
         metavar="S",
         help="longest wait for any byte from the server (120 s)",
+    )
+    demo = p.add_argument_group("demo (the story on the simulator, instead of --url)")
+    demo.add_argument(
+        "--demo",
+        choices=("cold", "hot"),
+        default=None,
+        help="benchmark a simulated server whose 8 simulated GPUs are held cold or hot",
+    )
+    demo.add_argument(
+        "--demo-step-factor",
+        type=_seconds,
+        default=1.0,
+        metavar="F",
+        help="make the simulated verify step F times slower (imitates a code regression)",
     )
 
 
@@ -314,6 +329,37 @@ def run_bench(
         seed=args.seed,
         gpu_interval_s=args.gpu_interval,
     )
+
+    demo: StoryServer | None = None
+    if args.demo is not None:
+        if args.url:
+            print("specwatch bench: give --url or --demo, not both", file=err)
+            return EXIT_USAGE
+        # Imported here: the simulator (aiohttp) is not needed to benchmark a real server.
+        from specwatch.sim.story import start_story_server
+
+        demo = start_story_server(args.demo, args.demo_step_factor)
+        args.url = demo.url
+    elif not args.url:
+        print("specwatch bench: --url is required (or --demo cold|hot)", file=err)
+        return EXIT_USAGE
+    try:
+        return _run_bench(args, config, sampler, demo, argv, out, err, progress)
+    finally:
+        if demo is not None:
+            demo.stop()
+
+
+def _run_bench(
+    args: argparse.Namespace,
+    config: BenchConfig,
+    sampler: GpuSampler | None,
+    demo: StoryServer | None,
+    argv: Sequence[str] | None,
+    out: TextIO,
+    err: TextIO,
+    progress: TextIO,
+) -> int:
     from specwatch.sources.endpoint import parse_endpoint
 
     try:
@@ -328,7 +374,12 @@ def run_bench(
     if sampler is None and not args.no_gpu:
         from specwatch.sources.nvml import GpuSampler
 
-        sampler = GpuSampler(interval_s=args.gpu_interval)
+        fake = None
+        if demo is not None:
+            from specwatch.sim.fake_nvml import FakeNvml
+
+            fake = FakeNvml(demo.world.gpus, demo.world.clock.now)
+        sampler = GpuSampler(interval_s=args.gpu_interval, nvml=fake)
         own_sampler = True
     try:
         result, secret, stopped_by = asyncio.run(_bench(args, endpoint, config, sampler, progress))

@@ -1,0 +1,54 @@
+"""``specwatch bench --demo``: the story replayed from the command line, end to end."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from specwatch.bench.snapshot import read_snapshot
+from specwatch.cli import build_parser
+from specwatch.core.compare import VERDICT_CODE, VERDICT_GPU, compare
+
+# A third of the default step latency keeps each benchmark under two seconds; the GPU state
+# and the slowdown act on it the same way.
+FAST = ("--demo-step-factor", "0.3")
+
+
+def _bench(tmp_path: Path, *extra: str) -> Path:
+    out = tmp_path / "snaps"
+    before = set(out.glob("*.json")) if out.exists() else set()
+    argv = ["bench", "-n", "5", "--max-tokens", "256", "--out", str(out), *extra]
+    args = build_parser().parse_args(argv)
+    from specwatch.bench.cli import run_bench
+
+    stdout = io.StringIO()
+    assert run_bench(args, argv=argv, stdout=stdout, stderr=io.StringIO()) == 0, stdout.getvalue()
+    (new,) = set(out.glob("*.json")) - before
+    return new
+
+
+def test_cold_against_warm_gpus_is_explained_by_gpu_state(tmp_path: Path) -> None:
+    cold = read_snapshot(_bench(tmp_path, "--demo", "cold", *FAST, "--label", "cold"))
+    warm = read_snapshot(_bench(tmp_path, "--demo", "hot", *FAST, "--label", "hot"))
+    assert cold["gpu_environment"] or cold["runs"][0]["gpus"]
+    c = compare(cold, warm)
+    assert c.verdict == VERDICT_GPU, c.reason
+    assert c.change is not None and -0.12 < c.change < -0.04
+
+
+def test_same_gpus_slower_step_is_the_code(tmp_path: Path) -> None:
+    cold = read_snapshot(_bench(tmp_path, "--demo", "cold", *FAST))
+    slower = read_snapshot(_bench(tmp_path, "--demo", "cold", "--demo-step-factor", "0.345"))
+    c = compare(cold, slower)
+    assert c.verdict == VERDICT_CODE, c.reason
+
+
+def test_demo_and_url_together_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from specwatch.cli import main
+
+    assert main(["bench", "--demo", "cold", "--url", "localhost:1"]) == 2
+    assert "not both" in capsys.readouterr().err
+    assert main(["bench"]) == 2
+    assert "--url is required" in capsys.readouterr().err
