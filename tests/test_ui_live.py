@@ -215,3 +215,27 @@ async def test_server_down_waits_and_says_so() -> None:
         assert "waiting: refused" in text_of(app.query_one(StatusLine))
         assert "disabled" in (app.model.inventory.reason or "") if app.model.inventory else True
     await asyncio.sleep(0)
+
+
+async def test_a_restarted_server_gets_a_restart_mark() -> None:
+    """Killed and started again on the same port: lost, then restart (counters went back)."""
+    w = SimWorld(preset("sglang", background_concurrency=2, seed=1, gpu_count=2))
+    server = SimServer(w)
+    url = server.start()
+    port = server.port
+    app = live_app(w, url)
+    second: SimServer | None = None
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: app.message_counts["metrics"] >= 3)
+            server.stop()
+            await wait_for(pilot, lambda: any(m.kind == "lost" for m in app.model.marks))
+            w2 = SimWorld(preset("sglang", background_concurrency=2, seed=2, gpu_count=2))
+            second = SimServer(w2, port=port)
+            second.start()
+            await wait_for(pilot, lambda: any(m.kind == "restart" for m in app.model.marks), 15)
+            assert app.model.connection_ok
+    finally:
+        server.stop()
+        if second is not None:
+            second.stop()

@@ -27,6 +27,9 @@ def test_straggler_is_lowest_clock_then_hottest() -> None:
     assert straggler([a]) is None
     lost = GpuSample(index=3, t=0, lost=True)
     assert straggler([a, b, lost]) == 1
+    # Two GPUs tied for worst: marking one of them would be an arbitrary pick.
+    c2 = GpuSample(index=4, t=0, sm_clock_mhz=1800, temp_c=70)
+    assert straggler([a, b, c, c2]) is None
 
 
 def test_tick_feeds_clock_percent_and_hottest() -> None:
@@ -86,6 +89,9 @@ def test_lost_marks_once_and_says_why() -> None:
     m.set_lost(3.0, "connection refused")
     assert [mk.kind for mk in m.marks].count("lost") == 1
     assert m.connection == "lost: connection refused"
+    never = MonitorModel()
+    never.set_lost(1.0, "HTTP 401 Unauthorized")
+    assert never.connection == "error: HTTP 401 Unauthorized" and not never.marks
 
 
 def test_scene_is_deterministic() -> None:

@@ -39,3 +39,28 @@ def test_defaults_and_validation(tmp_path: Path) -> None:
         build_parser().parse_args(["--demo", "--interval", "0.01"])
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--demo", "--window", "2m"])
+
+
+def test_baseline_taken_with_speculation_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from specwatch.bench.snapshot import write_snapshot
+    from tests.test_snapshot import story_snapshot
+
+    path = write_snapshot(story_snapshot(), tmp_path)
+    assert run_tui(build_parser().parse_args(["--demo", "--baseline", str(path)])) == 2
+    err = capsys.readouterr().err.strip()
+    assert "taken with speculation on (EAGLE3)" in err and "\n" not in err
+
+
+def test_bad_theme_file_is_named_not_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    themes = tmp_path / "specwatch" / "themes"
+    themes.mkdir(parents=True)
+    (themes / "broken.json").write_text('{"name": "broken", "primary": "notacolour"}')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert run_tui(build_parser().parse_args(["--demo", "--theme", "broken"])) == 2
+    err = capsys.readouterr().err.strip()
+    assert "theme 'broken' skipped" in err and "not a colour" in err and "\n" not in err

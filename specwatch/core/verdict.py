@@ -68,7 +68,7 @@ def verdict(
     eff = effective_ms_per_token(step_ms, tokens_per_step)
     be = break_even_accept_length(step_ms, plain_ms)
     if plain_ms is None or plain_ms <= 0:
-        text = "no baseline: pass --baseline-itl MS or --baseline SNAPSHOT"
+        text = "no baseline: --baseline-itl MS or --baseline SNAPSHOT"
         return Verdict(eff, None, None, None, text)
     if eff is None:
         return Verdict(None, plain_ms, be, None, "waiting for step latency and accept length")

@@ -216,7 +216,7 @@ def _plus_one(x: float | None) -> float | None:
 def _set_latency_quantiles(b: _Builder, hist: Histogram, source: str) -> None:
     names = ("step_latency_p50_s", "step_latency_p90_s", "step_latency_p99_s")
     for q, name in zip(QUANTILES, names, strict=True):
-        b.set(name, hist.quantile(q), f"{source} bucket deltas, q={q:g}")
+        b.set(name, hist.quantile(q), f"{source} bucket deltas, q={q:g}, interpolated in bucket")
 
 
 def _spec_names(prefix: str) -> tuple[str, str, str]:

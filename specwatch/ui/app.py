@@ -167,7 +167,8 @@ class SpecwatchApp(App[int]):
             yield SpeculationPane(self.model, id="spec")
             yield VerifyPane(self.model, id="verify")
         yield self.bench_bar
-        yield Footer()
+        # Compact, so every key (quit and help included) stays visible at 80 columns.
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         """Start the timers and the sources; report themes that failed to load."""

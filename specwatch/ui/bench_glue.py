@@ -178,6 +178,20 @@ def latest_snapshots(directory: Path, n: int = 2) -> list[Path]:
     return files[-n:]
 
 
+def _short_names(a: str, b: str) -> tuple[str, str]:
+    """Column headers for two snapshot names: what tells them apart, not their shared prefix."""
+    stems = [n.removesuffix(".json") for n in (a, b)]
+    if stems[0] == stems[1]:
+        return a, b
+    common = next(
+        (i for i, (x, y) in enumerate(zip(*stems, strict=False)) if x != y),
+        min(map(len, stems)),
+    )
+    # Back up to a separator so "…-20261129T210500Z" keeps its whole timestamp.
+    cut = max(stems[0].rfind("-", 0, common + 1), stems[0].rfind("_", 0, common + 1)) + 1
+    return stems[0][cut:] or a, stems[1][cut:] or b
+
+
 def comparison_text(c: Comparison) -> str:
     """The comparison as text: verdict, the tok/s change, attribution, what differs."""
     lines = [c.verdict, c.reason, ""]
@@ -199,9 +213,10 @@ def comparison_text(c: Comparison) -> str:
     lines.append("")
     rows = [r for r in c.rows if r.differs or r.key]
     if rows:
+        a_name, b_name = _short_names(c.a_name, c.b_name)
         w0 = max(len(r.name) for r in rows)
-        w1 = max(len(r.a) for r in rows)
-        lines.append(f"{'':<{w0}}  {c.a_name[:w1]:<{w1}}  {c.b_name}")
+        w1 = max(len(a_name), *(len(r.a) for r in rows))
+        lines.append(f"{'':<{w0}}  {a_name:<{w1}}  {b_name}")
         section = ""
         for r in rows:
             if r.section != section:

@@ -31,6 +31,7 @@ from specwatch.ui.messages import (
 if TYPE_CHECKING:
     from specwatch.sim.demo import Demo
     from specwatch.sources.detect import WaitStatus
+    from specwatch.sources.metrics import MetricsWatcher
     from specwatch.sources.nvml import GpuSampler
 
 Post = Callable[[Message], object]
@@ -38,9 +39,9 @@ Post = Callable[[Message], object]
 LOST_AFTER = 3
 """Consecutive failed scrapes, with the server also failing detection, before it counts as lost."""
 HEALTH_EVERY_S = 5.0
+"""How often a server without usable ``/metrics`` is checked for life."""
 RETRY_FATAL_S = 10.0
 """After an error waiting cannot fix (a rejected key), try again this much later."""
-"""How often a server without usable ``/metrics`` is checked for life."""
 
 
 class ServerPoller:
@@ -70,6 +71,9 @@ class ServerPoller:
         self.info: ServerInfo | None = None
         """The server as last detected; ``None`` while waiting."""
         self._wake = asyncio.Event()
+        self._watcher: MetricsWatcher | None = None
+        """Kept across reconnections: its last scrape tells a restart (counters went back)
+        from a network blip, so a restart gets its mark on the graph."""
 
     def set_interval(self, interval_s: float) -> None:
         """Change the scrape interval; takes effect after the current wait."""
@@ -109,7 +113,12 @@ class ServerPoller:
         from specwatch.sources.detect import detect
         from specwatch.sources.metrics import MetricsWatcher
 
-        watcher = MetricsWatcher(client, info, clock=self.clock)  # type: ignore[arg-type]
+        watcher = self._watcher
+        if watcher is None or watcher.info.dialect is not info.dialect:
+            watcher = MetricsWatcher(client, info, clock=self.clock)  # type: ignore[arg-type]
+            self._watcher = watcher
+        else:
+            watcher.info = info
         failures = 0
         while True:
             window = await watcher.scrape()

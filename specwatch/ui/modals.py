@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -27,8 +28,8 @@ KEYS: tuple[tuple[str, str], ...] = (
 )
 
 MARKS: tuple[tuple[str, str], ...] = (
-    ("╌ loading #N", "server not ready yet: attempt N, seconds waited"),
-    ("· warmup", "from ready until two windows agree within 15%"),
+    ("╌ loading #N", "server not ready yet: attempt N, seconds waited (short: L#N, L)"),
+    ("· warmup", "from ready until two windows agree within 15% (short: W)"),
     ("━ B1…", "benchmark runs started with b"),
     ("R / ✕", "server restarted (counters went back) / connection lost"),
     ("◂", "the straggler: lowest SM clock (then hottest) sets a TP step's pace"),
@@ -47,7 +48,8 @@ def help_renderable() -> Table:
     grid.add_row("", "")
     grid.add_row(Text("Clock events", style="bold underline"), "why the SM clock is below max")
     for r in REASONS:
-        grid.add_row(r.short, f"{r.meaning}{'' if r.harmful else ' (harmless)'}")
+        harmless = "" if r.harmful or "harmless" in r.meaning else " (harmless)"
+        grid.add_row(r.short, r.meaning + harmless)
     grid.add_row("", "")
     grid.add_row(Text("Graph marks", style="bold underline"), "")
     for mark, what in MARKS:
@@ -55,64 +57,65 @@ def help_renderable() -> Table:
     return grid
 
 
-class HelpScreen(ModalScreen[None]):
-    """Keys, the clock-event reason legend and the graph marks."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q,question_mark,f1", "dismiss", "Close"),
-    ]
+class ScrollModal(ModalScreen[None]):
+    """A titled, scrollable box in the middle of the screen; a key from ``BINDINGS`` closes it."""
 
     DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll {
+    ScrollModal { align: center middle; }
+    ScrollModal > VerticalScroll {
         width: 90%;
-        max-width: 92;
         height: 90%;
-        border: round $primary;
         background: $surface;
         padding: 0 1;
     }
     """
 
-    def compose(self) -> ComposeResult:
-        """A scrollable help text."""
-        with VerticalScroll() as scroll:
-            scroll.border_title = "specwatch help (esc closes)"
-            yield Static(help_renderable())
+    def __init__(self, title: str, content: RenderableType) -> None:
+        super().__init__()
+        self.title_text = title
+        self._content = content
 
-    def action_dismiss(self, result: None = None) -> None:  # type: ignore[override]
-        """Close the help."""
+    def compose(self) -> ComposeResult:
+        """The body in a scroll view, titled with how to close it."""
+        with VerticalScroll() as scroll:
+            scroll.border_title = f"{self.title_text} (esc closes)"
+            yield Static(self._content)
+
+    def action_close(self) -> None:
+        """Close the modal."""
         self.dismiss(None)
 
 
-class TextModal(ModalScreen[None]):
+class HelpScreen(ScrollModal):
+    """Keys, the clock-event reason legend and the graph marks."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,question_mark,f1", "close", "Close"),
+    ]
+
+    DEFAULT_CSS = """
+    HelpScreen > VerticalScroll {
+        max-width: 92;
+        border: round $primary;
+    }
+    """
+
+    def __init__(self) -> None:
+        super().__init__("specwatch help", help_renderable())
+
+
+class TextModal(ScrollModal):
     """A titled, scrollable block of text (benchmark results, comparisons)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,enter", "close", "Close")]
 
     DEFAULT_CSS = """
-    TextModal { align: center middle; }
     TextModal > VerticalScroll {
-        width: 90%;
         max-width: 100;
-        height: 90%;
         border: round $accent;
-        background: $surface;
-        padding: 0 1;
     }
     """
 
     def __init__(self, title: str, body: str) -> None:
-        super().__init__()
-        self.title_text = title
+        super().__init__(title, Text(body))
         self.body = body
-
-    def compose(self) -> ComposeResult:
-        """The text in a scroll view."""
-        with VerticalScroll() as scroll:
-            scroll.border_title = f"{self.title_text} (esc closes)"
-            yield Static(Text(self.body))
-
-    def action_close(self) -> None:
-        """Close the modal."""
-        self.dismiss(None)

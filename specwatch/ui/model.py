@@ -168,7 +168,8 @@ def straggler(samples: Sequence[GpuSample]) -> int | None:
     """Index of the GPU that sets the pace of a tensor-parallel step, or ``None``.
 
     The lowest SM clock wins; among equal clocks the hottest. With fewer than two GPUs reporting,
-    or all GPUs identical, there is no straggler.
+    or two or more GPUs tied for worst (marking one of them would be an arbitrary pick), there is
+    no straggler.
     """
     live = [s for s in samples if not s.lost and s.sm_clock_mhz is not None]
     if len(live) < 2:
@@ -178,8 +179,7 @@ def straggler(samples: Sequence[GpuSample]) -> int | None:
         return (s.sm_clock_mhz or 0, -(s.temp_c if s.temp_c is not None else -1e9))
 
     worst = min(live, key=key)
-    best = max(live, key=key)
-    if key(worst) == key(best):
+    if sum(1 for s in live if key(s) == key(worst)) > 1:
         return None
     return worst.index
 
@@ -303,10 +303,7 @@ class MonitorModel:
         if self._loading is not None:
             self._loading.t1 = t
             self._loading = None
-        self._close_warmup(t)
-        self._warmup = Mark("warmup", t, None, "warmup")
-        self._warmup_prev = None
-        self.marks.append(self._warmup)
+        self._open_warmup(t)
         self.status_version += 1
         self.rate_version += 1
         self.spec_version += 1
@@ -317,7 +314,8 @@ class MonitorModel:
         if self.connection_ok:
             self.marks.append(Mark("lost", t, t, "lost"))
         self.connection_ok = False
-        self.connection = f"lost: {reason}"
+        # "lost" only for a server that was there: a key rejected before it ever answered is not
+        self.connection = f"{'lost' if self.server is not None else 'error'}: {reason}"
         self._close_warmup(t)
         self.status_version += 1
         self.rate_version += 1
@@ -333,10 +331,7 @@ class MonitorModel:
         self.last_scrape = w
         if w.restarted:
             self.marks.append(Mark("restart", w.t, w.t, "restart"))
-            self._close_warmup(w.t)
-            self._warmup = Mark("warmup", w.t, None, "warmup")
-            self._warmup_prev = None
-            self.marks.append(self._warmup)
+            self._open_warmup(w.t)
         if w.dt > 0:
             self.window = w
             self.tok_s.append(w.t, w.gen_tok_s)
@@ -365,6 +360,13 @@ class MonitorModel:
         self._warmup_prev = rate
         if prev and abs(rate - prev) <= WARMUP_SETTLED * max(rate, prev):
             self._close_warmup(w.t)
+
+    def _open_warmup(self, t: float) -> None:
+        """Close any warmup mark and open a new one at ``t`` (server ready, or restarted)."""
+        self._close_warmup(t)
+        self._warmup = Mark("warmup", t, None, "warmup")
+        self._warmup_prev = None
+        self.marks.append(self._warmup)
 
     def _close_warmup(self, t: float) -> None:
         if self._warmup is not None:

@@ -116,6 +116,20 @@ def _baseline(args: argparse.Namespace) -> tuple[float | None, str, str | None]:
         snap = read_snapshot(path)
     except Exception as e:  # SnapshotError and OSError: report in one line
         return None, "", f"--baseline {path}: {e}"
+    spec = (
+        snap.get("server", {}).get("speculative") if isinstance(snap.get("server"), dict) else None
+    )
+    if isinstance(spec, dict) and spec.get("enabled") is True:
+        # Speculation measured against itself always reads "about even": refuse, say why.
+        what = spec.get("algorithm") or "speculative decoding"
+        return (
+            None,
+            "",
+            (
+                f"--baseline {path}: taken with speculation on ({what}); "
+                "the baseline must be a run without speculation"
+            ),
+        )
     ms = baseline_ms_from_snapshot(snap)
     if ms is None:
         return None, "", f"--baseline {path}: no overall decode rate in this snapshot"
@@ -196,7 +210,11 @@ def run_tui(args: argparse.Namespace) -> int:
 
         if args.theme not in BUILTIN_THEMES:
             names = ", ".join(sorted(themes.themes))
-            print(f"specwatch: no theme {args.theme!r}; have: {names}", file=sys.stderr)
+            bad = [e for e in themes.errors if args.theme in e]
+            if bad:  # the file is there but was refused: say why, not "no theme"
+                print(f"specwatch: theme {args.theme!r} skipped: {bad[0]}", file=sys.stderr)
+            else:
+                print(f"specwatch: no theme {args.theme!r}; have: {names}", file=sys.stderr)
             return 2
 
     from specwatch.ui.app import SpecwatchApp, remove_sighup

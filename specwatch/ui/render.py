@@ -201,10 +201,12 @@ class TokenRateGraph:
         strips = 2 if self.strips and self.height >= 4 else 0
         chart_h = max(1, self.height - strips - 1)
         tok = _pad(self.tok_s, cw)
-        seen = [v for v in tok if v is not None]
+        now_tok, now_clk, now_temp = self.current or (_last(tok), None, None)
+        # The axis also covers the newest raw reading printed beside it, which can exceed the
+        # column means (a label above the axis top reads as an error).
+        seen = [v for v in (*tok, now_tok) if v is not None]
         top = nice_ceiling(max(seen)) if seen else 1.0
         out: list[list[Segment]] = []
-        now_tok, now_clk, now_temp = self.current or (_last(tok), None, None)
         last_tok = now_tok
         for i, row in enumerate(area_rows(tok, chart_h, top)):
             left = f"{top:g}" if i == 0 else ("0" if i == chart_h - 1 else "")
@@ -379,6 +381,9 @@ GPU_COLUMNS: tuple[Column, ...] = (
 )
 """Display order; ``reasons`` takes the width left over."""
 
+SPAN = "span"
+"""A row key whose cell fills the whole row after the GPU column (e.g. a lost GPU)."""
+
 
 def choose_columns(width: int, columns: Sequence[Column] = GPU_COLUMNS) -> list[Column]:
     """The columns that fit in ``width`` cells (one space between them), in display order."""
@@ -437,6 +442,17 @@ class GpuTable:
             out.append([Segment(fit(text, width), st.header)])
         for row in self.rows:
             segs: list[Segment] = []
+            span = row.get(SPAN)
+            if span is not None:
+                first = cols[0]
+                gpu = row.get(first.key, Cell(""))
+                segs.append(
+                    Segment(_align(gpu.text, widths[first.key], first.align), st.tone(gpu.tone))
+                )
+                rest = width - widths[first.key] - 1
+                segs.append(Segment(" " + fit(span.text, rest), st.tone(span.tone)))
+                out.append(segs)
+                continue
             for i, c in enumerate(cols):
                 cell = row.get(c.key, Cell("", "dim"))
                 if i:

@@ -164,6 +164,13 @@ class ModelPane(Widget):
             self._pane_styles[name] = self.get_component_rich_style(name)
         return self._pane_styles
 
+    def tone_styles(self) -> dict[str, Style]:
+        """Component-class styles keyed by tone (``spec--value`` -> ``value``; ``-`` -> ``_``)."""
+        c = self.component_styles(*self.COMPONENT_CLASSES)
+        return {
+            name.split("--", 1)[1].replace("-", "_"): c[name] for name in self.COMPONENT_CLASSES
+        }
+
     def notify_style_update(self) -> None:
         """A theme or CSS change invalidates the cached styles and strips."""
         super().notify_style_update()
@@ -222,3 +229,43 @@ class ModelPane(Widget):
             else:
                 strips.append(Strip(segs, length).crop_extend(0, width, base))
         return strips
+
+
+class TextPane(ModelPane):
+    """A bordered, titled pane of text lines drawn by a pure function from the model.
+
+    Subclasses name their component classes ``<prefix>--<tone>``; :meth:`tone_styles` hands the
+    pure function a ``tone -> Style`` map. The title says when the numbers are stale (the server
+    went away after they were measured).
+    """
+
+    TITLE: ClassVar[str] = ""
+    """The border title."""
+
+    DEFAULT_CSS = """
+    TextPane {
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+        height: 100%;
+        border-top: solid $primary;
+        border-title-color: $text;
+        border-title-style: bold;
+        padding: 0 1;
+    }
+    """
+
+    def on_mount(self) -> None:
+        """Title the pane."""
+        self.border_title = self._title()
+
+    def _title(self) -> str:
+        m = self.model
+        if m.window is not None and not m.connection_ok:
+            return f"{self.TITLE} · stale"
+        return self.TITLE
+
+    def sync(self) -> bool:
+        """Redraw on change, and retitle (stale or live)."""
+        if self.display and self.is_mounted:
+            self.border_title = self._title()
+        return super().sync()

@@ -10,7 +10,7 @@ from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.core.reasons import harmful, short_names
 from specwatch.ui.model import MonitorModel, straggler
 from specwatch.ui.panes.base import ModelPane
-from specwatch.ui.render import Cell, GpuTable, TableStyles, sparkline
+from specwatch.ui.render import SPAN, Cell, GpuTable, TableStyles, sparkline
 
 GIB = 1024**3
 TREND_CELLS = 8
@@ -31,13 +31,13 @@ def pcie_cell(s: GpuSample, st: GpuStatic | None) -> Cell:
         return Cell("–", "dim")
     text = f"{s.pcie_gen}x{s.pcie_width}"
     if st is None:
-        return Cell(text)
+        return Cell(text + " ")
     busy = (s.util_gpu_pct or 0) > 0 or s.pstate == 0
     narrow = st.max_pcie_width is not None and s.pcie_width < st.max_pcie_width
     slow = busy and st.max_pcie_gen is not None and s.pcie_gen < st.max_pcie_gen
     if narrow or slow:
         return Cell(text + "!", "bad")
-    return Cell(text)
+    return Cell(text + " ")  # the flag's cell kept blank, so the links line up
 
 
 def gpu_row(
@@ -54,8 +54,7 @@ def gpu_row(
     if s.lost:
         return {
             "gpu": Cell(f"{s.index}", "bad"),
-            "bar": Cell(""),
-            "reasons": Cell("lost: fell off the bus (NVML_ERROR_GPU_IS_LOST)", "bad"),
+            SPAN: Cell("lost: fell off the bus (NVML_ERROR_GPU_IS_LOST)", "bad"),
         }
     row: dict[str, Cell] = {"gpu": gpu}
     top = st.max_sm_clock_mhz if st else None
@@ -164,17 +163,7 @@ class GpusPane(ModelPane):
         self.border_title = "GPUs"
 
     def _table_styles(self) -> TableStyles:
-        c = self.component_styles(*self.COMPONENT_CLASSES)
-        return TableStyles(
-            header=c["gpus--header"],
-            normal=c["normal"],
-            dim=c["gpus--dim"],
-            warn=c["gpus--warn"],
-            bad=c["gpus--bad"],
-            bar=c["gpus--bar"],
-            bar_empty=c["gpus--bar-empty"],
-            mark=c["gpus--mark"],
-        )
+        return TableStyles(normal=self.component_styles()["normal"], **self.tone_styles())
 
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
         """One header row plus one per GPU (or one line of explanation)."""

@@ -9,7 +9,7 @@ from rich.style import Style
 from rich.text import Text
 
 from specwatch.ui.model import MonitorModel
-from specwatch.ui.panes.base import ModelPane
+from specwatch.ui.panes.base import TextPane
 from specwatch.ui.render import sparkline
 
 TREND = 8
@@ -99,10 +99,11 @@ def speculation_text(model: MonitorModel, width: int, height: int, s: dict[str, 
     return out
 
 
-class SpeculationPane(ModelPane):
+class SpeculationPane(TextPane):
     """Speculation: accept length and acceptance rate, windowed and lifetime, with sources."""
 
     VERSION = "spec_version"
+    TITLE = "Speculation"
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "spec--label",
@@ -112,33 +113,13 @@ class SpeculationPane(ModelPane):
     }
 
     DEFAULT_CSS = """
-    SpeculationPane {
-        text-wrap: nowrap;
-        text-overflow: ellipsis;
-        height: 100%;
-        border-top: solid $primary;
-        border-title-color: $text;
-        border-title-style: bold;
-        padding: 0 1;
-    }
     SpeculationPane > .spec--label { color: $text-muted; }
     SpeculationPane > .spec--value { color: $text; text-style: bold; }
     SpeculationPane > .spec--dim { color: $text-muted; }
     SpeculationPane > .spec--trend { color: $primary; }
     """
 
-    def on_mount(self) -> None:
-        """Title the pane."""
-        self.border_title = "Speculation"
-
     def render_pane(self) -> RenderableType:
         """The pane's lines at its current size."""
-        c = self.component_styles(*self.COMPONENT_CLASSES)
-        styles = {
-            "label": c["spec--label"],
-            "value": c["spec--value"],
-            "dim": c["spec--dim"],
-            "trend": c["spec--trend"],
-        }
         size = self.content_size
-        return speculation_text(self.model, size.width, size.height, styles)
+        return speculation_text(self.model, size.width, size.height, self.tone_styles())

@@ -17,7 +17,7 @@ def spec_summary(spec: SpecConfig) -> str:
     """A short description of the speculative setup, e.g. ``"EAGLE3 steps 3 draft 4"``."""
     if spec.enabled is False:
         return "no speculation"
-    parts = [spec.algorithm or ("speculative" if spec.enabled else "spec ?")]
+    parts = [spec.algorithm or ("speculative" if spec.enabled else "spec unknown")]
     if spec.num_steps is not None:
         parts.append(f"steps {spec.num_steps}")
     if spec.num_draft_tokens is not None:

@@ -102,19 +102,20 @@ class TokenRatePane(ModelPane):
         self.force_sync()
 
     def _retitle(self) -> None:
-        self.border_title = f"Token rate · last {self.window}"
+        title = f"Token rate · last {self.window}"
+        info = self.model.server
+        if info is not None and info.metrics_enabled is False:
+            title += " · no /metrics: no token rate"  # else an empty graph looks like no traffic
+        self.border_title = title
+
+    def sync(self) -> bool:
+        """Redraw on change, and retitle (the server may have turned out to lack /metrics)."""
+        if self.display and self.is_mounted:
+            self._retitle()
+        return super().sync()
 
     def build_lines(self, width: int, height: int) -> list[list[Segment]]:
         """The graph at the pane's current size."""
-        c = self.component_styles(*self.COMPONENT_CLASSES)
-        styles = GraphStyles(
-            tokens=c["rate--tokens"],
-            clock=c["rate--clock"],
-            temp=c["rate--temp"],
-            axis=c["rate--axis"],
-            mark=c["rate--mark"],
-            bench=c["rate--bench"],
-            alert=c["rate--alert"],
-        )
+        styles = GraphStyles(**self.tone_styles())
         graph = graph_for(self.model, self.window, width, max(1, height), styles, self.strips)
         return graph.lines(width)
