@@ -11,16 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from specwatch.core.server import Dialect
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.config import SimConfig
-from specwatch.sim.testing import in_thread, metric_value, serving, sse_data
+from specwatch.sim.testing import FAST, in_thread, metric_value, serving, sse_data
 from specwatch.sim.world import preset
-
-FAST: dict[str, Any] = {
-    "base_step_ms": 1.0,
-    "plain_step_ms": 1.0,
-    "prefill_ms": 2.0,
-    "batch_step_ms": 0.1,
-    "warmup_requests": 0,
-}
 
 
 def fast(dialect: str, **kw: Any) -> SimConfig:

@@ -9,16 +9,9 @@ import pytest
 
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.config import SimConfig
-from specwatch.sim.testing import in_thread, metric_names, metric_value, serving, sse_data
+from specwatch.sim.testing import FAST, in_thread, metric_names, metric_value, serving, sse_data
 from specwatch.sim.world import preset
 
-FAST: dict[str, Any] = {
-    "base_step_ms": 1.0,
-    "plain_step_ms": 1.0,
-    "prefill_ms": 2.0,
-    "batch_step_ms": 0.1,
-    "warmup_requests": 0,
-}
 NEW = "b6500-0c1e570"
 OLD = "b6100-25d5b0c"
 

@@ -12,6 +12,7 @@ from specwatch.sim.clock import ManualClock
 from specwatch.sim.config import SimConfig
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.testing import (
+    FAST,
     in_thread,
     metric_names,
     metric_value,
@@ -20,13 +21,6 @@ from specwatch.sim.testing import (
 )
 from specwatch.sim.world import preset, version_tuple
 
-FAST: dict[str, Any] = {
-    "base_step_ms": 1.0,
-    "plain_step_ms": 1.0,
-    "prefill_ms": 2.0,
-    "batch_step_ms": 0.1,
-    "warmup_requests": 0,
-}
 VERSIONS = ("0.4.6.post5", "0.4.10.post2", "0.5.4", "0.5.10", "0.5.16", "0.5.23")
 
 

@@ -12,6 +12,7 @@ from specwatch.sim.clock import ManualClock
 from specwatch.sim.config import SimConfig
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.testing import (
+    FAST,
     in_thread,
     metric_names,
     metric_samples,
@@ -20,14 +21,6 @@ from specwatch.sim.testing import (
     sse_data,
 )
 from specwatch.sim.world import preset
-
-FAST: dict[str, Any] = {
-    "base_step_ms": 1.0,
-    "plain_step_ms": 1.0,
-    "prefill_ms": 2.0,
-    "batch_step_ms": 0.1,
-    "warmup_requests": 0,
-}
 
 
 def fast(version: str = "0.33.0", **kw: Any) -> SimConfig:

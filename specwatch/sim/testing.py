@@ -17,6 +17,15 @@ from specwatch.sim.world import SimWorld
 
 T = TypeVar("T")
 
+FAST: dict[str, Any] = {
+    "base_step_ms": 1.0,
+    "plain_step_ms": 1.0,
+    "prefill_ms": 2.0,
+    "batch_step_ms": 0.1,
+    "warmup_requests": 0,
+}
+"""Config overrides for quick tests: 1 ms steps, no warmup slowdown."""
+
 
 @contextmanager
 def serving(
