@@ -57,6 +57,8 @@ at the full rate, so history and benchmarks lose nothing. (nvitop also redraws e
 MIN_REDRAW_S = 0.5
 CPU_EVERY_S = 5.0
 TALL_ENOUGH_FOR_STRIPS = 22
+WIDE_ENOUGH_FOR_PALETTE = 72
+"""Below this width the footer drops its command-palette hint (Ctrl+P still works)."""
 
 
 @dataclass(slots=True)
@@ -108,7 +110,9 @@ class SpecwatchApp(App[int]):
         Binding("i", "cycle_interval", "Interval"),
         Binding("w", "cycle_window", "Window"),
         Binding("b", "benchmark", "Bench"),
-        Binding("s", "save_svg", "Shot"),
+        # Listed in help and the palette; left out of the footer so that help and quit still
+        # fit in the footer of a 60-column terminal.
+        Binding("s", "save_svg", "Screenshot", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("f1", "help", "Help", show=False),
         Binding("q", "quit", "Quit"),
@@ -192,6 +196,7 @@ class SpecwatchApp(App[int]):
     def on_resize(self, event: Resize) -> None:
         """Drop the clock and heat strips on short terminals; redraw everything at the new size."""
         self.rate_pane.strips = event.size.height >= TALL_ENOUGH_FOR_STRIPS
+        self.query_one(Footer).show_command_palette = event.size.width >= WIDE_ENOUGH_FOR_PALETTE
         for pane in self._panes:
             pane.force_sync()
 
