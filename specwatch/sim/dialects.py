@@ -479,13 +479,17 @@ def sglang_spec_details(cfg: Any, req: SimRequest) -> dict[str, Any]:
     }
 
 
-class _Sglang:
+class _Dialect:
+    """What every dialect's handlers reach: the server, its world and config, shared handlers."""
+
     def __init__(self, server: SimServer, common: _Common) -> None:
         self.server = server
         self.common = common
         self.world = server.world
         self.cfg = server.config
 
+
+class _Sglang(_Dialect):
     def mount(self, app: web.Application) -> None:
         cfg = self.cfg
         r = app.router
@@ -696,13 +700,7 @@ def _sglang_finish(req: SimRequest) -> dict[str, Any]:
 # --- vLLM ----------------------------------------------------------------------------------
 
 
-class _Vllm:
-    def __init__(self, server: SimServer, common: _Common) -> None:
-        self.server = server
-        self.common = common
-        self.world = server.world
-        self.cfg = server.config
-
+class _Vllm(_Dialect):
     def mount(self, app: web.Application) -> None:
         r = app.router
         r.add_get("/v1/models", self.models)
@@ -751,13 +749,7 @@ class _Vllm:
 # --- llama.cpp -----------------------------------------------------------------------------
 
 
-class _LlamaCpp:
-    def __init__(self, server: SimServer, common: _Common) -> None:
-        self.server = server
-        self.common = common
-        self.world = server.world
-        self.cfg = server.config
-
+class _LlamaCpp(_Dialect):
     def mount(self, app: web.Application) -> None:
         r = app.router
         for path in ("/health", "/v1/health"):
