@@ -9,6 +9,7 @@ deadline; every failure becomes a note on the identity, never an exception.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import socket
@@ -53,10 +54,8 @@ def _resolve(host: str, timeout: float) -> list[str]:
     out: list[str] = []
 
     def work() -> None:
-        try:
+        with contextlib.suppress(OSError):
             out.extend(str(info[4][0]) for info in socket.getaddrinfo(host, None))
-        except OSError:
-            pass
 
     thread = threading.Thread(target=work, daemon=True, name="specwatch-resolve")
     thread.start()

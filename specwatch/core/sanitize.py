@@ -1,0 +1,87 @@
+"""One sanitiser for text that comes from outside before it reaches a terminal.
+
+A server's model id, error body or header, a snapshot's label, a recording or an environment
+value can carry terminal escapes (``"\\x1b]0;TITLE\\x07\\x1b[2J"`` renames the window and wipes
+the screen). Every C0/C1 control character, ESC, DEL, lone surrogate and bidirectional override
+is made visible as a ``\\xNN`` / ``\\uNNNN`` escape, so the sequence is shown but never acted
+on; line and paragraph separators become spaces (one line) or newlines (several lines); tabs
+become spaces; the length is bounded with an ellipsis.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+ELLIPSIS = "…"
+DEFAULT_LINE_LIMIT = 200
+DEFAULT_TEXT_LIMIT = 4000
+TAB_WIDTH = 4
+
+BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+"""Characters that reorder the text around them (Trojan Source); shown as escapes."""
+_BREAKS = ("\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+"""Everything a terminal or Python's ``splitlines`` may treat as a line break, besides ``\\n``."""
+
+
+def _visible(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _unsafe(ch: str) -> bool:
+    return ch in BIDI_CONTROLS or unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp")
+
+
+def _bound(text: str, limit: int) -> str:
+    limit = max(1, limit)
+    return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS
+
+
+def _escape(text: str, keep_newlines: bool, limit: int) -> str:
+    out: list[str] = []
+    size = 0
+    for ch in text:
+        piece = ch if (ch == "\n" and keep_newlines) or not _unsafe(ch) else _visible(ch)
+        out.append(piece)
+        size += len(piece)
+        if size > limit:  # enough to know it will be cut
+            break
+    return _bound("".join(out), limit)
+
+
+def sanitize_line(text: str, limit: int = DEFAULT_LINE_LIMIT) -> str:
+    """``text`` safe to print on one line: no control characters, at most ``limit`` characters.
+
+    Line breaks and tabs become single spaces; other controls, ESC and bidi overrides become
+    visible escapes (``\\x1b``). Plain printable text within the limit comes back unchanged.
+    """
+    if text.isprintable():
+        return _bound(text, limit)
+    for brk in (*_BREAKS, "\n", "\t"):
+        text = text.replace(brk, " ")
+    return _escape(text, keep_newlines=False, limit=limit)
+
+
+def sanitize_text(text: str, limit: int = DEFAULT_TEXT_LIMIT, max_lines: int | None = None) -> str:
+    """``text`` safe to print over several lines: ``\\n`` is the only control character left.
+
+    ``\\r\\n``, a lone ``\\r`` and other line separators become ``\\n`` (a bare carriage return
+    would let a later line overwrite an earlier one); tabs become spaces; other controls, ESC
+    and bidi overrides become visible escapes. At most ``max_lines`` lines (the last one then
+    ends with an ellipsis) and ``limit`` characters.
+    """
+    if text.isprintable():
+        return _bound(text, limit)
+    for brk in _BREAKS:
+        text = text.replace(brk, "\n")
+    text = text.replace("\t", " " * TAB_WIDTH)
+    if max_lines is not None:
+        lines = text.split("\n")
+        if len(lines) > max(1, max_lines):
+            text = "\n".join(lines[: max(1, max_lines)]) + ELLIPSIS
+    return _escape(text, keep_newlines=True, limit=limit)
+
+
+__all__ = ["BIDI_CONTROLS", "ELLIPSIS", "sanitize_line", "sanitize_text"]
