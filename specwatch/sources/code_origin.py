@@ -109,7 +109,8 @@ def read_checkout(directory: str, started_at: float | None, deadline: Deadline) 
         ]
         if late:
             shown = ", ".join(late[:MAX_LISTED_CHANGES])
-            more = f" and {len(late) - MAX_LISTED_CHANGES} more" if len(late) > 5 else ""
+            extra = len(late) - MAX_LISTED_CHANGES
+            more = f" and {extra} more" if extra > 0 else ""
             changed.append(f"files changed after the server started: {shown}{more}")
     return Checkout(path=root, commit=commit, dirty=dirty, changed_after_start=tuple(changed))
 
