@@ -11,7 +11,7 @@ COUNTERS_FILE = "dcgm-counters.csv"
 
 
 def counters_csv() -> str:
-    """The counters CSV shipped with specwatch (dcgm-exporter ``-f`` format: ``field, type, help``)."""
+    """The counters CSV shipped with specwatch (dcgm-exporter ``-f`` format)."""
     return resources.files("specwatch.sources").joinpath(COUNTERS_FILE).read_text(encoding="utf-8")
 
 

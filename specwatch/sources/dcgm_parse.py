@@ -268,8 +268,13 @@ def parse_dcgm(text: str) -> DcgmExposition:
         elif name not in entry["values"]:
             # MIG series repeat device fields per instance: the first one stands.
             entry["values"][name] = value
-    gpus = tuple(_gpu(key, by_key[key]) for key in order)
-    return DcgmExposition(gpus=gpus, error=error)
+    gpus = sorted((_gpu(key, by_key[key]) for key in order), key=_gpu_order)
+    return DcgmExposition(gpus=tuple(gpus), error=error)
+
+
+def _gpu_order(gpu: DcgmGpu) -> tuple[bool, int]:
+    # By the exporter's index: a GPU with only an XID series would otherwise come last.
+    return (gpu.gpu is None, gpu.gpu or 0)
 
 
 def _wanted(line: str) -> bool:
@@ -322,7 +327,8 @@ def _parse(text: str) -> list[tuple[str, dict[str, str], float]]:
     out: list[tuple[str, dict[str, str], float]] = []
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            out.append((s.name, dict(s.labels), s.value))
+            # The parser names counter samples "<family>_total"; no DCGM field ends so.
+            out.append((s.name.removesuffix("_total"), dict(s.labels), s.value))
     return out
 
 
