@@ -1,0 +1,29 @@
+"""``specwatch dcgm-counters``: print the dcgm-exporter counters CSV specwatch reads."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from importlib import resources
+
+COUNTERS_FILE = "dcgm-counters.csv"
+
+
+def counters_csv() -> str:
+    """The counters CSV shipped with specwatch (dcgm-exporter ``-f`` format)."""
+    return resources.files("specwatch.sources").joinpath(COUNTERS_FILE).read_text(encoding="utf-8")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the counters CSV; returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="specwatch dcgm-counters",
+        description=(
+            "Print the dcgm-exporter counters CSV with every field specwatch reads. Save it and "
+            "run the exporter with -f FILE (or DCGM_EXPORTER_COLLECTORS=FILE) and -c 1000."
+        ),
+    )
+    parser.parse_args(list(argv) if argv is not None else None)
+    sys.stdout.write(counters_csv())
+    return 0
