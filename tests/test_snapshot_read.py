@@ -136,7 +136,7 @@ def test_size_is_bounded_for_files_and_pipes(tmp_path: Path) -> None:
 
 
 def test_a_directory_and_an_empty_file_are_one_line_each(tmp_path: Path) -> None:
-    with pytest.raises(SnapshotError, match="it is a directory$"):
+    with pytest.raises(SnapshotError, match=r"it is a directory$"):
         read_snapshot(tmp_path)
     empty = tmp_path / "empty.json"
     empty.write_bytes(b"")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from specwatch.core.gpu import GpuSample, GpuTick
-from specwatch.core.server import MetricsWindow
 from specwatch.core.ring import TimeSeries
+from specwatch.core.server import MetricsWindow
 from specwatch.ui.model import MonitorModel, straggler
 from specwatch.ui.scene import build_scene, scene_inventory, scene_server
 

@@ -395,14 +395,15 @@ def _read_bounded(p: Path, max_bytes: int, timeout_s: float) -> bytes:
 
 
 def read_snapshot(
-    path: Path | str, max_bytes: int = MAX_SNAPSHOT_BYTES, timeout_s: float = READ_TIMEOUT_S
+    path: Path | str, max_bytes: int = MAX_SNAPSHOT_BYTES, timeout_s: float | None = None
 ) -> dict[str, Any]:
     """Read and validate a snapshot, as the plain JSON values it holds.
 
     Args:
         path: A file, or a pipe or FIFO (process substitution gives ``/dev/fd/N``).
         max_bytes: Refuse anything larger.
-        timeout_s: Longest wait for a pipe or FIFO to deliver the whole snapshot.
+        timeout_s: Longest wait for a pipe or FIFO to deliver the whole snapshot
+            (default :data:`READ_TIMEOUT_S`).
 
     Raises:
         SnapshotError: Missing, unreadable, larger than ``max_bytes``, slower than
@@ -410,7 +411,7 @@ def read_snapshot(
     """
     p = Path(path)
     try:
-        data = _read_bounded(p, max_bytes, timeout_s)
+        data = _read_bounded(p, max_bytes, READ_TIMEOUT_S if timeout_s is None else timeout_s)
     except OSError as e:
         raise SnapshotError(f"cannot read snapshot {p}: {_os_reason(e)}") from e
     try:
@@ -424,7 +425,7 @@ def read_snapshot(
 
 
 def load_snapshot(
-    path: Path | str, max_bytes: int = MAX_SNAPSHOT_BYTES, timeout_s: float = READ_TIMEOUT_S
+    path: Path | str, max_bytes: int = MAX_SNAPSHOT_BYTES, timeout_s: float | None = None
 ) -> Snapshot:
     """Read, validate and type a snapshot (see :func:`read_snapshot` for the arguments).
 
