@@ -31,7 +31,7 @@ def test_every_verdict_has_its_own_documented_exit_code() -> None:
     codes = {o: o.exit_code for o in Outcome}
     assert codes == {Outcome.NO_CHANGE: 0, Outcome.GPU: 3, Outcome.CODE: 4, Outcome.UNKNOWN: 5}
     assert EXIT_ERROR == 1 and EXIT_USAGE == 2
-    assert Outcome.GPU == "explained by GPU state" and str(Outcome.GPU) == Outcome.GPU.wording
+    assert Outcome.GPU.value == "explained by GPU state" and str(Outcome.GPU) == Outcome.GPU.wording
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     for o in Outcome:
         assert f"| {o.exit_code} | {o.wording.split(':')[0]}" in readme
