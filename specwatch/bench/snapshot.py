@@ -23,11 +23,8 @@ import functools
 import importlib.resources
 import os
 import re
-import select
 import socket
-import stat
 import tempfile
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from specwatch import __version__
+from specwatch.bench.bounded_read import BoundedReadError, read_bounded
 from specwatch.core.snapshot_records import Snapshot
 from specwatch.core.values import to_jsonable
 
@@ -337,63 +335,6 @@ def validate(snapshot: Any, source: str = "snapshot") -> dict[str, Any]:
     return snapshot
 
 
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n} bytes"
-
-
-def _read_bounded(p: Path, max_bytes: int, timeout_s: float) -> bytes:
-    """The bytes of ``p``, at most ``max_bytes``, within ``timeout_s`` for a pipe or FIFO.
-
-    Opened non-blocking: opening a FIFO for reading otherwise waits for a writer forever.
-    """
-    too_big = f"{p}: larger than the {_mib(max_bytes)} a snapshot can be; refusing to read it"
-    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise SnapshotError(f"cannot read snapshot {p}: it is a directory")
-        if stat.S_ISREG(st.st_mode):
-            if st.st_size > max_bytes:
-                raise SnapshotError(
-                    f"{p}: {_mib(st.st_size)} is larger than the {_mib(max_bytes)} "
-                    "a snapshot can be; refusing to read it"
-                )
-            os.set_blocking(fd, True)
-            with os.fdopen(os.dup(fd), "rb") as f:
-                data = f.read(max_bytes + 1)
-            if len(data) > max_bytes:
-                raise SnapshotError(too_big)
-            return data
-        deadline = time.monotonic() + timeout_s
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                got = f"{_mib(size)} so far" if size else "nothing arrived"
-                raise SnapshotError(
-                    f"cannot read snapshot {p}: not complete after {timeout_s:g} s ({got}); "
-                    "a FIFO or pipe with no writer?"
-                )
-            # Linux reports hang-up on a FIFO only once a writer came and went, so a FIFO
-            # nobody ever opens waits here until the deadline instead of reading as empty.
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                continue
-            try:
-                chunk = os.read(fd, 1 << 16)
-            except BlockingIOError:
-                continue
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > max_bytes:
-                raise SnapshotError(too_big)
-    finally:
-        os.close(fd)
-
-
 def read_snapshot(
     path: Path | str, max_bytes: int = MAX_SNAPSHOT_BYTES, timeout_s: float | None = None
 ) -> dict[str, Any]:
@@ -411,7 +352,12 @@ def read_snapshot(
     """
     p = Path(path)
     try:
-        data = _read_bounded(p, max_bytes, READ_TIMEOUT_S if timeout_s is None else timeout_s)
+        data = read_bounded(
+            p, max_bytes, READ_TIMEOUT_S if timeout_s is None else timeout_s, "a snapshot"
+        )
+    except BoundedReadError as e:
+        where = f"{p}" if e.too_large else f"cannot read snapshot {p}"
+        raise SnapshotError(f"{where}: {e}") from None
     except OSError as e:
         raise SnapshotError(f"cannot read snapshot {p}: {_os_reason(e)}") from e
     try:
