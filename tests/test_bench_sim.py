@@ -25,7 +25,13 @@ import pytest
 
 from specwatch.bench.cli import add_bench_arguments, add_compare_arguments, run_bench, run_compare
 from specwatch.bench.runner import BenchConfig, BenchEvent, BenchResult, run_benchmark
-from specwatch.bench.snapshot import build_snapshot, read_snapshot, validate, write_snapshot
+from specwatch.bench.snapshot import (
+    Snapshot,
+    build_snapshot,
+    read_snapshot,
+    validate,
+    write_snapshot,
+)
 from specwatch.core.compare import VERDICT_CODE, VERDICT_GPU, VERDICT_NONE, compare
 from specwatch.sim.config import preset
 from specwatch.sim.fake_nvml import FakeNvml
@@ -136,7 +142,7 @@ def hot_snapshot() -> dict[str, Any]:
 def test_story_replayed_hot_gpus_explain_the_drop(
     cold_snapshot: dict[str, Any], hot_snapshot: dict[str, Any]
 ) -> None:
-    c = compare(cold_snapshot, hot_snapshot)
+    c = compare(Snapshot.from_dict(cold_snapshot), Snapshot.from_dict(hot_snapshot))
     assert c.verdict == VERDICT_GPU, c.reason
     assert c.change is not None and -0.25 < c.change < -0.12
     assert c.attribution.clock_a_mhz == pytest.approx(1980, abs=5)
@@ -149,7 +155,7 @@ def test_story_replayed_hot_gpus_explain_the_drop(
 
 def test_same_gpus_slower_step_is_not_the_gpu(cold_snapshot: dict[str, Any]) -> None:
     after = asyncio.run(bench_snapshot(cold, plain_step_ms=STEP_MS * 1.3))
-    c = compare(cold_snapshot, after)
+    c = compare(Snapshot.from_dict(cold_snapshot), Snapshot.from_dict(after))
     assert c.verdict == VERDICT_CODE, c.reason
     assert c.attribution.expected_ratio == pytest.approx(1.0, abs=0.005)
     assert c.change is not None and c.change < -0.15
@@ -157,7 +163,7 @@ def test_same_gpus_slower_step_is_not_the_gpu(cold_snapshot: dict[str, Any]) -> 
 
 def test_the_same_twice_is_no_significant_change(cold_snapshot: dict[str, Any]) -> None:
     again = asyncio.run(bench_snapshot(cold))
-    c = compare(cold_snapshot, again)
+    c = compare(Snapshot.from_dict(cold_snapshot), Snapshot.from_dict(again))
     assert c.verdict == VERDICT_NONE, c.reason
 
 
@@ -492,13 +498,13 @@ def test_compare_cli_on_simulated_snapshots(
     a = write_snapshot(cold_snapshot, tmp_path)
     b = write_snapshot(hot_snapshot, tmp_path)
     out = io.StringIO()
-    assert run_compare(compare_args([str(a), str(b)]), stdout=out) == 0
+    assert run_compare(compare_args([str(a), str(b)]), stdout=out) == 3
     text = out.getvalue()
     assert f"A: {a.name}" in text
     assert "SM clock, slowest GPU (mean)" in text
     assert "Verdict: explained by GPU state" in text
     out = io.StringIO()
-    assert run_compare(compare_args([str(a), str(b), "--json"]), stdout=out) == 0
+    assert run_compare(compare_args([str(a), str(b), "--json"]), stdout=out) == 3
     assert orjson.loads(out.getvalue())["verdict"] == VERDICT_GPU
     bad = tmp_path / "bad.json"
     bad.write_text("{")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specwatch.bench.snapshot import read_snapshot
+from specwatch.bench.snapshot import Snapshot, read_snapshot
 from specwatch.cli import build_parser
 from specwatch.core.compare import VERDICT_CODE, VERDICT_GPU, compare
 
@@ -33,7 +33,7 @@ def test_cold_against_warm_gpus_is_explained_by_gpu_state(tmp_path: Path) -> Non
     cold = read_snapshot(_bench(tmp_path, "--demo", "cold", *FAST, "--label", "cold"))
     warm = read_snapshot(_bench(tmp_path, "--demo", "hot", *FAST, "--label", "hot"))
     assert cold["gpu_environment"] or cold["runs"][0]["gpus"]
-    c = compare(cold, warm)
+    c = compare(Snapshot.from_dict(cold), Snapshot.from_dict(warm))
     assert c.verdict == VERDICT_GPU, c.reason
     assert c.change is not None and -0.12 < c.change < -0.04
 
@@ -41,7 +41,7 @@ def test_cold_against_warm_gpus_is_explained_by_gpu_state(tmp_path: Path) -> Non
 def test_same_gpus_slower_step_is_the_code(tmp_path: Path) -> None:
     cold = read_snapshot(_bench(tmp_path, "--demo", "cold", *FAST))
     slower = read_snapshot(_bench(tmp_path, "--demo", "cold", "--demo-step-factor", "0.345"))
-    c = compare(cold, slower)
+    c = compare(Snapshot.from_dict(cold), Snapshot.from_dict(slower))
     assert c.verdict == VERDICT_CODE, c.reason
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from specwatch.bench.runner import BenchConfig, BenchResult, RunResult, SeriesPoint, overall_of
-from specwatch.bench.snapshot import build_snapshot, validate
+from specwatch.bench.snapshot import Snapshot, build_snapshot, validate
 from specwatch.core.compare import (
     VERDICT_CODE,
     VERDICT_GPU,
@@ -38,7 +38,7 @@ def gpu_summary(
         name="Simulated H100 80GB HBM3",
         sm_clock_mean_mhz=clock,
         sm_clock_min_mhz=int(clock) - 15,
-        sm_clock_max_mhz=1980,
+        board_max_sm_clock_mhz=1980,
         temp_max_c=temp,
         hbm_temp_max_c=temp + 8,
         power_mean_w=power,
@@ -142,6 +142,12 @@ def synthetic_result(
 
 
 def snap(
+    tok_s: Sequence[float], clocks: Sequence[float] | None = (1980.0, 1975.0), **kw: Any
+) -> Snapshot:
+    return Snapshot.from_dict(snap_dict(tok_s, clocks, **kw))
+
+
+def snap_dict(
     tok_s: Sequence[float], clocks: Sequence[float] | None = (1980.0, 1975.0), **kw: Any
 ) -> dict[str, Any]:
     return validate(build_snapshot(synthetic_result(tok_s, clocks, **kw), ["specwatch", "bench"]))
@@ -248,7 +254,7 @@ def test_idle_gpus_outside_the_tp_group_are_not_stragglers() -> None:
                 "reason_fractions": {"idle": 1.0},
             }
         )
-    clock, index = straggler_clock(validate(s))
+    clock, index = straggler_clock(Snapshot.from_dict(validate(s)))
     assert clock == pytest.approx(1900.0) and index == 0
 
 

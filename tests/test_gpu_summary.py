@@ -63,7 +63,7 @@ def test_means_maxima_fractions_and_energy_per_token() -> None:
     gpu0, gpu1 = summarize_ticks(ticks_of(rows), INVENTORY, tokens=1300)
     assert gpu0.index == 0 and gpu0.name == "H100" and gpu0.samples == 4
     assert gpu0.sm_clock_mean_mhz == pytest.approx(1650.0)
-    assert gpu0.sm_clock_min_mhz == 1500 and gpu0.sm_clock_max_mhz == 1980
+    assert gpu0.sm_clock_min_mhz == 1500 and gpu0.board_max_sm_clock_mhz == 1980
     assert gpu0.temp_max_c == 63 and gpu0.hbm_temp_max_c == 76
     assert gpu0.power_mean_w == pytest.approx(615.0)
     assert dict(gpu0.reason_fractions) == {"pwrcap": 0.75, "thermal": 0.25}
@@ -89,7 +89,7 @@ def test_no_ticks_and_no_tokens() -> None:
     assert [s.index for s in summaries] == [0, 1]
     first = summaries[0]
     assert first.samples == 0 and first.sm_clock_mean_mhz is None and first.energy_j is None
-    assert first.pcie_gen is None and first.sm_clock_max_mhz == 1980
+    assert first.pcie_gen is None and first.board_max_sm_clock_mhz == 1980
     assert summarize_ticks([], GpuInventory(available=False, reason="no NVML")) == ()
     assert summarize_ticks([], None) == ()
 
@@ -122,7 +122,7 @@ def test_lost_samples_and_counter_reset() -> None:
     ]
     (gpu,) = summarize_ticks(ticks_of(rows), GpuInventory(True), tokens=10)
     assert gpu.samples == 4 and gpu.lost_samples == 1
-    assert gpu.name is None and gpu.sm_clock_max_mhz is None
+    assert gpu.name is None and gpu.board_max_sm_clock_mhz is None
     assert gpu.sm_clock_mean_mhz == 1100.0
     # 100 -> 300, reset, 5 -> 55: the interval across the reset is left out.
     assert gpu.energy_j == pytest.approx(250.0)

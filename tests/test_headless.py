@@ -1,4 +1,4 @@
-"""The headless core must never pull in textual or rich (STYLE.md habit 1)."""
+"""The headless core must never pull in textual or rich (the headless-core rule)."""
 
 from __future__ import annotations
 

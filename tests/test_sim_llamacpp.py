@@ -28,7 +28,7 @@ def test_identity_props_and_slots() -> None:
         assert props["build_info"] == NEW
         assert props["endpoint_metrics"] is True
         assert props["total_slots"] == 4
-        # /props does not reflect the speculative setup (servers.md §3.1)
+        # /props does not reflect the speculative setup (llama-server leaves it out)
         assert props["default_generation_settings"]["params"]["speculative.types"] == "none"
         slots = c.get("/slots").json()
         assert len(slots) == 4

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from specwatch.bench import snapshot as snapmod
 from specwatch.bench.snapshot import (
+    SCHEMA_VERSION,
     SnapshotError,
     build_snapshot,
     read_snapshot,
@@ -46,7 +47,7 @@ def test_round_trip_through_the_schema(tmp_path: Path) -> None:
     assert path.name == "specwatch-20261129T194500Z-old-commit-bba2fc4.json"
     back = read_snapshot(path)
     assert back == orjson.loads(orjson.dumps(snap))
-    assert back["schema_version"] == 1
+    assert back["schema_version"] == SCHEMA_VERSION == 2
     assert back["tool"]["name"] == "specwatch"
     assert back["created"] == "2026-11-29T19:45:00Z"
     assert back["host"] == "gpu-box"
@@ -157,9 +158,9 @@ def test_newer_schema_is_refused_with_advice() -> None:
 def test_oversized_file_is_refused_before_parsing(tmp_path: Path) -> None:
     big = tmp_path / "big.json"
     with big.open("wb") as f:
-        f.truncate(21 * 1024 * 1024)  # sparse: no 21 MB actually written
+        f.truncate(33 * 1024 * 1024)  # sparse: no 33 MB actually written
     with pytest.raises(
-        SnapshotError, match=r"big.json: 21.0 MiB is larger than the 20.0 MiB a snapshot can be"
+        SnapshotError, match=r"big.json: 33.0 MiB is larger than the 32.0 MiB a snapshot can be"
     ):
         read_snapshot(big)
     small_limit = tmp_path / "ok.json"

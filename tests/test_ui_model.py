@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from specwatch.core.gpu import GpuSample, GpuTick
+from specwatch.core.ring import TimeSeries
 from specwatch.core.server import MetricsWindow
-from specwatch.ui.model import MonitorModel, Series, straggler
+from specwatch.ui.model import MonitorModel, straggler
 from specwatch.ui.scene import build_scene, scene_inventory, scene_server
 
 
 def test_series_since_and_last() -> None:
-    s = Series(capacity=3)
+    s = TimeSeries(3)
     for t in range(5):
         s.append(float(t), float(t) * 10)
     assert len(s) == 3
     assert s.since(2.0) == [(3.0, 30.0), (4.0, 40.0)]
     assert s.last() == 40.0
     assert s.values(2) == [30.0, 40.0]
+    assert s.values() == [20.0, 30.0, 40.0]
+    assert list(s) == [(2.0, 20.0), (3.0, 30.0), (4.0, 40.0)]
+    assert isinstance(MonitorModel().tok_s, TimeSeries)
 
 
 def test_straggler_is_lowest_clock_then_hottest() -> None:

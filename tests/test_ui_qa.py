@@ -80,7 +80,7 @@ async def test_panes_say_stale_while_the_server_is_away() -> None:
 
 
 def test_compare_headers_keep_what_tells_snapshots_apart() -> None:
-    from specwatch.ui.bench_glue import _short_names
+    from specwatch.bench.report import short_names as _short_names
 
     a, b = _short_names("specwatch-20261129T210500Z.json", "specwatch-20261129T210608Z.json")
     assert (a, b) == ("20261129T210500Z", "20261129T210608Z")

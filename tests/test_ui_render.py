@@ -117,3 +117,17 @@ def test_graph_without_strips_on_short_panes() -> None:
     g = TokenRateGraph([1.0], [], [], [], height=3, window_label="1m", strips=False)
     text = render_text(g, 40)
     assert len(text) == 3 and not any(t.startswith("clk%") for t in text)
+
+
+def test_pane_text_functions_take_their_arguments_in_one_order() -> None:
+    import inspect
+
+    from specwatch.ui.panes.speculation import speculation_text
+    from specwatch.ui.panes.verify import verify_text
+
+    def params(f: object) -> list[tuple[str, object]]:
+        sig = inspect.signature(f)  # type: ignore[arg-type]
+        return [(p.name, p.default) for p in sig.parameters.values()]
+
+    assert params(speculation_text) == params(verify_text)
+    assert [name for name, _ in params(verify_text)] == ["model", "s", "width", "height"]

@@ -11,34 +11,34 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from specwatch.bench.prompts import PromptsError, load_prompts
+from specwatch.bench.report import comparison_lines, no_finished_run, results_lines
 from specwatch.bench.runner import BenchConfig, BenchEvent, BenchResult, run_benchmark
 from specwatch.bench.snapshot import (
     DEFAULT_DIR,
+    Snapshot,
     SnapshotError,
     build_snapshot,
     dumps,
-    read_snapshot,
+    load_snapshot,
     write_snapshot,
 )
-from specwatch.core.compare import Comparison, compare
-from specwatch.core.stats import Summary
+from specwatch.core.compare import compare
+from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
 
 if TYPE_CHECKING:
     from specwatch.sim.story import StoryServer
     from specwatch.sources.endpoint import Endpoint
     from specwatch.sources.nvml import GpuSampler
 
-EXIT_FAILED = 1
-EXIT_USAGE = 2
+EXIT_FAILED = EXIT_ERROR
 EXIT_INTERRUPTED = 130
 
 
@@ -136,72 +136,9 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
 # --- bench ----------------------------------------------------------------------------------
 
 
-def _fmt_summary(
-    s: Summary, unit: str, scale: float = 1.0, spec: str = ".1f", ci: bool = True
-) -> str:
-    if s.mean is None:
-        return "—"
-    parts = [f"{s.mean * scale:{spec}}{unit}"]
-    if s.std is not None:
-        parts.append(f"std {s.std * scale:{spec}}")
-    if s.min is not None and s.max is not None and s.n > 1:
-        parts.append(f"min {s.min * scale:{spec}}, max {s.max * scale:{spec}}")
-    if ci and s.ci_low is not None and s.ci_high is not None:
-        parts.append(f"95% CI {s.ci_low * scale:{spec}} to {s.ci_high * scale:{spec}}")
-    return parts[0] + (f" ({'; '.join(parts[1:])})" if len(parts) > 1 else "")
-
-
 def results_block(result: BenchResult) -> list[str]:
-    """The lines printed after the runs."""
-    o = result.overall
-    lines = ["", "  ========== Results =========="]
-    lines.append(f"  Overall: {_fmt_summary(o.tok_s, ' tok/s')}, {o.runs} runs")
-    lines.append(f"  Decode (without TTFT): {_fmt_summary(o.decode_tok_s, ' tok/s')}")
-    # Latencies are skewed and positive: a symmetric t interval would reach below zero.
-    lines.append(f"  TTFT: {_fmt_summary(o.ttft_s, ' ms', 1000.0, '.0f', ci=False)}")
-    step = _fmt_summary(o.step_latency_s, " ms", 1000.0, ".2f", ci=False)
-    lines.append(f"  Step latency: {step}")
-    if o.tokens_per_step.mean is not None:
-        accept = o.accept_length.mean
-        extra = f", accept length {accept:.2f}" if accept is not None else ""
-        lines.append(f"  Tokens per step: {o.tokens_per_step.mean:.2f}{extra}")
-    counters = [r.server_accept_length for r in result.runs if r.server_accept_length is not None]
-    if counters:
-        lines.append(
-            f"  Server counters: accept length {sum(counters) / len(counters):.2f} over the runs"
-        )
-    lines.extend(_gpu_lines(result))
-    if result.interrupted:
-        lines.append(f"  Interrupted: {len(result.runs)} of {result.config.runs} runs kept")
-    if result.error:
-        lines.append(f"  Error: {result.error}")
-    return lines
-
-
-def _gpu_lines(result: BenchResult) -> list[str]:
-    inv = result.inventory
-    if inv is None:
-        return ["  GPUs: not read (--no-gpu)"]
-    if not inv.available:
-        return [f"  GPUs: {inv.reason or 'unavailable'}"]
-    busy = [g for g in result.gpus if g.sm_clock_mean_mhz is not None]
-    if not busy:
-        return ["  GPUs: no readings during the runs"]
-    slow = min(busy, key=lambda g: g.sm_clock_mean_mhz or 0.0)
-    temps = [g.temp_max_c for g in busy if g.temp_max_c is not None]
-    names = sorted({n for g in busy for n in g.reason_fractions if n != "idle"})
-    worst = {n: max(g.reason_fractions.get(n, 0.0) for g in busy) for n in names}
-    reasons = ", ".join(f"{n} {f:.0%}" for n, f in worst.items() if f > 0)
-    top = f" of {slow.sm_clock_max_mhz}" if slow.sm_clock_max_mhz else ""
-    line = (
-        f"  GPUs: slowest GPU {slow.index} at {slow.sm_clock_mean_mhz:.0f}{top} MHz mean"
-        f" (min {slow.sm_clock_min_mhz} MHz)"
-    )
-    if temps:
-        line += f", max {max(temps)} °C"
-    if reasons:
-        line += f", clock events: {reasons}"
-    return [line]
+    """The lines printed after the runs (``specwatch.bench.report.results_lines``)."""
+    return results_lines(result)
 
 
 @contextlib.contextmanager
@@ -437,81 +374,29 @@ def _print_lines(stream: TextIO, lines: Sequence[str]) -> None:
 # --- compare --------------------------------------------------------------------------------
 
 
-def _describe(snap: dict[str, Any]) -> str:
-    parts = [str(snap.get("created", "?"))]
-    if snap.get("label"):
-        parts.append(str(snap["label"]))
-    server = snap.get("server") or {}
-    parts.append(f"{server.get('dialect', '?')} {server.get('version') or ''}".strip())
-    if snap.get("interrupted"):
-        parts.append("interrupted")
-    return ", ".join(parts)
-
-
-CELL_WIDTH = 40
-
-
-def _cell(text: str) -> str:
-    """A table cell of bounded width (``--json`` has the full values)."""
-    return text if len(text) <= CELL_WIDTH else text[: CELL_WIDTH - 1] + "…"
-
-
-def comparison_lines(
-    c: Comparison, a: dict[str, Any], b: dict[str, Any], show_all: bool = False
-) -> list[str]:
-    """The readable table and verdict."""
-    lines = [f"A: {c.a_name} ({_describe(a)})", f"B: {c.b_name} ({_describe(b)})", ""]
-    rows = [
-        dataclasses.replace(r, a=_cell(r.a), b=_cell(r.b))
-        for r in c.rows
-        if show_all or r.key or r.differs
-    ]
-    name_w = max([len(r.name) for r in rows] + [10])
-    a_w = max([len(r.a) for r in rows] + [1])
-    b_w = max([len(r.b) for r in rows] + [1])
-    lines.append(f"  {'':<{name_w}}  {'A':>{a_w}}  {'B':>{b_w}}")
-    section = None
-    for r in rows:
-        if r.section != section:
-            section = r.section
-            lines.append(f"  [{section}]")
-        mark = "  *" if r.differs else ""
-        lines.append(f"  {r.name:<{name_w}}  {r.a:>{a_w}}  {r.b:>{b_w}}{mark}")
-    lines.append("  (* differs)")
-    lines.append("")
-    att = c.attribution
-    if c.change is not None:
-        ci = (
-            f" (95% CI {c.change_low * 100:+.1f}% to {c.change_high * 100:+.1f}%)"
-            if c.change_low is not None and c.change_high is not None
-            else ""
-        )
-        noise = "beyond noise" if c.beyond_noise else "within noise"
-        lines.append(f"tok/s change: {c.change * 100:+.1f}%{ci}, {noise}")
-    if att.expected_ratio is not None and att.observed_ratio is not None:
-        lines.append(
-            f"if decode followed the slowest GPU's SM clock: expected ratio "
-            f"{att.expected_ratio:.3f}, observed {att.observed_ratio:.3f}"
-        )
-    for note in c.notes:
-        lines.append(f"note: {note}")
-    lines.append(f"Verdict: {c.verdict}")
-    lines.append(f"  ({c.reason})")
-    return lines
-
-
 def run_compare(
     args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None
 ) -> int:
-    """Run ``specwatch compare A.json B.json``; returns the exit status."""
+    """Run ``specwatch compare A.json B.json``; returns the exit status.
+
+    The status is the verdict's (``specwatch.core.outcomes.Outcome.exit_code``: 0 no
+    significant change, 3 explained by GPU state, 4 not explained, 5 GPU state unknown); 2 when
+    a file is not a readable snapshot, 1 when one holds no finished run.
+    """
     out = stdout or sys.stdout
     err = stderr or sys.stderr
+    snaps: list[Snapshot] = []
     try:
-        a = read_snapshot(args.a)
-        b = read_snapshot(args.b)
+        for path in (args.a, args.b):
+            snaps.append(load_snapshot(path))
     except SnapshotError as exc:
         print(f"specwatch compare: {exc}", file=err)
         return EXIT_USAGE
+    a, b = snaps
+    for path, snap in ((args.a, a), (args.b, b)):
+        if snap.finished_runs == 0:
+            print(f"specwatch compare: {no_finished_run(path)}", file=err)
+            return EXIT_ERROR
     c = compare(a, b, a_name=Path(args.a).name, b_name=Path(args.b).name)
     if args.json:
         import orjson
@@ -520,7 +405,7 @@ def run_compare(
     else:
         out.write("\n".join(comparison_lines(c, a, b, args.all)) + "\n")
     out.flush()
-    return 0
+    return c.verdict.exit_code
 
 
 __all__ = [

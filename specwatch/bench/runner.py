@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from specwatch.bench.prompts import load_prompts
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
-from specwatch.core.reasons import IDLE_BIT
+from specwatch.core.gpu_rules import sample_busy
 from specwatch.core.server import ChunkArrival, Dialect, ServerInfo, StreamResult
 from specwatch.core.stats import Summary, summarize
 
@@ -372,7 +372,7 @@ def busy_view(ticks: Sequence[GpuTick]) -> list[GpuTick]:
     """
 
     def idle(s: GpuSample) -> bool:
-        return s.clock_event_reasons is not None and bool(s.clock_event_reasons & IDLE_BIT)
+        return not s.lost and not sample_busy(s)
 
     worked = {s.index for k in ticks for s in k.samples if not s.lost and not idle(s)}
     out: list[GpuTick] = []

@@ -3,6 +3,13 @@
 Written atomically (a temporary file, fsync, then a hard link to the final name, which fails
 rather than overwrite) into ``./specwatch-snapshots/``; read back only after a size check and
 schema validation, so ``compare`` never works on half a file or on something else entirely.
+Reading is bounded in size and in time: a FIFO nobody writes to, or a pipe that stalls, ends in
+one clear line instead of a hang (``<(ssh box cat a.json)`` still works). A validated snapshot
+becomes a typed :class:`~specwatch.core.snapshot_records.Snapshot` (:func:`load_snapshot`).
+
+Schema versions: 1, then 2 (a GPU summary's ``sm_clock_max_mhz``, the board's maximum, renamed
+``board_max_sm_clock_mhz``). Every change to what a snapshot holds bumps ``SCHEMA_VERSION``;
+older versions keep being read.
 No API key ever lands in a snapshot: the command line is stripped of ``--api-key`` and every
 string is scrubbed of the key's value before writing.
 """
@@ -25,13 +32,17 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from specwatch import __version__
+from specwatch.bench.bounded_read import BoundedReadError, read_bounded
+from specwatch.core.snapshot_records import Snapshot
 from specwatch.core.values import to_jsonable
 
 if TYPE_CHECKING:
     from specwatch.bench.runner import BenchResult
 
-SCHEMA_VERSION = 1
-MAX_SNAPSHOT_BYTES = 20 * 1024 * 1024
+SCHEMA_VERSION = 2
+MAX_SNAPSHOT_BYTES = 32 * 1024 * 1024
+READ_TIMEOUT_S = 30.0
+"""Longest wait for a snapshot that arrives through a pipe or FIFO (e.g. over ssh)."""
 DEFAULT_DIR = Path("specwatch-snapshots")
 REDACTED = "<redacted>"
 _SECRET_FLAGS = ("--api-key",)
@@ -324,45 +335,62 @@ def validate(snapshot: Any, source: str = "snapshot") -> dict[str, Any]:
     return snapshot
 
 
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n} bytes"
+def read_snapshot(
+    path: Path | str, max_bytes: int = MAX_SNAPSHOT_BYTES, timeout_s: float | None = None
+) -> dict[str, Any]:
+    """Read and validate a snapshot, as the plain JSON values it holds.
 
-
-def read_snapshot(path: Path | str, max_bytes: int = MAX_SNAPSHOT_BYTES) -> dict[str, Any]:
-    """Read and validate a snapshot.
+    Args:
+        path: A file, or a pipe or FIFO (process substitution gives ``/dev/fd/N``).
+        max_bytes: Refuse anything larger.
+        timeout_s: Longest wait for a pipe or FIFO to deliver the whole snapshot
+            (default :data:`READ_TIMEOUT_S`).
 
     Raises:
-        SnapshotError: Missing, unreadable, larger than ``max_bytes``, not JSON or not valid.
+        SnapshotError: Missing, unreadable, larger than ``max_bytes``, slower than
+            ``timeout_s``, not JSON or not valid.
     """
     p = Path(path)
     try:
-        with p.open("rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > max_bytes:
-                raise SnapshotError(
-                    f"{p}: {_mib(size)} is larger than the {_mib(max_bytes)} "
-                    "a snapshot can be; refusing to read it"
-                )
-            data = f.read(max_bytes + 1)
+        data = read_bounded(
+            p, max_bytes, READ_TIMEOUT_S if timeout_s is None else timeout_s, "a snapshot"
+        )
+    except BoundedReadError as e:
+        where = f"{p}" if e.too_large else f"cannot read snapshot {p}"
+        raise SnapshotError(f"{where}: {e}") from None
     except OSError as e:
         raise SnapshotError(f"cannot read snapshot {p}: {_os_reason(e)}") from e
-    if len(data) > max_bytes:
-        raise SnapshotError(f"{p}: larger than the {_mib(max_bytes)} a snapshot can be")
     try:
         loaded = orjson.loads(data)
     except orjson.JSONDecodeError as e:
         detail = " ".join(str(e).split())
+        if not data:
+            detail = "the file is empty"
         raise SnapshotError(f"{p}: not valid JSON ({detail})") from e
     return validate(loaded, str(p))
+
+
+def load_snapshot(
+    path: Path | str, max_bytes: int = MAX_SNAPSHOT_BYTES, timeout_s: float | None = None
+) -> Snapshot:
+    """Read, validate and type a snapshot (see :func:`read_snapshot` for the arguments).
+
+    Raises:
+        SnapshotError: As :func:`read_snapshot`.
+    """
+    return Snapshot.from_dict(read_snapshot(path, max_bytes, timeout_s))
 
 
 __all__ = [
     "DEFAULT_DIR",
     "MAX_SNAPSHOT_BYTES",
+    "READ_TIMEOUT_S",
     "SCHEMA_VERSION",
+    "Snapshot",
     "SnapshotError",
     "build_snapshot",
     "dumps",
+    "load_snapshot",
     "mask_secret_args",
     "read_snapshot",
     "redact_argv",

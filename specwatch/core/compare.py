@@ -15,10 +15,13 @@ The verdict rule, in three steps:
    in log terms (``ln expected / ln observed``), or when ``expected`` lies inside the 95%
    interval of the observed ratio. A clock change *larger* than the tok/s change still counts
    as explained: decode is partly memory-bound, so tok/s moves less than the SM clock.
-   Otherwise: ``"not explained by GPU state: look at code or configuration"``, also when the
-   snapshots hold no clock readings to explain anything with.
+   Otherwise: ``"not explained by GPU state: look at code or configuration"``. When the
+   snapshots hold no clock readings to explain anything with: ``"GPU state unknown"``.
 
-Everything here is pure: snapshot dicts in, a :class:`Comparison` out.
+The verdicts, their wording and exit codes are :class:`specwatch.core.outcomes.Outcome`; which
+GPUs count as busy and which one is the straggler is :mod:`specwatch.core.gpu_rules`.
+Everything here is pure: validated :class:`~specwatch.core.snapshot_records.Snapshot` objects
+in, a :class:`Comparison` out.
 """
 
 from __future__ import annotations
@@ -29,22 +32,23 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specwatch.core import gpu_rules
+from specwatch.core.gpu_summary import GpuRunSummary
+from specwatch.core.outcomes import Outcome
+from specwatch.core.snapshot_records import Figure, Snapshot
 from specwatch.core.stats import Summary, Welch, mean, summarize, welch
-from specwatch.core.values import as_float
 
-VERDICT_GPU = "explained by GPU state"
-VERDICT_CODE = "not explained by GPU state: look at code or configuration"
-VERDICT_NONE = "no significant change"
-VERDICT_UNKNOWN = "GPU state unknown: no SM clock readings to attribute the change"
-VERDICTS = (VERDICT_GPU, VERDICT_CODE, VERDICT_NONE, VERDICT_UNKNOWN)
+VERDICT_GPU = Outcome.GPU
+VERDICT_CODE = Outcome.CODE
+VERDICT_NONE = Outcome.NO_CHANGE
+VERDICT_UNKNOWN = Outcome.UNKNOWN
+VERDICTS = tuple(Outcome)
 
 MIN_CHANGE = 0.02
 """Smallest relative tok/s change that counts, however tight the confidence interval."""
 MIN_SHARE = 0.75
 """Share of the observed change (log terms) the clock change must account for."""
-BUSY_IDLE_FRACTION = 0.5
-"""A GPU idle for more than half a run was not part of the work (not in the TP group)."""
-_IDLE_REASONS = ("idle", "GpuIdle")
+_IDLE_REASONS = gpu_rules.IDLE_REASONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +74,7 @@ class Attribution:
     clock_a_mhz: float | None
     clock_b_mhz: float | None
     straggler_a: int | None
-    """Index of the GPU that was most often the slowest in A."""
+    """Index of the GPU that was most often the straggler in A (``gpu_rules.straggler``)."""
     straggler_b: int | None
     expected_ratio: float | None
     """``clock_b / clock_a``: the tok/s ratio if decode followed the SM clock."""
@@ -99,8 +103,7 @@ class Comparison:
     change_high: float | None
     beyond_noise: bool
     attribution: Attribution
-    verdict: str
-    """One of ``VERDICTS``."""
+    verdict: Outcome
     reason: str
     """One sentence with the numbers behind the verdict."""
     rows: tuple[Row, ...]
@@ -112,7 +115,8 @@ class Comparison:
         return {
             "a": self.a_name,
             "b": self.b_name,
-            "verdict": self.verdict,
+            "verdict": self.verdict.wording,
+            "exit_code": self.verdict.exit_code,
             "reason": self.reason,
             "tok_s": {
                 "a": _summary_dict(self.tok_s_a),
@@ -177,75 +181,52 @@ def _summary_dict(s: Summary) -> dict[str, Any]:
     }
 
 
-# --- reading snapshot dicts -------------------------------------------------------------------
+# --- reading snapshots ----------------------------------------------------------------------
 
 
-def _runs(snap: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    runs = snap.get("runs") or []
-    return [r for r in runs if isinstance(r, Mapping)]
-
-
-def run_tok_s(snap: Mapping[str, Any]) -> list[float]:
+def run_tok_s(snap: Snapshot) -> list[float]:
     """Per-run tok/s of a snapshot (runs without a figure are skipped)."""
-    return [v for r in _runs(snap) if (v := as_float(r.get("tok_s"))) is not None]
+    return snap.run_tok_s
 
 
-def _idle_fraction(g: Mapping[str, Any]) -> float:
-    fractions = g.get("reason_fractions") or {}
-    return max((as_float(fractions.get(k)) or 0.0) for k in _IDLE_REASONS)
+def straggler_clock(snap: Snapshot) -> tuple[float | None, int | None]:
+    """Mean SM clock of the pace-setting GPU, weighted by run wall time, and the straggler.
 
-
-def busy_gpus(gpus: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """GPUs that worked during a run: idle at most half the time, with a clock reading."""
-    return [
-        g
-        for g in gpus
-        if isinstance(g, Mapping)
-        and as_float(g.get("sm_clock_mean_mhz")) is not None
-        and _idle_fraction(g) <= BUSY_IDLE_FRACTION
-    ]
-
-
-def _slowest(busy: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
-    return min(busy, key=lambda g: as_float(g.get("sm_clock_mean_mhz")) or math.inf)
-
-
-def straggler_clock(snap: Mapping[str, Any]) -> tuple[float | None, int | None]:
-    """Mean SM clock of the slowest busy GPU, weighted by run wall time, and its usual index.
-
-    Why the slowest GPU and not the mean: in tensor parallelism every step ends in an
-    all-reduce, so each rank waits for the last one; the step runs at the pace of the slowest
-    GPU, and one hot board drags the whole server down while the average looks healthy.
+    The clock is that of the slowest busy GPU of each run (``gpu_rules.slowest``: with one GPU,
+    that GPU); the index is the GPU most often named straggler (``gpu_rules.straggler``, the
+    rule the live pane marks), ``None`` when no run had one. Why the slowest GPU and not the
+    mean: in tensor parallelism every step ends in an all-reduce, so each rank waits for the
+    last one; the step runs at the pace of the slowest GPU, and one hot board drags the whole
+    server down while the average looks healthy.
     """
     total, weight = 0.0, 0.0
     who: Counter[int] = Counter()
-    for run in _runs(snap):
-        busy = busy_gpus(run.get("gpus") or [])
-        if not busy:
+    for run in snap.runs:
+        pace = gpu_rules.pace_of_summaries(run.gpus)
+        slow = gpu_rules.slowest(pace)
+        w = run.wall_s or 1.0
+        if slow is None or w <= 0:
             continue
-        slow = _slowest(busy)
-        clock = as_float(slow.get("sm_clock_mean_mhz"))
-        w = as_float(run.get("wall_s")) or 1.0
-        if clock is None or w <= 0:
-            continue
-        total += clock * w
+        total += slow.sm_clock_mhz * w
         weight += w
-        who[int(slow.get("index", -1))] += 1
+        lag = gpu_rules.straggler(pace)
+        if lag is not None:
+            who[lag] += 1
     if weight > 0:
-        return total / weight, who.most_common(1)[0][0]
-    busy = busy_gpus((snap.get("overall") or {}).get("gpus") or [])
-    if busy:
-        slow = _slowest(busy)
-        return as_float(slow.get("sm_clock_mean_mhz")), int(slow.get("index", -1))
+        return total / weight, who.most_common(1)[0][0] if who else None
+    pace = gpu_rules.pace_of_summaries(snap.overall_gpus)
+    slow = gpu_rules.slowest(pace)
+    if slow is not None:
+        return slow.sm_clock_mhz, gpu_rules.straggler(pace)
     return None, None
 
 
-def _overall_gpus(snap: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    gpus = busy_gpus((snap.get("overall") or {}).get("gpus") or [])
+def _overall_gpus(snap: Snapshot) -> list[GpuRunSummary]:
+    gpus = gpu_rules.busy_summaries(snap.overall_gpus)
     if gpus:
         return gpus
     # No overall summary (older or partial snapshot): use every run's GPUs.
-    return busy_gpus(g for r in _runs(snap) for g in (r.get("gpus") or []))
+    return gpu_rules.busy_summaries(g for r in snap.runs for g in r.gpus)
 
 
 # --- formatting -------------------------------------------------------------------------------
@@ -257,14 +238,11 @@ def _fmt(x: float | None, spec: str = ".1f", unit: str = "") -> str:
     return f"{x:{spec}}{unit}"
 
 
-def _fmt_summary(s: Mapping[str, Any] | None, scale: float = 1.0, spec: str = ".1f") -> str:
-    if not s:
+def _fmt_summary(s: Figure | None, scale: float = 1.0, spec: str = ".1f") -> str:
+    if s is None or s.mean is None:
         return "—"
-    m = as_float(s.get("mean"))
-    if m is None:
-        return "—"
-    out = f"{m * scale:{spec}}"
-    sd = as_float(s.get("std"))
+    out = f"{s.mean * scale:{spec}}"
+    sd = s.std
     if sd is not None:
         out += f" ± {sd * scale:{spec}}"
     return out
@@ -317,13 +295,13 @@ when it started); ``launch_command`` repeats the real arguments, which get rows 
 
 
 def _agg(
-    gpus: Sequence[Mapping[str, Any]], key: str, how: Callable[[list[float]], float]
+    gpus: Sequence[GpuRunSummary], key: str, how: Callable[[list[float]], float]
 ) -> float | None:
-    vals = [v for g in gpus if (v := as_float(g.get(key))) is not None]
+    vals = [float(v) for g in gpus if (v := getattr(g, key)) is not None]
     return how(vals) if vals else None
 
 
-def _gpu_rows(a: Mapping[str, Any], b: Mapping[str, Any], att: Attribution) -> list[Row]:
+def _gpu_rows(a: Snapshot, b: Snapshot, att: Attribution) -> list[Row]:
     ga, gb = _overall_gpus(a), _overall_gpus(b)
     rows: list[Row] = []
 
@@ -338,7 +316,7 @@ def _gpu_rows(a: Mapping[str, Any], b: Mapping[str, Any], att: Attribution) -> l
     rows.append(
         Row(
             "gpu",
-            "slowest GPU",
+            "straggler GPU",
             _text(att.straggler_a),
             _text(att.straggler_b),
             att.straggler_a != att.straggler_b,
@@ -360,12 +338,12 @@ def _gpu_rows(a: Mapping[str, Any], b: Mapping[str, Any], att: Attribution) -> l
 
     reasons: list[str] = []
     for g in [*ga, *gb]:
-        for name in g.get("reason_fractions") or {}:
+        for name in g.reason_fractions:
             if name not in reasons and name not in _IDLE_REASONS:
                 reasons.append(name)
 
-    def worst_pct(gpus: Sequence[Mapping[str, Any]], reason: str) -> float | None:
-        fractions = [as_float((g.get("reason_fractions") or {}).get(reason)) or 0.0 for g in gpus]
+    def worst_pct(gpus: Sequence[GpuRunSummary], reason: str) -> float | None:
+        fractions = [g.reason_fractions.get(reason) or 0.0 for g in gpus]
         return max(fractions) * 100 if fractions else None
 
     for name in reasons:
@@ -378,10 +356,8 @@ def _gpu_rows(a: Mapping[str, Any], b: Mapping[str, Any], att: Attribution) -> l
             True,
         )
 
-    def link(gpus: Sequence[Mapping[str, Any]]) -> tuple[str, Any]:
-        links = [
-            (g.get("pcie_gen"), g.get("pcie_width")) for g in gpus if g.get("pcie_gen") is not None
-        ]
+    def link(gpus: Sequence[GpuRunSummary]) -> tuple[str, Any]:
+        links = [(g.pcie_gen, g.pcie_width) for g in gpus if g.pcie_gen is not None]
         if not links:
             return "—", None
         worst = min(links, key=lambda lw: ((lw[0] or 0), (lw[1] or 0)))
@@ -394,16 +370,16 @@ def _gpu_rows(a: Mapping[str, Any], b: Mapping[str, Any], att: Attribution) -> l
     return rows
 
 
-def _env_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Row]:
-    ea, eb = a.get("gpu_environment") or {}, b.get("gpu_environment") or {}
+def _env_rows(a: Snapshot, b: Snapshot) -> list[Row]:
+    ea, eb = a.environment, b.environment
     rows: list[Row] = []
 
     def row(name: str, va: Any, vb: Any, key: bool = False) -> None:
         rows.append(Row("environment", name, _text(va), _text(vb), va != vb, key, va, vb))
 
-    row("driver", ea.get("driver_version"), eb.get("driver_version"), True)
-    row("CUDA", ea.get("cuda_driver_version"), eb.get("cuda_driver_version"))
-    sa, sb = ea.get("gpus") or [], eb.get("gpus") or []
+    row("driver", ea.driver_version, eb.driver_version, True)
+    row("CUDA", ea.cuda_driver_version, eb.cuda_driver_version)
+    sa, sb = ea.gpus, eb.gpus
     row("GPUs", len(sa), len(sb))
     for name, key in (
         ("GPU model", "name"),
@@ -417,28 +393,28 @@ def _env_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Row]:
     return rows
 
 
-def _server_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Row]:
-    sa, sb = a.get("server") or {}, b.get("server") or {}
+def _server_rows(a: Snapshot, b: Snapshot) -> list[Row]:
+    sa, sb = a.server, b.server
     rows: list[Row] = []
 
     def row(name: str, va: Any, vb: Any, key: bool = False) -> None:
         rows.append(Row("server", name, _text(va), _text(vb), va != vb, key, va, vb))
 
-    row("dialect", sa.get("dialect"), sb.get("dialect"))
-    row("server version", sa.get("version"), sb.get("version"), True)
-    row("model", sa.get("model"), sb.get("model"))
-    spa, spb = sa.get("speculative") or {}, sb.get("speculative") or {}
+    row("dialect", sa.dialect, sb.dialect)
+    row("server version", sa.version, sb.version, True)
+    row("model", sa.model, sb.model)
+    spa, spb = sa.speculative, sb.speculative
     for key in ("enabled", "algorithm", "num_steps", "num_draft_tokens", "topk", "draft_model"):
         row(f"speculative {key.replace('_', ' ')}", spa.get(key), spb.get(key), key == "algorithm")
-    la, lb = sa.get("launch_args") or {}, sb.get("launch_args") or {}
+    la, lb = sa.launch_args, sb.launch_args
     for key in sorted((set(la) | set(lb)) - _VOLATILE_ARGS):
         if la.get(key) != lb.get(key):
             row(f"arg {key}", la.get(key), lb.get(key))
     return rows
 
 
-def _config_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Row]:
-    ca, cb = a.get("config") or {}, b.get("config") or {}
+def _config_rows(a: Snapshot, b: Snapshot) -> list[Row]:
+    ca, cb = a.config, b.config
     rows: list[Row] = []
     for key in (
         "max_tokens",
@@ -456,15 +432,16 @@ def _config_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Row]:
     return rows
 
 
-def _result_rows(a: Mapping[str, Any], b: Mapping[str, Any], beyond_noise: bool) -> list[Row]:
-    oa, ob = a.get("overall") or {}, b.get("overall") or {}
+def _result_rows(a: Snapshot, b: Snapshot, beyond_noise: bool) -> list[Row]:
+    oa, ob = a.overall, b.overall
     rows: list[Row] = []
 
     def row(name: str, key: str, scale: float, spec: str, unit: str, is_key: bool) -> None:
-        sa = _fmt_summary(oa.get(key), scale, spec)
-        sb = _fmt_summary(ob.get(key), scale, spec)
-        va = as_float((oa.get(key) or {}).get("mean"))
-        vb = as_float((ob.get(key) or {}).get("mean"))
+        fa, fb = oa.get(key), ob.get(key)
+        sa = _fmt_summary(fa, scale, spec)
+        sb = _fmt_summary(fb, scale, spec)
+        va = fa.mean if fa is not None else None
+        vb = fb.mean if fb is not None else None
         if unit:
             sa, sb = (s + unit if s != "—" else s for s in (sa, sb))
         differs = beyond_noise if key == "tok_s" else sa != sb and _apart(va, vb)
@@ -481,8 +458,8 @@ def _result_rows(a: Mapping[str, Any], b: Mapping[str, Any], beyond_noise: bool)
 
 
 def compare(
-    a: Mapping[str, Any],
-    b: Mapping[str, Any],
+    a: Snapshot,
+    b: Snapshot,
     *,
     a_name: str = "A",
     b_name: str = "B",
@@ -492,7 +469,7 @@ def compare(
     """Compare snapshot ``b`` against ``a`` (the baseline); see the module docstring for the rule.
 
     Args:
-        a: The earlier (baseline) snapshot, as read by ``read_snapshot``.
+        a: The earlier (baseline) snapshot, as read by ``specwatch.bench.snapshot.load_snapshot``.
         b: The later snapshot.
         a_name: How to call A in text (e.g. its file name).
         b_name: How to call B.
@@ -507,8 +484,8 @@ def compare(
     w = welch(va, vb)
     notes: list[str] = []
     for name, snap, vals in ((a_name, a, va), (b_name, b, vb)):
-        if snap.get("interrupted"):
-            planned = (snap.get("config") or {}).get("runs", "?")
+        if snap.interrupted:
+            planned = snap.config.get("runs", "?")
             notes.append(f"{name} was interrupted: {len(vals)} of {planned} runs")
         if len(vals) < 2:
             notes.append(f"{name} has {len(vals)} run(s): no confidence interval, noise unknown")
@@ -615,7 +592,6 @@ __all__ = [
     "Attribution",
     "Comparison",
     "Row",
-    "busy_gpus",
     "compare",
     "run_tok_s",
     "straggler_clock",

@@ -13,6 +13,7 @@ from typing import Any
 
 from specwatch.core import reasons as R
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
+from specwatch.core.gpu_rules import sample_busy
 
 EMPTY_FRACTIONS: Mapping[str, float] = {}
 
@@ -25,8 +26,9 @@ class GpuRunSummary:
     name: str | None
     sm_clock_mean_mhz: float | None
     sm_clock_min_mhz: int | None
-    sm_clock_max_mhz: int | None
-    """The board's maximum SM clock (static), for comparison with the mean."""
+    board_max_sm_clock_mhz: int | None
+    """The board's maximum SM clock (static, from the inventory), for comparison with the mean.
+    Snapshots of schema version 1 called it ``sm_clock_max_mhz``."""
     temp_max_c: int | None
     hbm_temp_max_c: int | None
     power_mean_w: float | None
@@ -62,7 +64,7 @@ class GpuRunSummary:
             "name": self.name,
             "sm_clock_mean_mhz": self.sm_clock_mean_mhz,
             "sm_clock_min_mhz": self.sm_clock_min_mhz,
-            "sm_clock_max_mhz": self.sm_clock_max_mhz,
+            "board_max_sm_clock_mhz": self.board_max_sm_clock_mhz,
             "temp_max_c": self.temp_max_c,
             "hbm_temp_max_c": self.hbm_temp_max_c,
             "power_mean_w": self.power_mean_w,
@@ -139,7 +141,7 @@ def _summarize_gpu(
         name=static.name if static else None,
         sm_clock_mean_mhz=_mean(clocks),
         sm_clock_min_mhz=min(clocks) if clocks else None,
-        sm_clock_max_mhz=static.max_sm_clock_mhz if static else None,
+        board_max_sm_clock_mhz=static.max_sm_clock_mhz if static else None,
         temp_max_c=max(temps) if temps else None,
         hbm_temp_max_c=max(hbm) if hbm else None,
         power_mean_w=_mean(power),
@@ -190,16 +192,8 @@ def _reason_fractions(masks: Sequence[int]) -> Mapping[str, float]:
     return out
 
 
-def _loaded(sample: GpuSample) -> bool:
-    if sample.util_gpu_pct is not None:
-        return sample.util_gpu_pct > 0
-    if sample.clock_event_reasons is not None:
-        return not sample.clock_event_reasons & R.IDLE_BIT
-    return sample.pstate == 0
-
-
 def _pcie_under_load(samples: Sequence[GpuSample]) -> tuple[int | None, int | None]:
-    loaded = [s for s in samples if _loaded(s)]
+    loaded = [s for s in samples if sample_busy(s)]
     # Idle links drop to gen 1 on many boards: only a loaded link says anything about health.
     pick = min if loaded else max
     pool = loaded or list(samples)

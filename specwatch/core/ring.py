@@ -135,9 +135,10 @@ class TimeSeries:
         """Every point, oldest first."""
         return self._ring.snapshot()
 
-    def values(self) -> list[float | None]:
-        """Every value, oldest first (gaps as ``None``)."""
-        return [v for _, v in self._ring.snapshot()]
+    def values(self, n: int | None = None) -> list[float | None]:
+        """Every value (or the newest ``n``), oldest first (gaps as ``None``)."""
+        points = self._ring.snapshot() if n is None else self._ring.last(n)
+        return [v for _, v in points]
 
     def window(self, t0: float, t1: float | None = None) -> list[tuple[float, float | None]]:
         """Points with ``t0 <= t`` (and ``t <= t1`` when given), oldest first."""
@@ -154,3 +155,15 @@ class TimeSeries:
     def known(self) -> list[float]:
         """Every non-gap value, oldest first."""
         return [v for _, v in self._ring.snapshot() if v is not None]
+
+    def __iter__(self) -> Iterator[tuple[float, float | None]]:
+        return iter(self._ring.snapshot())
+
+    def last(self) -> float | None:
+        """The newest value, or ``None`` (when empty, or when the newest point is a gap)."""
+        latest = self._ring.latest
+        return latest[1] if latest is not None else None
+
+    def since(self, t0: float) -> list[tuple[float, float | None]]:
+        """Points with ``t > t0``, oldest first (scans from the newest end)."""
+        return self._ring.since(lambda p: p[0] > t0)

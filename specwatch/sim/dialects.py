@@ -1,4 +1,4 @@
-"""Routes and payloads of each imitated server (servers.md §1–§3), version by version."""
+"""Routes and payloads of each imitated server (SGLang, vLLM, llama.cpp), version by version."""
 
 from __future__ import annotations
 

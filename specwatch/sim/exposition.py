@@ -1,8 +1,7 @@
 """Prometheus exposition of a simulated server's telemetry, with each dialect's names.
 
 Built with ``prometheus_client`` metric families and ``generate_latest`` (no hand formatting).
-Which series exist, their labels and their names follow the imitated version (servers.md §1.3,
-§2.3, §3.3).
+Which series exist, their labels and their names follow the imitated version of each server.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ It speaks the dialect of ``world.config`` (SGLang, vLLM, llama.cpp ``llama-serve
 generic OpenAI-compatible server) for everything a monitor reads: identity, version and config
 endpoints, ``/metrics`` with each version's names and update timing, streaming with several
 tokens per chunk (SGLang, vLLM) or one token per event in bursts (llama.cpp), and final
-usage / ``meta_info`` / ``timings``. See ``../shared/reference/servers.md``.
+usage / ``meta_info`` / ``timings``.
 """
 
 from __future__ import annotations

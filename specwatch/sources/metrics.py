@@ -2,7 +2,7 @@
 
 Each :meth:`MetricsWatcher.scrape` fetches ``/metrics`` once and compares it with the previous
 scrape. Which series give which number depends on the dialect and its version
-(``../shared/reference/servers.md`` §6-§7); each value says in ``sources`` what it was computed
+(one ``_derive_*`` function per dialect below); each value says in ``sources`` what it was computed
 from, and each missing value says why in ``notes``.
 """
 

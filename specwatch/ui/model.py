@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from specwatch.core import gpu_rules
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
+from specwatch.core.ring import TimeSeries
 from specwatch.core.server import MetricsWindow, ServerInfo
 
 HISTORY = 4000
@@ -101,45 +103,6 @@ def check_tick(tick: GpuTick) -> None:
                 raise ValueError(f"GPU {s.index} {name}={v!r}")
 
 
-class Series:
-    """A bounded, time-ordered series of ``(t, value)`` points; ``None`` is a gap."""
-
-    def __init__(self, capacity: int = HISTORY) -> None:
-        self._points: deque[tuple[float, float | None]] = deque(maxlen=capacity)
-
-    def append(self, t: float, value: float | None) -> None:
-        """Add a point (points are assumed to arrive in time order)."""
-        self._points.append((t, value))
-
-    def __len__(self) -> int:
-        return len(self._points)
-
-    def __iter__(self) -> Iterator[tuple[float, float | None]]:
-        return iter(self._points)
-
-    def last(self) -> float | None:
-        """The newest value, or ``None``."""
-        return self._points[-1][1] if self._points else None
-
-    def values(self, n: int) -> list[float | None]:
-        """The newest ``n`` values, oldest first."""
-        if n <= 0:
-            return []
-        pts = self._points
-        start = max(0, len(pts) - n)
-        return [pts[i][1] for i in range(start, len(pts))]
-
-    def since(self, t0: float) -> list[tuple[float, float | None]]:
-        """Points with ``t > t0``, oldest first (scans from the newest end)."""
-        out: list[tuple[float, float | None]] = []
-        for t, v in reversed(self._points):
-            if t <= t0:
-                break
-            out.append((t, v))
-        out.reverse()
-        return out
-
-
 @dataclass(slots=True)
 class Mark:
     """A labelled span (or point, when ``t1 == t0``) on the token-rate time axis."""
@@ -165,23 +128,12 @@ class BenchState:
 
 
 def straggler(samples: Sequence[GpuSample]) -> int | None:
-    """Index of the GPU that sets the pace of a tensor-parallel step, or ``None``.
+    """Index of the GPU the pane marks as setting the pace, or ``None``.
 
-    The lowest SM clock wins; among equal clocks the hottest. With fewer than two GPUs reporting,
-    or two or more GPUs tied for worst (marking one of them would be an arbitrary pick), there is
-    no straggler.
+    The rule is ``specwatch.core.gpu_rules.straggler`` over the busy GPUs, the same one
+    ``compare`` applies to a benchmark's runs.
     """
-    live = [s for s in samples if not s.lost and s.sm_clock_mhz is not None]
-    if len(live) < 2:
-        return None
-
-    def key(s: GpuSample) -> tuple[int, float]:
-        return (s.sm_clock_mhz or 0, -(s.temp_c if s.temp_c is not None else -1e9))
-
-    worst = min(live, key=key)
-    if sum(1 for s in live if key(s) == key(worst)) > 1:
-        return None
-    return worst.index
+    return gpu_rules.sample_straggler(samples)
 
 
 class MonitorModel:
@@ -195,11 +147,11 @@ class MonitorModel:
         self.inventory: GpuInventory | None = None
         self.tick: GpuTick | None = None
         self.sm_trend: dict[int, deque[int | None]] = {}
-        self.tok_s = Series()
-        self.clock_pct = Series()
-        self.hottest_c = Series()
-        self.accept_length = Series()
-        self.acceptance_rate = Series()
+        self.tok_s = TimeSeries(HISTORY)
+        self.clock_pct = TimeSeries(HISTORY)
+        self.hottest_c = TimeSeries(HISTORY)
+        self.accept_length = TimeSeries(HISTORY)
+        self.acceptance_rate = TimeSeries(HISTORY)
         self.marks: deque[Mark] = deque(maxlen=MARKS)
         self.window: MetricsWindow | None = None
         """Latest window with a real interval (``dt > 0``)."""
@@ -254,9 +206,9 @@ class MonitorModel:
             if trend is None:
                 trend = self.sm_trend[s.index] = deque(maxlen=TREND)
             trend.append(s.sm_clock_mhz)
-            top = max_clock.get(s.index)
-            if s.sm_clock_mhz is not None and top:
-                pcts.append(100.0 * s.sm_clock_mhz / top)
+            frac = gpu_rules.clock_fraction(s.sm_clock_mhz, max_clock.get(s.index))
+            if frac is not None:
+                pcts.append(100.0 * frac)
             if s.temp_c is not None:
                 temps.append(float(s.temp_c))
         cost = tick.cost_ms

@@ -6,9 +6,10 @@ from typing import ClassVar
 
 from rich.segment import Segment
 
+from specwatch.core import gpu_rules
 from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.core.reasons import harmful, short_names
-from specwatch.ui.model import MonitorModel, straggler
+from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.base import ModelPane
 from specwatch.ui.render import SPAN, Cell, GpuTable, TableStyles, sparkline
 
@@ -32,10 +33,8 @@ def pcie_cell(s: GpuSample, st: GpuStatic | None) -> Cell:
     text = f"{s.pcie_gen}x{s.pcie_width}"
     if st is None:
         return Cell(text + " ")
-    busy = (s.util_gpu_pct or 0) > 0 or s.pstate == 0
-    narrow = st.max_pcie_width is not None and s.pcie_width < st.max_pcie_width
-    slow = busy and st.max_pcie_gen is not None and s.pcie_gen < st.max_pcie_gen
-    if narrow or slow:
+    busy = gpu_rules.sample_busy(s)
+    if gpu_rules.link_degraded(s.pcie_gen, s.pcie_width, st.max_pcie_gen, st.max_pcie_width, busy):
         return Cell(text + "!", "bad")
     return Cell(text + " ")  # the flag's cell kept blank, so the links line up
 
@@ -57,8 +56,7 @@ def gpu_row(
             SPAN: Cell("lost: fell off the bus (NVML_ERROR_GPU_IS_LOST)", "bad"),
         }
     row: dict[str, Cell] = {"gpu": gpu}
-    top = st.max_sm_clock_mhz if st else None
-    frac = s.sm_clock_mhz / top if s.sm_clock_mhz is not None and top else None
+    frac = gpu_rules.clock_fraction(s.sm_clock_mhz, st.max_sm_clock_mhz if st else None)
     row["bar"] = Cell("" if frac is None else f"{frac:.4f}")
     row["sm"] = Cell("–", "dim") if s.sm_clock_mhz is None else Cell(str(s.sm_clock_mhz))
     row["memclk"] = Cell("–", "dim") if s.mem_clock_mhz is None else Cell(str(s.mem_clock_mhz))
@@ -78,7 +76,7 @@ def gpu_row(
         row["power"] = Cell("–", "dim")
     else:
         text = f"{s.power_w:.0f}/{limit:.0f}" if limit else f"{s.power_w:.0f}"
-        row["power"] = Cell(text, "warn" if limit and s.power_w >= 0.97 * limit else "")
+        row["power"] = Cell(text, "warn" if gpu_rules.near_power_limit(s.power_w, limit) else "")
     row["pstate"] = Cell("–", "dim") if s.pstate is None else Cell(f"P{s.pstate}")
     row["pcie"] = pcie_cell(s, st)
     row["util"] = Cell("–", "dim") if s.util_gpu_pct is None else Cell(f"{s.util_gpu_pct}%")
@@ -108,7 +106,7 @@ def gpu_rows(model: MonitorModel) -> list[dict[str, Cell]]:
     if tick is None:
         return []
     statics = _static(model)
-    lag = straggler(tick.samples)
+    lag = gpu_rules.sample_straggler(tick.samples)
     trends = {i: list(d) for i, d in model.sm_trend.items()}
     values = [v for t in trends.values() for v in t[-TREND_CELLS:] if v is not None]
     # One scale for every GPU's trend, so a board sagging below its neighbours shows; at least

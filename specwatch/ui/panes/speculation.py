@@ -29,7 +29,9 @@ def _trend(values: list[float | None]) -> str:
     return sparkline(values, lo - pad, hi + pad).rjust(TREND)
 
 
-def speculation_text(model: MonitorModel, width: int, height: int, s: dict[str, Style]) -> Text:
+def speculation_text(
+    model: MonitorModel, s: dict[str, Style], width: int = 10_000, height: int = 10_000
+) -> Text:
     """The pane's lines (pure; ``s`` maps ``label``/``value``/``dim``/``trend`` to styles)."""
     out = Text(no_wrap=True, overflow="ellipsis")
     info = model.server
@@ -122,4 +124,4 @@ class SpeculationPane(TextPane):
     def render_pane(self) -> RenderableType:
         """The pane's lines at its current size."""
         size = self.content_size
-        return speculation_text(self.model, size.width, size.height, self.tone_styles())
+        return speculation_text(self.model, self.tone_styles(), size.width, size.height)

@@ -1,0 +1,50 @@
+"""The verdicts of a comparison, each with its wording and its exit code.
+
+One enumeration for every front end: ``specwatch compare`` exits with :attr:`Outcome.exit_code`,
+the TUI shows :attr:`Outcome.wording`, ``--json`` writes the wording. Codes 1 and 2 are taken
+(an error, a usage error); a verdict added later takes the next free code (6, 7...) and a line
+in the README's table. Not to be confused with ``specwatch.core.verdict``, the speculation
+break-even arithmetic of the live screen.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+EXIT_ERROR = 1
+"""Something went wrong (e.g. a snapshot with no finished run)."""
+EXIT_USAGE = 2
+"""The command line, or a file it names, is not usable."""
+
+
+class Outcome(str, Enum):
+    """A comparison's verdict. The value is its wording, so it compares equal to that text."""
+
+    NO_CHANGE = "no significant change"
+    GPU = "explained by GPU state"
+    CODE = "not explained by GPU state: look at code or configuration"
+    UNKNOWN = "GPU state unknown: no SM clock readings to attribute the change"
+
+    @property
+    def wording(self) -> str:
+        """What the verdict says, as printed."""
+        return str(self.value)
+
+    @property
+    def exit_code(self) -> int:
+        """The exit status of ``specwatch compare`` for this verdict."""
+        return _EXIT_CODES[self]
+
+    def __str__(self) -> str:
+        return self.wording
+
+
+_EXIT_CODES: dict[Outcome, int] = {
+    Outcome.NO_CHANGE: 0,
+    Outcome.GPU: 3,
+    Outcome.CODE: 4,
+    Outcome.UNKNOWN: 5,
+}
+
+
+__all__ = ["EXIT_ERROR", "EXIT_USAGE", "Outcome"]
