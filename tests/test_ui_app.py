@@ -11,7 +11,7 @@ from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
 from specwatch.core.server import MetricsWindow
 from specwatch.ui.app import AppSettings, SpecwatchApp
 from specwatch.ui.messages import (
-    GpuInventoryFound,
+    GpuInventoryChanged,
     GpuTicked,
     MetricsScraped,
     ServerLost,
@@ -129,7 +129,7 @@ async def test_quit_key_exits() -> None:
 async def test_messages_reach_the_model_and_are_recorded() -> None:
     app = make_app(MonitorModel())
     async with app.run_test(size=(100, 30)) as pilot:
-        app.post_message(GpuInventoryFound(scene_inventory(2)))
+        app.post_message(GpuInventoryChanged(scene_inventory(2)))
         app.post_message(ServerWaiting(1.0, "loading", 3, 2.0, ""))
         await pilot.pause()
         assert "attempt 3" in app.model.connection
@@ -159,7 +159,7 @@ async def test_messages_reach_the_model_and_are_recorded() -> None:
 async def test_bad_sample_is_skipped_not_fatal() -> None:
     app = make_app(MonitorModel())
     async with app.run_test() as pilot:
-        app.post_message(GpuInventoryFound(scene_inventory(1)))
+        app.post_message(GpuInventoryChanged(scene_inventory(1)))
         bad = GpuTick(t=1.0, wall_time=0, samples=None, cost_ms=0.1)  # type: ignore[arg-type]
         app.post_message(GpuTicked(bad))
         app.post_message(MetricsScraped(MetricsWindow(t=2.0, dt=1.0, gen_tok_s="x")))  # type: ignore[arg-type]
@@ -178,7 +178,7 @@ async def test_nvml_unavailable_gpu_pane_says_why() -> None:
     app = make_app(MonitorModel())
     async with app.run_test() as pilot:
         reason = "NVML unavailable: NVML Shared Library Not Found"
-        app.post_message(GpuInventoryFound(GpuInventory(available=False, reason=reason)))
+        app.post_message(GpuInventoryChanged(GpuInventory(available=False, reason=reason)))
         app.post_message(MetricsScraped(MetricsWindow(t=2.0, dt=1.0, gen_tok_s=50.0)))
         await pilot.pause()
         app.redraw()

@@ -1,11 +1,15 @@
-"""The app against the simulator over HTTP: --demo end to end, every injectable fault, lost GPUs."""
+"""The app against the simulator over HTTP: --demo end to end, every injectable fault, lost GPUs.
+
+Apart from the ``--demo`` path itself, the simulated servers and GPUs run on a manual clock that
+the tests move (``tests/session_world.py``); only the session's polling runs in real time.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.geometry import Region
@@ -13,18 +17,14 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 
 from specwatch.cli import build_parser
-from specwatch.sim.config import preset
-from specwatch.sim.fake_nvml import FakeNvml, unavailable_nvml
-from specwatch.sim.server import SimServer
-from specwatch.sim.world import SimWorld
+from specwatch.session import LiveSession
+from specwatch.sim.fake_nvml import unavailable_nvml
 from specwatch.sources.endpoint import parse_endpoint
 from specwatch.ui.app import AppSettings, SpecwatchApp
-from specwatch.ui.live import LiveSources
 from specwatch.ui.modals import TextModal
-from specwatch.ui.options import build_settings, build_sources
+from specwatch.ui.options import build_session, build_settings
 from specwatch.ui.panes import GpusPane, StatusLine, TokenRatePane
-
-FAST = 0.2
+from tests.session_world import ManualSim, drive_until, manual_sim
 
 
 def text_of(widget: Widget) -> str:
@@ -32,45 +32,38 @@ def text_of(widget: Widget) -> str:
     return "\n".join(s.text for s in widget.render_lines(Region(0, 0, w, h)))
 
 
-async def wait_for(pilot: Pilot[int], cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Let the app run until ``cond`` holds (fails the test after ``timeout`` seconds)."""
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError("condition not met in time")
+async def wait_for(
+    pilot: Pilot[int],
+    cond: Callable[[], bool],
+    timeout: float = 10.0,
+    sim: ManualSim | None = None,
+    step_s: float = 0.1,
+) -> None:
+    """Let the app run, moving ``sim``'s clock ``step_s`` at a time, until ``cond`` holds."""
+
+    async def pause() -> None:
         await pilot.pause(0.05)
+
+    await drive_until(sim, cond, timeout, step_s, pause)
 
 
 @pytest.fixture
-def world() -> Iterator[tuple[SimWorld, str]]:
-    w = SimWorld(preset("sglang", background_concurrency=2, seed=1, gpu_count=4))
-    server = SimServer(w)
-    url = server.start()
-    try:
-        yield w, url
-    finally:
-        w.faults.clear()
-        server.stop()
+def sim() -> Iterator[ManualSim]:
+    with manual_sim(gpu_count=4) as s:
+        yield s
 
 
-def live_app(world: SimWorld, url: str, nvml: object | None = None, **kw: object) -> SpecwatchApp:
-    sources = LiveSources(
-        parse_endpoint(url),
-        nvml=nvml if nvml is not None else FakeNvml(world.gpus),
-        interval_s=FAST,
-        metrics_interval_s=FAST,
-        timeout_s=1.0,
-    )
-    settings = AppSettings(watch_terminal=False, redraw_s=0.1, **kw)  # type: ignore[arg-type]
-    return SpecwatchApp(settings, sources)
+def live_app(sim: ManualSim, nvml: object | None = None, **kw: Any) -> SpecwatchApp:
+    settings = AppSettings(watch_terminal=False, redraw_s=0.1, **kw)
+    return SpecwatchApp(settings, sim.session(nvml))
 
 
 async def test_demo_over_http_shows_dialect_and_token_rate() -> None:
     args = build_parser().parse_args(["--demo", "--interval", "0.25", "--metrics-interval", "0.25"])
-    sources = build_sources(args)
-    assert sources.demo is not None and sources.endpoint is not None
-    assert sources.endpoint.base_url.startswith("http://127.0.0.1:")
-    app = SpecwatchApp(build_settings(args), sources)
+    session = build_session(args)
+    assert session.demo is not None and len(session.endpoints) == 1
+    assert session.endpoints[0].base_url.startswith("http://127.0.0.1:")
+    app = SpecwatchApp(build_settings(args), session)
     app.settings.watch_terminal = False
     try:
         async with app.run_test(size=(120, 36)) as pilot:
@@ -89,15 +82,15 @@ async def test_demo_over_http_shows_dialect_and_token_rate() -> None:
             assert tok is not None and f"{tok:.1f}" in rate
             assert [m.kind for m in app.model.marks][:2] == ["loading", "warmup"]
     finally:
-        sources.stop()
+        session.stop()
 
 
-async def test_survives_every_fault(world: tuple[SimWorld, str], tmp_path: Path) -> None:
-    w, url = world
-    app = live_app(w, url, snapshot_dir=tmp_path)
+async def test_survives_every_fault(sim: ManualSim, tmp_path: Path) -> None:
+    w = sim.world
+    app = live_app(sim, snapshot_dir=tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         counts = app.message_counts
-        await wait_for(pilot, lambda: counts["metrics"] >= 3 and app.model.connection_ok)
+        await wait_for(pilot, lambda: counts["metrics"] >= 3 and app.model.connection_ok, sim=sim)
 
         def healthy_after(n: int) -> Callable[[], bool]:
             mark = counts["metrics"] + n
@@ -109,23 +102,26 @@ async def test_survives_every_fault(world: tuple[SimWorld, str], tmp_path: Path)
 
         # 5xx on /metrics, then garbage mixed into /metrics.
         w.faults.fail_next(3, status=503, path="/metrics")
-        await wait_for(pilot, healthy_after(4))
+        await wait_for(pilot, healthy_after(4), sim=sim)
         w.faults.garbage_in_metrics(2)
-        await wait_for(pilot, healthy_after(3))
+        await wait_for(pilot, healthy_after(3), sim=sim)
         # A hung /metrics: the scrape times out, the app keeps going and says so.
         w.faults.hang("/metrics")
         await wait_for(
             pilot,
             lambda: "error" in (app.model.last_scrape.notes if app.model.last_scrape else {}),
             5,
+            sim=sim,
         )
         assert app.is_running
         w.faults.clear_hang()
-        await wait_for(pilot, healthy_after(2))
+        await wait_for(pilot, healthy_after(2), sim=sim)
         # A restart: counters go back, the graph marks it.
         w.faults.restart()
-        await wait_for(pilot, lambda: any(m.kind in ("restart", "lost") for m in app.model.marks))
-        await wait_for(pilot, healthy_after(2))
+        await wait_for(
+            pilot, lambda: any(m.kind in ("restart", "lost") for m in app.model.marks), sim=sim
+        )
+        await wait_for(pilot, healthy_after(2), sim=sim)
         # Streams dropped and garbage in streams only matter to a benchmark: run a tiny one.
         from specwatch.bench.runner import BenchConfig
 
@@ -133,7 +129,7 @@ async def test_survives_every_fault(world: tuple[SimWorld, str], tmp_path: Path)
         w.faults.drop_stream(after_chunks=2, times=1)
         w.faults.garbage_in_streams(times=1)
         await pilot.press("b")
-        await wait_for(pilot, lambda: isinstance(app.screen, TextModal), 20)
+        await wait_for(pilot, lambda: isinstance(app.screen, TextModal), 20, sim=sim)
         assert app.message_counts["bench_finished"] == 1
         assert isinstance(app.screen, TextModal)
         # The dropped stream ends the benchmark with a clear error; the app carries on.
@@ -147,18 +143,17 @@ async def test_survives_every_fault(world: tuple[SimWorld, str], tmp_path: Path)
 
 
 async def test_benchmark_from_the_tui_saves_a_snapshot_and_compare_reads_it(
-    world: tuple[SimWorld, str], tmp_path: Path
+    sim: ManualSim, tmp_path: Path
 ) -> None:
     from specwatch.bench.runner import BenchConfig
 
-    w, url = world
     config = BenchConfig(runs=2, warmup=1, max_tokens=32)
-    app = live_app(w, url, snapshot_dir=tmp_path, bench_config=config)
+    app = live_app(sim, snapshot_dir=tmp_path, bench_config=config)
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(pilot, lambda: app.model.connection_ok)
+        await wait_for(pilot, lambda: app.model.connection_ok, sim=sim)
         for _ in range(2):
             await pilot.press("b")
-            await wait_for(pilot, lambda: isinstance(app.screen, TextModal), 20)
+            await wait_for(pilot, lambda: isinstance(app.screen, TextModal), 20, sim=sim)
             assert isinstance(app.screen, TextModal)
             body = app.screen.body
             assert "Run 1/2" in body and "snapshot saved" in body
@@ -173,22 +168,26 @@ async def test_benchmark_from_the_tui_saves_a_snapshot_and_compare_reads_it(
         assert "tok/s" in app.screen.body
 
 
-async def test_lost_gpu_and_unavailable_nvml(world: tuple[SimWorld, str]) -> None:
-    w, url = world
-    app = live_app(w, url)
+async def test_lost_gpu_and_unavailable_nvml(sim: ManualSim) -> None:
+    w = sim.world
+    app = live_app(sim)
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(pilot, lambda: app.model.tick is not None)
+        await wait_for(pilot, lambda: app.model.tick is not None, sim=sim)
         w.gpus.set_lost(2)
-        await wait_for(pilot, lambda: app.model.tick is not None and app.model.tick.samples[2].lost)
+        await wait_for(
+            pilot, lambda: app.model.tick is not None and app.model.tick.samples[2].lost, sim=sim
+        )
         app.redraw()
         await pilot.pause()
         assert "lost" in text_of(app.query_one(GpusPane))
         w.gpus.set_lost(2, False)
 
-    app = live_app(w, url, nvml=unavailable_nvml())
+    app = live_app(sim, nvml=unavailable_nvml())
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(
-            pilot, lambda: app.model.inventory is not None and app.model.tok_s.last() is not None
+            pilot,
+            lambda: app.model.inventory is not None and app.model.tok_s.last() is not None,
+            sim=sim,
         )
         app.redraw()
         await pilot.pause()
@@ -205,8 +204,8 @@ async def test_server_down_waits_and_says_so() -> None:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    sources = LiveSources(parse_endpoint(f"127.0.0.1:{port}"), gpus=False, timeout_s=0.5)
-    app = SpecwatchApp(AppSettings(watch_terminal=False), sources)
+    session = LiveSession([parse_endpoint(f"127.0.0.1:{port}")], timeout_s=0.5)
+    app = SpecwatchApp(AppSettings(watch_terminal=False), session)
     async with app.run_test() as pilot:
         await wait_for(pilot, lambda: app.message_counts["server_waiting"] >= 1, 5)
         assert app.model.connection.startswith("waiting: refused")
@@ -219,23 +218,51 @@ async def test_server_down_waits_and_says_so() -> None:
 
 async def test_a_restarted_server_gets_a_restart_mark() -> None:
     """Killed and started again on the same port: lost, then restart (counters went back)."""
-    w = SimWorld(preset("sglang", background_concurrency=2, seed=1, gpu_count=2))
-    server = SimServer(w)
-    url = server.start()
-    port = server.port
-    app = live_app(w, url)
-    second: SimServer | None = None
-    try:
+    with manual_sim() as first:
+        app = live_app(first)
         async with app.run_test(size=(100, 30)) as pilot:
-            await wait_for(pilot, lambda: app.message_counts["metrics"] >= 3)
-            server.stop()
-            await wait_for(pilot, lambda: any(m.kind == "lost" for m in app.model.marks))
-            w2 = SimWorld(preset("sglang", background_concurrency=2, seed=2, gpu_count=2))
-            second = SimServer(w2, port=port)
-            second.start()
-            await wait_for(pilot, lambda: any(m.kind == "restart" for m in app.model.marks), 15)
-            assert app.model.connection_ok
-    finally:
-        server.stop()
-        if second is not None:
-            second.stop()
+            await wait_for(pilot, lambda: app.message_counts["metrics"] >= 3, sim=first)
+            first.server.stop()
+            await wait_for(pilot, lambda: any(m.kind == "lost" for m in app.model.marks), sim=first)
+            with manual_sim(clock=first.clock, port=first.server.port, seed=2) as second:
+                await wait_for(
+                    pilot,
+                    lambda: any(m.kind == "restart" for m in app.model.marks),
+                    15,
+                    sim=second,
+                )
+                assert app.model.connection_ok
+
+
+async def test_a_lowered_power_limit_reaches_the_gpu_pane() -> None:
+    """700 W lowered to 400 W while watching: the pane shows 400 W and warns near it."""
+    with manual_sim(gpu_count=2, background_concurrency=8) as sim:
+        app = live_app(sim)
+        async with app.run_test(size=(120, 36)) as pilot:
+            pane = app.query_one(GpusPane)
+            await wait_for(pilot, lambda: app.model.tick is not None, sim=sim)
+            app.redraw()
+            await pilot.pause()
+            assert "/700" in text_of(pane)
+            sim.world.gpus.set_power_limit(400.0)
+            # The sampler re-reads fixed data every few seconds of its (manual) clock.
+            await wait_for(
+                pilot,
+                lambda: (
+                    app.model.inventory is not None
+                    and app.model.inventory.gpus[0].power_limit_w == 400.0
+                ),
+                sim=sim,
+                step_s=1.0,
+            )
+            await wait_for(pilot, lambda: app.model.tick is not None, sim=sim)
+            app.redraw()
+            await pilot.pause()
+            text = text_of(pane)
+            assert "/400" in text and "/700" not in text
+            # Loaded GPUs now run at the lower cap: "near power limit" fires.
+            from specwatch.ui.panes.gpus import gpu_rows
+
+            power = [row["power"] for row in gpu_rows(app.model)]
+            assert [c.text.endswith("/400") for c in power] == [True, True]
+            assert any(c.tone == "warn" for c in power)

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
@@ -22,13 +21,13 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from specwatch.session import LiveSession
 from specwatch.ui import hangup
-from specwatch.ui.bench_glue import BenchJob
-from specwatch.ui.live import LiveSources
+from specwatch.ui.live import SessionRelay
 from specwatch.ui.messages import (
     BenchFinished,
     BenchProgress,
-    GpuInventoryFound,
+    GpuInventoryChanged,
     GpuTicked,
     MetricsScraped,
     ServerLost,
@@ -121,7 +120,7 @@ class SpecwatchApp(App[int]):
     def __init__(
         self,
         settings: AppSettings | None = None,
-        sources: LiveSources | None = None,
+        session: LiveSession | None = None,
         model: MonitorModel | None = None,
         cpu_clock: Callable[[], float] = time.process_time,
         wall_clock: Callable[[], float] = time.monotonic,
@@ -142,7 +141,8 @@ class SpecwatchApp(App[int]):
         self.model = model or MonitorModel(self.settings.baseline_ms, self.settings.baseline_source)
         self.model.interval_s = self.settings.interval_s
         self.model.show_overhead = self.settings.show_overhead
-        self.sources = sources
+        self.session = session
+        """The live session whose events this app renders (``None``: messages posted by hand)."""
         self.message_counts: Counter[str] = Counter()
         """How many of each source message arrived (for tests and the overhead script)."""
         self.sample_errors = 0
@@ -150,8 +150,6 @@ class SpecwatchApp(App[int]):
         self._wall_clock = wall_clock
         self._cpu_last: tuple[float, float] | None = None
         self._panes: list[ModelPane] = []
-        self._bench_cancel: Callable[[], None] | None = None
-        self._bench_job: BenchJob | None = None
         self._hung_up = False
         # Held directly: app-level keys and resizes also arrive while a modal is on top, when
         # a query would search the modal instead of the main screen.
@@ -184,13 +182,9 @@ class SpecwatchApp(App[int]):
             self.notify(error, title="theme skipped", severity="warning", timeout=8)
         if self.settings.watch_terminal and not self.is_headless:
             self._watch_terminal()
-        if self.sources is not None:
-            self._open_gpus()
-            poller = self.sources.make_poller(self.post_message)
-            if poller is not None:
-                self.run_worker(
-                    poller.run(), name="server-poller", group="server", exit_on_error=False
-                )
+        if self.session is not None:
+            self.session.subscribe(SessionRelay(self.post_message))
+            self.session.start()
         self.redraw()
 
     def on_resize(self, event: Resize) -> None:
@@ -201,11 +195,9 @@ class SpecwatchApp(App[int]):
             pane.force_sync()
 
     def on_unmount(self) -> None:
-        """Stop the sampler thread and the demo; cancel a running benchmark."""
-        if self._bench_cancel is not None:
-            self._bench_cancel()
-        if self.sources is not None:
-            self.sources.stop()
+        """Stop the session: its pollers, GPU source, demo and a running benchmark."""
+        if self.session is not None:
+            self.session.stop()
 
     # --- drawing --------------------------------------------------------------------------------
 
@@ -230,11 +222,6 @@ class SpecwatchApp(App[int]):
 
     # --- sources --------------------------------------------------------------------------------
 
-    @work(thread=True, name="gpu-open", exit_on_error=False)
-    def _open_gpus(self) -> None:
-        if self.sources is not None:
-            self.sources.open_gpus(self.post_message)
-
     def _guard(self, name: str, fn: Callable[[], None]) -> None:
         """Apply one incoming sample; a bad one is counted and shown, never fatal."""
         self.message_counts[name] += 1
@@ -245,8 +232,8 @@ class SpecwatchApp(App[int]):
             if self.sample_errors <= 3:
                 self.notify(f"{name}: {type(e).__name__}: {e}", title="bad sample skipped")
 
-    def on_gpu_inventory_found(self, message: GpuInventoryFound) -> None:
-        """NVML opened (or not)."""
+    def on_gpu_inventory_changed(self, message: GpuInventoryChanged) -> None:
+        """The GPU source opened (or not), or the GPUs' fixed data changed."""
         self._guard("inventory", lambda: self.model.set_inventory(message.inventory))
 
     def on_gpu_ticked(self, message: GpuTicked) -> None:
@@ -284,7 +271,6 @@ class SpecwatchApp(App[int]):
     def on_bench_finished(self, message: BenchFinished) -> None:
         """A benchmark ended: show the result and where it was saved."""
         self.message_counts["bench_finished"] += 1
-        self._bench_cancel = None
         body = message.body
         if message.snapshot_path:
             body += f"\n\nsnapshot saved: {message.snapshot_path}"
@@ -318,8 +304,8 @@ class SpecwatchApp(App[int]):
         new = later[0] if later else INTERVALS[0]
         self.model.interval_s = new
         self.model.status_version += 1
-        if self.sources is not None:
-            self.sources.set_interval(new)
+        if self.session is not None:
+            self.session.set_interval(new)
         self._redraw_timer.stop()
         self._redraw_timer = self.set_interval(self._redraw_period(), self.redraw)
         self.notify(f"sampling every {new:g}s", timeout=2)
@@ -347,31 +333,22 @@ class SpecwatchApp(App[int]):
 
     def action_benchmark(self) -> None:
         """Start a benchmark with the current settings, or stop the one running."""
-        if self._bench_cancel is not None:
-            self._bench_cancel()
+        session = self.session
+        if session is not None and session.bench_running:
+            session.cancel_benchmark()
             self.notify("stopping the benchmark after the current run…", timeout=3)
             return
-        sources = self.sources
-        poller = sources.poller if sources is not None else None
-        if sources is None or poller is None or poller.info is None:
+        job = None
+        if session is not None:
+            job = session.start_benchmark(
+                self.settings.snapshot_dir,
+                self.settings.bench_config,  # type: ignore[arg-type]
+                command=["specwatch", "(TUI benchmark)"],
+            )
+        if job is None:
             self.notify("no server connected: nothing to benchmark", severity="warning")
             return
-        job = BenchJob(
-            endpoint=poller.endpoint,
-            info=poller.info,
-            sampler=sources.sampler,
-            out_dir=self.settings.snapshot_dir,
-            post=self.post_message,
-            config=self.settings.bench_config,  # type: ignore[arg-type]
-        )
-        self._bench_cancel = job.cancel
-        self._bench_job = job
         self.bench_bar.add_class("-active")
-        self._run_bench(job)
-
-    @work(thread=True, name="benchmark", exclusive=True, group="bench", exit_on_error=False)
-    def _run_bench(self, job: BenchJob) -> None:
-        job.run()
 
     def action_compare(self) -> None:
         """Compare the two latest snapshots and show the verdict."""
@@ -430,8 +407,8 @@ class SpecwatchApp(App[int]):
             return
         self._hung_up = True
         hangup.start_backstop()
-        if self._bench_cancel is not None:
-            self._bench_cancel()
+        if self.session is not None:
+            self.session.cancel_benchmark()
         threading.Thread(target=self._leave_now, name="specwatch-hangup", daemon=True).start()
         self.exit(hangup.HANGUP_EXIT)
 
@@ -443,14 +420,14 @@ class SpecwatchApp(App[int]):
             time.sleep(0.1)
         else:
             return  # the terminal answers: the normal exit restores it and ends the process
-        job = self._bench_job
+        session = self.session
+        job = session.bench if session is not None else None
         if job is not None:
             job.done.wait(hangup.BACKSTOP_S - 0.5)
         # NVML is shut down if that is quick; the rest (HTTP, an in-process demo) dies with us.
-        sampler = self.sources.sampler if self.sources is not None else None
-        if sampler is not None:
+        if session is not None:
             with contextlib.suppress(Exception):
-                sampler.stop(timeout_s=0.5)
+                session.gpus.stop(timeout_s=0.5)
         os._exit(hangup.HANGUP_EXIT)
 
 

@@ -1,31 +1,19 @@
-"""The benchmark and the comparison, as the TUI starts them.
+"""The benchmark's result and the comparison, as the TUI shows them.
 
-A benchmark runs on a worker thread with its own event loop and HTTP client, so the UI's drawing
-never sits between a streamed chunk and its timestamp. Progress comes back as messages; the
-snapshot is written where ``specwatch bench`` writes it.
+The benchmark itself runs in the live session (``specwatch.session.bench_job``); this module
+only turns what it measured into text, and compares the two newest snapshots.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from textual.message import Message
-
-from specwatch.core.server import ServerInfo
-from specwatch.sources.endpoint import Endpoint
-from specwatch.ui.messages import BenchFinished, BenchProgress
-
 if TYPE_CHECKING:
-    from specwatch.bench.runner import BenchConfig, BenchEvent, BenchResult
+    from specwatch.bench.runner import BenchResult
     from specwatch.core.compare import Comparison
     from specwatch.core.snapshot_records import Snapshot
-    from specwatch.sources.nvml import GpuSampler
 
 
 def result_text(result: BenchResult) -> str:
@@ -33,110 +21,6 @@ def result_text(result: BenchResult) -> str:
     from specwatch.bench.report import results_lines, run_lines
 
     return "\n".join([*run_lines(result), *results_lines(result)])
-
-
-class BenchJob:
-    """One benchmark started from the TUI (run :meth:`run` on a worker thread).
-
-    Args:
-        endpoint: The server.
-        info: The server as detected.
-        sampler: The app's GPU sampler (its ticks become the per-run GPU summaries).
-        out_dir: Where the snapshot is written.
-        post: Where progress messages go (thread-safe ``App.post_message``).
-        config: What to run (the ``specwatch bench`` defaults when ``None``).
-        clock: Monotonic seconds for marks on the graph (the sampler's clock).
-    """
-
-    def __init__(
-        self,
-        endpoint: Endpoint,
-        info: ServerInfo,
-        sampler: GpuSampler | None,
-        out_dir: Path,
-        post: Callable[[Message], object],
-        config: BenchConfig | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.endpoint = endpoint
-        self.info = info
-        self.sampler = sampler
-        self.out_dir = out_dir
-        self.post = post
-        self.config = config
-        self.clock = clock
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._cancel: asyncio.Event | None = None
-        self._cancel_requested = threading.Event()
-        self.done = threading.Event()
-        """Set once the benchmark ended and its snapshot was written (or failed to be)."""
-        self.snapshot_path: Path | None = None
-
-    def cancel(self) -> None:
-        """Stop after the run in flight; the finished runs are kept (thread-safe)."""
-        self._cancel_requested.set()
-        loop, ev = self._loop, self._cancel
-        if loop is not None and ev is not None:
-            # A closed loop means the benchmark already ended: nothing left to stop.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(ev.set)
-
-    def _on_event(self, event: BenchEvent) -> None:
-        tok_s = event.run.tok_s if event.run is not None and not event.run.warmup else None
-        self.post(
-            BenchProgress(self.clock(), event.kind, event.index, event.total, event.message, tok_s)
-        )
-
-    async def _main(self) -> BenchResult:
-        from specwatch.bench.runner import BenchConfig, run_benchmark
-        from specwatch.sources.client import ServerClient
-
-        self._loop = asyncio.get_running_loop()
-        self._cancel = asyncio.Event()
-        if self._cancel_requested.is_set():
-            self._cancel.set()
-        config = self.config or BenchConfig()
-        self.post(BenchProgress(self.clock(), "started", 0, config.warmup, "warming up"))
-        async with ServerClient(self.endpoint, timeout_s=60.0) as client:
-            return await run_benchmark(
-                client,
-                self.info,
-                config,
-                sampler=self.sampler,
-                on_event=self._on_event,
-                cancel=self._cancel,
-            )
-
-    def run(self) -> None:
-        """Run the benchmark to the end, save the snapshot, post the result. Never raises."""
-        try:
-            self._run()
-        finally:
-            self.done.set()
-
-    def _run(self) -> None:
-        try:
-            result = asyncio.run(self._main())
-        except Exception as e:  # the app must hear about any failure, never lose the worker
-            self.post(BenchProgress(self.clock(), "error", 0, 0, str(e)))
-            self.post(BenchFinished("benchmark failed", f"{type(e).__name__}: {e}", None, None))
-            return
-        body = result_text(result)
-        error: str | None = None
-        path: str | None = None
-        try:
-            from specwatch.bench.snapshot import build_snapshot, write_snapshot
-
-            secrets = [self.endpoint.api_key] if self.endpoint.api_key else []
-            snap = build_snapshot(result, ["specwatch", "(TUI benchmark)"], secrets=secrets)
-            self.snapshot_path = write_snapshot(snap, self.out_dir)
-            path = str(self.snapshot_path)
-        except Exception as e:  # a full or read-only disk: say so, keep the results on screen
-            error = f"snapshot not saved: {e}"
-        kind = "finished" if result.ok else ("interrupted" if result.interrupted else "error")
-        self.post(BenchProgress(self.clock(), kind, len(result.runs), result.config.runs, kind))
-        title = "benchmark " + ("finished" if result.ok else kind)
-        self.post(BenchFinished(title, body, path, error))
 
 
 def latest_snapshots(directory: Path, n: int = 2) -> list[Path]:
@@ -180,4 +64,4 @@ def compare_latest(directory: Path) -> tuple[str, str]:
     return (f"compare: {c.verdict.wording}", comparison_text(c, a, b))
 
 
-__all__: Sequence[str] = ["BenchJob", "compare_latest", "comparison_text", "result_text"]
+__all__: Sequence[str] = ["compare_latest", "comparison_text", "result_text"]

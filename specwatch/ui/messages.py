@@ -1,7 +1,7 @@
-"""Messages that carry samples from the sources (threads, workers) to the app.
+"""Messages that carry the live session's events to the app (see ``ui/live.py``).
 
-Each is small and immutable in spirit: it carries one frozen sample from the core models. Threads
-post them with ``App.post_message``, which is thread-safe.
+Each is small and immutable in spirit: it carries one frozen sample from the core models. The
+session's threads post them with ``App.post_message``, which is thread-safe.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.core.server import MetricsWindow, ServerInfo
 
 
-class GpuInventoryFound(Message):
-    """The GPU sampler opened NVML (or found out why it cannot)."""
+class GpuInventoryChanged(Message):
+    """The GPUs' fixed data: when the source opened (or why it cannot), then on every change."""
 
     def __init__(self, inventory: GpuInventory) -> None:
         super().__init__()

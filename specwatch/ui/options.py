@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from specwatch.ui.model import WINDOWS
 
 if TYPE_CHECKING:
+    from specwatch.session import LiveSession
     from specwatch.ui.app import AppSettings
-    from specwatch.ui.live import LiveSources
 
 DIALECTS = ("sglang", "vllm", "llamacpp", "openai")
 
@@ -103,47 +103,20 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
 
 def _baseline(args: argparse.Namespace) -> tuple[float | None, str, str | None]:
     """(ms per token, where it came from, an error line)."""
-    if args.baseline_itl is not None:
-        return float(args.baseline_itl), "--baseline-itl", None
-    path: Path | None = getattr(args, "baseline", None)
-    if path is None:
-        return None, "", None
-    from specwatch.core.verdict import baseline_ms_from_snapshot
+    from specwatch.session.baseline import load_baseline
 
-    try:
-        from specwatch.bench.snapshot import read_snapshot
-
-        snap = read_snapshot(path)
-    except Exception as e:  # SnapshotError and OSError: report in one line
-        return None, "", f"--baseline {path}: {e}"
-    spec = (
-        snap.get("server", {}).get("speculative") if isinstance(snap.get("server"), dict) else None
-    )
-    if isinstance(spec, dict) and spec.get("enabled") is True:
-        # Speculation measured against itself always reads "about even": refuse, say why.
-        what = spec.get("algorithm") or "speculative decoding"
-        return (
-            None,
-            "",
-            (
-                f"--baseline {path}: taken with speculation on ({what}); "
-                "the baseline must be a run without speculation"
-            ),
-        )
-    ms = baseline_ms_from_snapshot(snap)
-    if ms is None:
-        return None, "", f"--baseline {path}: no overall decode rate in this snapshot"
-    return ms, path.name, None
+    b = load_baseline(args.baseline_itl, getattr(args, "baseline", None))
+    return b.ms, b.source, b.error
 
 
-def build_sources(args: argparse.Namespace) -> LiveSources:
-    """The live sources for ``args``: the demo (started here) or the given server.
+def build_session(args: argparse.Namespace) -> LiveSession:
+    """The live session for ``args``: the demo (started here) or the given server.
 
     Raises:
         ValueError: The address cannot be parsed (one line, without the key).
     """
+    from specwatch.session import LiveSession, NvmlGpuSource
     from specwatch.sources.endpoint import parse_endpoint
-    from specwatch.ui.live import LiveSources
 
     if getattr(args, "demo", False):
         from specwatch.sim.demo import start_demo
@@ -151,10 +124,9 @@ def build_sources(args: argparse.Namespace) -> LiveSources:
 
         demo = start_demo(dialect=args.demo_dialect, seed=args.demo_seed, gpus=8)
         try:
-            return LiveSources(
-                parse_endpoint(demo.url),
-                nvml=FakeNvml(demo.world.gpus),
-                interval_s=args.interval,
+            return LiveSession(
+                [parse_endpoint(demo.url)],
+                NvmlGpuSource(args.interval, nvml=FakeNvml(demo.world.gpus)),
                 metrics_interval_s=args.metrics_interval,
                 demo=demo,
             )
@@ -162,7 +134,9 @@ def build_sources(args: argparse.Namespace) -> LiveSources:
             demo.stop()
             raise
     endpoint = parse_endpoint(args.url, args.api_key)
-    return LiveSources(endpoint, interval_s=args.interval, metrics_interval_s=args.metrics_interval)
+    return LiveSession(
+        [endpoint], NvmlGpuSource(args.interval), metrics_interval_s=args.metrics_interval
+    )
 
 
 def build_settings(
@@ -220,15 +194,15 @@ def run_tui(args: argparse.Namespace) -> int:
     from specwatch.ui.app import SpecwatchApp, remove_sighup
 
     try:
-        sources = build_sources(args)
+        session = build_session(args)
     except ValueError as e:
         print(f"specwatch: {e}", file=sys.stderr)
         return 2
     settings = build_settings(args, baseline_ms, baseline_source)
-    app = SpecwatchApp(settings, sources)
+    app = SpecwatchApp(settings, session)
     try:
         result = app.run()
     finally:
-        sources.stop()
+        session.stop()
         remove_sighup()
     return result if isinstance(result, int) else 0

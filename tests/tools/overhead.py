@@ -56,10 +56,10 @@ SIM_CPU = [0.0]
 
 def _sources(url: str) -> Any:
     """The live sources; the simulated GPUs' own CPU is metered so it can be taken out."""
+    from specwatch.session import LiveSession, NvmlGpuSource
     from specwatch.sim.fake_nvml import FakeNvml
     from specwatch.sim.gpus import SimGpus
     from specwatch.sources.endpoint import parse_endpoint
-    from specwatch.ui.live import LiveSources
 
     gpus = SimGpus(count=8, start_t=time.monotonic())
     gpus.advance_to(time.monotonic(), load=0.9)
@@ -76,7 +76,7 @@ def _sources(url: str) -> Any:
 
     gpus.states = metered_states  # type: ignore[method-assign]
     nvml = FakeNvml(gpus)
-    return LiveSources(parse_endpoint(url), nvml=nvml, interval_s=1.0, metrics_interval_s=1.0)
+    return LiveSession([parse_endpoint(url)], NvmlGpuSource(1.0, nvml=nvml), metrics_interval_s=1.0)
 
 
 def thread_cpu() -> dict[str, float]:
@@ -151,7 +151,7 @@ def child_app(url: str, seconds: float, report: Path) -> None:
 
 
 def child_bare(url: str, seconds: float, report: Path) -> None:
-    """The same sampling without a UI: sampler thread plus the scrape loop; messages dropped."""
+    """The same live session without a UI: sampler thread plus the scrape loop; events dropped."""
     sources = _sources(url)
     counts: dict[str, int] = {}
 
@@ -160,15 +160,14 @@ def child_bare(url: str, seconds: float, report: Path) -> None:
         counts[name] = counts.get(name, 0) + 1
 
     async def main() -> None:
-        await asyncio.to_thread(sources.open_gpus, sink)
-        poller = sources.make_poller(sink)
-        task = asyncio.create_task(poller.run())
+        sources.subscribe(sink)
+        sources.start()
         await asyncio.sleep(WARMUP_S)
         cpu0, t0, sim0 = time.process_time(), time.monotonic(), SIM_CPU[0]
         await asyncio.sleep(seconds)
         cpu, wall, sim = time.process_time() - cpu0, time.monotonic() - t0, SIM_CPU[0] - sim0
         _report(report, cpu, wall, sim, {"messages": counts})
-        task.cancel()
+        await sources.aclose()
 
     try:
         asyncio.run(main())

@@ -1,0 +1,13 @@
+"""The headless live session: pollers, GPU source, benchmark job, baseline; typed events out.
+
+Nothing here imports textual or rich. Front ends (the TUI, ``probe``, ``bench``, a recorder)
+subscribe to a :class:`LiveSession` and turn its events into whatever they show.
+"""
+
+from __future__ import annotations
+
+from specwatch.session.baseline import Baseline, load_baseline
+from specwatch.session.gpu_source import GpuSource, NoGpus, NvmlGpuSource
+from specwatch.session.live import LiveSession
+
+__all__ = ["Baseline", "GpuSource", "LiveSession", "NoGpus", "NvmlGpuSource", "load_baseline"]

@@ -1,0 +1,138 @@
+"""A benchmark run while the session watches, on its own thread, event loop and HTTP client.
+
+Its own loop keeps a front end's drawing from sitting between a streamed chunk and its timestamp.
+Progress comes back as events; the snapshot is written where ``specwatch bench`` writes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from specwatch.core.server import ServerInfo
+from specwatch.session.events import BenchFinished, BenchProgress, SessionEvent
+from specwatch.sources.endpoint import Endpoint
+
+if TYPE_CHECKING:
+    from specwatch.bench.runner import BenchConfig, BenchEvent, BenchResult
+    from specwatch.sources.nvml import GpuSampler
+
+
+class BenchJob:
+    """One benchmark against a watched server (run :meth:`run` on a thread, or :meth:`start`).
+
+    Args:
+        endpoint: The server.
+        info: The server as detected.
+        sampler: The session's GPU sampler (its ticks become the per-run GPU summaries).
+        out_dir: Where the snapshot is written.
+        emit: Where events go (called on the job's thread).
+        config: What to run (the ``specwatch bench`` defaults when ``None``).
+        clock: Monotonic seconds for progress events (the session's clock).
+        command: The command line recorded in the snapshot.
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        info: ServerInfo,
+        sampler: GpuSampler | None,
+        out_dir: Path,
+        emit: Callable[[SessionEvent], None],
+        config: BenchConfig | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        command: Sequence[str] = ("specwatch", "(live benchmark)"),
+    ) -> None:
+        self.endpoint = endpoint
+        self.info = info
+        self.sampler = sampler
+        self.out_dir = out_dir
+        self.emit = emit
+        self.config = config
+        self.clock = clock
+        self.command = list(command)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._cancel: asyncio.Event | None = None
+        self._cancel_requested = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.done = threading.Event()
+        """Set once the benchmark ended and its snapshot was written (or failed to be)."""
+        self.snapshot_path: Path | None = None
+
+    def start(self) -> None:
+        """Run on a daemon thread of its own."""
+        self._thread = threading.Thread(target=self.run, name="specwatch-bench", daemon=True)
+        self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        """Started and not yet ended."""
+        return self._thread is not None and not self.done.is_set()
+
+    def cancel(self) -> None:
+        """Stop after the run in flight; the finished runs are kept (thread-safe)."""
+        self._cancel_requested.set()
+        loop, ev = self._loop, self._cancel
+        if loop is not None and ev is not None:
+            # A closed loop means the benchmark already ended: nothing left to stop.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(ev.set)
+
+    def _on_event(self, event: BenchEvent) -> None:
+        tok_s = event.run.tok_s if event.run is not None and not event.run.warmup else None
+        self.emit(
+            BenchProgress(self.clock(), event.kind, event.index, event.total, event.message, tok_s)
+        )
+
+    async def _main(self) -> BenchResult:
+        from specwatch.bench.runner import BenchConfig, run_benchmark
+        from specwatch.sources.client import ServerClient
+
+        self._loop = asyncio.get_running_loop()
+        self._cancel = asyncio.Event()
+        if self._cancel_requested.is_set():
+            self._cancel.set()
+        config = self.config or BenchConfig()
+        self.emit(BenchProgress(self.clock(), "started", 0, config.warmup, "warming up"))
+        async with ServerClient(self.endpoint, timeout_s=60.0) as client:
+            return await run_benchmark(
+                client,
+                self.info,
+                config,
+                sampler=self.sampler,
+                on_event=self._on_event,
+                cancel=self._cancel,
+                clock=self.clock,
+            )
+
+    def run(self) -> None:
+        """Run the benchmark to the end, save the snapshot, emit the result. Never raises."""
+        try:
+            self._run()
+        finally:
+            self.done.set()
+
+    def _run(self) -> None:
+        try:
+            result = asyncio.run(self._main())
+        except Exception as e:  # subscribers must hear about any failure
+            self.emit(BenchProgress(self.clock(), "error", 0, 0, str(e)))
+            self.emit(BenchFinished("failed", None, None, None, f"{type(e).__name__}: {e}"))
+            return
+        error: str | None = None
+        try:
+            from specwatch.bench.snapshot import build_snapshot, write_snapshot
+
+            secrets = [self.endpoint.api_key] if self.endpoint.api_key else []
+            snap = build_snapshot(result, self.command, secrets=secrets)
+            self.snapshot_path = write_snapshot(snap, self.out_dir)
+        except Exception as e:  # a full or read-only disk: say so, keep the results
+            error = f"snapshot not saved: {e}"
+        kind = "finished" if result.ok else ("interrupted" if result.interrupted else "error")
+        self.emit(BenchProgress(self.clock(), kind, len(result.runs), result.config.runs, kind))
+        self.emit(BenchFinished(kind, result, self.snapshot_path, error))

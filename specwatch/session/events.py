@@ -1,0 +1,115 @@
+"""What a live session reports: plain frozen events, one per thing that happened.
+
+Subscribers (the TUI's adapter, a recorder, a test) receive them from the session's threads and
+tasks, in the order each source produced them. ``server`` is the endpoint's index in the
+session's list, so one subscriber can follow several servers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from specwatch.core.gpu import GpuInventory, GpuTick
+from specwatch.core.server import MetricsWindow, ServerInfo
+
+if TYPE_CHECKING:
+    from specwatch.bench.runner import BenchResult
+
+
+@dataclass(frozen=True, slots=True)
+class ServerWaiting:
+    """The server is not ready yet (down, loading, or refusing); the session keeps trying."""
+
+    t: float
+    state: str
+    attempt: int
+    elapsed_s: float
+    detail: str
+    server: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ServerReady:
+    """The server answered and was identified."""
+
+    t: float
+    info: ServerInfo
+    server: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLost:
+    """The server stopped answering (the poller goes back to waiting)."""
+
+    t: float
+    reason: str
+    server: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsScraped:
+    """One ``/metrics`` scrape turned into a window of deltas."""
+
+    window: MetricsWindow
+    server: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInventoryChanged:
+    """The GPUs' fixed data: once when the source opens, then whenever any of it changes.
+
+    Power limit, maximum clocks and the PCIe maximum link can change while specwatch watches
+    (``nvidia-smi -pl 400``); every rule that compares a reading with a limit needs the new one.
+    """
+
+    inventory: GpuInventory
+
+
+@dataclass(frozen=True, slots=True)
+class GpuTicked:
+    """One tick of every GPU."""
+
+    tick: GpuTick
+
+
+@dataclass(frozen=True, slots=True)
+class BenchProgress:
+    """A benchmark event: ``started``, ``warmup_done``, ``run_start``, ``run_done``, ``error``..."""
+
+    t: float
+    kind: str
+    index: int
+    total: int
+    message: str
+    tok_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BenchFinished:
+    """A benchmark ended.
+
+    ``outcome`` is ``finished``, ``interrupted``, ``error`` (the result says why) or ``failed``
+    (it crashed: no result, ``failure`` says why).
+    """
+
+    outcome: str
+    result: BenchResult | None
+    snapshot_path: Path | None
+    snapshot_error: str | None
+    """Why the snapshot could not be written (a full or read-only disk)."""
+    failure: str | None = None
+
+
+SessionEvent = (
+    ServerWaiting
+    | ServerReady
+    | ServerLost
+    | MetricsScraped
+    | GpuInventoryChanged
+    | GpuTicked
+    | BenchProgress
+    | BenchFinished
+)
+"""Everything a session emits."""

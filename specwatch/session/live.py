@@ -1,0 +1,194 @@
+"""The live session: everything that runs while specwatch watches, and nothing that draws.
+
+It owns one :class:`ServerPoller` task per endpoint, a GPU source and its thread, and at most
+one benchmark job, and hands every reading to its subscribers as a typed event. The TUI
+subscribes and renders; a headless front end (a probe, a recorder, a test) subscribes the same
+way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from specwatch.core.server import ServerInfo
+from specwatch.session.bench_job import BenchJob
+from specwatch.session.events import SessionEvent
+from specwatch.session.gpu_source import GpuSource, NoGpus, NvmlGpuSource
+from specwatch.session.server_poller import ServerPoller
+from specwatch.sources.endpoint import Endpoint
+
+if TYPE_CHECKING:
+    from specwatch.bench.runner import BenchConfig
+
+Subscriber = Callable[[SessionEvent], object]
+
+
+class Stoppable(Protocol):
+    """Something the session stops when it ends (the in-process demo server)."""
+
+    def stop(self) -> None:
+        """Stop it."""
+        ...
+
+
+class LiveSession:
+    """Pollers for a list of servers, a GPU source, and a benchmark job, emitting events.
+
+    Subscribers are called on the thread or task that produced the event (the GPU source's
+    thread, the event loop the session was started on, the benchmark's thread), so a
+    subscriber must be thread-safe and quick: ``App.post_message`` or a queue put.
+
+    Args:
+        endpoints: The servers to watch (empty: GPUs only).
+        gpus: The GPU source (``None``: none, reported as disabled).
+        metrics_interval_s: Seconds between scrapes.
+        timeout_s: Per-request HTTP timeout (a hung server is noticed after this long).
+        clock: Monotonic seconds for every timestamp (give the GPU source the same one).
+        demo: Stopped when the session stops.
+    """
+
+    def __init__(
+        self,
+        endpoints: Sequence[Endpoint],
+        gpus: GpuSource | None = None,
+        metrics_interval_s: float = 1.0,
+        timeout_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+        demo: Stoppable | None = None,
+    ) -> None:
+        self.endpoints = tuple(endpoints)
+        self.gpus: GpuSource = gpus if gpus is not None else NoGpus()
+        self.clock = clock
+        self.demo = demo
+        self.pollers = [
+            ServerPoller(e, self.emit, metrics_interval_s, clock, timeout_s, server=i)
+            for i, e in enumerate(self.endpoints)
+        ]
+        self.bench: BenchJob | None = None
+        """The latest benchmark job (running or done)."""
+        self._subscribers: list[Subscriber] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+        self._stopped = threading.Event()
+
+    # --- subscribers ----------------------------------------------------------------------------
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        """Receive every later event; returns the function that unsubscribes."""
+        self._subscribers.append(subscriber)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._subscribers.remove(subscriber)
+
+        return unsubscribe
+
+    def emit(self, event: SessionEvent) -> None:
+        """Hand ``event`` to every subscriber (nothing after :meth:`stop`)."""
+        if self._stopped.is_set():
+            return
+        for subscriber in list(self._subscribers):
+            # One failing subscriber must not starve the others or kill a source's thread.
+            with contextlib.suppress(Exception):
+                subscriber(event)
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the pollers on the running event loop and the GPU source on a thread.
+
+        Call from a coroutine or a callback of a running loop (the TUI's ``on_mount``).
+        """
+        if self._started:
+            return
+        self._started = True
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(p.run(), name=f"specwatch-server-{p.server}") for p in self.pollers
+        ]
+        # Opening NVML can take seconds: never on the loop.
+        threading.Thread(target=self._start_gpus, name="specwatch-gpu-open", daemon=True).start()
+
+    def _start_gpus(self) -> None:
+        if not self._stopped.is_set():
+            self.gpus.start(self.emit)
+
+    def stop(self, gpu_timeout_s: float = 10.0) -> None:
+        """Cancel the pollers and the benchmark, stop the GPU source and the demo. Idempotent."""
+        self._stopped.set()
+        if self.bench is not None:
+            self.bench.cancel()
+        for task in self._tasks:
+            # The loop may already be closed (after the app exited): nothing left to cancel.
+            with contextlib.suppress(RuntimeError):
+                task.cancel()
+        self.gpus.stop(timeout_s=gpu_timeout_s)
+        if self.demo is not None:
+            with contextlib.suppress(Exception):
+                self.demo.stop()
+
+    async def aclose(self) -> None:
+        """Stop, and wait for the poller tasks to end."""
+        self.stop()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def __aenter__(self) -> LiveSession:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # --- what front ends ask for ----------------------------------------------------------------
+
+    def server_info(self, server: int = 0) -> ServerInfo | None:
+        """The server as last detected; ``None`` while waiting or without that endpoint."""
+        return self.pollers[server].info if server < len(self.pollers) else None
+
+    def set_interval(self, interval_s: float) -> None:
+        """Change the GPU and scrape intervals together."""
+        self.gpus.set_interval(interval_s)
+        for p in self.pollers:
+            p.set_interval(interval_s)
+
+    @property
+    def bench_running(self) -> bool:
+        """Whether a benchmark job is in progress."""
+        return self.bench is not None and self.bench.running
+
+    def start_benchmark(
+        self,
+        out_dir: Path,
+        config: BenchConfig | None = None,
+        server: int = 0,
+        command: Sequence[str] = ("specwatch", "(live benchmark)"),
+    ) -> BenchJob | None:
+        """Benchmark a connected server on a thread of its own; ``None`` when none is ready."""
+        info = self.server_info(server)
+        if info is None or self.bench_running:
+            return None
+        sampler = self.gpus.sampler if isinstance(self.gpus, NvmlGpuSource) else None
+        job = BenchJob(
+            self.endpoints[server],
+            info,
+            sampler,
+            out_dir,
+            self.emit,
+            config=config,
+            clock=self.clock,
+            command=command,
+        )
+        self.bench = job
+        job.start()
+        return job
+
+    def cancel_benchmark(self) -> None:
+        """Stop the benchmark after its run in flight, keeping the finished runs."""
+        if self.bench is not None:
+            self.bench.cancel()
