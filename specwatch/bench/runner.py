@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from specwatch.bench.prompts import load_prompts
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
 from specwatch.core.reasons import IDLE_BIT
-from specwatch.core.server import ChunkArrival, Dialect, ServerInfo, StreamResult
+from specwatch.core.server import ChunkArrival, ServerInfo, StreamResult
 from specwatch.core.stats import Summary, summarize
 
 if TYPE_CHECKING:
@@ -224,37 +224,6 @@ def overall_of(runs: Sequence[RunResult]) -> Overall:
 def counter_deltas(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
     """``after − before`` for counters present in both (a decrease means a restart: dropped)."""
     return {k: after[k] - before[k] for k in sorted(after) if k in before and after[k] >= before[k]}
-
-
-_ACCEPT_COUNTERS: dict[Dialect, tuple[str, str, float]] = {
-    # (numerator, denominator, offset): accept length = offset + Δnum/Δden
-    Dialect.VLLM: (
-        "vllm:spec_decode_num_accepted_tokens_total",
-        "vllm:spec_decode_num_drafts_total",
-        1.0,
-    ),
-    Dialect.LLAMACPP: (
-        "llamacpp:spec_decode_num_accepted_tokens_total",
-        "llamacpp:spec_decode_num_drafts_total",
-        1.0,
-    ),
-    Dialect.SGLANG: ("sglang:generation_tokens_total", "sglang:spec_verify_calls_total", 0.0),
-}
-
-
-def accept_length_from_counters(dialect: Dialect, deltas: Mapping[str, float]) -> float | None:
-    """Tokens per verify step from counter deltas over a run, bonus token included."""
-    names = _ACCEPT_COUNTERS.get(dialect)
-    if names is None:
-        return None
-    num, den = deltas.get(names[0]), deltas.get(names[1])
-    if num is None or not den:
-        return None
-    if dialect is Dialect.SGLANG:
-        # Each finished request's first token came from prefill, not a verify step; leave it
-        # out as the live pane does (sources/metrics.py), or short runs overstate the length.
-        num -= deltas.get("sglang:num_requests_total", 0.0)
-    return names[2] + num / den
 
 
 def combine_streams(
@@ -480,6 +449,7 @@ async def run_benchmark(
     Returns:
         The measured runs, statistics, time series and how the benchmark ended.
     """
+    from specwatch.sources.dialects import dialect_for
     from specwatch.sources.stream import stream_completion
 
     started_at = time.time()
@@ -585,7 +555,7 @@ async def run_benchmark(
             server_accept_length=(
                 None
                 if info.spec.enabled is False
-                else accept_length_from_counters(info.dialect, deltas)
+                else dialect_for(info.dialect).accept_length_from_counters(deltas)
             ),
             gpus=recorder.summarize(ticks, run.completion_tokens),
         )
@@ -702,7 +672,6 @@ __all__ = [
     "RunResult",
     "SeriesGpu",
     "SeriesPoint",
-    "accept_length_from_counters",
     "build_series",
     "busy_view",
     "combine_streams",
