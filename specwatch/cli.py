@@ -4,11 +4,54 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from specwatch import __version__
 
 SUBCOMMANDS = ("sim", "probe", "bench", "compare")
+
+
+class _LazyParser(argparse.ArgumentParser):
+    """A subcommand parser whose arguments are added only when it is used.
+
+    ``specwatch sim``'s options live in ``specwatch.sim.cli``, which imports the simulated
+    server (aiohttp, about 0.25 s); every other command must not pay for that.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        fill: Callable[[argparse.ArgumentParser], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._fill = fill
+
+    def _filled(self) -> None:
+        fill, self._fill = self._fill, None
+        if fill is not None:
+            fill(self)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._filled()
+        return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        self._filled()
+        return super().format_help()
+
+    def format_usage(self) -> str:
+        self._filled()
+        return super().format_usage()
+
+
+def _add_sim_arguments(p: argparse.ArgumentParser) -> None:
+    from specwatch.sim.cli import add_sim_arguments
+
+    add_sim_arguments(p)
 
 
 def _add_server_args(p: argparse.ArgumentParser, url_required: bool) -> None:
@@ -31,15 +74,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="Live GPU state, token rate and speculative decoding for an inference server.",
     )
     parser.add_argument("--version", action="version", version=f"specwatch {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{sim,probe,bench,compare}")
+    sub = parser.add_subparsers(
+        dest="command", metavar="{sim,probe,bench,compare}", parser_class=_LazyParser
+    )
 
     from specwatch.ui.options import add_tui_arguments
 
     add_tui_arguments(parser)
 
-    from specwatch.sim.cli import add_sim_arguments
-
-    add_sim_arguments(sub.add_parser("sim", help="run the simulated server standalone"))
+    sub.add_parser("sim", help="run the simulated server standalone", fill=_add_sim_arguments)
 
     p_probe = sub.add_parser("probe", help="detect a server, stream once, read the GPUs, print")
     _add_server_args(p_probe, url_required=True)

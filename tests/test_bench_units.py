@@ -14,14 +14,13 @@ from specwatch.bench.prompts import (
     parse_prompts,
 )
 from specwatch.bench.runner import (
-    accept_length_from_counters,
     build_series,
     busy_view,
     combine_streams,
     counter_deltas,
 )
 from specwatch.core.gpu import GpuSample, GpuTick
-from specwatch.core.server import Dialect, StreamResult
+from specwatch.core.server import StreamResult
 
 
 def test_builtin_prompts_are_varied_and_seeded() -> None:
@@ -54,21 +53,6 @@ def test_counter_deltas_drop_restarts_and_new_series() -> None:
     before = {"a": 10.0, "b": 5.0, "gone": 1.0}
     after = {"a": 14.0, "b": 2.0, "new": 3.0}
     assert counter_deltas(before, after) == {"a": 4.0}
-
-
-def test_accept_length_from_counters_per_dialect() -> None:
-    vllm = {
-        "vllm:spec_decode_num_accepted_tokens_total": 150.0,
-        "vllm:spec_decode_num_drafts_total": 100.0,
-    }
-    assert accept_length_from_counters(Dialect.VLLM, vllm) == 2.5
-    sglang = {"sglang:generation_tokens_total": 300.0, "sglang:spec_verify_calls_total": 100.0}
-    assert accept_length_from_counters(Dialect.SGLANG, sglang) == 3.0
-    # Two finished requests: their prefill tokens are not verify-step tokens.
-    sglang["sglang:num_requests_total"] = 2.0
-    assert accept_length_from_counters(Dialect.SGLANG, sglang) == 2.98
-    assert accept_length_from_counters(Dialect.OPENAI, vllm) is None
-    assert accept_length_from_counters(Dialect.VLLM, {}) is None
 
 
 def _stream(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from specwatch.core.server import Dialect
@@ -69,16 +70,23 @@ async def test_sglang_health_never_called_across_a_session() -> None:
 
     with running_sim("sglang", "0.5.23", background_concurrency=2) as sim:
         async with sim.client() as client:
+            paths: list[str] = []
+
+            async def record(request: httpx.Request) -> None:
+                paths.append(request.url.path)
+
+            # an httpx hook sees every request, retries included
+            client.http.event_hooks["request"].append(record)
             info = await wait_ready(client, timeout_s=5)
             watcher = MetricsWatcher(client, info, clock=sim.clock.now)
             for _ in range(5):
                 await watcher.scrape()
                 sim.advance(1.0)
             await drive_stream(sim, client, info, 32)
-            paths = list(client.requests_made)
         hits = dict(sim.world.truth.endpoint_hits)
         generations = sim.world.truth.health_generations
     assert generations == 0
+    assert "/metrics" in paths and "/generate" in paths
     assert not set(FORBIDDEN_SGLANG_PATHS) & set(paths)
     assert not any(h.endswith(("/health", "/health_generate")) for h in hits)
 

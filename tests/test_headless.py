@@ -43,7 +43,7 @@ def test_headless_core_imports_neither_textual_nor_rich() -> None:
 def test_only_nvml_module_imports_pynvml() -> None:
     offenders: list[str] = []
     for info in pkgutil.walk_packages(specwatch.__path__, "specwatch."):
-        if info.ispkg or info.name == "specwatch.sources.nvml":
+        if info.ispkg or info.name == "specwatch.sources.nvml_binding":
             continue
         spec = info.module_finder.find_spec(info.name, None)
         if spec is None or spec.origin is None:

@@ -634,12 +634,12 @@ async def test_unreachable_and_garbage_never_raise(fake_server: FakeServer) -> N
 async def test_derivation_bug_becomes_a_note(
     fake_server: FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import specwatch.sources.metrics as metrics
+    from specwatch.sources.dialects.vllm import VllmDialect
 
     def broken(*args: Any) -> None:
         raise ZeroDivisionError("oops")
 
-    monkeypatch.setattr(metrics, "_derive_vllm", broken)
+    monkeypatch.setattr(VllmDialect, "derive_window", broken)
     fake_server.routes["GET /metrics"] = text_response(vllm_text(VA, "0.33.0"))
     async with fake_server.client() as client:
         w = await MetricsWatcher(client, _info(Dialect.VLLM, "0.33.0")).scrape()

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from specwatch.bench.aggregate import build_series, combine_streams, counter_deltas, overall_of
@@ -35,44 +35,13 @@ from specwatch.bench.results import (
 from specwatch.bench.stream_waiting import wait_all
 from specwatch.core.gpu import GpuSample, GpuTick
 from specwatch.core.gpu_rules import sample_busy
-from specwatch.core.server import ChunkArrival, Dialect, ServerInfo, StreamResult
+from specwatch.core.server import ChunkArrival, ServerInfo, StreamResult
 
 if TYPE_CHECKING:
     from specwatch.core.gpu_summary import GpuRunSummary
     from specwatch.sources.client import ServerClient
     from specwatch.sources.metrics import MetricsWatcher
     from specwatch.sources.nvml import GpuSampler
-
-
-_ACCEPT_COUNTERS: dict[Dialect, tuple[str, str, float]] = {
-    # (numerator, denominator, offset): accept length = offset + Δnum/Δden
-    Dialect.VLLM: (
-        "vllm:spec_decode_num_accepted_tokens_total",
-        "vllm:spec_decode_num_drafts_total",
-        1.0,
-    ),
-    Dialect.LLAMACPP: (
-        "llamacpp:spec_decode_num_accepted_tokens_total",
-        "llamacpp:spec_decode_num_drafts_total",
-        1.0,
-    ),
-    Dialect.SGLANG: ("sglang:generation_tokens_total", "sglang:spec_verify_calls_total", 0.0),
-}
-
-
-def accept_length_from_counters(dialect: Dialect, deltas: Mapping[str, float]) -> float | None:
-    """Tokens per verify step from counter deltas over a run, bonus token included."""
-    names = _ACCEPT_COUNTERS.get(dialect)
-    if names is None:
-        return None
-    num, den = deltas.get(names[0]), deltas.get(names[1])
-    if num is None or not den:
-        return None
-    if dialect is Dialect.SGLANG:
-        # Each finished request's first token came from prefill, not a verify step; leave it
-        # out as the live pane does (sources/metrics.py), or short runs overstate the length.
-        num -= deltas.get("sglang:num_requests_total", 0.0)
-    return names[2] + num / den
 
 
 def busy_view(ticks: Sequence[GpuTick]) -> list[GpuTick]:
@@ -205,6 +174,8 @@ class _Benchmark:
         )
         if warmup:
             return run
+        from specwatch.sources.dialects import dialect_for
+
         deltas: dict[str, float] = {}
         if before is not None:
             after = await self._counters()
@@ -217,7 +188,7 @@ class _Benchmark:
             server_accept_length=(
                 None
                 if self.info.spec.enabled is False
-                else accept_length_from_counters(self.info.dialect, deltas)
+                else dialect_for(self.info.dialect).accept_length_from_counters(deltas)
             ),
             gpus=_summaries(self.recorder, ticks, run.completion_tokens),
         )
@@ -369,7 +340,6 @@ __all__ = [
     "RunResult",
     "SeriesGpu",
     "SeriesPoint",
-    "accept_length_from_counters",
     "build_series",
     "busy_view",
     "combine_streams",

@@ -98,8 +98,6 @@ class ServerClient:
             follow_redirects=True,
             transport=transport,
         )
-        self.requests_made: list[str] = []
-        """Every path requested, in order (lets tests prove what was never called)."""
 
     async def __aenter__(self) -> ServerClient:
         return self
@@ -181,7 +179,6 @@ class ServerClient:
         Raises:
             ServerError: Unreachable, hung, dropped, or (with ``check``) an HTTP error status.
         """
-        self.requests_made.append(path)
         try:
             try:
                 response = await self.http.get(path)
@@ -225,7 +222,6 @@ class ServerClient:
         Raises:
             ServerError: Unreachable, or an HTTP error status (the body excerpt is in the message).
         """
-        self.requests_made.append(path)
         request = self.http.build_request(
             "POST",
             path,

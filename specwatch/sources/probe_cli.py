@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
 import orjson
 
 from specwatch.sources.endpoint import parse_endpoint
-from specwatch.sources.probe import DEFAULT_PROMPT, EXIT_USAGE, probe, probe_to_dict, render_text
 
 
 def add_probe_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,7 +31,10 @@ def add_probe_arguments(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="wait up to S seconds for a server that is starting or loading (default: no wait)",
     )
-    p.add_argument("--prompt", default=DEFAULT_PROMPT, help="the prompt to stream")
+    # no default here: the probe module (httpx and the dialects) loads only when a probe runs
+    p.add_argument(
+        "--prompt", default=None, help="the prompt to stream (default: a question about hash maps)"
+    )
 
 
 def run_probe(args: argparse.Namespace) -> int:
@@ -43,6 +44,16 @@ def run_probe(args: argparse.Namespace) -> int:
         0 when all went well, 1 when the server cannot be reached (or is not ready), 2 for bad
         arguments, 3 when the server was reached but the stream failed.
     """
+    import asyncio
+
+    from specwatch.sources.probe import (
+        DEFAULT_PROMPT,
+        EXIT_USAGE,
+        probe,
+        probe_to_dict,
+        render_text,
+    )
+
     try:
         endpoint = parse_endpoint(args.url, getattr(args, "api_key", None))
     except ValueError as exc:
@@ -64,7 +75,7 @@ def run_probe(args: argparse.Namespace) -> int:
             max_tokens=args.max_tokens,
             timeout_s=args.timeout,
             wait_s=max(0.0, args.wait),
-            prompt=args.prompt,
+            prompt=DEFAULT_PROMPT if args.prompt is None else args.prompt,
             on_status=status,
         )
     )

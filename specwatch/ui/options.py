@@ -7,13 +7,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from specwatch.core.server import Dialect
 from specwatch.ui.model import WINDOWS
 
 if TYPE_CHECKING:
     from specwatch.session import LiveSession
     from specwatch.ui.app import AppSettings
 
-DIALECTS = ("sglang", "vllm", "llamacpp", "openai")
+DIALECTS = tuple(d.value for d in Dialect)
+"""The servers the demo can simulate: every dialect specwatch speaks."""
 
 
 def _positive(text: str) -> float:

@@ -1,0 +1,140 @@
+"""The protocol every server dialect implements, and the registry's view of it.
+
+A dialect is everything specwatch knows about one server family: how to recognise it and read
+its speculative setup, which ``/metrics`` series give which windowed number (and how their
+names changed between versions), how to ask for a stream and read its chunks, and how to get an
+accept length out of counter deltas over a benchmark run. The machinery in
+``sources/{detect,metrics,stream}.py`` is the same for every server and asks the dialect.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from specwatch.core.server import Dialect, ServerInfo
+from specwatch.core.values import as_float
+from specwatch.sources.dialects.llamacpp_timings import decode_steps, spec_from_timings
+
+if TYPE_CHECKING:
+    from specwatch.sources.client import ServerClient
+    from specwatch.sources.prom import Scrape
+    from specwatch.sources.stream_accumulator import StreamAccumulator
+    from specwatch.sources.window_builder import WindowBuilder
+
+
+ONE_CHUNK_PER_STEP = (
+    "one chunk per engine step; chunks the client fell behind on are merged by the "
+    "server, so steps can be undercounted"
+)
+"""The step note of servers that send one chunk per engine step."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRequest:
+    """One generation to stream, independent of the server."""
+
+    prompt: str
+    max_tokens: int
+    temperature: float
+    ignore_eos: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StreamPlan:
+    """How a dialect streams: the requests to try in order and how tokens are counted."""
+
+    attempts: tuple[tuple[str, dict[str, Any]], ...]
+    """``(path, JSON body)``; the next one is tried when a path answers 404/405."""
+    count_source: str
+    """Where exact token counts come from, e.g. ``"meta_info.completion_tokens"``."""
+
+
+class ServerDialect(abc.ABC):
+    """One server family. Subclass it in a module of ``sources/dialects/`` named after the
+    server and bind an instance to the module-level name ``DIALECT``; the registry finds it."""
+
+    dialect: ClassVar[Dialect]
+    """The name used in ``ServerInfo``, snapshots and on the command line."""
+    owned_by: ClassVar[tuple[str, ...]] = ()
+    """``/v1/models`` ``owned_by`` values that name this server."""
+    fingerprint_order: ClassVar[int] = 100
+    """When ``owned_by`` says nothing, dialects are asked to :meth:`recognize` in this order."""
+    metrics_off_statuses: ClassVar[tuple[int, ...]] = ()
+    """``/metrics`` statuses that mean the server runs without metrics."""
+    metrics_off_text: ClassVar[str] = ""
+    """The reason shown when metrics are off."""
+    stream_in_bursts: ClassVar[bool] = False
+    """Events of one verify step arrive as a burst (one event per token), not one chunk."""
+
+    async def recognize(self, client: ServerClient) -> bool:
+        """Whether endpoints only this server has answer (used when ``owned_by`` is generic)."""
+        return False
+
+    @abc.abstractmethod
+    async def detect(
+        self, client: ServerClient, model: str | None, max_len: int | None
+    ) -> ServerInfo:
+        """Version, model, speculative setup and metrics state of a server of this dialect.
+
+        Raises:
+            ServerError: The server cannot be reached or is still loading.
+        """
+
+    def metrics_off_reason(self, status: int) -> str | None:
+        """Why a ``/metrics`` status means metrics are off; ``None`` when it does not."""
+        return self.metrics_off_text if status in self.metrics_off_statuses else None
+
+    def scrape_notes(self, scrape: Scrape) -> dict[str, str]:
+        """Notes a scrape deserves before any number is derived (e.g. no series of ours)."""
+        return {}
+
+    @abc.abstractmethod
+    def derive_window(
+        self, b: WindowBuilder, cur: Scrape, prev: Scrape | None, dt: float, info: ServerInfo
+    ) -> None:
+        """Fill ``b`` from the current scrape and the one ``dt`` seconds before (or none)."""
+
+    @abc.abstractmethod
+    def stream_plan(self, info: ServerInfo, request: StreamRequest) -> StreamPlan:
+        """The requests that stream ``request`` on this server."""
+
+    @abc.abstractmethod
+    def parse_chunk(self, acc: StreamAccumulator, obj: Mapping[str, Any], t: float) -> None:
+        """Read one decoded stream event that arrived at clock time ``t`` into ``acc``."""
+
+    def server_decode_steps(self, stats: Mapping[str, Any]) -> int | None:
+        """The decode-step count the server reported for a bursty stream, if any."""
+        return decode_steps(stats) if self.stream_in_bursts else None
+
+    def step_note(self) -> str | None:
+        """How steps are counted when each chunk is one engine step (``None``: bursts)."""
+        return None
+
+    def spec_figures(
+        self, info: ServerInfo, stats: dict[str, Any], completion: int, notes: dict[str, str]
+    ) -> tuple[float | None, float | None]:
+        """The server's own per-request accept length and draft acceptance rate."""
+        if "timings" in stats:
+            return spec_from_timings(stats, notes)
+        spec = stats.get("speculative_decoding")
+        if isinstance(spec, Mapping):
+            return as_float(spec.get("mean_acceptance_length")), as_float(
+                spec.get("draft_acceptance_rate")
+            )
+        self.no_spec_stats(notes)
+        return None, None
+
+    def no_spec_stats(self, notes: dict[str, str]) -> None:
+        """Say why a stream carried no speculative stats."""
+        notes.setdefault("draft_acceptance_rate", "the server reports no speculative stats")
+        notes.setdefault("accept_length", "the server reports no speculative stats")
+
+    def accept_length_from_counters(self, deltas: Mapping[str, float]) -> float | None:
+        """Tokens per verify step from counter deltas over a run, bonus token included."""
+        return None
+
+
+__all__ = ["ONE_CHUNK_PER_STEP", "ServerDialect", "StreamPlan", "StreamRequest"]

@@ -1,0 +1,201 @@
+"""SGLang's metrics window: which ``sglang:*`` series give which number, per version.
+
+Live token counters since 0.5.10 (``realtime_tokens_total``, possibly only on log ticks before
+0.5.23), finished-request spec counters since 0.5.16 (``spec_verify_calls_total``), a
+drafts-only ``spec_accept_rate`` gauge since 0.5.16; the gauges cover the last
+``--decode-log-interval`` steps and are the fallback.
+"""
+
+from __future__ import annotations
+
+import re
+
+from specwatch.core.server import ServerInfo
+from specwatch.core.versions import version_tuple
+from specwatch.sources.prom import Scrape
+from specwatch.sources.window_builder import WindowBuilder, delta, hist_delta, minus, ratio
+
+_S = "sglang:"
+_DECODE_MODES = re.compile(r"decode.*")
+
+
+def _sglang_draft_per_round(info: ServerInfo) -> int | None:
+    ndt = info.spec.num_draft_tokens
+    if ndt is not None and ndt > 1:
+        return ndt - 1
+    return info.spec.num_steps
+
+
+def derive_sglang(
+    b: WindowBuilder, cur: Scrape, prev: Scrape | None, dt: float, info: ServerInfo
+) -> None:
+    """SGLang's window: live tokens, finished-request spec counters, gauges as fallback."""
+    version = version_tuple(info.version)
+    b.set("requests_running", cur.total(_S + "num_running_reqs"), _S + "num_running_reqs")
+    b.set("requests_waiting", cur.total(_S + "num_queue_reqs"), _S + "num_queue_reqs")
+    spec_on = info.spec.enabled is not False and (
+        cur.has(_S + "spec_accept_length") or info.spec.enabled is True
+    )
+    per_round = _sglang_draft_per_round(info)
+    gen_name = _S + "generation_tokens_total"
+    verify_name = _S + "spec_verify_calls_total"
+    req_name = _S + "num_requests_total"
+    finished_source = (
+        f"(Δ{gen_name} − Δ{req_name}) / Δ{verify_name}: finished requests, first (prefill) token"
+        " left out"
+    )
+    # lifetime, from the finished-request counters (0.5.16+)
+    if spec_on and cur.has(verify_name):
+        life_len = ratio(minus(cur.total(gen_name), cur.total(req_name)), cur.total(verify_name))
+        b.set(
+            "lifetime_accept_length", life_len, finished_source.replace("Δ", "") + " (since start)"
+        )
+        if life_len is not None and per_round:
+            b.set(
+                "lifetime_acceptance_rate",
+                (life_len - 1.0) / per_round,
+                f"(lifetime accept length − 1) / {per_round} drafts per round",
+            )
+    elif spec_on:
+        b.note("lifetime_accept_length", "SGLang < 0.5.16 has no spec_verify_calls_total counter")
+    gauge_len = cur.mean(_S + "spec_accept_length")
+    gauge_rate = cur.mean(_S + "spec_accept_rate")
+    if gauge_len is not None and gauge_len < 1.0:
+        # an accept length below 1 is impossible: the gauge has not been set yet
+        gauge_len = gauge_rate = None
+        b.notes["accept_length"] = (
+            "SGLang sets its accept-length gauge every 40 decode steps; not yet since start"
+        )
+    if prev is None:
+        return
+    # live tokens
+    rt_name = _S + "realtime_tokens_total"
+    decode_sel = {"mode": "decode"}
+    live = delta(cur, prev, rt_name, decode_sel)
+    ttft = hist_delta(cur, prev, _S + "time_to_first_token_seconds")
+    if live is not None:
+        source = f'Δ{rt_name}{{mode="decode"}}'
+        if ttft is not None:
+            # the first token of each request comes from prefill, outside mode="decode";
+            # each one is one observation of the TTFT histogram
+            live += ttft.count
+            source += f" + Δ{_S}time_to_first_token_seconds_count (first tokens)"
+        b.set("tokens", live, source)
+        b.set("gen_tok_s", ratio(live, dt), f"({source}) / Δt")
+        if version and version < (0, 5, 23):
+            b.notes["gen_tok_s"] = (
+                "SGLang before 0.5.23 may advance realtime_tokens_total only on log ticks"
+            )
+    else:
+        _sglang_throughput_gauge(b, cur)
+        b.note("tokens", "SGLang < 0.5.10 has no live token counter")
+    if not spec_on:
+        why = "speculative decoding is off"
+        b.note("accept_length", why)
+        b.note("draft_acceptance_rate", why)
+    else:
+        d_verify = delta(cur, prev, verify_name)
+        if d_verify is not None and d_verify > 0:
+            d_gen = delta(cur, prev, gen_name)
+            d_req = delta(cur, prev, req_name)
+            length = ratio(minus(d_gen, d_req), d_verify)
+            b.set("accept_length", length, finished_source)
+            if length is not None and per_round:
+                b.set(
+                    "draft_acceptance_rate",
+                    (length - 1.0) / per_round,
+                    f"(windowed accept length − 1) / {per_round} drafts per round"
+                    + (" (tree size with topk > 1)" if (info.spec.topk or 1) > 1 else ""),
+                )
+        elif d_verify is not None:
+            b.notes["accept_length"] = (
+                "no request finished in this window (SGLang spec counters move at request end); "
+                "showing the gauge"
+            )
+        _sglang_gauges(b, gauge_len, gauge_rate, version, per_round)
+    # step latency
+    passes = delta(cur, prev, _S + "cuda_graph_passes_total", {"mode": _DECODE_MODES})
+    running_now = cur.total(_S + "num_running_reqs") or 0.0
+    running_before = prev.total(_S + "num_running_reqs") or 0.0
+    itl = hist_delta(cur, prev, _S + "inter_token_latency_seconds")
+    if itl is None or itl.count <= 0:
+        old = hist_delta(cur, prev, _S + "time_per_output_token_seconds")
+        itl = old if old is not None and old.count > 0 else itl
+    if itl is not None and itl.count > 0:
+        b.set("itl_s", itl.mean, "Δ sglang ITL histogram _sum/_count (per token)")
+    windowed_length = "spec_verify_calls_total" in b.sources.get("accept_length", "")
+    if itl is not None and itl.mean is not None and windowed_length:
+        b.set(
+            "step_latency_s",
+            itl.mean * b.values["accept_length"],
+            "mean ITL (Δ_sum/Δ_count, per token) × windowed accept length",
+        )
+    elif passes is not None and passes > 0 and running_now > 0 and running_before > 0:
+        b.set(
+            "step_latency_s",
+            dt / passes,
+            f'Δt / Δ{_S}cuda_graph_passes_total{{mode=~"decode.*"}} (busy at both scrapes)',
+        )
+    elif itl is not None and itl.mean is not None and b.values.get("accept_length") is not None:
+        b.set(
+            "step_latency_s",
+            itl.mean * b.values["accept_length"],
+            "mean ITL (per token) × gauge accept length",
+        )
+    elif itl is not None and itl.mean is not None and not spec_on:
+        b.set("step_latency_s", itl.mean, "mean ITL (no speculation: one token per step)")
+    else:
+        b.note("step_latency_s", "no decode steps observed in this window")
+    b.note("step_latency_p50_s", "SGLang's ITL histogram is per token, not per step")
+    if ttft is not None:
+        b.set("ttft_s", ttft.mean, f"Δ{_S}time_to_first_token_seconds _sum/_count")
+
+
+def _sglang_gauges(
+    b: WindowBuilder,
+    gauge_len: float | None,
+    gauge_rate: float | None,
+    version: tuple[int, ...],
+    per_round: int | None,
+) -> None:
+    """Fall back to SGLang's gauges (last decode-log interval, default 40 steps)."""
+    if "accept_length" not in b.values and gauge_len is not None:
+        b.set(
+            "accept_length",
+            gauge_len,
+            f"gauge {_S}spec_accept_length (last --decode-log-interval steps, default 40)",
+        )
+        b.notes.setdefault(
+            "accept_length", "SGLang gauge over the last 40 decode steps, not this window"
+        )
+    if "draft_acceptance_rate" in b.values:
+        return
+    if gauge_rate is not None and version >= (0, 5, 16):
+        b.set(
+            "draft_acceptance_rate",
+            gauge_rate,
+            f"gauge {_S}spec_accept_rate (drafts only since 0.5.16; last 40 steps)",
+        )
+    elif gauge_len is not None and per_round:
+        b.set(
+            "draft_acceptance_rate",
+            (gauge_len - 1.0) / per_round,
+            f"(gauge {_S}spec_accept_length − 1) / {per_round} drafts per round "
+            "(this version's spec_accept_rate uses another formula)",
+        )
+    else:
+        b.note("draft_acceptance_rate", "SGLang exposes no drafts-only rate in this version")
+
+
+def _sglang_throughput_gauge(b: WindowBuilder, cur: Scrape) -> None:
+    gauge = cur.total(_S + "gen_throughput")
+    if "gen_tok_s" not in b.values and gauge is not None:
+        b.set("gen_tok_s", gauge, f"gauge {_S}gen_throughput (last 40 decode steps)")
+        b.notes.setdefault(
+            "gen_tok_s",
+            "SGLang < 0.5.10 has no live token counter: gauge over the last 40 decode steps, "
+            "stale when idle",
+        )
+
+
+__all__ = ["derive_sglang"]

@@ -1,0 +1,183 @@
+"""vLLM: speculative setup only from ``vllm:spec_decode_*`` metrics, OpenAI streams with usage.
+
+vLLM has no config endpoint; ``/version`` gives the version. Streams use ``/v1/completions``
+with ``stream_options.continuous_usage_stats``: a cumulative ``usage.completion_tokens`` in
+every chunk. ``inter_token_latency_seconds`` was ``time_per_output_token_seconds`` up to 0.11.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from specwatch.core.server import Dialect, ServerInfo, SpecConfig
+from specwatch.sources.dialects.base import (
+    ONE_CHUNK_PER_STEP,
+    ServerDialect,
+    StreamPlan,
+    StreamRequest,
+)
+from specwatch.sources.dialects.openai import completions_request, parse_openai_chunk
+from specwatch.sources.server_queries import scrape_metrics, try_json
+from specwatch.sources.stream_accumulator import StreamAccumulator
+from specwatch.sources.window_builder import (
+    WindowBuilder,
+    accept_length_from,
+    delta,
+    hist_delta,
+    ratio,
+    set_latency_quantiles,
+    spec_lifetime,
+    spec_names,
+    spec_window,
+)
+
+if TYPE_CHECKING:
+    from specwatch.sources.client import ServerClient
+    from specwatch.sources.prom import Scrape
+
+REASON_METRICS = "vLLM was started with --disable-log-stats (/metrics has no vllm:* series)"
+
+_V = "vllm:"
+
+
+def vllm_spec_from_metrics(scrape: Scrape) -> SpecConfig:
+    """vLLM's speculative setup as the metrics give it away (no config endpoint exists)."""
+    if not scrape.has_prefix("vllm:spec_decode_"):
+        return SpecConfig(enabled=False, source="/metrics: no vllm:spec_decode_* series")
+    positions = scrape.by_label("vllm:spec_decode_num_accepted_tokens_per_pos_total", "position")
+    return SpecConfig(
+        enabled=True,
+        num_draft_tokens=len(positions) or None,
+        source="/metrics: vllm:spec_decode_* series"
+        + (" and position labels" if positions else ""),
+    )
+
+
+def derive_vllm(
+    b: WindowBuilder, cur: Scrape, prev: Scrape | None, dt: float, info: ServerInfo
+) -> None:
+    """vLLM's window: generation tokens, spec_decode counters, the ITL histogram per step."""
+    b.set("requests_running", cur.total(_V + "num_requests_running"), _V + "num_requests_running")
+    b.set("requests_waiting", cur.total(_V + "num_requests_waiting"), _V + "num_requests_waiting")
+    spec = spec_lifetime(b, cur, _V)
+    itl_name = _V + "inter_token_latency_seconds"
+    if not cur.has(itl_name + "_count") and cur.has(_V + "time_per_output_token_seconds_count"):
+        itl_name = _V + "time_per_output_token_seconds"  # vLLM <= 0.11 name of the same series
+    if prev is None:
+        return
+    gen = delta(cur, prev, _V + "generation_tokens_total")
+    b.set("tokens", gen, f"Δ{_V}generation_tokens_total")
+    b.set("gen_tok_s", ratio(gen, dt), f"Δ{_V}generation_tokens_total / Δt")
+    if spec:
+        if spec_window(b, cur, prev, _V) <= 0:
+            b.note("accept_length", "no speculative steps in this window")
+            b.note("draft_acceptance_rate", "no speculative steps in this window")
+    else:
+        why = "no vllm:spec_decode_* series: speculative decoding is off"
+        b.note("accept_length", why)
+        b.note("draft_acceptance_rate", why)
+    hist = hist_delta(cur, prev, itl_name)
+    if hist is not None and hist.count > 0:
+        source = f"Δ{itl_name}_sum / Δ{itl_name}_count (one observation per request per step)"
+        b.set("step_latency_s", hist.mean, source)
+        b.set("itl_s", hist.mean, source)
+        set_latency_quantiles(b, hist, itl_name)
+    else:
+        b.note("step_latency_s", "no decode steps observed in this window")
+    ttft = hist_delta(cur, prev, _V + "time_to_first_token_seconds")
+    if ttft is not None:
+        b.set("ttft_s", ttft.mean, f"Δ{_V}time_to_first_token_seconds _sum/_count")
+
+
+class VllmDialect(ServerDialect):
+    """vLLM."""
+
+    dialect = Dialect.VLLM
+    owned_by: ClassVar[tuple[str, ...]] = ("vllm",)
+    fingerprint_order = 30
+
+    async def recognize(self, client: ServerClient) -> bool:
+        """A ``/version`` answer with a version string."""
+        version = await try_json(client, "/version")
+        return isinstance(version, Mapping) and isinstance(version.get("version"), str)
+
+    async def detect(
+        self, client: ServerClient, model: str | None, max_len: int | None
+    ) -> ServerInfo:
+        """Version from ``/version``, speculative setup from the ``vllm:spec_decode_*`` series."""
+        notes: dict[str, str] = {}
+        version_body = await try_json(client, "/version")
+        version = (
+            str(version_body["version"])
+            if isinstance(version_body, Mapping) and version_body.get("version") is not None
+            else None
+        )
+        _, scrape, detail = await scrape_metrics(client)
+        metrics_enabled: bool | None
+        metrics_reason: str | None = None
+        if scrape is not None and scrape.has_prefix("vllm:"):
+            metrics_enabled = True
+            spec = vllm_spec_from_metrics(scrape)
+        else:
+            if scrape is not None:
+                metrics_enabled, metrics_reason = False, REASON_METRICS
+            else:
+                metrics_enabled, metrics_reason = None, detail
+            spec = SpecConfig(enabled=None, source="")
+            notes["speculative"] = "unknown: vLLM exposes its speculative config only in /metrics"
+        return ServerInfo(
+            base_url=client.endpoint.base_url,
+            dialect=Dialect.VLLM,
+            version=version,
+            model=model,
+            spec=spec,
+            metrics_enabled=metrics_enabled,
+            metrics_reason=metrics_reason,
+            max_model_len=max_len,
+            notes=notes,
+        )
+
+    def scrape_notes(self, scrape: Scrape) -> dict[str, str]:
+        """Without ``vllm:*`` series vLLM runs with ``--disable-log-stats``."""
+        return {} if scrape.has_prefix(_V) else {"metrics": REASON_METRICS}
+
+    def derive_window(
+        self, b: WindowBuilder, cur: Scrape, prev: Scrape | None, dt: float, info: ServerInfo
+    ) -> None:
+        """See :func:`derive_vllm`."""
+        derive_vllm(b, cur, prev, dt, info)
+
+    def stream_plan(self, info: ServerInfo, request: StreamRequest) -> StreamPlan:
+        """``/v1/completions`` with continuous usage stats."""
+        body = completions_request(info, request, continuous=True, ignore_eos_field=True)
+        return StreamPlan(
+            attempts=(("/v1/completions", body),),
+            count_source="usage.completion_tokens (continuous_usage_stats)",
+        )
+
+    def parse_chunk(self, acc: StreamAccumulator, obj: Mapping[str, Any], t: float) -> None:
+        """An OpenAI chunk (with ``metrics`` from 0.33 with per-request metrics)."""
+        parse_openai_chunk(acc, obj, t)
+
+    def step_note(self) -> str | None:
+        """One chunk per engine step."""
+        return ONE_CHUNK_PER_STEP
+
+    def no_spec_stats(self, notes: dict[str, str]) -> None:
+        """Per-request stats need two flags."""
+        notes.setdefault(
+            "draft_acceptance_rate",
+            "vLLM reports per-request speculative stats only with --enable-per-request-metrics "
+            "and --per-request-spec-decode-metrics (0.33+)",
+        )
+
+    def accept_length_from_counters(self, deltas: Mapping[str, float]) -> float | None:
+        """``1 + Δaccepted_tokens / Δdrafts``."""
+        accepted, drafts, _ = spec_names(_V)
+        return accept_length_from(deltas, accepted, drafts, 1.0)
+
+
+DIALECT = VllmDialect()
+
+__all__ = ["DIALECT", "REASON_METRICS", "VllmDialect", "derive_vllm", "vllm_spec_from_metrics"]
