@@ -81,7 +81,9 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         data = Path(tmp_path_factory.mktemp("prometheus"))
         with running_prometheus(targets, data) as prom:
             # enough samples for a full rate window on every server
-            want = f'count_over_time(vllm:num_requests_running[{WINDOW_S + 2:g}s]) >= {WINDOW_S + 2:g}'
+            want = (
+                f"count_over_time(vllm:num_requests_running[{WINDOW_S + 2:g}s]) >= {WINDOW_S + 2:g}"
+            )
             prom.wait(lambda: prom.samples(want) == 2, "a full window of samples", 40)
             yield Fleet(prom, nodes)
     finally:

@@ -36,7 +36,9 @@ from specwatch.sources.prometheus_queries import (
 
 
 def _server(instance: str, **labels: str) -> FleetServer:
-    return FleetServer(instance, "vllm", Dialect.VLLM, None, MetricsWindow(t=0, dt=0), labels=labels)
+    return FleetServer(
+        instance, "vllm", Dialect.VLLM, None, MetricsWindow(t=0, dt=0), labels=labels
+    )
 
 
 def _gpu(instance: str, uuid: str, hostname: str | None = None, **labels: str) -> FleetGpu:
@@ -186,7 +188,9 @@ async def test_client_size_limit_deadline_and_error() -> None:
         )
 
     ep = prometheus_endpoint("prom")
-    async with PrometheusClient(ep, max_body_bytes=1000, transport=httpx.MockTransport(handler)) as c:
+    async with PrometheusClient(
+        ep, max_body_bytes=1000, transport=httpx.MockTransport(handler)
+    ) as c:
         with pytest.raises(PrometheusError, match="larger than 1000 bytes"):
             await c.query("big")
         with pytest.raises(PrometheusError, match="bad_data: parse error"):
@@ -198,6 +202,6 @@ async def test_client_size_limit_deadline_and_error() -> None:
         return httpx.Response(200)
 
     async with PrometheusClient(ep, deadline_s=0.05, transport=httpx.MockTransport(slow)) as c:
-        with pytest.raises(PrometheusError, match="within 0.05 s") as err:
+        with pytest.raises(PrometheusError, match=r"within 0\.05 s") as err:
             await c.query("up")
     assert err.value.kind == "hung"
