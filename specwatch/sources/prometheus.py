@@ -52,7 +52,9 @@ class FleetReading:
     queries: int
     """HTTP requests to Prometheus this refresh cost (targets included when re-read)."""
     cost_s: float
-    """CPU seconds this process spent on the refresh (requests, parsing, derivation)."""
+    """CPU seconds of the calling thread (the event loop) during the refresh: requests, parsing,
+    derivation, and any other task that ran on that loop meanwhile. Other threads (an
+    in-process simulator) are not counted."""
     errors: tuple[str, ...] = ()
     """One line per query that failed; the other parts of the reading still stand."""
 
@@ -128,7 +130,7 @@ class PrometheusSource:
 
         Never raises for a failed query: its error is in :attr:`FleetReading.errors`.
         """
-        cpu0 = time.process_time()
+        cpu0 = time.thread_time()
         sent0 = self.client.requests
         t = self.clock()
         window = await self.window_s()
@@ -149,7 +151,7 @@ class PrometheusSource:
             joins=tuple(joins),
             totals=fleet_totals(servers),
             queries=self.client.requests - sent0,
-            cost_s=time.process_time() - cpu0,
+            cost_s=time.thread_time() - cpu0,
             errors=tuple(errors),
         )
 
