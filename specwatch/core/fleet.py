@@ -1,0 +1,242 @@
+"""A fleet: several servers and their GPUs, how GPUs join servers, and exact fleet totals.
+
+Pure: no I/O. The Prometheus source fills these; the UI, probe and bench read them.
+
+Fleet totals are computed from summed rates, never as a mean of per-server means: tok/s is a
+sum, the accept length is Σ(tokens in verify steps) / Σ(verify steps), the draft acceptance
+rate Σaccepted / Σproposed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from specwatch.core.gpu import GpuSample, GpuStatic
+from specwatch.core.server import Dialect, MetricsWindow
+
+POD_LABELS = ("pod", "namespace")
+"""Labels that name a Kubernetes pod on both sides (server series and dcgm-exporter series)."""
+_LOOPBACK = {"localhost", "127.0.0.1", "::1", "ip6-localhost"}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerRates:
+    """Per-second counter rates behind a server's windowed figures (for exact fleet sums).
+
+    A verify step yields ``step_tokens / verify_steps`` tokens on average (bonus included).
+    """
+
+    gen_tok_s: float | None = None
+    step_tokens_per_s: float | None = None
+    """Tokens produced by verify steps (vLLM and llama.cpp: accepted + drafts)."""
+    verify_steps_per_s: float | None = None
+    """Verify steps per second (vLLM and llama.cpp: drafts; SGLang: spec_verify_calls)."""
+    accepted_per_s: float | None = None
+    draft_tokens_per_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FleetServer:
+    """One inference server as Prometheus sees it."""
+
+    instance: str
+    """The scrape target's ``instance`` label (usually ``host:port``)."""
+    job: str
+    dialect: Dialect
+    model: str | None
+    window: MetricsWindow
+    """Windowed figures under the metrics-window names (``gen_tok_s``, ``accept_length``...)."""
+    rates: ServerRates = field(default_factory=ServerRates)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Join labels where present (``pod``, ``namespace``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FleetGpu:
+    """One GPU of a dcgm-exporter, as Prometheus sees it."""
+
+    key: str
+    """Unique in the fleet: ``exporter instance/UUID`` (or ``/gpu index`` without a UUID)."""
+    instance: str
+    """The exporter scrape target's ``instance`` label."""
+    hostname: str | None
+    """DCGM's ``Hostname`` label: the node the GPU is in."""
+    static: GpuStatic
+    sample: GpuSample
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Join labels where present (``pod``, ``namespace``: the pod using the GPU)."""
+    source: str = "prometheus"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeJoin:
+    """The GPUs a server runs on, and how that was decided."""
+
+    server: str
+    """The server's ``instance``."""
+    gpus: tuple[str, ...]
+    """:attr:`FleetGpu.key` values."""
+    via: str | None
+    """``"pair"`` (an explicit SERVER=DCGM pairing), ``"pod"``, ``"host"``, or ``None``."""
+
+
+@dataclass(frozen=True, slots=True)
+class FleetTotals:
+    """Exact aggregates over the servers that report each figure."""
+
+    servers: int
+    gen_tok_s: float | None
+    accept_length: float | None
+    """Σ verify-step tokens / Σ verify steps."""
+    draft_acceptance_rate: float | None
+    """Σ accepted / Σ proposed draft tokens (servers that count both)."""
+    requests_running: float | None
+    requests_waiting: float | None
+
+
+def host_of(address: str) -> str:
+    """The host of ``host:port``, ``[v6]:port`` or a URL; lower case, loopback as 127.0.0.1."""
+    text = address.strip()
+    if "://" not in text:
+        text = "http://" + text
+    try:
+        host = urlsplit(text).hostname or ""
+    except ValueError:
+        host = ""
+    host = host.lower()
+    return "127.0.0.1" if host in _LOOPBACK else host
+
+
+def target_of(address: str) -> str:
+    """``host:port`` of a URL or target (loopback as 127.0.0.1; the scheme's port if none)."""
+    text = address.strip()
+    if "://" not in text:
+        text = "http://" + text
+    parts = urlsplit(text)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None:
+        port = 443 if parts.scheme == "https" else 80
+    host = host_of(text)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def parse_node_pair(text: str) -> tuple[str, str]:
+    """``SERVER_URL=DCGM_URL`` as ``(server target, exporter target)``, both ``host:port``.
+
+    Raises:
+        ValueError: Not two non-empty addresses joined by ``=``.
+    """
+    server, sep, dcgm = text.partition("=")
+    if not sep or not server.strip() or not dcgm.strip():
+        raise ValueError(f"expected SERVER_URL=DCGM_URL, got {text!r}")
+    return target_of(server), target_of(dcgm)
+
+
+def _same_host(a: str, b: str) -> bool:
+    if not a or not b:
+        return False
+    if a == b:
+        return True
+    # A node's short name matches its FQDN ("node1" vs "node1.dc.example"), IPs never do.
+    if a.replace(".", "").isdigit() or b.replace(".", "").isdigit():
+        return False
+    short_a, short_b = a.split(".", 1)[0], b.split(".", 1)[0]
+    return ("." not in a or "." not in b) and short_a == short_b
+
+
+def _pod_of(labels: Mapping[str, str]) -> tuple[str, str] | None:
+    pod = labels.get("pod") or ""
+    return (pod, labels.get("namespace") or "") if pod else None
+
+
+def join_gpus(
+    servers: Sequence[FleetServer],
+    gpus: Sequence[FleetGpu],
+    pairs: Sequence[tuple[str, str]] = (),
+) -> list[NodeJoin]:
+    """Which GPUs each server runs on.
+
+    In order of precedence: an explicit pairing (from :func:`parse_node_pair`) of the server's
+    target with an exporter target; the same pod (``pod`` and, where both have it,
+    ``namespace``); the same host (the server's host against DCGM's ``Hostname`` label, else the
+    exporter target's host). A server may share its node's GPUs with other servers.
+    """
+    paired: dict[str, set[str]] = {}
+    for server_target, exporter_target in pairs:
+        paired.setdefault(target_of(server_target), set()).add(target_of(exporter_target))
+    out: list[NodeJoin] = []
+    for server in servers:
+        exporters = paired.get(target_of(server.instance))
+        if exporters is not None:
+            keys = tuple(g.key for g in gpus if target_of(g.instance) in exporters)
+            out.append(NodeJoin(server.instance, keys, "pair"))
+            continue
+        pod = _pod_of(server.labels)
+        if pod is not None:
+            keys = tuple(g.key for g in gpus if _same_pod(pod, _pod_of(g.labels)))
+            if keys:
+                out.append(NodeJoin(server.instance, keys, "pod"))
+                continue
+        host = host_of(server.instance)
+        keys = tuple(
+            g.key
+            for g in gpus
+            if _same_host(host, host_of(g.hostname) if g.hostname else host_of(g.instance))
+        )
+        out.append(NodeJoin(server.instance, keys, "host" if keys else None))
+    return out
+
+
+def _same_pod(server: tuple[str, str], gpu: tuple[str, str] | None) -> bool:
+    if gpu is None or server[0] != gpu[0]:
+        return False
+    return not (server[1] and gpu[1]) or server[1] == gpu[1]
+
+
+def _sum(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def fleet_totals(servers: Sequence[FleetServer]) -> FleetTotals:
+    """Exact aggregates: sums of rates, ratios of summed rates (see the module docstring)."""
+    step_tokens = 0.0
+    steps = 0.0
+    accepted = 0.0
+    proposed = 0.0
+    for s in servers:
+        r = s.rates
+        if r.step_tokens_per_s is not None and r.verify_steps_per_s is not None:
+            step_tokens += r.step_tokens_per_s
+            steps += r.verify_steps_per_s
+        if r.accepted_per_s is not None and r.draft_tokens_per_s is not None:
+            accepted += r.accepted_per_s
+            proposed += r.draft_tokens_per_s
+    return FleetTotals(
+        servers=len(servers),
+        gen_tok_s=_sum([s.window.gen_tok_s for s in servers]),
+        accept_length=step_tokens / steps if steps > 0 else None,
+        draft_acceptance_rate=accepted / proposed if proposed > 0 else None,
+        requests_running=_sum([s.window.requests_running for s in servers]),
+        requests_waiting=_sum([s.window.requests_waiting for s in servers]),
+    )
+
+
+__all__ = [
+    "POD_LABELS",
+    "FleetGpu",
+    "FleetServer",
+    "FleetTotals",
+    "NodeJoin",
+    "ServerRates",
+    "fleet_totals",
+    "host_of",
+    "join_gpus",
+    "parse_node_pair",
+    "target_of",
+]

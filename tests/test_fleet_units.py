@@ -1,0 +1,207 @@
+"""Fleet pieces without a Prometheus: the join, exact totals, PromQL, derivation, the client."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from specwatch.core.fleet import (
+    FleetGpu,
+    FleetServer,
+    ServerRates,
+    fleet_totals,
+    host_of,
+    join_gpus,
+    parse_node_pair,
+)
+from specwatch.core.gpu import GpuSample, GpuStatic
+from specwatch.core.server import Dialect, MetricsWindow
+from specwatch.sources.prometheus_api import (
+    PrometheusClient,
+    PrometheusError,
+    VectorSample,
+    parse_duration,
+    prometheus_endpoint,
+)
+from specwatch.sources.prometheus_queries import (
+    COUNTERS,
+    FIELD_LABEL,
+    derive_gpus,
+    derive_servers,
+    label_matcher,
+    server_rates_query,
+)
+
+
+def _server(instance: str, **labels: str) -> FleetServer:
+    return FleetServer(
+        instance, "vllm", Dialect.VLLM, None, MetricsWindow(t=0, dt=0), labels=labels
+    )
+
+
+def _gpu(instance: str, uuid: str, hostname: str | None = None, **labels: str) -> FleetGpu:
+    return FleetGpu(
+        f"{instance}/{uuid}",
+        instance,
+        hostname,
+        GpuStatic(0, uuid=uuid),
+        GpuSample(0, 0.0),
+        labels=labels,
+    )
+
+
+def test_join_by_pair_pod_and_host() -> None:
+    servers = [
+        _server("node1.dc.example:8000"),
+        _server("10.0.0.7:8000", pod="vllm-0", namespace="llm"),
+        _server("localhost:30000"),
+        _server("10.0.0.9:8000"),
+        _server("node5:8000"),
+    ]
+    gpus = [
+        _gpu("10.0.0.1:9400", "A", hostname="node1"),
+        _gpu("10.0.0.7:9400", "B", hostname="node7", pod="vllm-0", namespace="llm"),
+        _gpu("10.0.0.7:9400", "C", hostname="node7", pod="other", namespace="llm"),
+        _gpu("127.0.0.1:9400", "D"),
+        _gpu("dcgm-x:9400", "E", hostname="node9"),
+    ]
+    pairs = [parse_node_pair("http://10.0.0.9:8000=dcgm-x:9400")]
+    joins = {j.server: j for j in join_gpus(servers, gpus, pairs)}
+    assert joins["node1.dc.example:8000"].gpus == ("10.0.0.1:9400/A",)
+    assert joins["node1.dc.example:8000"].via == "host"
+    assert joins["10.0.0.7:8000"].gpus == ("10.0.0.7:9400/B",)
+    assert joins["10.0.0.7:8000"].via == "pod"
+    assert joins["localhost:30000"].gpus == ("127.0.0.1:9400/D",)
+    assert joins["10.0.0.9:8000"].via == "pair"
+    assert joins["10.0.0.9:8000"].gpus == ("dcgm-x:9400/E",)
+    assert joins["node5:8000"].gpus == () and joins["node5:8000"].via is None
+
+
+def test_ips_never_match_by_prefix() -> None:
+    joins = join_gpus([_server("10.0.0.1:8000")], [_gpu("x:1", "A", hostname="10.0.0.2")])
+    assert joins[0].gpus == ()
+
+
+def test_node_pair_and_host_parsing() -> None:
+    assert parse_node_pair("box:8000=https://box:9400/metrics") == ("box:8000", "box:9400")
+    assert host_of("[::1]:8000") == "127.0.0.1" and host_of("Node1:80") == "node1"
+    with pytest.raises(ValueError, match="SERVER_URL=DCGM_URL"):
+        parse_node_pair("box:8000")
+
+
+def test_totals_are_exact_not_means_of_means() -> None:
+    # a busy server (accept length 3) and an idle one with one draft step (accept length 1)
+    busy = FleetServer(
+        "a:1", "j", Dialect.VLLM, None, MetricsWindow(t=0, dt=1, gen_tok_s=300.0,
+        requests_running=8), ServerRates(300.0, 300.0, 100.0, 200.0, 300.0),
+    )  # fmt: skip
+    idle = FleetServer(
+        "b:1", "j", Dialect.VLLM, None, MetricsWindow(t=0, dt=1, gen_tok_s=1.0,
+        requests_running=0), ServerRates(1.0, 1.0, 1.0, 0.0, 3.0),
+    )  # fmt: skip
+    totals = fleet_totals([busy, idle])
+    assert totals.gen_tok_s == 301.0 and totals.requests_running == 8
+    assert totals.accept_length == pytest.approx(301.0 / 101.0)  # not (3 + 1) / 2
+    assert totals.draft_acceptance_rate == pytest.approx(200.0 / 303.0)
+    assert fleet_totals([]).gen_tok_s is None
+
+
+def test_matchers_and_queries() -> None:
+    assert label_matcher('{job="vllm"}') == 'job="vllm"'
+    assert label_matcher(None) == "" and label_matcher(" {} ") == ""
+    with pytest.raises(ValueError, match="label matcher"):
+        label_matcher('job="vllm"')
+    q = server_rates_query(4.0, 'job="vllm"')
+    assert q.count("rate(") == len(COUNTERS) and "[4000ms]" in q
+    assert 'realtime_tokens_total{mode="decode",job="vllm"}' in q
+    assert parse_duration("1m30s") == 90.0 and parse_duration("1s") == 1.0
+    assert parse_duration("soon") is None
+
+
+def _rate(instance: str, field: str, value: float) -> VectorSample:
+    return VectorSample({"instance": instance, "job": "j", FIELD_LABEL: field}, 0.0, value)
+
+
+def test_derive_vllm_and_sglang() -> None:
+    gauges = [
+        VectorSample({"__name__": "vllm:num_requests_running", "instance": "a:1", "job": "j",
+                      "model_name": "m", "engine": str(e)}, 0.0, 2.0)
+        for e in range(2)
+    ]  # fmt: skip
+    rates = [
+        _rate("a:1", "vllm:gen", 100.0),
+        _rate("a:1", "vllm:acc", 60.0),
+        _rate("a:1", "vllm:drafts", 40.0),
+        _rate("a:1", "vllm:dtok", 120.0),
+        _rate("a:1", "vllm:itl_sum", 0.5),
+        _rate("a:1", "vllm:itl_count", 25.0),
+        _rate("s:1", "sglang:live", 90.0),
+        _rate("s:1", "sglang:first", 10.0),
+        _rate("s:1", "sglang:gen", 100.0),
+        _rate("s:1", "sglang:req", 10.0),
+        _rate("s:1", "sglang:verify", 30.0),
+        _rate("s:1", "sglang:itl_sum", 0.4),
+        _rate("s:1", "sglang:itl_count", 100.0),
+    ]
+    servers = {s.instance: s for s in derive_servers(gauges, rates, 5.0, 4.0)}
+    v = servers["a:1"]
+    assert v.dialect is Dialect.VLLM and v.model == "m"
+    assert v.window.requests_running == 4.0  # both engines
+    assert v.window.accept_length == pytest.approx(2.5)
+    assert v.window.draft_acceptance_rate == pytest.approx(0.5)
+    assert v.window.step_latency_s == pytest.approx(0.02)
+    s = servers["s:1"]
+    assert s.window.gen_tok_s == 100.0 and s.window.accept_length == pytest.approx(3.0)
+    assert s.window.step_latency_s == pytest.approx(0.012)
+    assert fleet_totals([v, s]).accept_length == pytest.approx((100 + 90) / (40 + 30))
+
+
+def test_derive_gpus_blank_and_absent() -> None:
+    base = {"instance": "n:9400", "gpu": "3", "UUID": "GPU-x", "Hostname": "n"}
+    samples = [
+        VectorSample({**base, "__name__": "DCGM_FI_DEV_SM_CLOCK"}, 0.0, 1400.0),
+        VectorSample({**base, "__name__": "DCGM_FI_DEV_GPU_TEMP"}, 0.0, 2147483647.0),
+        VectorSample({**base, "__name__": "DCGM_FI_DEV_POWER_USAGE"}, 0.0, 140737488355328.0),
+    ]
+    (gpu,) = derive_gpus(samples, 1.0)
+    assert gpu.static.index == 3 and gpu.sample.sm_clock_mhz == 1400
+    assert gpu.sample.temp_c is None and gpu.sample.missing["temp_c"].startswith("n/s")
+    assert gpu.sample.power_w is None and gpu.sample.missing["power_w"].startswith("n/s")
+    assert gpu.sample.missing["pcie_gen"].startswith("N/A")
+
+
+def test_bare_host_means_port_9090_and_no_env_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-server-key")
+    ep = prometheus_endpoint("prom")
+    assert ep.base_url == "http://prom:9090" and ep.api_key is None
+    assert prometheus_endpoint("https://prom.example/api").base_url == "https://prom.example/api"
+
+
+async def test_client_size_limit_deadline_and_error() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/v1/query" and b"big" in request.content:
+            return httpx.Response(200, content=b"x" * 5000)
+        return httpx.Response(
+            400, json={"status": "error", "errorType": "bad_data", "error": "parse error"}
+        )
+
+    ep = prometheus_endpoint("prom")
+    async with PrometheusClient(
+        ep, max_body_bytes=1000, transport=httpx.MockTransport(handler)
+    ) as c:
+        with pytest.raises(PrometheusError, match="larger than 1000 bytes"):
+            await c.query("big")
+        with pytest.raises(PrometheusError, match="bad_data: parse error"):
+            await c.query("up{")
+        assert c.requests == 2
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(5)
+        return httpx.Response(200)
+
+    async with PrometheusClient(ep, deadline_s=0.05, transport=httpx.MockTransport(slow)) as c:
+        with pytest.raises(PrometheusError, match=r"within 0\.05 s") as err:
+            await c.query("up")
+    assert err.value.kind == "hung"
