@@ -1,14 +1,14 @@
-"""compare with the server's code identity (schema 3), load figures, and hostile snapshot strings."""
+"""compare with the server's code identity (schema 3), load figures and hostile strings."""
 
 from __future__ import annotations
 
+import argparse
 import io
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from specwatch.bench.cli import run_bench  # noqa: F401  (the bench side imports cleanly)
 from specwatch.bench.compare_cli import add_compare_arguments, run_compare
 from specwatch.bench.report import comparison_lines
 from specwatch.bench.snapshot import Snapshot, validate, write_snapshot
@@ -146,8 +146,6 @@ def test_hostile_strings_in_every_shown_field_never_reach_the_terminal(tmp_path:
 
     pa = write_snapshot(a_d, tmp_path)
     pb = write_snapshot(b_d, tmp_path)
-    import argparse
-
     p = argparse.ArgumentParser()
     add_compare_arguments(p)
     out, err = io.StringIO(), io.StringIO()
