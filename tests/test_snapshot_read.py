@@ -16,6 +16,7 @@ from specwatch.bench.snapshot import (
     build_snapshot,
     load_snapshot,
     read_snapshot,
+    validate,
     write_snapshot,
 )
 from specwatch.core.compare import compare
@@ -167,3 +168,14 @@ def test_a_directory_and_an_empty_file_are_one_line_each(tmp_path: Path) -> None
     empty.write_bytes(b"")
     with pytest.raises(SnapshotError, match=r"not valid JSON \(the file is empty\)$"):
         read_snapshot(empty)
+
+
+def test_a_version_3_snapshot_must_say_whether_it_knows_the_process() -> None:
+    d = build_snapshot(synthetic_result(STORY_AFTER))
+    assert d["schema_version"] == 3
+    assert d["server"]["process"] is None and d["server"]["process_note"] == "not collected"
+    del d["server"]["process"]
+    with pytest.raises(SnapshotError, match="'process' is a required property"):
+        validate(d)
+    d["schema_version"] = 2
+    validate(d)  # version 2 never had it
