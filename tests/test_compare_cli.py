@@ -29,7 +29,14 @@ def args(argv: Sequence[str]) -> argparse.Namespace:
 
 def test_every_verdict_has_its_own_documented_exit_code() -> None:
     codes = {o: o.exit_code for o in Outcome}
-    assert codes == {Outcome.NO_CHANGE: 0, Outcome.GPU: 3, Outcome.CODE: 4, Outcome.UNKNOWN: 5}
+    assert codes == {
+        Outcome.NO_CHANGE: 0,
+        Outcome.GPU: 3,
+        Outcome.CODE: 4,
+        Outcome.UNKNOWN: 5,
+        Outcome.LOAD: 6,
+        Outcome.ACCEPTANCE: 7,
+    }
     assert EXIT_ERROR == 1 and EXIT_USAGE == 2
     assert Outcome.GPU.value == "explained by GPU state" and str(Outcome.GPU) == Outcome.GPU.wording
     readme = (Path(__file__).parent.parent / "README.md").read_text()

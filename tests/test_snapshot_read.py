@@ -16,12 +16,14 @@ from specwatch.bench.snapshot import (
     build_snapshot,
     load_snapshot,
     read_snapshot,
+    validate,
     write_snapshot,
 )
 from specwatch.core.compare import compare
 from tests.test_compare import STORY_AFTER, synthetic_result
 
 V1 = Path(__file__).parent / "data" / "snapshot-v1.json"
+V2 = Path(__file__).parent / "data" / "snapshot-v2.json"
 
 
 def test_a_version_1_snapshot_still_reads() -> None:
@@ -36,10 +38,34 @@ def test_a_version_1_snapshot_still_reads() -> None:
     assert snap.label == "v1 fixture"
 
 
+def test_a_version_2_snapshot_still_reads_without_identity_or_recorded_load() -> None:
+    raw = orjson.loads(V2.read_bytes())
+    assert raw["schema_version"] == 2
+    assert "process" not in raw["server"] and "load" not in raw["runs"][0]
+    snap = load_snapshot(V2)
+    assert snap.schema_version == 2
+    assert snap.label == "v2 fixture"
+    assert snap.finished_runs == 5
+    assert snap.server.process is None
+    assert snap.server.process_note == "not recorded (snapshot schema version < 3)"
+    # Its counters hold no prompt tokens or request latencies: the load is unknown, not zero.
+    assert snap.overall["prompt_tok_s"].mean is None
+    assert snap.overall["running_requests"].mean is None
+    assert [g.board_max_sm_clock_mhz for g in snap.overall_gpus] == [1980, 1980]
+
+
+def test_every_version_compares_against_the_newest(tmp_path: Path) -> None:
+    new = load_snapshot(write_snapshot(build_snapshot(synthetic_result(STORY_AFTER)), tmp_path))
+    for old in (V1, V2):
+        c = compare(load_snapshot(old), new)
+        assert c.code is None and c.code_summary is None
+        assert any("code identity not recorded" in n for n in c.notes)
+
+
 def test_new_snapshots_name_the_board_maximum_and_bump_the_version(tmp_path: Path) -> None:
     path = write_snapshot(build_snapshot(synthetic_result(STORY_AFTER)), tmp_path)
     raw = read_snapshot(path)
-    assert raw["schema_version"] == SCHEMA_VERSION == 2
+    assert raw["schema_version"] == SCHEMA_VERSION == 3
     gpu = raw["overall"]["gpus"][0]
     assert gpu["board_max_sm_clock_mhz"] == 1980 and "sm_clock_max_mhz" not in gpu
     assert load_snapshot(path).overall_gpus[0].board_max_sm_clock_mhz == 1980
@@ -142,3 +168,14 @@ def test_a_directory_and_an_empty_file_are_one_line_each(tmp_path: Path) -> None
     empty.write_bytes(b"")
     with pytest.raises(SnapshotError, match=r"not valid JSON \(the file is empty\)$"):
         read_snapshot(empty)
+
+
+def test_a_version_3_snapshot_must_say_whether_it_knows_the_process() -> None:
+    d = build_snapshot(synthetic_result(STORY_AFTER))
+    assert d["schema_version"] == 3
+    assert d["server"]["process"] is None and d["server"]["process_note"] == "not collected"
+    del d["server"]["process"]
+    with pytest.raises(SnapshotError, match="'process' is a required property"):
+        validate(d)
+    d["schema_version"] = 2
+    validate(d)  # version 2 never had it

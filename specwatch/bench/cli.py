@@ -3,7 +3,9 @@
 ``bench`` prints progress the way the story's script did, then a results block, writes a
 snapshot and prints its path. Ctrl-C or SIGHUP stops it and keeps the finished runs in a
 snapshot marked interrupted; a snapshot that cannot be written is reported in one line while
-the results are still printed (exit status 1).
+the results are still printed (exit status 1). Against a server on this machine, the code
+identity of its process (commit, allow-listed environment, NCCL and torch versions) is read once
+before the runs and recorded in the snapshot (``server.process``).
 """
 
 from __future__ import annotations
@@ -18,22 +20,21 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from specwatch.bench.compare_cli import add_compare_arguments, run_compare
 from specwatch.bench.prompts import PromptsError, load_prompts
-from specwatch.bench.report import comparison_lines, no_finished_run, results_lines
+from specwatch.bench.report import code_lines, comparison_lines, results_lines, safe
 from specwatch.bench.runner import BenchConfig, BenchEvent, BenchResult, run_benchmark
 from specwatch.bench.snapshot import (
     DEFAULT_DIR,
-    Snapshot,
     SnapshotError,
     build_snapshot,
     dumps,
-    load_snapshot,
     write_snapshot,
 )
-from specwatch.core.compare import compare
 from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
 
 if TYPE_CHECKING:
+    from specwatch.core.identity import ServerIdentity
     from specwatch.sim.story import StoryServer
     from specwatch.sources.endpoint import Endpoint
     from specwatch.sources.nvml import GpuSampler
@@ -125,14 +126,6 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_compare_arguments(p: argparse.ArgumentParser) -> None:
-    """Options of ``specwatch compare``."""
-    p.add_argument("a", metavar="A.json", help="the baseline snapshot (e.g. the 89 tok/s one)")
-    p.add_argument("b", metavar="B.json", help="the snapshot to explain")
-    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    p.add_argument("--all", action="store_true", help="also show rows that are equal")
-
-
 # --- bench ----------------------------------------------------------------------------------
 
 
@@ -189,7 +182,7 @@ async def _bench(
 
     def say(line: str) -> None:
         # A closed pipe (``| head``) or a vanished terminal must not cost the runs.
-        _print_lines(progress, [line])
+        _print_lines(progress, [safe(line)])
 
     def on_event(e: BenchEvent) -> None:
         if e.kind == "warmup_done":
@@ -307,6 +300,7 @@ def _run_bench(
     except (ValueError, PromptsError) as exc:
         print(f"specwatch bench: {exc}", file=err)
         return EXIT_USAGE
+    identity = server_identity(endpoint.base_url)
     own_sampler = False
     if sampler is None and not args.no_gpu:
         from specwatch.sources.nvml import GpuSampler
@@ -331,8 +325,12 @@ def _run_bench(
         # Nothing measured yet: an empty snapshot would only clutter the directory.
         _print_lines(err, ["specwatch bench: interrupted before the first run; nothing saved"])
         return 128 + (stopped_by or signal.SIGINT)
+    identity = with_server_build(identity, result)
     snap = build_snapshot(
-        result, list(argv if argv is not None else sys.argv), secrets=[secret or ""]
+        result,
+        list(argv if argv is not None else sys.argv),
+        secrets=[secret or ""],
+        identity=identity,
     )
     # Written before anything is printed: after SIGHUP the terminal may be gone.
     status = 0
@@ -341,7 +339,7 @@ def _run_bench(
     except SnapshotError as exc:
         saved = f"specwatch bench: {exc}"
         status = EXIT_FAILED
-    _print_lines(progress, results_block(result))
+    _print_lines(progress, [*results_block(result), *code_lines(identity)])
     _print_lines(err if status else progress, [saved])
     if args.json:
         _print_lines(out, [dumps(snap).decode().rstrip("\n")])
@@ -350,6 +348,23 @@ def _run_bench(
     if result.error is not None or not result.runs:
         return EXIT_FAILED
     return status
+
+
+def server_identity(base_url: str) -> ServerIdentity:
+    """The code identity of the server process behind ``base_url`` (a note when remote)."""
+    from specwatch.sources.process import identify_server
+
+    return identify_server(base_url)
+
+
+def with_server_build(identity: ServerIdentity, result: BenchResult) -> ServerIdentity:
+    """Add a native server's own build id (llama-server reports its commit in ``/props``)."""
+    from specwatch.core.identity import with_build_info
+    from specwatch.core.server import Dialect
+
+    if identity.pid is None or result.server.dialect is not Dialect.LLAMACPP:
+        return identity
+    return with_build_info(identity, result.server.version)
 
 
 def _print_lines(stream: TextIO, lines: Sequence[str]) -> None:
@@ -371,43 +386,6 @@ def _print_lines(stream: TextIO, lines: Sequence[str]) -> None:
         pass
 
 
-# --- compare --------------------------------------------------------------------------------
-
-
-def run_compare(
-    args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None
-) -> int:
-    """Run ``specwatch compare A.json B.json``; returns the exit status.
-
-    The status is the verdict's (``specwatch.core.outcomes.Outcome.exit_code``: 0 no
-    significant change, 3 explained by GPU state, 4 not explained, 5 GPU state unknown); 2 when
-    a file is not a readable snapshot, 1 when one holds no finished run.
-    """
-    out = stdout or sys.stdout
-    err = stderr or sys.stderr
-    snaps: list[Snapshot] = []
-    try:
-        for path in (args.a, args.b):
-            snaps.append(load_snapshot(path))
-    except SnapshotError as exc:
-        print(f"specwatch compare: {exc}", file=err)
-        return EXIT_USAGE
-    a, b = snaps
-    for path, snap in ((args.a, a), (args.b, b)):
-        if snap.finished_runs == 0:
-            print(f"specwatch compare: {no_finished_run(path)}", file=err)
-            return EXIT_ERROR
-    c = compare(a, b, a_name=Path(args.a).name, b_name=Path(args.b).name)
-    if args.json:
-        import orjson
-
-        out.write(orjson.dumps(c.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        out.write("\n".join(comparison_lines(c, a, b, args.all)) + "\n")
-    out.flush()
-    return c.verdict.exit_code
-
-
 __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
@@ -418,4 +396,6 @@ __all__ = [
     "results_block",
     "run_bench",
     "run_compare",
+    "server_identity",
+    "with_server_build",
 ]

@@ -2,6 +2,9 @@
 
 ``specwatch bench`` and ``specwatch compare`` print these lines; the TUI shows the same lines
 in its modals. Plain strings only (no rich, no textual), so the headless commands stay light.
+Every string that comes from a snapshot or a server (label, version, model, arguments, code
+identity, environment values, error text) goes through :mod:`specwatch.core.sanitize` here, so a
+hostile one is shown as ``\x1b]0;…`` instead of retitling or wiping the terminal.
 """
 
 from __future__ import annotations
@@ -11,10 +14,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from specwatch.core import gpu_rules
+from specwatch.core.sanitize import sanitize_line
 
 if TYPE_CHECKING:
     from specwatch.bench.runner import BenchResult
     from specwatch.core.compare import Comparison
+    from specwatch.core.identity import ServerIdentity
     from specwatch.core.snapshot_records import Snapshot
     from specwatch.core.stats import Summary
 
@@ -22,6 +27,18 @@ DIFFERS = "*"
 """The mark of a comparison row whose values differ."""
 CELL_WIDTH = 40
 """Widest table cell (``--json`` has the full values)."""
+LINE_LIMIT = 2000
+"""Longest printed line; longer ones end in an ellipsis."""
+
+
+def safe(text: object, limit: int = LINE_LIMIT) -> str:
+    """One line of outside text made safe for a terminal (``specwatch.core.sanitize``)."""
+    return sanitize_line(str(text), limit)
+
+
+def safe_lines(lines: Sequence[str]) -> list[str]:
+    """Each line made safe (idempotent: clean lines come back unchanged)."""
+    return [safe(line) for line in lines]
 
 
 def _fmt_summary(
@@ -63,7 +80,33 @@ def results_lines(result: BenchResult) -> list[str]:
         lines.append(f"  Interrupted: {len(result.runs)} of {result.config.runs} runs kept")
     if result.error:
         lines.append(f"  Error: {result.error}")
-    return lines
+    return safe_lines(lines)
+
+
+def code_lines(identity: ServerIdentity | None) -> list[str]:
+    """One line naming the code the server runs (package, commit, NCCL, torch), or why not."""
+    if identity is None:
+        return []
+    if identity.pid is None:
+        why = "; ".join(identity.notes) or "the server process was not found"
+        return [safe(f"  Server code: not read ({why})")]
+    parts: list[str] = []
+    if identity.package:
+        parts.append(f"{identity.package} {identity.package_version or ''}".strip())
+    if identity.short_commit:
+        dirty = identity.checkout.dirty if identity.checkout is not None else None
+        parts.append(
+            f"commit {identity.short_commit}" + (" (uncommitted changes)" if dirty else "")
+        )
+    elif identity.build:
+        parts.append(f"build {identity.build}")
+    for kind, label in (("nccl", "NCCL"), ("torch", "torch")):
+        version = identity.library(kind)
+        if version:
+            parts.append(f"{label} {version}")
+    lines = [f"  Server code: {', '.join(parts) or 'unknown'} (process {identity.pid})"]
+    lines += [f"  warning: {w}" for w in identity.warnings]
+    return safe_lines(lines)
 
 
 def _gpu_lines(result: BenchResult) -> list[str]:
@@ -108,7 +151,7 @@ def describe(snap: Snapshot) -> str:
     parts.append(f"{snap.server.dialect or '?'} {snap.server.version or ''}".strip())
     if snap.interrupted:
         parts.append("interrupted")
-    return ", ".join(parts)
+    return safe(", ".join(parts))
 
 
 def no_finished_run(name: str) -> str:
@@ -131,18 +174,18 @@ def short_names(a: str, b: str) -> tuple[str, str]:
 
 
 def _cell(text: str) -> str:
-    return text if len(text) <= CELL_WIDTH else text[: CELL_WIDTH - 1] + "…"
+    return sanitize_line(text, CELL_WIDTH)
 
 
 def comparison_lines(c: Comparison, a: Snapshot, b: Snapshot, show_all: bool = False) -> list[str]:
     """The side-by-side table, the numbers behind the verdict, and the verdict."""
-    lines = [f"A: {c.a_name} ({describe(a)})", f"B: {c.b_name} ({describe(b)})", ""]
+    lines = [f"A: {safe(c.a_name)} ({describe(a)})", f"B: {safe(c.b_name)} ({describe(b)})", ""]
     rows = [
-        dataclasses.replace(r, a=_cell(r.a), b=_cell(r.b))
+        dataclasses.replace(r, name=_cell(r.name), a=_cell(r.a), b=_cell(r.b))
         for r in c.rows
         if show_all or r.key or r.differs
     ]
-    head_a, head_b = short_names(c.a_name, c.b_name)
+    head_a, head_b = short_names(safe(c.a_name), safe(c.b_name))
     if head_a == head_b:
         head_a, head_b = "A", "B"
     head_a, head_b = _cell(head_a), _cell(head_b)
@@ -177,16 +220,19 @@ def comparison_lines(c: Comparison, a: Snapshot, b: Snapshot, show_all: bool = F
         lines.append(f"note: {note}")
     lines.append(f"Verdict: {c.verdict.wording}")
     lines.append(f"  ({c.reason})")
-    return lines
+    return safe_lines(lines)
 
 
 __all__: Sequence[str] = [
     "CELL_WIDTH",
     "DIFFERS",
+    "code_lines",
     "comparison_lines",
     "describe",
     "no_finished_run",
     "results_lines",
     "run_lines",
+    "safe",
+    "safe_lines",
     "short_names",
 ]

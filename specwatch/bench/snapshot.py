@@ -8,8 +8,11 @@ one clear line instead of a hang (``<(ssh box cat a.json)`` still works). A vali
 becomes a typed :class:`~specwatch.core.snapshot_records.Snapshot` (:func:`load_snapshot`).
 
 Schema versions: 1, then 2 (a GPU summary's ``sm_clock_max_mhz``, the board's maximum, renamed
-``board_max_sm_clock_mhz``). Every change to what a snapshot holds bumps ``SCHEMA_VERSION``;
-older versions keep being read.
+``board_max_sm_clock_mhz``), then 3 (``server.process``: the server process's code identity, or
+``null`` and ``server.process_note``; ``runs[].load`` and the overall ``running_requests`` and
+``prompt_tok_s``, from the server's counters around each run). Every change to what a snapshot
+holds bumps ``SCHEMA_VERSION``; older versions keep being read. Building a snapshot from a
+benchmark's result is :mod:`specwatch.bench.snapshot_build`.
 No API key ever lands in a snapshot: the command line is stripped of ``--api-key`` and every
 string is scrubbed of the key's value before writing.
 """
@@ -17,180 +20,39 @@ string is scrubbed of the key's value before writing.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import errno
 import functools
 import importlib.resources
 import os
 import re
-import socket
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-from specwatch import __version__
 from specwatch.bench.bounded_read import BoundedReadError, read_bounded
+from specwatch.bench.snapshot_build import (
+    REDACTED,
+    SCHEMA_VERSION,
+    build_snapshot,
+    mask_secret_args,
+    process_record,
+    redact_argv,
+    scrub,
+)
 from specwatch.core.snapshot_records import Snapshot
 from specwatch.core.values import to_jsonable
 
-if TYPE_CHECKING:
-    from specwatch.bench.runner import BenchResult
-
-SCHEMA_VERSION = 2
 MAX_SNAPSHOT_BYTES = 32 * 1024 * 1024
 READ_TIMEOUT_S = 30.0
 """Longest wait for a snapshot that arrives through a pipe or FIFO (e.g. over ssh)."""
 DEFAULT_DIR = Path("specwatch-snapshots")
-REDACTED = "<redacted>"
-_SECRET_FLAGS = ("--api-key",)
-_SECRET_KEY = re.compile(
-    r"(?:^|[_-])(?:api[_-]?key|secret|password|passwd|token|auth|authorization)$", re.I
-)
-"""Mapping keys whose values are masked (``api_key``, ``hf_token``; not ``max_tokens``)."""
 
 
 class SnapshotError(Exception):
     """A snapshot could not be read or written; ``str(e)`` is one clear line."""
-
-
-# --- building -------------------------------------------------------------------------------
-
-
-def redact_argv(argv: Sequence[str]) -> list[str]:
-    """The command line without any ``--api-key`` flag or its value."""
-    out: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-            continue
-        if arg in _SECRET_FLAGS:
-            skip = True
-            continue
-        if any(arg.startswith(flag + "=") for flag in _SECRET_FLAGS):
-            continue
-        out.append(arg)
-    return out
-
-
-def scrub(obj: Any, secrets: Iterable[str] = ()) -> Any:
-    """A copy of ``obj`` with every occurrence of the ``secrets`` values replaced."""
-    values = [s for s in secrets if s]
-
-    def walk(o: Any) -> Any:
-        if isinstance(o, dict):
-            return {walk(k) if isinstance(k, str) else k: walk(v) for k, v in o.items()}
-        if isinstance(o, list):
-            return [walk(v) for v in o]
-        if isinstance(o, str):
-            for s in values:
-                o = o.replace(s, REDACTED)
-        return o
-
-    return walk(obj)
-
-
-def mask_secret_args(args: Mapping[str, Any]) -> dict[str, Any]:
-    """Server launch arguments with secret-looking ones (``api_key``, ``hf_token``) masked.
-
-    The client already removes them; this is the second lock on the door, since a snapshot is
-    a file people attach to bug reports.
-    """
-    out: dict[str, Any] = {}
-    for k, v in args.items():
-        if isinstance(v, Mapping):
-            out[k] = mask_secret_args(v)
-        elif _SECRET_KEY.search(str(k)) and v not in (None, False, "", 0):
-            out[k] = REDACTED
-        else:
-            out[k] = v
-    return out
-
-
-def _gpu_environment(result: BenchResult) -> dict[str, Any]:
-    inv = result.inventory
-    if inv is None:
-        return {"available": False, "reason": "no GPU sampler", "gpus": []}
-    return {
-        "available": inv.available,
-        "reason": inv.reason,
-        "driver_version": inv.system.driver_version,
-        "nvml_version": inv.system.nvml_version,
-        "cuda_driver_version": inv.system.cuda_driver_version,
-        "gpus": to_jsonable(inv.gpus),
-    }
-
-
-def _server(result: BenchResult) -> dict[str, Any]:
-    s = result.server
-    return {
-        "base_url": re.sub(r"//[^/@]*@", "//", s.base_url),
-        "dialect": s.dialect.value,
-        "version": s.version,
-        "model": s.model,
-        "speculative": to_jsonable(s.spec),
-        "metrics_enabled": s.metrics_enabled,
-        "metrics_reason": s.metrics_reason,
-        "max_model_len": s.max_model_len,
-        "launch_args": (
-            mask_secret_args(to_jsonable(s.launch_args)) if s.launch_args is not None else None
-        ),
-        "notes": to_jsonable(s.notes),
-    }
-
-
-def build_snapshot(
-    result: BenchResult,
-    argv: Sequence[str] | None = None,
-    *,
-    secrets: Iterable[str] = (),
-    host: str | None = None,
-    now: dt.datetime | None = None,
-) -> dict[str, Any]:
-    """The snapshot of a benchmark, as plain JSON values.
-
-    Args:
-        result: What the runner returned.
-        argv: The command line (``--api-key`` and its value are removed).
-        secrets: Values that must not appear anywhere (the API key); replaced by ``<redacted>``.
-        host: Host name (default: this machine's).
-        now: Creation time (default: now, UTC).
-    """
-    when = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
-    overall = to_jsonable(result.overall)
-    overall["gpus"] = to_jsonable(result.gpus)
-    snap = {
-        "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "specwatch", "version": __version__},
-        "created": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "created_unix": when.timestamp(),
-        "started_unix": result.started_at,
-        "duration_s": result.duration_s,
-        "host": host if host is not None else socket.gethostname(),
-        "command": redact_argv(argv or []),
-        "label": result.config.label,
-        "interrupted": result.interrupted,
-        "error": result.error,
-        "complete": result.ok,
-        "config": {
-            **to_jsonable(result.config),
-            "prompts_source": result.prompts_source,
-        },
-        "server": _server(result),
-        "gpu_environment": _gpu_environment(result),
-        "warmups": to_jsonable(result.warmups),
-        "runs": to_jsonable(result.runs),
-        "overall": overall,
-        "timeseries": {
-            "interval_s": result.config.series_interval_s,
-            "points": to_jsonable(result.series),
-        },
-    }
-    cleaned: dict[str, Any] = scrub(snap, secrets)
-    return cleaned
 
 
 def dumps(snapshot: Mapping[str, Any]) -> bytes:
@@ -385,6 +247,7 @@ __all__ = [
     "DEFAULT_DIR",
     "MAX_SNAPSHOT_BYTES",
     "READ_TIMEOUT_S",
+    "REDACTED",
     "SCHEMA_VERSION",
     "Snapshot",
     "SnapshotError",
@@ -392,6 +255,7 @@ __all__ = [
     "dumps",
     "load_snapshot",
     "mask_secret_args",
+    "process_record",
     "read_snapshot",
     "redact_argv",
     "schema",

@@ -2,9 +2,9 @@
 
 One enumeration for every front end: ``specwatch compare`` exits with :attr:`Outcome.exit_code`,
 the TUI shows :attr:`Outcome.wording`, ``--json`` writes the wording. Codes 1 and 2 are taken
-(an error, a usage error); a verdict added later takes the next free code (6, 7...) and a line
-in the README's table. Not to be confused with ``specwatch.core.verdict``, the speculation
-break-even arithmetic of the live screen.
+(an error, a usage error); a verdict added later takes the next free code (8...) and a line in
+the README's table. The rule that picks one is :func:`specwatch.core.judge.judge`. Not to be
+confused with ``specwatch.core.verdict``, the speculation break-even arithmetic of the live screen.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ class Outcome(str, Enum):
     GPU = "explained by GPU state"
     CODE = "not explained by GPU state: look at code or configuration"
     UNKNOWN = "GPU state unknown: no SM clock readings to attribute the change"
+    LOAD = "load changed"
+    ACCEPTANCE = "acceptance changed"
 
     @property
     def wording(self) -> str:
@@ -44,6 +46,8 @@ _EXIT_CODES: dict[Outcome, int] = {
     Outcome.GPU: 3,
     Outcome.CODE: 4,
     Outcome.UNKNOWN: 5,
+    Outcome.LOAD: 6,
+    Outcome.ACCEPTANCE: 7,
 }
 
 

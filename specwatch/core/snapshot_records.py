@@ -3,17 +3,23 @@
 ``specwatch.bench.snapshot`` validates a file against its JSON schema, then builds a
 :class:`Snapshot` here once; nothing downstream reads the raw dict. Every version of the
 snapshot schema is read into the same objects (version 1 named the board's maximum SM clock
-``sm_clock_max_mhz``; version 2 calls it ``board_max_sm_clock_mhz``).
+``sm_clock_max_mhz``; version 2 calls it ``board_max_sm_clock_mhz``; version 3 adds the server
+process's code identity, ``server.process``, and the load of each run, ``runs[].load``, which
+for older versions is worked out again from the runs' counter deltas where they allow it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from specwatch.core import identity as identity_json
 from specwatch.core.gpu_summary import GpuRunSummary
+from specwatch.core.identity import ServerIdentity
+from specwatch.core.load import RunLoad, load_from_counters
+from specwatch.core.stats import mean, sample_std
 from specwatch.core.values import as_float
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -72,6 +78,35 @@ def _gpus(v: Any) -> tuple[GpuRunSummary, ...]:
     return tuple(gpu_summary_from_dict(g) for g in v if isinstance(g, Mapping))
 
 
+def _figure(values: list[float | None]) -> Figure:
+    known = [v for v in values if v is not None]
+    return Figure(mean(known) if known else None, sample_std(known))
+
+
+def _run(r: Mapping[str, Any]) -> SnapshotRun:
+    wall = as_float(r.get("wall_s"))
+    load = r.get("load")
+    if isinstance(load, Mapping):
+        run_load = RunLoad(
+            as_float(load.get("running_requests")), as_float(load.get("prompt_tok_s"))
+        )
+    else:
+        counters = r.get("server_counters")
+        run_load = load_from_counters(
+            {str(k): f for k, v in counters.items() if (f := as_float(v)) is not None}
+            if isinstance(counters, Mapping)
+            else {},
+            wall,
+        )
+    return SnapshotRun(
+        index=_int(r.get("index")) or 0,
+        tok_s=as_float(r.get("tok_s")),
+        wall_s=wall,
+        gpus=_gpus(r.get("gpus")),
+        load=run_load,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Figure:
     """One overall figure: its mean and standard deviation over the runs."""
@@ -88,6 +123,8 @@ class SnapshotRun:
     tok_s: float | None
     wall_s: float | None
     gpus: tuple[GpuRunSummary, ...]
+    load: RunLoad = field(default_factory=lambda: RunLoad(None, None))
+    """The server's load during the run (``specwatch.core.load``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +136,10 @@ class SnapshotServer:
     model: str | None
     speculative: Mapping[str, Any]
     launch_args: Mapping[str, Any]
+    process: ServerIdentity | None = None
+    """The code identity of the server process (schema 3); ``None`` when not recorded."""
+    process_note: str | None = None
+    """Why there is no identity (remote server, older snapshot...)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +179,12 @@ class Snapshot:
         """Measured runs that produced a tok/s figure."""
         return len(self.run_tok_s)
 
+    @property
+    def accept_length(self) -> float | None:
+        """Mean accept length over the runs (tokens per verify step, as the bench reports it)."""
+        figure = self.overall.get("accept_length")
+        return figure.mean if figure is not None else None
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Snapshot:
         """Build from a dict that passed schema validation (any supported version)."""
@@ -149,8 +196,22 @@ class Snapshot:
             for k, v in overall.items()
             if k != "gpus" and isinstance(v, Mapping)
         }
-        runs = d.get("runs")
+        runs = tuple(_run(r) for r in (d.get("runs") or ()) if isinstance(r, Mapping))
+        for key in ("running_requests", "prompt_tok_s"):
+            if key not in figures:
+                figures[key] = _figure([getattr(r.load, key) for r in runs])
         env_gpus = env.get("gpus")
+        process_raw = server.get("process")
+        process = (
+            identity_json.from_json(dict(process_raw)) if isinstance(process_raw, Mapping) else None
+        )
+        note = _str(server.get("process_note"))
+        if process is None and note is None:
+            note = (
+                "not recorded (snapshot schema version < 3)"
+                if (_int(d.get("schema_version")) or 0) < 3
+                else "not recorded"
+            )
         return cls(
             schema_version=_int(d.get("schema_version")) or 0,
             created=str(d.get("created", "?")),
@@ -163,6 +224,8 @@ class Snapshot:
                 model=_str(server.get("model")),
                 speculative=_map(server.get("speculative")),
                 launch_args=_map(server.get("launch_args")),
+                process=process,
+                process_note=note,
             ),
             environment=SnapshotEnvironment(
                 driver_version=_str(env.get("driver_version")),
@@ -173,16 +236,7 @@ class Snapshot:
                     if isinstance(g, Mapping)
                 ),
             ),
-            runs=tuple(
-                SnapshotRun(
-                    index=_int(r.get("index")) or 0,
-                    tok_s=as_float(r.get("tok_s")),
-                    wall_s=as_float(r.get("wall_s")),
-                    gpus=_gpus(r.get("gpus")),
-                )
-                for r in (runs if isinstance(runs, Sequence) else ())
-                if isinstance(r, Mapping)
-            ),
+            runs=runs,
             overall=MappingProxyType(figures),
             overall_gpus=_gpus(overall.get("gpus")),
         )

@@ -1,0 +1,59 @@
+"""``specwatch compare A.json B.json``: "GPU or code?", with one exit code per verdict."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from specwatch.bench.report import comparison_lines, no_finished_run, safe
+from specwatch.bench.snapshot import Snapshot, SnapshotError, load_snapshot
+from specwatch.core.compare import compare
+from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
+
+
+def add_compare_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``specwatch compare``."""
+    p.add_argument("a", metavar="A.json", help="the baseline snapshot (e.g. the 89 tok/s one)")
+    p.add_argument("b", metavar="B.json", help="the snapshot to explain")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument("--all", action="store_true", help="also show rows that are equal")
+
+
+def run_compare(
+    args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
+    """Run ``specwatch compare A.json B.json``; returns the exit status.
+
+    The status is the verdict's (``specwatch.core.outcomes.Outcome.exit_code``: 0 no
+    significant change, 3 explained by GPU state, 4 not explained, 5 GPU state unknown, 6 load
+    changed, 7 acceptance changed); 2 when
+    a file is not a readable snapshot, 1 when one holds no finished run.
+    """
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    snaps: list[Snapshot] = []
+    try:
+        for path in (args.a, args.b):
+            snaps.append(load_snapshot(path))
+    except SnapshotError as exc:
+        print(f"specwatch compare: {safe(exc)}", file=err)
+        return EXIT_USAGE
+    a, b = snaps
+    for path, snap in ((args.a, a), (args.b, b)):
+        if snap.finished_runs == 0:
+            print(f"specwatch compare: {safe(no_finished_run(path))}", file=err)
+            return EXIT_ERROR
+    c = compare(a, b, a_name=Path(args.a).name, b_name=Path(args.b).name)
+    if args.json:
+        import orjson
+
+        out.write(orjson.dumps(c.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        out.write("\n".join(comparison_lines(c, a, b, args.all)) + "\n")
+    out.flush()
+    return c.verdict.exit_code
+
+
+__all__ = ["add_compare_arguments", "run_compare"]

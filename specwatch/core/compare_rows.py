@@ -1,0 +1,315 @@
+"""The side-by-side table of ``specwatch compare``: one :class:`Row` per figure or setting.
+
+Rows are plain strings plus the values behind them; which rows are shown is the report's
+business (``specwatch.bench.report``). Strings here come from snapshots as they are: the report
+sanitises them before they reach a terminal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from specwatch.core import gpu_rules
+from specwatch.core.gpu_summary import GpuRunSummary
+from specwatch.core.identity import ServerIdentity, identity_differences
+from specwatch.core.snapshot_figures import overall_gpus
+from specwatch.core.snapshot_records import Figure, Snapshot
+from specwatch.core.stats import mean
+
+_IDLE_REASONS = gpu_rules.IDLE_REASONS
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One line of the side-by-side table."""
+
+    section: str
+    """``"result"``, ``"load"``, ``"gpu"``, ``"environment"``, ``"server"``, ``"code"`` or
+    ``"config"``."""
+    name: str
+    a: str
+    b: str
+    differs: bool
+    key: bool = False
+    """Always shown, even when equal (the rows the verdict rests on)."""
+    a_value: Any = None
+    b_value: Any = None
+
+
+def _fmt(x: float | None, spec: str = ".1f", unit: str = "") -> str:
+    if x is None:
+        return "—"
+    return f"{x:{spec}}{unit}"
+
+
+def _fmt_summary(s: Figure | None, scale: float = 1.0, spec: str = ".1f") -> str:
+    if s is None or s.mean is None:
+        return "—"
+    out = f"{s.mean * scale:{spec}}"
+    sd = s.std
+    if sd is not None:
+        out += f" ± {sd * scale:{spec}}"
+    return out
+
+
+def _text(x: Any) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, float):
+        return f"{x:g}"
+    if isinstance(x, (list, tuple)):
+        return ", ".join(_text(v) for v in x)
+    if isinstance(x, Mapping):
+        return ", ".join(f"{k}={_text(v)}" for k, v in x.items())
+    return str(x)
+
+
+def _unique(values: Iterable[Any]) -> Any:
+    seen: list[Any] = []
+    for v in values:
+        if v not in seen:
+            seen.append(v)
+    if not seen:
+        return None
+    return seen[0] if len(seen) == 1 else seen
+
+
+REL_DIFFERS = 0.01
+"""Numbers closer than this (relative) are shown as equal in the table: 1% is below what a
+handful of runs resolves, and a table where every row differs says nothing."""
+
+
+def _apart(va: float | None, vb: float | None, abs_tol: float = 0.0) -> bool:
+    """Whether two table values differ enough to mark the row."""
+    if va is None or vb is None:
+        return va is not vb
+    return abs(vb - va) > max(abs_tol, REL_DIFFERS * max(abs(va), abs(vb)))
+
+
+_VOLATILE_ARGS = frozenset(
+    {"port", "host", "startup_time", "pid", "nccl_port", "dist_init_addr", "launch_command"}
+)
+"""Launch arguments that differ between any two starts of the same server (where it listens,
+when it started); ``launch_command`` repeats the real arguments, which get rows of their own."""
+
+
+def _agg(
+    gpus: Sequence[GpuRunSummary], key: str, how: Callable[[list[float]], float]
+) -> float | None:
+    vals = [float(v) for g in gpus if (v := getattr(g, key)) is not None]
+    return how(vals) if vals else None
+
+
+def gpu_rows(
+    a: Snapshot,
+    b: Snapshot,
+    clocks: tuple[float | None, float | None],
+    stragglers: tuple[int | None, int | None],
+) -> list[Row]:
+    """The GPU section: the slowest GPU's clock, straggler, temperatures, power, clock events."""
+    ga, gb = overall_gpus(a), overall_gpus(b)
+    rows: list[Row] = []
+
+    def num_row(
+        name: str, va: float | None, vb: float | None, spec: str, unit: str, key: bool
+    ) -> None:
+        sa, sb = _fmt(va, spec, unit), _fmt(vb, spec, unit)
+        differs = sa != sb and _apart(va, vb, abs_tol=2.0 if unit == "%" else 0.0)
+        rows.append(Row("gpu", name, sa, sb, differs, key, va, vb))
+
+    num_row("SM clock, slowest GPU (mean)", clocks[0], clocks[1], ".0f", " MHz", True)
+    sa, sb = stragglers
+    rows.append(Row("gpu", "straggler GPU", _text(sa), _text(sb), sa != sb, False, sa, sb))
+    aggregates: tuple[tuple[str, str, Callable[[list[float]], float], str, str, bool], ...] = (
+        ("SM clock, all GPUs (mean)", "sm_clock_mean_mhz", mean, ".0f", " MHz", True),
+        ("SM clock (min)", "sm_clock_min_mhz", min, ".0f", " MHz", True),
+        ("GPU temperature (max)", "temp_max_c", max, ".0f", " °C", True),
+        ("HBM temperature (max)", "hbm_temp_max_c", max, ".0f", " °C", False),
+        ("power per GPU (mean)", "power_mean_w", mean, ".0f", " W", True),
+        ("energy per token (all GPUs)", "joules_per_token", math.fsum, ".2f", " J", False),
+    )
+    for name, key, how, spec, unit, is_key in aggregates:
+        num_row(name, _agg(ga, key, how), _agg(gb, key, how), spec, unit, is_key)
+
+    reasons: list[str] = []
+    for g in [*ga, *gb]:
+        for name in g.reason_fractions:
+            if name not in reasons and name not in _IDLE_REASONS:
+                reasons.append(name)
+
+    def worst_pct(gpus: Sequence[GpuRunSummary], reason: str) -> float | None:
+        fractions = [g.reason_fractions.get(reason) or 0.0 for g in gpus]
+        return max(fractions) * 100 if fractions else None
+
+    for name in reasons:
+        num_row(
+            f"time under {name} (worst GPU)",
+            worst_pct(ga, name),
+            worst_pct(gb, name),
+            ".0f",
+            "%",
+            True,
+        )
+
+    def link(gpus: Sequence[GpuRunSummary]) -> tuple[str, Any]:
+        links = [(g.pcie_gen, g.pcie_width) for g in gpus if g.pcie_gen is not None]
+        if not links:
+            return "—", None
+        worst = min(links, key=lambda lw: ((lw[0] or 0), (lw[1] or 0)))
+        return f"Gen{worst[0]} x{worst[1]}", list(worst)
+
+    la, lb = link(ga), link(gb)
+    rows.append(
+        Row("gpu", "PCIe link (worst GPU)", la[0], lb[0], la[0] != lb[0], True, la[1], lb[1])
+    )
+    return rows
+
+
+def env_rows(a: Snapshot, b: Snapshot) -> list[Row]:
+    """The env section."""
+    ea, eb = a.environment, b.environment
+    rows: list[Row] = []
+
+    def row(name: str, va: Any, vb: Any, key: bool = False) -> None:
+        rows.append(Row("environment", name, _text(va), _text(vb), va != vb, key, va, vb))
+
+    row("driver", ea.driver_version, eb.driver_version, True)
+    row("CUDA", ea.cuda_driver_version, eb.cuda_driver_version)
+    sa, sb = ea.gpus, eb.gpus
+    row("GPUs", len(sa), len(sb))
+    for name, key in (
+        ("GPU model", "name"),
+        ("max SM clock", "max_sm_clock_mhz"),
+        ("power limit (W)", "power_limit_w"),
+        ("persistence mode", "persistence_mode"),
+        ("application clock", "app_sm_clock_mhz"),
+        ("PCIe max", "max_pcie_gen"),
+    ):
+        row(name, _unique(g.get(key) for g in sa), _unique(g.get(key) for g in sb))
+    return rows
+
+
+def server_rows(a: Snapshot, b: Snapshot) -> list[Row]:
+    """The server section."""
+    sa, sb = a.server, b.server
+    rows: list[Row] = []
+
+    def row(name: str, va: Any, vb: Any, key: bool = False) -> None:
+        rows.append(Row("server", name, _text(va), _text(vb), va != vb, key, va, vb))
+
+    row("dialect", sa.dialect, sb.dialect)
+    row("server version", sa.version, sb.version, True)
+    row("model", sa.model, sb.model)
+    spa, spb = sa.speculative, sb.speculative
+    for key in ("enabled", "algorithm", "num_steps", "num_draft_tokens", "topk", "draft_model"):
+        row(f"speculative {key.replace('_', ' ')}", spa.get(key), spb.get(key), key == "algorithm")
+    la, lb = sa.launch_args, sb.launch_args
+    for key in sorted((set(la) | set(lb)) - _VOLATILE_ARGS):
+        if la.get(key) != lb.get(key):
+            row(f"arg {key}", la.get(key), lb.get(key))
+    return rows
+
+
+def config_rows(a: Snapshot, b: Snapshot) -> list[Row]:
+    """The config section."""
+    ca, cb = a.config, b.config
+    rows: list[Row] = []
+    for key in (
+        "max_tokens",
+        "concurrency",
+        "runs",
+        "warmup",
+        "prompts_source",
+        "ignore_eos",
+        "temperature",
+    ):
+        va, vb = ca.get(key), cb.get(key)
+        rows.append(
+            Row("config", key.replace("_", " "), _text(va), _text(vb), va != vb, False, va, vb)
+        )
+    return rows
+
+
+def result_rows(a: Snapshot, b: Snapshot, beyond_noise: bool) -> list[Row]:
+    """The result section (tok/s, latencies, accept length) and the load section."""
+    oa, ob = a.overall, b.overall
+    rows: list[Row] = []
+
+    def row(name: str, key: str, scale: float, spec: str, unit: str, is_key: bool) -> None:
+        fa, fb = oa.get(key), ob.get(key)
+        sa = _fmt_summary(fa, scale, spec)
+        sb = _fmt_summary(fb, scale, spec)
+        va = fa.mean if fa is not None else None
+        vb = fb.mean if fb is not None else None
+        if unit:
+            sa, sb = (s + unit if s != "—" else s for s in (sa, sb))
+        differs = beyond_noise if key == "tok_s" else sa != sb and _apart(va, vb)
+        rows.append(Row("result", name, sa, sb, differs, is_key, va, vb))
+
+    row("tok/s", "tok_s", 1.0, ".1f", "", True)
+    row("decode tok/s (no TTFT)", "decode_tok_s", 1.0, ".1f", "", True)
+    row("TTFT", "ttft_s", 1000.0, ".0f", " ms", False)
+    row("step latency", "step_latency_s", 1000.0, ".2f", " ms", True)
+    row("tokens per step", "tokens_per_step", 1.0, ".2f", "", False)
+    row("accept length", "accept_length", 1.0, ".2f", "", True)
+    row("tokens per run", "completion_tokens", 1.0, ".0f", "", False)
+    for name, key, spec in (
+        ("running requests (mean)", "running_requests", ".1f"),
+        ("prompt tok/s (server)", "prompt_tok_s", ".0f"),
+    ):
+        fa, fb = oa.get(key), ob.get(key)
+        va = fa.mean if fa is not None else None
+        vb = fb.mean if fb is not None else None
+        if va is None and vb is None:
+            continue
+        ta, tb = _fmt(va, spec), _fmt(vb, spec)
+        rows.append(Row("load", name, ta, tb, ta != tb and _apart(va, vb), True, va, vb))
+    return rows
+
+
+def code_rows(a: Snapshot, b: Snapshot) -> list[Row]:
+    """The code section: commit, uncommitted changes, NCCL, torch, each differing variable.
+
+    Empty when neither snapshot recorded the server process's identity.
+    """
+    ia, ib = a.server.process, b.server.process
+    if ia is None and ib is None:
+        return []
+    empty = ServerIdentity()
+    xa, xb = ia or empty, ib or empty
+    rows: list[Row] = []
+
+    def row(name: str, va: str | None, vb: str | None, key: bool = True) -> None:
+        rows.append(Row("code", name, va or "—", vb or "—", va != vb, key, va, vb))
+
+    def dirty(i: ServerIdentity | None) -> str | None:
+        if i is None or i.checkout is None or i.checkout.dirty is None:
+            return None
+        return "yes" if i.checkout.dirty else "no"
+
+    row("commit", xa.short_commit, xb.short_commit)
+    row("uncommitted changes", dirty(ia), dirty(ib))
+    row("package", _pkg(xa), _pkg(xb), key=False)
+    row("NCCL", xa.library("nccl"), xb.library("nccl"))
+    row("torch", xa.library("torch"), xb.library("torch"))
+    row("CUDA runtime", xa.library("cudart"), xb.library("cudart"), key=False)
+    if ia is not None and ib is not None:
+        names = set(ia.env()) | set(ib.env())
+        for d in identity_differences(ia, ib).differences:
+            if d.label in names:
+                rows.append(Row("code", d.label, d.before, d.after, True, True, d.before, d.after))
+    return rows
+
+
+def _pkg(i: ServerIdentity) -> str | None:
+    if i.package is None:
+        return None
+    return f"{i.package} {i.package_version}" if i.package_version else i.package
+
+
+__all__ = ["Row", "code_rows", "config_rows", "env_rows", "gpu_rows", "result_rows", "server_rows"]

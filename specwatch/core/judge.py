@@ -1,0 +1,262 @@
+"""The verdict rule: a reference and a current set of figures in, one :class:`Outcome` out.
+
+``specwatch compare`` calls :func:`judge` with one :class:`Figures` per snapshot (per-run tok/s);
+a live verdict calls it with a reference window and the current window. The rule, in order:
+
+1. **Change beyond noise.** Welch's t-test on the tok/s samples gives a 95% confidence interval
+   for ``mean(current) − mean(reference)``. The change counts when that interval excludes 0
+   *and* the relative change is at least ``min_change`` (2%); without an interval (fewer than
+   two samples on a side) the 2% alone decides. Otherwise: **no significant change**.
+2. **GPU state.** If decode followed the SM clock, tok/s would scale by
+   ``expected = clock(current) / clock(reference)`` (the slowest busy GPU's clock). The change
+   is **explained by GPU state** when ``expected`` moves the same way and accounts for at least
+   ``min_share`` (75%) of the change in log terms, or lies inside the 95% interval of the
+   observed ratio. A clock change larger than the tok/s change still explains it (decode is
+   partly memory-bound).
+3. **Acceptance.** At a fixed step time tok/s scales with the accept length (tokens per verify
+   step). **Acceptance changed** when the accept length moved by at least
+   :data:`ACCEPT_MIN_CHANGE` in the direction of tok/s and accounts for ``min_share`` of it.
+4. **Load.** **Load changed** when the mean running requests differ by more than
+   :data:`LOAD_REL_CHANGE` (25%) and at least :data:`LOAD_MIN_RUNNING` requests, or prompt tok/s
+   by more than 25% and at least :data:`LOAD_MIN_PROMPT_TOK_S`: the two measurements were not
+   taken under the same load, so the comparison cannot blame the code.
+5. No SM clock readings on a side: **GPU state unknown** (blaming the code without knowing the
+   GPUs' state is the story's mistake in reverse). Otherwise **not explained by GPU state**.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from specwatch.core.outcomes import Outcome
+from specwatch.core.stats import Summary, Welch, summarize, welch
+
+MIN_CHANGE = 0.02
+"""Smallest relative tok/s change that counts, however tight the confidence interval."""
+MIN_SHARE = 0.75
+"""Share of the observed change (log terms) a cause must account for."""
+ACCEPT_MIN_CHANGE = 0.02
+"""Smallest relative accept-length change that can explain anything."""
+LOAD_REL_CHANGE = 0.25
+"""Relative change of running requests or prompt tok/s that counts as a load change."""
+LOAD_MIN_RUNNING = 0.5
+"""…and at least this many requests apart (1.0 against 1.2 running is no change of load)."""
+LOAD_MIN_PROMPT_TOK_S = 10.0
+"""…and at least this many prompt tok/s apart."""
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """What one side of a comparison measured; ``None`` where it is not known."""
+
+    tok_s: tuple[float, ...]
+    """tok/s samples: one per run (a snapshot) or per interval (a live window)."""
+    slowest_sm_clock_mhz: float | None = None
+    """Mean SM clock of the slowest busy GPU."""
+    board_max_sm_clock_mhz: float | None = None
+    """That GPU's maximum SM clock (for the deficit: ``−7%``)."""
+    clock_reasons: frozenset[str] = frozenset()
+    """Clock-event reasons active on a busy GPU (idle ones excluded)."""
+    running_requests: float | None = None
+    prompt_tok_s: float | None = None
+    accept_length: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """The verdict and the numbers behind it."""
+
+    outcome: Outcome
+    reasons: tuple[str, ...]
+    """Sentences with the numbers behind the verdict, the deciding one first."""
+    tok_s_reference: Summary
+    tok_s_current: Summary
+    welch: Welch | None
+    change: float | None
+    """Relative change of mean tok/s, ``current / reference − 1``."""
+    change_low: float | None
+    change_high: float | None
+    beyond_noise: bool
+    expected_ratio: float | None
+    """``clock(current) / clock(reference)``."""
+    observed_ratio: float | None
+    observed_ratio_low: float | None
+    observed_ratio_high: float | None
+    share: float | None
+    """``ln expected / ln observed``: 1.0 means the clocks account for all of the change."""
+    explained_by_clock: bool
+    accept_share: float | None = None
+    """``ln (accept length ratio) / ln observed``."""
+    load_changes: tuple[str, ...] = ()
+    """What about the load differs (``"running requests 1.0 → 3.1"``)."""
+
+    @property
+    def reason(self) -> str:
+        """The reasons as one line."""
+        return "; ".join(self.reasons)
+
+
+def _apart(a: float | None, b: float | None, rel: float, floor: float) -> bool:
+    if a is None or b is None:
+        return False
+    return abs(b - a) > max(floor, rel * max(abs(a), abs(b)))
+
+
+def load_changes(reference: Figures, current: Figures) -> tuple[str, ...]:
+    """What about the load differs beyond the thresholds (empty when it is the same or unknown)."""
+    out: list[str] = []
+    ra, rb = reference.running_requests, current.running_requests
+    if _apart(ra, rb, LOAD_REL_CHANGE, LOAD_MIN_RUNNING):
+        out.append(f"running requests {ra:.1f} → {rb:.1f}")
+    pa, pb = reference.prompt_tok_s, current.prompt_tok_s
+    if _apart(pa, pb, LOAD_REL_CHANGE, LOAD_MIN_PROMPT_TOK_S):
+        out.append(f"prompt tok/s {pa:.0f} → {pb:.0f}")
+    return tuple(out)
+
+
+def _share(ratio: float | None, observed: float | None) -> float | None:
+    if ratio is None or observed is None or ratio <= 0 or observed <= 0:
+        return None
+    log_obs = math.log(observed)
+    return None if log_obs == 0.0 else math.log(ratio) / log_obs
+
+
+def _clock_words(f: Figures) -> str:
+    if f.slowest_sm_clock_mhz is None or not f.board_max_sm_clock_mhz:
+        return ""
+    deficit = f.slowest_sm_clock_mhz / f.board_max_sm_clock_mhz - 1.0
+    active = ", ".join(sorted(f.clock_reasons)) or "no clock-event reason"
+    return f"{deficit * 100:+.1f}% of its {f.board_max_sm_clock_mhz:.0f} MHz maximum, {active}"
+
+
+def judge(
+    reference: Figures,
+    current: Figures,
+    *,
+    reference_name: str = "the reference",
+    current_name: str = "the current one",
+    min_change: float = MIN_CHANGE,
+    min_share: float = MIN_SHARE,
+) -> Judgement:
+    """Judge ``current`` against ``reference`` (see the module docstring for the rule)."""
+    va, vb = list(reference.tok_s), list(current.tok_s)
+    sa, sb = summarize(va), summarize(vb)
+    w = welch(va, vb)
+    change = change_low = change_high = None
+    observed = obs_low = obs_high = None
+    if sa.mean and sb.mean is not None:
+        observed = sb.mean / sa.mean
+        change = observed - 1.0
+        if w is not None:
+            change_low, change_high = w.ci_low / sa.mean, w.ci_high / sa.mean
+            obs_low, obs_high = 1.0 + change_low, 1.0 + change_high
+    if change is None:
+        beyond = False
+    elif w is not None:
+        beyond = w.significant and abs(change) >= min_change
+    else:
+        beyond = abs(change) >= min_change
+
+    clock_a, clock_b = reference.slowest_sm_clock_mhz, current.slowest_sm_clock_mhz
+    expected = clock_b / clock_a if clock_a and clock_b is not None else None
+    share = _share(expected, observed)
+    inside = (
+        expected is not None
+        and obs_low is not None
+        and obs_high is not None
+        and obs_low <= expected <= obs_high
+    )
+    explained = expected is not None and ((share is not None and share >= min_share) or inside)
+    acc_a, acc_b = reference.accept_length, current.accept_length
+    acc_ratio = acc_b / acc_a if acc_a and acc_b is not None else None
+    accept_share = _share(acc_ratio, observed)
+    accept_explains = (
+        acc_ratio is not None
+        and abs(acc_ratio - 1.0) >= ACCEPT_MIN_CHANGE
+        and accept_share is not None
+        and accept_share >= min_share
+    )
+    loads = load_changes(reference, current)
+
+    pct = f"{change * 100:+.1f}%" if change is not None else "?"
+    ci = (
+        f" (95% CI {change_low * 100:+.1f}% to {change_high * 100:+.1f}%)"
+        if change_low is not None and change_high is not None
+        else ""
+    )
+    head = f"tok/s {pct}{ci}"
+    reasons: list[str] = []
+    clocks = ""
+    if expected is not None and clock_a is not None and clock_b is not None:
+        clocks = (
+            f"slowest-GPU SM clock {clock_a:.0f} → {clock_b:.0f} MHz predicts "
+            f"{(expected - 1) * 100:+.1f}%"
+        )
+    if change is None:
+        outcome = Outcome.NO_CHANGE
+        reasons.append("no tok/s figures to compare")
+    elif not beyond:
+        outcome = Outcome.NO_CHANGE
+        why = "within noise" if w is None or not w.significant else f"smaller than {min_change:.0%}"
+        reasons.append(f"{head}: {why}")
+    elif explained:
+        outcome = Outcome.GPU
+        reasons.append(f"{head}; {clocks}")
+        if words := _clock_words(current):
+            reasons.append(f"{current_name}: slowest GPU {words}")
+    elif accept_explains and acc_a is not None and acc_b is not None:
+        outcome = Outcome.ACCEPTANCE
+        reasons.append(
+            f"{head}; accept length {acc_a:.2f} → {acc_b:.2f} "
+            f"({(acc_b / acc_a - 1) * 100:+.1f}%) accounts for it"
+        )
+    elif loads:
+        outcome = Outcome.LOAD
+        reasons.append(f"{head}; load changed: {', '.join(loads)}")
+    elif expected is None:
+        outcome = Outcome.UNKNOWN
+        missing = " and ".join(
+            n for n, c in ((reference_name, clock_a), (current_name, clock_b)) if c is None
+        )
+        reasons.append(
+            f"{head}; no SM clock readings in {missing}: benchmark on the GPU box "
+            "with NVML to tell GPU state from code"
+        )
+    else:
+        outcome = Outcome.CODE
+        part = f", {share * 100:.0f}% of the change" if share is not None and share > 0 else ""
+        reasons.append(f"{head}; {clocks}{part}: the clocks do not account for it")
+    return Judgement(
+        outcome=outcome,
+        reasons=tuple(reasons),
+        tok_s_reference=sa,
+        tok_s_current=sb,
+        welch=w,
+        change=change,
+        change_low=change_low,
+        change_high=change_high,
+        beyond_noise=beyond,
+        expected_ratio=expected,
+        observed_ratio=observed,
+        observed_ratio_low=obs_low,
+        observed_ratio_high=obs_high,
+        share=share,
+        explained_by_clock=explained,
+        accept_share=accept_share,
+        load_changes=loads,
+    )
+
+
+__all__ = [
+    "ACCEPT_MIN_CHANGE",
+    "LOAD_MIN_PROMPT_TOK_S",
+    "LOAD_MIN_RUNNING",
+    "LOAD_REL_CHANGE",
+    "MIN_CHANGE",
+    "MIN_SHARE",
+    "Figures",
+    "Judgement",
+    "judge",
+    "load_changes",
+]
