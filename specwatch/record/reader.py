@@ -82,7 +82,7 @@ class Reader:
         self.stopped: str | None = None
         """Where reading had to stop, when the file is damaged (one line)."""
 
-    # --- what the file says ------------------------------------------------------------------------
+    # --- what the file says -----------------------------------------------------------------------
 
     @property
     def url(self) -> str:
@@ -118,7 +118,7 @@ class Reader:
             return None
         return float(row[0]), float(row[1])
 
-    # --- events ------------------------------------------------------------------------------------
+    # --- events -----------------------------------------------------------------------------------
 
     def index(self) -> list[IndexEntry]:
         """Every readable row's id, time and kind, in id order (no payloads decoded)."""
@@ -222,4 +222,4 @@ def _float(text: str | None) -> float:
         return 0.0
 
 
-__all__ = ["IndexEntry", "RecordedEvent", "Reader", "RecordingError"]
+__all__ = ["IndexEntry", "Reader", "RecordedEvent", "RecordingError"]

@@ -70,7 +70,7 @@ class ReplaySession(LiveSession):
     def _now(self) -> float:
         return self.now
 
-    # --- what front ends read -----------------------------------------------------------------------
+    # --- what front ends read ---------------------------------------------------------------------
 
     @property
     def at_end(self) -> bool:
@@ -90,7 +90,7 @@ class ReplaySession(LiveSession):
         """Call ``listener`` before the re-emitted history of a backward seek."""
         self._rewind.append(listener)
 
-    # --- controls -----------------------------------------------------------------------------------
+    # --- controls ---------------------------------------------------------------------------------
 
     def toggle_pause(self) -> None:
         """Pause or resume the replay clock."""
@@ -128,7 +128,7 @@ class ReplaySession(LiveSession):
         self.now = t
         self._emit_until(t)
 
-    # --- emitting -----------------------------------------------------------------------------------
+    # --- emitting ---------------------------------------------------------------------------------
 
     def _restart_at(self, t: float) -> None:
         for listener in list(self._rewind):
@@ -158,7 +158,7 @@ class ReplaySession(LiveSession):
         for row in self.reader.by_ids(ids):
             self.emit(row.event)
 
-    # --- lifecycle (the LiveSession surface) --------------------------------------------------------
+    # --- lifecycle (the LiveSession surface) ------------------------------------------------------
 
     def start(self) -> None:
         """Emit the recording's opening state and play it on the running loop."""

@@ -78,4 +78,11 @@ def local_label(wall: float, zone: dt.tzinfo | None = None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S ") + (moment.tzname() or moment.strftime("%z"))
 
 
-__all__ = ["FORMAT_VERSION", "SCHEMA", "STATE_KINDS", "local_iso", "local_label", "open_for_writing"]
+__all__ = [
+    "FORMAT_VERSION",
+    "SCHEMA",
+    "STATE_KINDS",
+    "local_iso",
+    "local_label",
+    "open_for_writing",
+]
