@@ -61,7 +61,13 @@ class Reader:
             raise RecordingError(f"{self.path}: no such recording")
         try:
             self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
-            rows = self._conn.execute("SELECT key, value FROM meta").fetchall()
+            try:
+                rows = self._conn.execute("SELECT key, value FROM meta").fetchall()
+            except sqlite3.DatabaseError:
+                # A truncated file is shorter than its header says; SQLite refuses it unless
+                # told to read what is there (nothing is written: the connection is read-only).
+                self._conn.execute("PRAGMA writable_schema=ON")
+                rows = self._conn.execute("SELECT key, value FROM meta").fetchall()
         except sqlite3.Error as e:
             raise RecordingError(
                 f"{self.path}: not a specwatch recording ({sanitize_line(str(e))})"

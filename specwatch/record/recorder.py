@@ -62,6 +62,7 @@ class Recorder:
         on_stop: Called with one line when recording stops on an error (a full disk).
         on_commit: Called with the total rows committed after each commit (tests, status).
         max_bytes: Refuse to grow the file beyond this (tests simulate a full disk with it).
+        trim_every_s: Real seconds between retention trims.
     """
 
     def __init__(
@@ -76,6 +77,7 @@ class Recorder:
         on_commit: Callable[[int], object] | None = None,
         interval_s: float | None = None,
         max_bytes: int | None = None,
+        trim_every_s: float = TRIM_EVERY_S,
     ) -> None:
         self.path = Path(path)
         self.endpoints = tuple(endpoints)
@@ -87,6 +89,7 @@ class Recorder:
         self.on_commit = on_commit
         self.interval_s = interval_s
         self.max_bytes = max_bytes
+        self.trim_every_s = trim_every_s
         self.offset = 0.0
         """Wall seconds minus session seconds."""
         self.rows = 0
@@ -155,7 +158,7 @@ class Recorder:
         self.rows += len(rows)
         if self.on_commit is not None:
             self.on_commit(self.rows)
-        if self.retention_s is not None and time.monotonic() - self._last_trim >= TRIM_EVERY_S:
+        if self.retention_s is not None and time.monotonic() - self._last_trim >= self.trim_every_s:
             self.trim(max(t for t, _ in batch) - self.retention_s)
 
     def trim(self, before_t: float) -> int:
