@@ -332,3 +332,30 @@ def test_the_record_package_runs_without_textual() -> None:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
+
+
+async def test_the_replay_app_shows_replay_time_and_obeys_its_keys(tmp_path: Path) -> None:
+    from specwatch.ui.app import AppSettings
+    from specwatch.ui.replay_app import ReplayApp
+
+    path = tmp_path / "app.sqlite"
+    record_story(path)
+    with Reader(path) as reader:
+        replay = ReplaySession(reader)
+        settings = AppSettings(watch_terminal=False, live_cpu=False, show_overhead=False)
+        app = ReplayApp(settings, replay)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("space")
+            assert replay.paused
+            await pilot.press("right_curly_bracket", "right_square_bracket")
+            assert replay.now == replay.last_t  # clamped to the end
+            await pilot.press("left_square_bracket")
+            await pilot.pause()
+            assert replay.now == replay.last_t - 60.0
+            await pilot.press("plus", "plus")
+            assert replay.speed == 5.0
+            await pilot.pause(0.3)
+            label = app.model.replay_label or ""
+            assert label.startswith("REPLAY 2026-12-01") and "×5" in label and "paused" in label
+            assert app.model.tick is not None and app.model.tick.t <= replay.now
+            assert app.message_counts["gpu_tick"] > 0
