@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.server import Dialect, MetricsWindow, ServerInfo, SpecConfig
@@ -77,7 +78,7 @@ def story(seconds: int = 600, drop_at: float = 300.0) -> Iterator[ev.SessionEven
 
 
 def record_story(
-    path: Path, events: Iterator[ev.SessionEvent] | None = None, **kw: object
+    path: Path, events: Iterator[ev.SessionEvent] | None = None, **kw: Any
 ) -> Recorder:
     """Record ``events`` (default :func:`story`) through a real recorder; returns it, stopped."""
     now = [0.0]
@@ -88,7 +89,7 @@ def record_story(
         wall_clock=lambda: WALL0 + now[0],
         flush_s=3600.0,
         **kw,
-    )  # type: ignore[arg-type]
+    )
     rec.start()
     for i, e in enumerate(events if events is not None else story()):
         now[0] = getattr(e, "t", now[0])
