@@ -9,7 +9,7 @@ from typing import Any
 
 from specwatch import __version__
 
-SUBCOMMANDS = ("sim", "probe", "bench", "compare")
+SUBCOMMANDS = ("sim", "probe", "bench", "compare", "record", "replay", "export")
 
 
 class _LazyParser(argparse.ArgumentParser):
@@ -75,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"specwatch {__version__}")
     sub = parser.add_subparsers(
-        dest="command", metavar="{sim,probe,bench,compare}", parser_class=_LazyParser
+        dest="command",
+        metavar="{sim,probe,bench,compare,record,replay,export}",
+        parser_class=_LazyParser,
     )
 
     from specwatch.ui.options import add_tui_arguments
@@ -97,6 +99,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_arguments(p_bench)
     add_compare_arguments(
         sub.add_parser("compare", help="compare two snapshots: is it the GPUs or the code?")
+    )
+    from specwatch.record.cli import add_export_arguments, add_record_arguments
+
+    p_record = sub.add_parser("record", help="record the live session into a SQLite file")
+    _add_server_args(p_record, url_required=False)
+    add_record_arguments(p_record)
+    p_replay = sub.add_parser("replay", help="watch a recording in the TUI, with time controls")
+    p_replay.add_argument("file", metavar="FILE", help="a recording")
+    p_replay.add_argument("--theme", default="dark", help="as for the live monitor")
+    p_replay.add_argument(
+        "--speed", type=float, default=1.0, metavar="X", help="replay speed (1..60; default 1)"
+    )
+    add_export_arguments(
+        sub.add_parser("export", help="a recording as a tidy time series (CSV or JSON Lines)")
     )
     return parser
 
@@ -121,6 +137,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             from specwatch.bench.cli import run_compare
 
             return run_compare(args)
+        if args.command == "record":
+            from specwatch.record.cli import run_record
+
+            return run_record(args)
+        if args.command == "export":
+            from specwatch.record.cli import run_export
+
+            return run_export(args)
+        if args.command == "replay":
+            from specwatch.ui.replay_app import run_replay
+
+            return run_replay(args)
         from specwatch.ui.options import run_tui
 
         return run_tui(args)

@@ -3,8 +3,8 @@ order read from the source with ``ast``, so a failure names the culprit.
 
 Layers, lowest first; a module may import its own layer and the ones below, never above::
 
-    core  <-  sources  <-  bench  <-  session  <-  front ends (ui, cli, the probe/bench/compare
-                                                   commands)
+    core  <-  sources  <-  bench  <-  session  <-  record  <-  front ends (ui, cli, the
+                                                               probe/bench/compare commands)
 
 ``specwatch.sim`` stands apart: it imports core, itself and the NVML constants its fake NVML
 mirrors; product modules import it only inside functions, on demo paths.
@@ -27,8 +27,8 @@ import specwatch
 ROOT = Path(specwatch.__file__).parent
 HEAVY_FOR_CORE = ("httpx", "pynvml", "aiohttp", "textual", "rich")
 UI_TOOLKIT = ("textual", "rich")
-LAYERS = {"core": 0, "sources": 1, "bench": 2, "session": 3, "ui": 4}
-FRONT_END = 4
+LAYERS = {"core": 0, "sources": 1, "bench": 2, "session": 3, "record": 4, "ui": 5}
+FRONT_END = 5
 FRONT_END_MODULES = {
     "specwatch.cli": "the command line",
     "specwatch.__main__": "python -m specwatch",
@@ -36,7 +36,9 @@ FRONT_END_MODULES = {
     # ends (they may use the session once it exists) and nothing below the front ends may
     # import them.
     "specwatch.bench.cli": "the bench and compare commands",
+    "specwatch.bench.compare_cli": "the compare command",
     "specwatch.sources.probe_cli": "the probe command",
+    "specwatch.record.cli": "the record and export commands",
 }
 SIM_MAY_IMPORT = ("specwatch.core", "specwatch.sim", "specwatch.sources.nvml")
 """The fake NVML speaks the real NVML's numbers, which only the NVML modules may import."""
@@ -45,6 +47,7 @@ DEMO_PATHS = (
     "specwatch.ui",  # specwatch --demo
     "specwatch.bench.cli",  # specwatch bench --demo
     "specwatch.session",  # the coming headless session, which will start the demo
+    "specwatch.record.cli",  # specwatch record --demo
 )
 """Modules allowed to import the simulator, inside a function (or for type checking)."""
 
@@ -76,14 +79,26 @@ def test_core_module_loads_no_io_or_ui_library(module: str) -> None:
 
 @pytest.mark.parametrize(
     "module",
-    [m for p in ("specwatch.sources", "specwatch.bench", "specwatch.sim") for m in _modules(p)],
+    [
+        m
+        for p in ("specwatch.sources", "specwatch.bench", "specwatch.sim", "specwatch.record")
+        for m in _modules(p)
+    ],
 )
 def test_headless_module_loads_no_ui_toolkit(module: str) -> None:
     assert _loaded_after(f"import {module}", UI_TOOLKIT) == []
 
 
 @pytest.mark.parametrize(
-    "argv", [["--help"], ["probe", "--help"], ["compare", "--help"], ["bench", "--help"]]
+    "argv",
+    [
+        ["--help"],
+        ["probe", "--help"],
+        ["compare", "--help"],
+        ["bench", "--help"],
+        ["record", "--help"],
+        ["export", "--help"],
+    ],
 )
 def test_cli_help_loads_neither_textual_nor_aiohttp(argv: list[str]) -> None:
     code = (

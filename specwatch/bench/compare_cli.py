@@ -17,8 +17,36 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``specwatch compare``."""
     p.add_argument("a", metavar="A.json", help="the baseline snapshot (e.g. the 89 tok/s one)")
     p.add_argument("b", metavar="B.json", help="the snapshot to explain")
+    p.epilog = (
+        "Either side may be a time range of a recording: FILE@2026-12-01T14:00/2026-12-01T14:05 "
+        "(ISO 8601, local zone unless given) or FILE@-2h/-1h55m (before the recording's end); "
+        "its load is reported as it was, not controlled."
+    )
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.add_argument("--all", action="store_true", help="also show rows that are equal")
+
+
+def _load_side(path: str) -> Snapshot:
+    """A snapshot file, or a recording's time range (``FILE@FROM/TO``) as a snapshot."""
+    from specwatch.record.compare_range import load_range, parse_range_spec
+    from specwatch.record.reader import RecordingError
+
+    spec = parse_range_spec(path)
+    if spec is None or not spec.path.is_file() or Path(path).exists():
+        return load_snapshot(path)
+    try:
+        return load_range(spec)
+    except RecordingError as e:
+        raise SnapshotError(str(e)) from None
+
+
+def _side_name(path: str) -> str:
+    from specwatch.record.compare_range import parse_range_spec
+
+    spec = parse_range_spec(path)
+    if spec is not None and not Path(path).exists():
+        return f"{spec.path.name}@{spec.start}/{spec.end}"
+    return Path(path).name
 
 
 def run_compare(
@@ -36,7 +64,7 @@ def run_compare(
     snaps: list[Snapshot] = []
     try:
         for path in (args.a, args.b):
-            snaps.append(load_snapshot(path))
+            snaps.append(_load_side(path))
     except SnapshotError as exc:
         print(f"specwatch compare: {safe(exc)}", file=err)
         return EXIT_USAGE
@@ -45,7 +73,7 @@ def run_compare(
         if snap.finished_runs == 0:
             print(f"specwatch compare: {safe(no_finished_run(path))}", file=err)
             return EXIT_ERROR
-    c = compare(a, b, a_name=Path(args.a).name, b_name=Path(args.b).name)
+    c = compare(a, b, a_name=_side_name(args.a), b_name=_side_name(args.b))
     if args.json:
         import orjson
 

@@ -170,6 +170,8 @@ class MonitorModel:
         self.interval_s = 1.0
         """The GPU sampling interval, shown in the status line."""
         self.bench: BenchState | None = None
+        self.replay_label: str | None = None
+        """``REPLAY`` and the recorded time while replaying a recording; ``None`` when live."""
         self.now = 0.0
         self.gpu_version = 0
         self.rate_version = 0

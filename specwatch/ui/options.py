@@ -11,7 +11,9 @@ from specwatch.core.server import Dialect
 from specwatch.ui.model import WINDOWS
 
 if TYPE_CHECKING:
+    from specwatch.record.recorder import Recorder
     from specwatch.session import LiveSession
+    from specwatch.session.live import Stoppable
     from specwatch.ui.app import AppSettings
 
 DIALECTS = tuple(d.value for d in Dialect)
@@ -96,6 +98,13 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
         help="a benchmark snapshot taken without speculation, as the verdict's baseline",
     )
     g.add_argument(
+        "--record",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also record the session into FILE (replay it with: specwatch replay FILE)",
+    )
+    g.add_argument(
         "--window",
         choices=tuple(WINDOWS),
         default="5m",
@@ -111,12 +120,55 @@ def _baseline(args: argparse.Namespace) -> tuple[float | None, str, str | None]:
     return b.ms, b.source, b.error
 
 
-def build_session(args: argparse.Namespace) -> LiveSession:
-    """The live session for ``args``: the demo (started here) or the given server.
+class _StopBoth:
+    """Stops the session's demo (if any), then the recorder (committing its last batch)."""
+
+    def __init__(self, first: Stoppable | None, recorder: Recorder) -> None:
+        self.first = first
+        self.recorder = recorder
+
+    def stop(self) -> None:
+        """Stop both."""
+        if self.first is not None:
+            self.first.stop()
+        self.recorder.stop()
+
+
+def with_recorder(session: LiveSession, path: Path, interval_s: float | None = None) -> Recorder:
+    """Record ``session`` into ``path`` until the session stops.
 
     Raises:
-        ValueError: The address cannot be parsed (one line, without the key).
+        ValueError, OSError, sqlite3.Error: The file cannot be a recording.
     """
+    from specwatch.record.recorder import Recorder
+
+    recorder = Recorder(path, session.endpoints, clock=session.clock, interval_s=interval_s)
+    recorder.start()
+    session.subscribe(recorder)
+    session.demo = _StopBoth(session.demo, recorder)
+    return recorder
+
+
+def build_session(args: argparse.Namespace) -> LiveSession:
+    """The live session for ``args``: the demo (started here) or the given server, recorded
+    into ``--record FILE`` when given.
+
+    Raises:
+        ValueError: The address cannot be parsed, or the file cannot be recorded into (one
+            line, without the key).
+    """
+    session = _build_session(args)
+    record: Path | None = getattr(args, "record", None)
+    if record is not None:
+        try:
+            with_recorder(session, record, args.interval)
+        except Exception as e:  # a newer-format file, not a database, no permission
+            session.stop()
+            raise ValueError(f"cannot record into {record}: {e}") from None
+    return session
+
+
+def _build_session(args: argparse.Namespace) -> LiveSession:
     from specwatch.session import LiveSession, NvmlGpuSource
     from specwatch.sources.endpoint import parse_endpoint
 

@@ -28,6 +28,8 @@ def spec_summary(spec: SpecConfig) -> str:
 def status_parts(model: MonitorModel) -> list[tuple[int, str, str]]:
     """``(priority, text, tone)`` for each part, in display order; lower priority is kept longer."""
     parts: list[tuple[int, str, str]] = []
+    if model.replay_label:
+        parts.append((0, f" {model.replay_label} ", "paused"))
     if model.paused:
         parts.append((0, " PAUSED ", "paused"))
     parts.append((0, model.connection, "ok" if model.connection_ok else "bad"))

@@ -1,0 +1,361 @@
+"""Record and replay: a session into SQLite, back out as the same typed events, at the same
+times; damage, versions, retention, secrets, export, and compare over a time range."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from specwatch.record import Reader, Recorder, RecordingError, ReplaySession
+from specwatch.record.cli import run_export
+from specwatch.record.store import FORMAT_VERSION
+from specwatch.session.events import GpuInventoryChanged, GpuTicked, MetricsScraped, ServerReady
+from tests.record_world import SECRET, WALL0, record_story, story
+from tests.session_world import Collector, drive_until, manual_sim
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def test_a_recorded_session_replays_as_the_same_events_at_the_same_times(
+    tmp_path: Path,
+) -> None:
+    """The sim's power limit is cut at time T: the first slow tick replays at T, not before."""
+    path = tmp_path / "story.sqlite"
+    with manual_sim() as sim:
+        seen = Collector()
+        session = sim.session()
+        recorder = Recorder(path, session.endpoints, clock=session.clock, flush_s=0.2)
+        recorder.start()
+        session.subscribe(seen)
+        session.subscribe(recorder)
+        async with session:
+            await drive_until(sim, lambda: len(seen.of(GpuTicked)) >= 5)
+            assert not any(_slowed(k) for k in seen.of(GpuTicked))
+            sim.world.gpus.set_temperature(97.0, pin=True)
+            await drive_until(sim, lambda: any(_slowed(k) for k in seen.of(GpuTicked)))
+            await drive_until(sim, lambda: any(w.window.gen_tok_s for w in seen.of(MetricsScraped)))
+        recorder.stop()
+    assert recorder.error is None and recorder.rows == len(seen.events)
+    with Reader(path) as reader:
+        assert [r.event for r in reader.events()] == seen.events
+        replay = ReplaySession(reader)
+        got = Collector()
+        replay.subscribe(got)
+        ticks = seen.of(GpuTicked)
+        drifted = next(k for k in ticks if _slowed(k))
+        t_drift = drifted.tick.t
+        replay.seek(t_drift - 1e-6)
+        assert drifted not in got.events
+        assert all(k.tick.t < t_drift for k in got.of(GpuTicked))
+        replay.seek(t_drift)
+        assert got.of(GpuTicked)[-1] == drifted
+        assert replay.now == t_drift and reader.label(t_drift)[:4].isdigit()
+        replay.seek(replay.last_t)
+        assert got.events == seen.events and replay.at_end
+
+
+def _slowed(k: GpuTicked) -> bool:
+    """Thermal slowdown: the clock drops to 70% of its maximum."""
+    return any((s.clock_event_reasons or 0) & 0x020 for s in k.tick.samples)
+
+
+def test_seeking_back_rewinds_and_replays_the_history_before(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    record_story(path)
+    with Reader(path) as reader:
+        replay = ReplaySession(reader)
+        got = Collector()
+        rewinds: list[int] = []
+        replay.subscribe(got)
+        replay.on_rewind(lambda: rewinds.append(len(got.events)))
+        replay.seek(500.0)
+        assert "REPLAY 2026-12-01" in replay.label()
+        replay.seek_by(-60.0)
+        assert rewinds and replay.now == 440.0
+        after = got.events[rewinds[0] :]
+        # The state comes back first (server, GPUs), then the history up to the new time.
+        assert isinstance(after[0], ServerReady) and isinstance(after[1], GpuInventoryChanged)
+        assert max(k.tick.t for k in [e for e in after if isinstance(e, GpuTicked)]) == 440.0
+        replay.paused = False
+        replay.speed = 60.0
+        clock = iter([0.0, 1.0])
+        replay.real_clock = lambda: next(clock)
+        replay.advance_real()
+        replay.advance_real()
+        assert replay.now == 500.0
+
+
+def test_a_killed_recorder_loses_at_most_its_last_batch(tmp_path: Path) -> None:
+    path = tmp_path / "killed.sqlite"
+    with manual_sim() as sim:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "specwatch",
+                "record",
+                "--url",
+                sim.url,
+                "-o",
+                str(path),
+                "--interval",
+                "0.1",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            committed = _wait_rows(path, 10, proc)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+        finally:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == -signal.SIGKILL
+    with Reader(path) as reader:
+        events = list(reader.events())
+        assert len(events) >= committed and reader.stopped is None and reader.skipped == 0
+        assert any(isinstance(r.event, ServerReady) for r in events)
+
+
+def test_sigterm_ends_a_recording_cleanly(tmp_path: Path) -> None:
+    path = tmp_path / "term.sqlite"
+    with manual_sim() as sim:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "specwatch",
+                "record",
+                "--url",
+                sim.url,
+                "-o",
+                str(path),
+                "--interval",
+                "0.1",
+                "--api-key",
+                SECRET,
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            _wait_rows(path, 3, proc)
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=20)
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, err
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("specwatch record: recording") and "events in" in lines[-1]
+    assert SECRET not in err
+    assert SECRET.encode() not in _all_bytes(path)
+
+
+def _wait_rows(path: Path, n: int, proc: subprocess.Popen[str]) -> int:
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        if path.exists():
+            try:
+                with sqlite3.connect(path) as conn:
+                    rows = int(conn.execute("SELECT COUNT(*) FROM events").fetchone()[0])
+            except sqlite3.Error:
+                rows = 0
+            if rows >= n:
+                return rows
+        time.sleep(0.05)  # polling the file for a condition, with a deadline
+    raise AssertionError(f"fewer than {n} rows committed in time")
+
+
+def _all_bytes(path: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
+
+
+def test_no_api_key_is_ever_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "k.sqlite"
+    record_story(path)
+    assert SECRET.encode() not in _all_bytes(path)
+    with Reader(path) as reader:
+        assert reader.url == "http://gpu-box:30000"
+
+
+def test_a_newer_format_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "new.sqlite"
+    record_story(path, iter(list(story(5))))
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value=? WHERE key='format_version'", (FORMAT_VERSION + 1,))
+    with pytest.raises(RecordingError) as caught:
+        Reader(path)
+    text = str(caught.value)
+    assert "upgrade specwatch" in text and "\n" not in text
+    (tmp_path / "junk.sqlite").write_bytes(b"not a database at all" * 100)
+    with pytest.raises(RecordingError, match="not a specwatch recording"):
+        Reader(tmp_path / "junk.sqlite")
+
+
+def test_a_truncated_file_replays_what_it_can_and_says_where_it_stops(tmp_path: Path) -> None:
+    path = tmp_path / "cut.sqlite"
+    record_story(path, iter(list(story(3000))))
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) * 2 // 3])
+    with Reader(path) as reader:
+        events = list(reader.events())
+        assert 0 < len(events) < 6002
+        assert reader.stopped is not None and "damaged" in reader.stopped
+        replay = ReplaySession(reader)
+        assert 0 < len(replay.index) < 6002
+
+
+def test_a_corrupt_row_is_skipped_and_counted(tmp_path: Path) -> None:
+    path = tmp_path / "bad.sqlite"
+    record_story(path, iter(list(story(10))))
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE events SET data=x'00ff', z=1 WHERE id=5")
+        conn.execute("UPDATE events SET kind='Nonsense\x1b[31m' WHERE id=6")
+    with Reader(path) as reader:
+        assert len(list(reader.events())) == 22 - 2 and reader.skipped == 2
+
+
+def test_retention_trims_old_rows_but_keeps_the_state(tmp_path: Path) -> None:
+    path = tmp_path / "keep.sqlite"
+    rec = record_story(path, retention_s=60.0, trim_every_s=0.0)
+    rec2 = Recorder(path)  # trimming again later trims nothing new
+    assert rec2.trim(0.0) == 0
+    with Reader(path) as reader:
+        events = list(reader.events())
+    ticks = [r for r in events if isinstance(r.event, GpuTicked)]
+    assert ticks and min(r.t for r in ticks) >= 600 - 60 - 100  # trimmed at each flush
+    assert rec.rows == 1202
+    assert len(ticks) < 300
+    assert isinstance(events[0].event, ServerReady)
+    assert isinstance(events[1].event, GpuInventoryChanged)
+
+
+def test_a_full_disk_stops_recording_in_one_line_and_keeps_what_was_written(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "full.sqlite"
+    lines: list[str] = []
+    rec = record_story(path, max_bytes=64 * 1024, on_stop=lines.append)
+    assert rec.error is not None and "disk full" in rec.error and lines == [rec.error]
+    with Reader(path) as reader:
+        kept = list(reader.events())
+    assert len(kept) == rec.rows > 0
+
+
+def test_recording_cost_is_batched(tmp_path: Path) -> None:
+    """One commit per flush, not per event: 1200 events, a handful of transactions."""
+    path = tmp_path / "cost.sqlite"
+    commits: list[int] = []
+    record_story(path, on_commit=commits.append)
+    assert commits[-1] == 1202 and len(commits) <= 13
+    assert path.stat().st_size < 1202 * 400
+
+
+def _export(path: Path, fmt: str, start: str | None = None, end: str | None = None) -> str:
+    out = io.StringIO()
+    args = argparse.Namespace(file=path, csv=fmt == "csv", json=fmt == "json", start=start, end=end)
+    assert run_export(args, out=out, err=io.StringIO()) == 0
+    return out.getvalue()
+
+
+def test_export_is_a_tidy_time_series(tmp_path: Path) -> None:
+    import csv
+
+    path = tmp_path / "x.sqlite"
+    record_story(path)
+    rows = list(csv.DictReader(io.StringIO(_export(path, "csv", "-10s"))))
+    assert list(rows[0]) == ["time", "source", "subject", "field", "value"]
+    clocks = [r for r in rows if r["field"] == "sm_clock_mhz"]
+    assert {r["subject"] for r in clocks} == {"0", "1"} and len(clocks) == 2 * 11
+    assert all(r["value"] == "1600" for r in clocks)
+    assert clocks[0]["time"].startswith("20") and clocks[0]["time"][-6] in "+-"
+    tok = [r for r in rows if r["field"] == "gen_tok_s"]
+    assert tok and tok[0]["source"] == "server" and tok[0]["subject"] == "http://gpu-box:30000"
+    iso_from = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(WALL0 + 100))
+    iso_to = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(WALL0 + 102))
+    lines = _export(path, "json", iso_from, iso_to).splitlines()
+    objs = [json.loads(line) for line in lines]
+    assert {o["field"] for o in objs} >= {"sm_clock_mhz", "gen_tok_s"}
+    assert len([o for o in objs if o["field"] == "gen_tok_s"]) == 3
+
+
+def test_compare_takes_a_time_range_of_a_recording(tmp_path: Path) -> None:
+    from specwatch.bench.cli import run_compare
+    from specwatch.core.outcomes import Outcome
+
+    path = tmp_path / "night.sqlite"
+    record_story(path)  # 600 s; clocks drop from 1980 to 1600 MHz at 300 s, tok/s 90 -> 73
+    out, err = io.StringIO(), io.StringIO()
+    args = argparse.Namespace(a=f"{path}@-9m/-6m", b=f"{path}@-4m/-1m", json=True, all=False)
+    status = run_compare(args, stdout=out, stderr=err)
+    assert status == Outcome.GPU.exit_code, err.getvalue()
+    report = json.loads(out.getvalue())
+    assert "night.sqlite@-9m/-6m" in json.dumps(report)
+    iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(WALL0 + 60))
+    iso_end = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(WALL0 + 240))
+    args = argparse.Namespace(
+        a=f"{path}@{iso}/{iso_end}", b=f"{path}@-2m/-0s", json=False, all=False
+    )
+    assert run_compare(args, stdout=io.StringIO(), stderr=err) == Outcome.GPU.exit_code
+    bad = argparse.Namespace(a=f"{path}@-1m/-2m", b=f"{path}@-2m/-1m", json=False, all=False)
+    assert run_compare(bad, stdout=io.StringIO(), stderr=err) == 2
+    assert "ends before it starts" in err.getvalue()
+
+
+def test_the_record_package_runs_without_textual() -> None:
+    code = "import specwatch.record.cli, specwatch.record.compare_range, specwatch.record.export\n"
+    code += (
+        "import sys; print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual','rich')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
+
+
+async def test_the_replay_app_shows_replay_time_and_obeys_its_keys(tmp_path: Path) -> None:
+    from specwatch.ui.app import AppSettings
+    from specwatch.ui.replay_app import ReplayApp
+
+    path = tmp_path / "app.sqlite"
+    record_story(path)
+    with Reader(path) as reader:
+        replay = ReplaySession(reader)
+        settings = AppSettings(watch_terminal=False, live_cpu=False, show_overhead=False)
+        app = ReplayApp(settings, replay)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("space")
+            assert replay.paused
+            await pilot.press("right_curly_bracket", "right_square_bracket")
+            assert replay.now == replay.last_t  # clamped to the end
+            await pilot.press("left_square_bracket")
+            await pilot.pause()
+            assert replay.now == replay.last_t - 60.0
+            await pilot.press("plus", "plus")
+            assert replay.speed == 5.0
+            await pilot.pause(0.3)
+            label = app.model.replay_label or ""
+            assert label.startswith("REPLAY 2026-12-01") and "×5" in label and "paused" in label
+            assert app.model.tick is not None and app.model.tick.t <= replay.now
+            assert app.message_counts["gpu_tick"] > 0
