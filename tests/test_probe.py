@@ -70,9 +70,7 @@ async def test_probe_json_fields(dialect: str) -> None:
         # (from /metrics position labels) it is (accept length - 1) / k from the stream's steps
         k = server["speculative"]["num_draft_tokens"]
         assert k is not None
-        assert stream["draft_acceptance_rate"] == pytest.approx(
-            (stream["accept_length"] - 1) / k
-        )
+        assert stream["draft_acceptance_rate"] == pytest.approx((stream["accept_length"] - 1) / k)
         assert f"{k} draft tokens" in stream["notes"]["draft_acceptance_rate"]
     assert stream["accept_length"] is not None
     assert [g["index"] for g in doc["gpus"]] == [0, 1] and doc["gpus_reason"] is None
