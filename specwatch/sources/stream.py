@@ -27,7 +27,7 @@ from specwatch.sources.stream_accumulator import StreamAccumulator
 from specwatch.sources.stream_figures import (
     TOKENS_PER_STEP_NOTE,
     clean_result,
-    cut_last_step,
+    stream_spec_figures,
     token_cap,
 )
 from specwatch.sources.stream_steps import (
@@ -93,7 +93,7 @@ async def stream_completion(
                 continue
             acc.errors.append(str(exc))
         break
-    return clean_result(cut_last_step(_result(acc, info, clock() - t0), info, max_tokens))
+    return clean_result(stream_spec_figures(_result(acc, info, clock() - t0), info, max_tokens))
 
 
 async def _run(

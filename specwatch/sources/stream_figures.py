@@ -3,11 +3,11 @@
 Why the stream's accept length differs from the server's counters (vLLM, 2.80 vs 2.835 over one
 request): the server counts every verify step in full, accepted tokens included, but the last
 step of a request that hits ``max_tokens`` emits only what still fits; the stream sees that
-step short. The first chunk carries the prefill's token (no draft was verified for it). So the
-stream's figure is taken over whole steps only: tokens after the first chunk, over the steps
-between, leaving out the last step when ``max_tokens`` cut the stream. Even so the server's
-counters (``accepted / drafts + 1``) are authoritative: a client that falls behind sees two
-steps merged into one chunk, which the server never miscounts.
+step short. The first chunk carries the prefill's token (no draft was verified for it) and is
+already left out (tokens after the first chunk, over the steps between). The last step is kept
+(a stream cannot tell a cut step from a short one), so the stream's figure reads slightly low
+on short requests, and a client that falls behind sees two steps merged into one chunk. The
+server's counters (``accepted / drafts + 1``) are authoritative; the note says so.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ UNKNOWN_STEP_TOKENS = 16
 TOKENS_PER_STEP_NOTE = "from tokens per observed step (the server reports none)"
 """The note of an accept length measured from the stream (``stream.py``)."""
 CUT_STEP_NOTE = (
-    "tokens per observed step, over whole steps: the first chunk (the prefill's token) and the "
-    "last step, cut short by max_tokens, are left out; the server's counters (accepted / drafts"
-    " + 1) are authoritative"
+    "tokens per observed step after the first chunk (the prefill's token); the last step, cut"
+    " short by max_tokens, reads low, so the server's counters (accepted / drafts + 1) are"
+    " authoritative"
 )
 RATE_NOTE = "(accept length - 1) / {k} draft tokens per step, from the stream's steps"
 
@@ -43,8 +43,8 @@ def token_cap(info: ServerInfo, max_tokens: int) -> int:
     return max_tokens + step_tokens(info)
 
 
-def cut_last_step(result: StreamResult, info: ServerInfo, max_tokens: int) -> StreamResult:
-    """Tokens per step over whole steps, and the draft acceptance rate where ``k`` is known.
+def stream_spec_figures(result: StreamResult, info: ServerInfo, max_tokens: int) -> StreamResult:
+    """Say which accept length is authoritative; the draft acceptance rate where ``k`` is known.
 
     Only for an accept length measured from a stream of one chunk per step (see the module).
     """
@@ -57,13 +57,19 @@ def cut_last_step(result: StreamResult, info: ServerInfo, max_tokens: int) -> St
     length = result.accept_length
     cut = result.finish_reason == "length" or result.completion_tokens >= max_tokens
     if cut and len(chunks) >= 3 and chunks[-1].tokens >= max_tokens:
-        length = (chunks[-2].tokens - chunks[0].tokens) / (len(chunks) - 2)
         notes["accept_length"] = CUT_STEP_NOTE
     rate = result.draft_acceptance_rate
     k = info.spec.num_draft_tokens
     if rate is None and length is not None and k:
-        rate = max(0.0, min(1.0, (length - 1.0) / k))
-        notes["draft_acceptance_rate"] = RATE_NOTE.format(k=k)
+        raw = (length - 1.0) / k
+        if 0.0 <= raw <= 1.0:
+            rate = raw
+            notes["draft_acceptance_rate"] = RATE_NOTE.format(k=k)
+        else:
+            notes["draft_acceptance_rate"] = (
+                f"the stream's steps give {raw:.2f} (outside 0..1): the client fell behind and"
+                " saw steps merged into one chunk; see the server's counters"
+            )
     return dataclasses.replace(
         result, accept_length=length, draft_acceptance_rate=rate, notes=notes
     )
@@ -84,7 +90,7 @@ __all__ = [
     "CUT_STEP_NOTE",
     "TOKENS_PER_STEP_NOTE",
     "clean_result",
-    "cut_last_step",
     "step_tokens",
+    "stream_spec_figures",
     "token_cap",
 ]
