@@ -1,11 +1,12 @@
 """``specwatch bench`` and ``specwatch compare``: the benchmark and the "GPU or code?" answer.
 
 ``bench`` prints progress the way the story's script did, then a results block, writes a
-snapshot and prints its path. Ctrl-C or SIGHUP stops it and keeps the finished runs in a
-snapshot marked interrupted; a snapshot that cannot be written is reported in one line while
-the results are still printed (exit status 1). Against a server on this machine, the code
-identity of its process (commit, allow-listed environment, NCCL and torch versions) is read once
-before the runs and recorded in the snapshot (``server.process``).
+snapshot and prints its path. Ctrl-C, SIGTERM or SIGHUP stops it and keeps the finished runs in
+a snapshot marked interrupted (a second signal while saving is noted, never half-writes it);
+a snapshot that cannot be written is reported in one line while the results are still
+printed (exit status 1). Against a server on this machine, the code identity of its process
+(commit, allow-listed environment, NCCL and torch versions) is read once before the runs and
+recorded in the snapshot (``server.process``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ from specwatch.bench.compare_cli import add_compare_arguments, run_compare
 from specwatch.bench.prompts import PromptsError, load_prompts
 from specwatch.bench.report import code_lines, comparison_lines, results_lines, safe
 from specwatch.bench.runner import BenchConfig, BenchEvent, BenchResult, run_benchmark
+from specwatch.bench.shield import (
+    STOP_SIGNALS,
+    SignalLog,
+    blocked,
+    shield_signals,
+    signal_name,
+)
 from specwatch.bench.snapshot import (
     DEFAULT_DIR,
     SnapshotError,
@@ -110,6 +118,14 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="longest wait for any byte from the server (120 s)",
     )
+    p.add_argument(
+        "--deadline",
+        type=_seconds,
+        default=None,
+        metavar="S",
+        help="wall-clock limit of each request and run (default: 60 s, and 60 s + 0.25 s per"
+        " token for a run's stream)",
+    )
     demo = p.add_argument_group("demo (the story on the simulator, instead of --url)")
     demo.add_argument(
         "--demo",
@@ -135,13 +151,12 @@ def results_block(result: BenchResult) -> list[str]:
 
 
 @contextlib.contextmanager
-def _signals(on_signal: Callable[[int], None]) -> Iterator[None]:
-    """Route SIGINT and SIGHUP to ``on_signal`` on the running loop while inside."""
+def _signals(on_signal: Callable[[int], None], log: SignalLog) -> Iterator[None]:
+    """Route SIGINT, SIGTERM and SIGHUP to ``on_signal`` on the running loop while inside;
+    on leaving, hand them to ``log`` with no gap (see :mod:`specwatch.bench.shield`)."""
     loop = asyncio.get_running_loop()
     installed: list[int] = []
-    for sig in (signal.SIGINT, getattr(signal, "SIGHUP", None)):
-        if sig is None:
-            continue
+    for sig in STOP_SIGNALS:
         try:
             loop.add_signal_handler(sig, on_signal, int(sig))
             installed.append(int(sig))
@@ -150,8 +165,12 @@ def _signals(on_signal: Callable[[int], None]) -> Iterator[None]:
     try:
         yield
     finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
+        with blocked():
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            for sig in STOP_SIGNALS:
+                with contextlib.suppress(ValueError, OSError):
+                    signal.signal(sig, log)
 
 
 async def _bench(
@@ -160,6 +179,7 @@ async def _bench(
     config: BenchConfig,
     sampler: GpuSampler | None,
     progress: TextIO,
+    log: SignalLog,
 ) -> tuple[BenchResult | None, str | None, int | None]:
     """Connect, run; returns (result, secret, signal number that stopped it)."""
     from specwatch.sources.client import ServerClient, ServerError
@@ -173,9 +193,10 @@ async def _bench(
 
     def on_signal(sig: int) -> None:
         # While connecting there is nothing to keep: stop at once (a hung server would
-        # otherwise hold Ctrl-C for the whole --timeout). A second Ctrl-C during the runs stops
-        # waiting for the stream to wind down.
-        if (connecting or cancel.is_set()) and main_task is not None:
+        # otherwise hold Ctrl-C for the whole --timeout). During the runs the first signal
+        # already cancels the streams in flight; the task is never cancelled, so a second one
+        # cannot lose the finished runs.
+        if connecting and main_task is not None:
             main_task.cancel()
         stopped_by.append(sig)
         cancel.set()
@@ -202,8 +223,10 @@ async def _bench(
         + (f", concurrency={config.concurrency}" if config.concurrency > 1 else "")
     )
     say("")
-    with _signals(on_signal):
-        async with ServerClient(endpoint, timeout_s=args.timeout) as client:
+    with _signals(on_signal, log):
+        async with ServerClient(
+            endpoint, timeout_s=args.timeout, deadline_s=getattr(args, "deadline", None)
+        ) as client:
             try:
                 if args.wait:
                     info = await wait_ready(client, on_wait, timeout_s=args.wait)
@@ -246,8 +269,9 @@ def run_bench(
         stdout: Where results (or ``--json``) go.
         stderr: Where errors go.
     """
-    out = stdout or sys.stdout
-    err = stderr or sys.stderr
+    # sys.stdout is None when the process started with its stdout closed (``>&-``)
+    out = stdout or sys.stdout or open(os.devnull, "w")  # noqa: SIM115
+    err = stderr or sys.stderr or open(os.devnull, "w")  # noqa: SIM115
     progress = err if args.json else out
     config = BenchConfig(
         runs=args.runs,
@@ -300,6 +324,9 @@ def _run_bench(
     except (ValueError, PromptsError) as exc:
         print(f"specwatch bench: {exc}", file=err)
         return EXIT_USAGE
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        print(f"specwatch bench: --out must name a directory; {args.out} is a file", file=err)
+        return EXIT_USAGE
     identity = server_identity(endpoint.base_url)
     own_sampler = False
     if sampler is None and not args.no_gpu:
@@ -312,15 +339,38 @@ def _run_bench(
             fake = FakeNvml(demo.world.gpus, demo.world.clock.now)
         sampler = GpuSampler(interval_s=args.gpu_interval, nvml=fake)
         own_sampler = True
+    log = SignalLog()
     try:
-        result, secret, stopped_by = asyncio.run(_bench(args, endpoint, config, sampler, progress))
+        with shield_signals(log):
+            return _measure_and_save(
+                args, endpoint, config, sampler, argv, out, err, progress, log, identity
+            )
+    finally:
+        if own_sampler and sampler is not None:
+            sampler.stop()
+
+
+def _measure_and_save(
+    args: argparse.Namespace,
+    endpoint: Endpoint,
+    config: BenchConfig,
+    sampler: GpuSampler | None,
+    argv: Sequence[str] | None,
+    out: TextIO,
+    err: TextIO,
+    progress: TextIO,
+    log: SignalLog,
+    identity: ServerIdentity,
+) -> int:
+    try:
+        result, secret, stopped_by = asyncio.run(
+            _bench(args, endpoint, config, sampler, progress, log)
+        )
     except (_Failure, PromptsError) as exc:
         # PromptsError: the prompts file changed after it was checked above.
         print(f"specwatch bench: {exc}", file=err)
         return EXIT_FAILED
-    finally:
-        if own_sampler and sampler is not None:
-            sampler.stop()
+    stopped_by = stopped_by or log.first
     if result is None or (result.interrupted and not result.runs):
         # Nothing measured yet: an empty snapshot would only clutter the directory.
         _print_lines(err, ["specwatch bench: interrupted before the first run; nothing saved"])
@@ -343,7 +393,14 @@ def _run_bench(
     _print_lines(err if status else progress, [saved])
     if args.json:
         _print_lines(out, [dumps(snap).decode().rstrip("\n")])
-    if result.interrupted:
+    stopped_by = stopped_by or log.first
+    if stopped_by is not None and stopped_by != signal.SIGINT:
+        kept = f"{len(result.runs)} of {config.runs} runs"
+        where = "saved" if not status else "NOT saved"
+        _print_lines(
+            err, [f"specwatch bench: stopped by {signal_name(stopped_by)}; {kept} {where}"]
+        )
+    if result.interrupted or stopped_by is not None:
         return 128 + (stopped_by or signal.SIGINT)
     if result.error is not None or not result.runs:
         return EXIT_FAILED

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -59,8 +60,9 @@ def run_compare(
     changed, 7 acceptance changed); 2 when
     a file is not a readable snapshot, 1 when one holds no finished run.
     """
-    out = stdout or sys.stdout
-    err = stderr or sys.stderr
+    # sys.stdout is None when the process started with its stdout closed (``>&-``)
+    out = stdout or sys.stdout or open(os.devnull, "w")  # noqa: SIM115
+    err = stderr or sys.stderr or open(os.devnull, "w")  # noqa: SIM115
     snaps: list[Snapshot] = []
     try:
         for path in (args.a, args.b):

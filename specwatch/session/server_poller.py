@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from specwatch.core.sanitize import sanitize_line
 from specwatch.core.server import ServerInfo
 from specwatch.session.events import (
     MetricsScraped,
@@ -21,6 +22,7 @@ from specwatch.session.events import (
     SessionEvent,
 )
 from specwatch.sources.endpoint import Endpoint
+from specwatch.sources.limits import POLL_DEADLINE_S
 
 if TYPE_CHECKING:
     from specwatch.sources.detect import WaitStatus
@@ -44,6 +46,10 @@ class ServerPoller:
         clock: Monotonic seconds, shared with the GPU source so both land on one time axis.
         timeout_s: Per-request timeout for the HTTP client.
         server: This endpoint's index in the session (carried by every event).
+        deadline_s: Wall-clock limit of each request (a server dripping a byte a second, or
+            an endless ``/metrics``, must not hold the monitor).
+
+    Every text it emits is sanitised (server errors already are; anything else here).
     """
 
     def __init__(
@@ -54,6 +60,7 @@ class ServerPoller:
         clock: Callable[[], float] = time.monotonic,
         timeout_s: float = 5.0,
         server: int = 0,
+        deadline_s: float = POLL_DEADLINE_S,
     ) -> None:
         self.endpoint = endpoint
         self.emit = emit
@@ -61,6 +68,7 @@ class ServerPoller:
         self.clock = clock
         self.timeout_s = timeout_s
         self.server = server
+        self.deadline_s = deadline_s
         self.info: ServerInfo | None = None
         """The server as last detected; ``None`` while waiting."""
         self._watcher: MetricsWatcher | None = None
@@ -88,13 +96,15 @@ class ServerPoller:
         from specwatch.sources.client import ServerClient
         from specwatch.sources.detect import wait_ready
 
-        async with ServerClient(self.endpoint, timeout_s=self.timeout_s) as client:
+        async with ServerClient(
+            self.endpoint, timeout_s=self.timeout_s, deadline_s=self.deadline_s
+        ) as client:
             while True:
                 self.info = None
                 try:
                     info = await wait_ready(client, on_attempt=self._on_attempt)
                 except Exception as e:  # wrong key, TLS: waiting cannot fix it, but keep trying
-                    self.emit(ServerLost(self.clock(), str(e) or type(e).__name__, self.server))
+                    self.emit(ServerLost(self.clock(), _why(e), self.server))
                     await asyncio.sleep(RETRY_FATAL_S)
                     continue
                 self.info = info
@@ -127,7 +137,7 @@ class ServerPoller:
                     try:
                         await detect(client)  # type: ignore[arg-type]
                     except Exception as e:  # detection failing is the signal we look for
-                        return str(e) or error
+                        return _why(e) if str(e) else error
                     failures = 0
             else:
                 failures = 0
@@ -141,4 +151,9 @@ class ServerPoller:
             try:
                 await detect(client)  # type: ignore[arg-type]
             except Exception as e:  # any failure means the server is gone for now
-                return str(e) or type(e).__name__
+                return _why(e)
+
+
+def _why(exc: BaseException) -> str:
+    """One sanitised line for an exception."""
+    return sanitize_line(str(exc) or type(exc).__name__, 600)

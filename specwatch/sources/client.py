@@ -6,23 +6,54 @@ Every failure becomes a :class:`ServerError` whose ``str`` is one clear line, e.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
 
+from specwatch.core.sanitize import sanitize_line
+from specwatch.sources.banner import banner_message, sniff_banner
 from specwatch.sources.endpoint import Endpoint, redact
+from specwatch.sources.http_body import TooLarge, detached, read_limited
+from specwatch.sources.limits import (
+    BODY_LIMIT_BYTES,
+    ERROR_BODY_LIMIT_BYTES,
+    REQUEST_DEADLINE_S,
+    deadline_hint,
+    too_large,
+)
 
 _TLS_HINTS = {
     "WRONG_VERSION_NUMBER": " (the server speaks plain http? use http://)",
     "CERTIFICATE_VERIFY_FAILED": " (certificate not trusted; SSL_CERT_FILE can name a CA bundle)",
 }
 
-ERROR_KINDS = ("refused", "resolve", "timeout", "hung", "closed", "tls", "http", "garbage", "other")
+ERROR_KINDS = (
+    "refused",
+    "resolve",
+    "timeout",
+    "hung",
+    "deadline",
+    "closed",
+    "tls",
+    "http",
+    "garbage",
+    "too_large",
+    "redirect",
+    "other",
+)
+MESSAGE_LIMIT = 600
+"""The longest error line (server text inside it is cut long before)."""
+MAX_REDIRECTS = 5
+SNIFF_AFTER_S = 1.0
+"""A request still unanswered after this long makes the client listen for a non-HTTP greeting."""
 
 
 class ServerError(Exception):
@@ -30,14 +61,19 @@ class ServerError(Exception):
 
     Attributes:
         kind: One of ``refused``, ``resolve``, ``timeout`` (connecting), ``hung`` (no answer
-            in time), ``closed`` (connection dropped), ``tls``, ``http`` (an error status),
-            ``garbage`` (not the expected format), ``other``.
+            in time), ``deadline`` (the answer did not complete in time), ``closed``
+            (connection dropped), ``tls``, ``http`` (an error status), ``garbage`` (not the
+            expected format, or not HTTP at all), ``too_large``, ``redirect`` (to another
+            origin, not followed), ``other``.
+
+    The message is sanitised (:func:`specwatch.core.sanitize.sanitize_line`): server text in
+    it can never act on a terminal.
         status: The HTTP status for ``http`` errors.
         url: The URL that failed (never carries credentials).
     """
 
     def __init__(self, message: str, kind: str = "other", status: int | None = None, url: str = ""):
-        super().__init__(" ".join(message.split()))
+        super().__init__(sanitize_line(" ".join(message.split()), MESSAGE_LIMIT))
         self.kind = kind
         self.status = status
         self.url = url
@@ -48,9 +84,14 @@ class ServerError(Exception):
         return self.kind == "http" and self.status == 503
 
     @property
+    def unauthorised(self) -> bool:
+        """The server wants a (different) API key (HTTP 401 or 403)."""
+        return self.kind == "http" and self.status in (401, 403)
+
+    @property
     def retryable(self) -> bool:
-        """Waiting may help (refused, loading, hung...); not for bad keys or TLS trouble."""
-        if self.kind == "tls":
+        """Waiting may help (refused, loading, hung...); not for bad keys, TLS, redirects."""
+        if self.kind in ("tls", "redirect", "too_large"):
             return False
         return not (self.kind == "http" and self.status in (401, 403))
 
@@ -88,16 +129,23 @@ class ServerClient:
         endpoint: Endpoint,
         timeout_s: float = 5.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        deadline_s: float | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.timeout_s = timeout_s
+        self.deadline_s = deadline_s
+        """Wall-clock limit of each request (``--deadline``); ``None``: the default per use
+        (:mod:`specwatch.sources.limits`)."""
         self.http = httpx.AsyncClient(
             base_url=endpoint.base_url,
             headers=endpoint.headers(),
             timeout=httpx.Timeout(timeout_s),
-            follow_redirects=True,
+            # Redirects are followed by hand: only within the same origin (the API key and
+            # the prompt must not go elsewhere).
+            follow_redirects=False,
             transport=transport,
         )
+        self._sniffed = transport is not None or urlsplit(endpoint.base_url).scheme != "http"
 
     async def __aenter__(self) -> ServerClient:
         return self
@@ -163,7 +211,12 @@ class ServerClient:
         url = self.endpoint.url(path)
         hint = ""
         if status in (401, 403):
-            hint = " (API key missing or wrong? use --api-key or SPECWATCH_API_KEY)"
+            hint = (
+                " (authorisation required: API key missing or wrong? use --api-key or"
+                " SPECWATCH_API_KEY)"
+            )
+        elif status == 503:
+            hint = " (the server is loading or overloaded)"
         excerpt = redact(_body_excerpt(body), self.endpoint)
         key = self.endpoint.api_key
         if key:
@@ -173,26 +226,130 @@ class ServerClient:
         message += f": {excerpt}" if excerpt else ""
         return ServerError(message, kind="http", status=status, url=url)
 
-    async def get(self, path: str, *, check: bool = True) -> httpx.Response:
-        """GET ``path``; with ``check``, an error status raises :class:`ServerError`.
+    def deadline_error(self, path: str, deadline_s: float, during: str = "") -> ServerError:
+        """The error for a request that did not complete within its wall-clock deadline."""
+        url = self.endpoint.url(path)
+        message = f"no complete answer from {url}{during} {deadline_hint(deadline_s)}"
+        return ServerError(redact(message, self.endpoint), kind="deadline", url=url)
+
+    def too_large_error(self, path: str, exc: TooLarge) -> ServerError:
+        """The error for a body over its limit."""
+        url = self.endpoint.url(path)
+        message = too_large(url, exc.size, exc.limit)
+        return ServerError(redact(message, self.endpoint), kind="too_large", url=url)
+
+    def redirect_target(self, response: httpx.Response, path: str) -> str:
+        """Where a same-origin redirect points (a path for the next request).
 
         Raises:
-            ServerError: Unreachable, hung, dropped, or (with ``check``) an HTTP error status.
+            ServerError: ``redirect``: the target is another origin (or unusable).
         """
+        location = response.headers.get("location", "")
+        target = response.url.join(location)
+        base = httpx.URL(self.endpoint.base_url)
+        if (target.scheme, target.host, target.port) != (base.scheme, base.host, base.port):
+            url = self.endpoint.url(path)
+            shown = sanitize_line(str(target), 120)
+            message = (
+                f"{url} redirects to {shown} (HTTP {response.status_code}), another origin:"
+                " not followed; give that address with --url if it is the server"
+            )
+            raise ServerError(redact(message, self.endpoint), kind="redirect", url=url)
+        return str(target)
+
+    async def send(self, request: httpx.Request, path: str) -> httpx.Response:
+        """Send ``request`` with a streamed body (the caller closes the response).
+
+        The first request that is slow to answer makes the client listen for a greeting on
+        the port: a non-HTTP program (sshd) is named at once instead of timing out.
+
+        Raises:
+            ServerError: Unreachable, hung, dropped, or not HTTP.
+        """
+        task = asyncio.ensure_future(self._send_retrying(request))
         try:
-            try:
-                response = await self.http.get(path)
-            except (httpx.RemoteProtocolError, httpx.ReadError):
-                # a kept-alive connection the server closed (e.g. it restarted): a GET is
-                # safe to send once more, on a fresh connection
-                response = await self.http.get(path)
+            if not self._sniffed:
+                done, _ = await asyncio.wait({task}, timeout=SNIFF_AFTER_S)
+                if not done:
+                    self._sniffed = True
+                    url = httpx.URL(self.endpoint.base_url)
+                    banner = await sniff_banner(url.host, url.port or 80)
+                    if banner is not None:
+                        message = banner_message(self.endpoint.url(path), banner)
+                        raise ServerError(message, kind="garbage", url=self.endpoint.url(path))
+            response = await task
         except (httpx.HTTPError, OSError) as exc:
             raise self.error_for(exc, path) from None
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        self._sniffed = True
+        return response
+
+    async def _send_retrying(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return await self.http.send(request, stream=True)
+        except (httpx.RemoteProtocolError, httpx.ReadError):
+            if request.method != "GET":
+                raise
+            # a kept-alive connection the server closed (e.g. it restarted): a GET is safe
+            # to send once more, on a fresh connection
+            return await self.http.send(request, stream=True)
+
+    async def get(
+        self,
+        path: str,
+        *,
+        check: bool = True,
+        limit: int = BODY_LIMIT_BYTES,
+        deadline_s: float | None = None,
+    ) -> httpx.Response:
+        """GET ``path`` (body read in full, at most ``limit`` bytes, within the deadline).
+
+        With ``check``, an error status raises :class:`ServerError`. Redirects are followed
+        within the same origin only.
+
+        Raises:
+            ServerError: Unreachable, hung, dropped, too large, past the deadline (``deadline_s``,
+                else the client's, else 60 s), redirected elsewhere, or (with ``check``) an
+                HTTP error status.
+        """
+        deadline = deadline_s or self.deadline_s or REQUEST_DEADLINE_S
+        try:
+            async with asyncio.timeout(deadline):
+                response = await self._get(path, limit)
+        except TimeoutError:
+            raise self.deadline_error(path, deadline) from None
         if check and response.status_code >= 400:
             raise self.status_error(
                 response.status_code, response.reason_phrase, response.text, path
             )
         return response
+
+    async def _get(self, path: str, limit: int) -> httpx.Response:
+        target = path
+        for _ in range(MAX_REDIRECTS + 1):
+            response = await self.send(self.http.build_request("GET", target), path)
+            try:
+                if response.is_redirect:
+                    target = self.redirect_target(response, path)
+                    continue
+                error = response.status_code >= 400
+                try:
+                    body = await read_limited(
+                        response, ERROR_BODY_LIMIT_BYTES if error else limit, truncate=error
+                    )
+                except TooLarge as exc:
+                    raise self.too_large_error(path, exc) from None
+                except (httpx.HTTPError, OSError) as exc:
+                    raise self.error_for(exc, path) from None
+                return detached(response, body)
+            finally:
+                await response.aclose()
+        url = self.endpoint.url(path)
+        raise ServerError(f"{url}: more than {MAX_REDIRECTS} redirects", kind="redirect", url=url)
 
     async def get_json(self, path: str) -> Any:
         """GET ``path`` and decode its JSON body.
@@ -220,7 +377,8 @@ class ServerClient:
         """POST ``payload`` as JSON and yield the streaming response (status already checked).
 
         Raises:
-            ServerError: Unreachable, or an HTTP error status (the body excerpt is in the message).
+            ServerError: Unreachable, redirected, or an HTTP error status (the body excerpt is in
+                the message).
         """
         request = self.http.build_request(
             "POST",
@@ -228,14 +386,18 @@ class ServerClient:
             content=orjson.dumps(payload),
             headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
         )
+        response = await self.send(request, path)
         try:
-            response = await self.http.send(request, stream=True)
-        except (httpx.HTTPError, OSError) as exc:
-            raise self.error_for(exc, path) from None
-        try:
+            if response.is_redirect:
+                # a POST is never re-sent to another address (it carries the prompt)
+                target = self.redirect_target(response, path)
+                url = self.endpoint.url(path)
+                message = f"{url} redirects to {sanitize_line(target, 120)}: not followed"
+                raise ServerError(message, kind="redirect", url=url)
             if response.status_code >= 400:
                 try:
-                    body = (await response.aread()).decode("utf-8", "replace")
+                    raw = await read_limited(response, ERROR_BODY_LIMIT_BYTES, truncate=True)
+                    body = raw.decode("utf-8", "replace")
                 except (httpx.HTTPError, OSError):
                     body = ""
                 raise self.status_error(response.status_code, response.reason_phrase, body, path)

@@ -24,6 +24,7 @@ from specwatch.sources.dialects.sglang import REASON_METRICS as REASON_SGLANG_ME
 from specwatch.sources.dialects.vllm import REASON_METRICS as REASON_VLLM_METRICS
 from specwatch.sources.dialects.vllm import vllm_spec_from_metrics
 from specwatch.sources.server_queries import redact_launch_args
+from specwatch.sources.untrusted import clean_info
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,8 @@ async def _fingerprint(client: ServerClient) -> tuple[ServerDialect, dict[str, A
 async def detect(client: ServerClient) -> ServerInfo:
     """Find out what server answers at the client's endpoint.
 
+    Every string the server gave (model id, version, arguments, notes) is sanitised.
+
     Raises:
         ServerError: The server cannot be reached, refuses the key, or is still loading
             (``loading`` is true: HTTP 503).
@@ -66,7 +69,7 @@ async def detect(client: ServerClient) -> ServerInfo:
     dialect, card = await _fingerprint(client)
     model = str(card["id"]) if card and card.get("id") is not None else None
     max_len = as_int(card.get("max_model_len"), digits=True) if card else None
-    return await dialect.detect(client, model, max_len)
+    return clean_info(await dialect.detect(client, model, max_len))
 
 
 def metrics_off_reason(dialect: Dialect, status: int) -> str | None:

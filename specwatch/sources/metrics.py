@@ -8,6 +8,7 @@ missing value says why in ``notes``.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -16,7 +17,9 @@ from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.sources.client import ServerClient, ServerError
 from specwatch.sources.dialects import dialect_for
 from specwatch.sources.dialects.llamacpp import END_ONLY as LLAMACPP_END_ONLY
+from specwatch.sources.limits import METRICS_LIMIT_BYTES
 from specwatch.sources.prom import Scrape, parse_metrics, series_key
+from specwatch.sources.untrusted import clean_notes
 from specwatch.sources.window_builder import QUANTILES, WindowBuilder
 
 _COUNTER_SUFFIXES = ("_total", "_count", "_sum")
@@ -75,14 +78,19 @@ class MetricsWatcher:
 
         Never raises: a failed fetch or parse gives ``notes["error"]`` and keeps the previous
         scrape as the start of the next window. The first scrape has ``dt == 0.0`` and only
-        lifetime values and gauges.
+        lifetime values and gauges. A body over 8 MiB is neither read past the limit nor
+        parsed (``notes["error"]`` says "answer too large"). Notes are sanitised.
         """
+        window = await self._scrape()
+        return dataclasses.replace(window, notes=clean_notes(window.notes))
+
+    async def _scrape(self) -> MetricsWindow:
         t = self.clock()
         if self.info.metrics_enabled is False:
             reason = self.info.metrics_reason or "metrics are off on this server"
             return MetricsWindow(t=t, dt=0.0, notes={"metrics": reason})
         try:
-            response = await self.client.get("/metrics", check=False)
+            response = await self.client.get("/metrics", check=False, limit=METRICS_LIMIT_BYTES)
         except ServerError as exc:
             return MetricsWindow(t=t, dt=0.0, notes={"error": str(exc)})
         except Exception as exc:  # never raise from a scrape

@@ -20,6 +20,7 @@ from specwatch.core.values import to_jsonable
 from specwatch.sources.client import ServerClient, ServerError
 from specwatch.sources.detect import detect, wait_ready
 from specwatch.sources.endpoint import Endpoint
+from specwatch.sources.limits import PROBE_DEADLINE_S
 from specwatch.sources.metrics import MetricsWatcher
 from specwatch.sources.stream import stream_completion
 
@@ -46,6 +47,9 @@ class ProbeResult:
     tick: GpuTick | None
     error: str | None = None
     """Why the server could not be probed (unreachable, not ready, wrong key)."""
+    problem: str = "unreachable"
+    """The word for ``error``: ``unreachable``, ``loading`` (HTTP 503), ``authorisation
+    required`` (401/403), ``not HTTP``, ``too large``, ``redirected``, ``no answer``."""
 
     @property
     def exit_code(self) -> int:
@@ -80,6 +84,7 @@ async def probe(
     read_gpus: bool = True,
     on_status: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    deadline_s: float = PROBE_DEADLINE_S,
 ) -> ProbeResult:
     """Probe the server at ``endpoint`` once. Never raises for server trouble.
 
@@ -93,8 +98,9 @@ async def probe(
         read_gpus: Read the GPUs once while the stream runs.
         on_status: Progress lines (waiting attempts).
         clock: Seconds, for the stream's arrival times and the metrics window.
+        deadline_s: Wall-clock limit of each request, the stream included.
     """
-    async with ServerClient(endpoint, timeout_s=timeout_s) as client:
+    async with ServerClient(endpoint, timeout_s=timeout_s, deadline_s=deadline_s) as client:
         try:
             if wait_s > 0:
                 info = await wait_ready(
@@ -115,7 +121,9 @@ async def probe(
             inventory, tick = (
                 await asyncio.to_thread(_read_gpus, nvml) if read_gpus else (None, None)
             )
-            return ProbeResult(endpoint.base_url, None, None, None, inventory, tick, str(exc))
+            return ProbeResult(
+                endpoint.base_url, None, None, None, inventory, tick, str(exc), problem_word(exc)
+            )
         watcher = MetricsWatcher(client, info, clock=clock)
         await watcher.scrape()
         first_chunk = asyncio.Event()
@@ -133,6 +141,23 @@ async def probe(
         window = await watcher.scrape()
         inventory, tick = (None, None) if gpu_task is None else await gpu_task
         return ProbeResult(endpoint.base_url, info, stream, window, inventory, tick)
+
+
+def problem_word(exc: ServerError) -> str:
+    """How the probe report words a server it could not probe."""
+    if exc.loading:
+        return "loading"
+    if exc.unauthorised:
+        return "authorisation required"
+    if exc.kind == "garbage" and "not HTTP" in str(exc):
+        return "not HTTP"
+    return {
+        "too_large": "too large",
+        "redirect": "redirected",
+        "deadline": "no answer",
+        "hung": "no answer",
+        "http": "error",
+    }.get(exc.kind, "unreachable")
 
 
 async def _gpus_when(
@@ -267,6 +292,7 @@ def probe_to_dict(result: ProbeResult) -> dict[str, Any]:
             "model": None,
             "speculative": {"enabled": None},
             "error": result.error,
+            "problem": result.problem,
         }
     why = result.error or "no stream ran"
     gpus: list[dict[str, Any]] = []
@@ -313,7 +339,7 @@ def render_text(result: ProbeResult) -> str:
     lines = [f"specwatch probe  {result.base_url}"]
     info = result.info
     if info is None:
-        lines.append(f"  server   unreachable: {result.error}")
+        lines.append(f"  server   {result.problem}: {result.error}")
     else:
         spec = info.spec
         lines.append(

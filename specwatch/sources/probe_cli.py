@@ -31,6 +31,13 @@ def add_probe_arguments(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="wait up to S seconds for a server that is starting or loading (default: no wait)",
     )
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        metavar="S",
+        help="wall-clock limit of each request, the stream included (default 60)",
+    )
     # no default here: the probe module (httpx and the dialects) loads only when a probe runs
     p.add_argument(
         "--prompt", default=None, help="the prompt to stream (default: a question about hash maps)"
@@ -65,6 +72,10 @@ def run_probe(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         print("specwatch probe: --timeout must be positive", file=sys.stderr)
         return EXIT_USAGE
+    deadline = getattr(args, "deadline", None)
+    if deadline is not None and not deadline > 0:
+        print("specwatch probe: --deadline must be positive", file=sys.stderr)
+        return EXIT_USAGE
 
     def status(line: str) -> None:
         print(f"specwatch probe: {line}", file=sys.stderr)
@@ -77,6 +88,7 @@ def run_probe(args: argparse.Namespace) -> int:
             wait_s=max(0.0, args.wait),
             prompt=DEFAULT_PROMPT if args.prompt is None else args.prompt,
             on_status=status,
+            **({} if deadline is None else {"deadline_s": deadline}),
         )
     )
     if args.json:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from specwatch.sources.client import ServerClient, ServerError
 from specwatch.sources.endpoint import redact
+from specwatch.sources.limits import METRICS_LIMIT_BYTES
 from specwatch.sources.prom import Scrape, parse_metrics
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ async def try_json(client: ServerClient, path: str) -> Any | None:
 async def scrape_metrics(client: ServerClient) -> tuple[int, Scrape | None, str]:
     """``(status, parsed body or None, one-line detail)`` of ``GET /metrics``."""
     try:
-        response = await client.get("/metrics", check=False)
+        response = await client.get("/metrics", check=False, limit=METRICS_LIMIT_BYTES)
     except ServerError as exc:
         return 0, None, str(exc)
     if response.status_code >= 400:

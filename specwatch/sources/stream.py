@@ -7,6 +7,7 @@ runs the stream, parses the SSE lines and turns the arrivals into steps and rate
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from collections.abc import Callable, Mapping
@@ -20,7 +21,15 @@ from specwatch.sources.client import ServerClient, ServerError
 from specwatch.sources.dialects import dialect_for
 from specwatch.sources.dialects.base import StreamRequest
 from specwatch.sources.endpoint import redact
+from specwatch.sources.http_body import TooLarge, bounded_lines
+from specwatch.sources.limits import SSE_LINE_LIMIT_BYTES, deadline_hint, run_deadline, too_large
 from specwatch.sources.stream_accumulator import StreamAccumulator
+from specwatch.sources.stream_figures import (
+    TOKENS_PER_STEP_NOTE,
+    clean_result,
+    stream_spec_figures,
+    token_cap,
+)
 from specwatch.sources.stream_steps import (
     BURST_MAX_S,
     estimate_counts,
@@ -41,11 +50,14 @@ async def stream_completion(
     ignore_eos: bool = True,
     clock: Callable[[], float] = time.perf_counter,
     on_chunk: Callable[[ChunkArrival], None] | None = None,
+    deadline_s: float | None = None,
 ) -> StreamResult:
     """Stream one generation and measure it.
 
     Never raises for server faults: a refused connection, an error status, a dropped or hung
-    stream or garbage lines set ``StreamResult.error`` (one line) and keep what arrived.
+    stream, garbage lines, a line over 1 MiB, a stream past its deadline or one that goes on
+    past ``max_tokens`` (by more than one speculative step) set ``StreamResult.error`` (one
+    line) and keep what arrived. Server text in the result is sanitised.
 
     Args:
         client: The server's client (its timeout bounds each read).
@@ -56,21 +68,32 @@ async def stream_completion(
         ignore_eos: Ask the server to run to ``max_tokens`` where it supports that.
         clock: Seconds; arrival times are measured with it.
         on_chunk: Called with each chunk that carried new tokens, as it arrives.
+        deadline_s: Wall-clock limit of the whole stream; ``None``: the client's
+            ``deadline_s``, else :func:`specwatch.sources.limits.run_deadline` of ``max_tokens``.
     """
     t0 = clock()
     acc = StreamAccumulator(t0=t0, clock=clock, on_chunk=on_chunk)
     dialect = dialect_for(info.dialect)
     plan = dialect.stream_plan(info, StreamRequest(prompt, max_tokens, temperature, ignore_eos))
     acc.count_source = plan.count_source
+    deadline = deadline_s or client.deadline_s or run_deadline(max_tokens)
+    cap = token_cap(info, max_tokens)
     for index, (path, payload) in enumerate(plan.attempts):
         try:
-            await _run(client, path, payload, dialect.parse_chunk, acc)
+            async with asyncio.timeout(deadline):
+                await _run(client, path, payload, dialect.parse_chunk, acc, cap)
+        except TimeoutError:
+            url = client.endpoint.url(path)
+            acc.errors.append(
+                f"stream from {url} cut: not finished {deadline_hint(deadline)},"
+                f" after {acc.count} tokens"
+            )
         except ServerError as exc:
             if exc.status in (404, 405) and index + 1 < len(plan.attempts):
                 continue
             acc.errors.append(str(exc))
         break
-    return _result(acc, info, clock() - t0)
+    return clean_result(stream_spec_figures(_result(acc, info, clock() - t0), info, max_tokens))
 
 
 async def _run(
@@ -79,15 +102,33 @@ async def _run(
     payload: dict[str, Any],
     handler: _Handler,
     acc: StreamAccumulator,
+    cap: int,
 ) -> None:
     url = client.endpoint.url(path)
     async with client.stream_post(path, payload) as response:
         try:
-            async for line in response.aiter_lines():
+            async for line in bounded_lines(response, SSE_LINE_LIMIT_BYTES):
                 t = acc.clock()
                 _line(acc, line, t, handler, client)
+                if max(acc.count, acc.final_tokens or 0) > cap:
+                    acc.errors.append(
+                        f"stream from {url} cut after {max(acc.count, acc.final_tokens or 0)}"
+                        f" tokens: more than max_tokens plus one speculative step ({cap});"
+                        " the server ignores max_tokens?"
+                    )
+                    acc.arrivals = [a for a in acc.arrivals if a.tokens <= cap]
+                    acc.chars = acc.chars[: len(acc.arrivals)]
+                    acc.count = acc.arrivals[-1].tokens if acc.arrivals else 0
+                    acc.final_tokens = None
+                    return
                 if acc.done:
                     break
+        except TooLarge as exc:
+            acc.errors.append(
+                too_large(f"one event of the stream from {url}", exc.size, exc.limit)
+                + f" after {acc.count} tokens"
+            )
+            return
         except (httpx.HTTPError, OSError) as exc:
             err = client.error_for(exc, path)
             if err.kind == "hung":
@@ -205,7 +246,7 @@ def _result(acc: StreamAccumulator, info: ServerInfo, wall_s: float) -> StreamRe
     accept_length, rate = dialect.spec_figures(info, stats, completion, notes)
     if accept_length is None and tokens_per_step is not None and exact and info.spec.enabled:
         accept_length = tokens_per_step
-        notes.setdefault("accept_length", "from tokens per observed step (the server reports none)")
+        notes.setdefault("accept_length", TOKENS_PER_STEP_NOTE)
     error = "; ".join(acc.errors) if acc.errors else None
     return StreamResult(
         completion_tokens=completion,

@@ -1,0 +1,93 @@
+"""Reading an ``httpx`` response body within a byte limit, and SSE lines within a line limit.
+
+Bodies are read as a stream and reading stops past the limit, so a 500 MB answer costs at most
+the limit in memory. A ``Content-Length`` over the limit is refused before reading a byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+
+from specwatch.core.values import as_int
+
+
+class TooLarge(Exception):
+    """A body or line went over its limit; ``size`` is the announced size when known."""
+
+    def __init__(self, size: int | None, limit: int) -> None:
+        super().__init__(f"{size} > {limit}")
+        self.size = size
+        self.limit = limit
+
+
+def announced_size(response: httpx.Response) -> int | None:
+    """The ``Content-Length`` of ``response`` (``None`` when absent or not a number)."""
+    if "content-encoding" in response.headers:
+        return None  # the decoded size is what counts
+    return as_int(response.headers.get("content-length"), digits=True)
+
+
+async def read_limited(response: httpx.Response, limit: int, *, truncate: bool = False) -> bytes:
+    """The (decoded) body of a streamed ``response``, at most ``limit`` bytes.
+
+    Raises:
+        TooLarge: The body is longer than ``limit`` (unless ``truncate``: then the first
+            ``limit`` bytes are returned).
+        httpx.HTTPError: Reading failed.
+    """
+    size = announced_size(response)
+    if size is not None and size > limit and not truncate:
+        raise TooLarge(size, limit)
+    parts: list[bytes] = []
+    got = 0
+    async for chunk in response.aiter_bytes():
+        parts.append(chunk)
+        got += len(chunk)
+        if got > limit:
+            if truncate:
+                return b"".join(parts)[:limit]
+            raise TooLarge(size, limit)
+    return b"".join(parts)
+
+
+def detached(response: httpx.Response, body: bytes) -> httpx.Response:
+    """A plain response with ``body`` as its (already decoded) content."""
+    headers = [
+        (k, v)
+        for k, v in response.headers.multi_items()
+        if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+    ]
+    return httpx.Response(
+        response.status_code,
+        headers=headers,
+        content=body,
+        request=response.request,
+        extensions={"reason_phrase": response.reason_phrase.encode("latin-1", "replace")},
+    )
+
+
+async def bounded_lines(response: httpx.Response, limit: int) -> AsyncIterator[str]:
+    """The lines of a streamed body (``\\n``, ``\\r\\n`` or ``\\r`` ended), each under ``limit``.
+
+    Raises:
+        TooLarge: One line grew past ``limit`` bytes before its end arrived.
+    """
+    pending = b""
+    async for chunk in response.aiter_bytes():
+        pending += chunk
+        if b"\r" in pending:
+            pending = pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if len(line) > limit:
+                raise TooLarge(len(line), limit)
+            yield line.decode("utf-8", "replace")
+        if len(pending) > limit:
+            raise TooLarge(None, limit)
+    if pending:
+        yield pending.decode("utf-8", "replace")
+
+
+__all__ = ["TooLarge", "announced_size", "bounded_lines", "detached", "read_limited"]

@@ -1,0 +1,306 @@
+"""A hostile server on loopback, for tests over real sockets (raw asyncio, no framework).
+
+Each case is one way a server (or something that is not one) can hurt a client. Apart from its
+fault, a case answers like a small vLLM, so detection gets as far as the fault. Written to move
+into the simulator as ``specwatch sim --hostile CASE`` unchanged (``python -m
+tests.hostile_server CASE`` runs it on its own meanwhile).
+
+Cases:
+    escape:       terminal escapes in the model id, the version, an error body and its reason
+    endless:      a stream that never ends and ignores ``max_tokens``
+    quiet:        a stream that sends only keep-alive comments, never a token
+    trickle:      every answer dripped one byte per ``trickle_s``
+    huge-metrics: a 50 MB ``/metrics``
+    huge-event:   one 300 MB SSE event
+    huge-json:    a 500 MB ``/v1/models`` (no Content-Length)
+    banner:       an SSH server's greeting, then silence
+    redirect:     every path redirects to another origin
+    loading:      HTTP 503 everywhere
+    unauthorised: HTTP 401 everywhere
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+HOSTILE = "\x1b]0;PWNED\x07\x1b[2J\x1b[31mred\u202eevil\x9b1m"
+"""An OSC title change, a screen wipe, a colour, a bidi override and a C1 CSI."""
+CASES = (
+    "escape",
+    "endless",
+    "quiet",
+    "trickle",
+    "huge-metrics",
+    "huge-event",
+    "huge-json",
+    "banner",
+    "redirect",
+    "loading",
+    "unauthorised",
+)
+MB = 1_000_000
+_METRICS = (
+    "# TYPE vllm:num_requests_running gauge\n"
+    'vllm:num_requests_running{model_name="m"} 0\n'
+    "# TYPE vllm:generation_tokens_total counter\n"
+    'vllm:generation_tokens_total{model_name="m"} 0\n'
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One parsed request."""
+
+    method: str
+    path: str
+    body: bytes
+
+
+def _head(status: str, headers: dict[str, str]) -> bytes:
+    lines = [f"HTTP/1.1 {status}", *(f"{k}: {v}" for k, v in headers.items()), "", ""]
+    return "\r\n".join(lines).encode("latin-1")
+
+
+def _answer(status: str, body: bytes, ctype: str = "application/json") -> bytes:
+    return _head(status, {"Content-Type": ctype, "Content-Length": str(len(body))}) + body
+
+
+def _json(obj: object, status: str = "200 OK") -> bytes:
+    return _answer(status, json.dumps(obj).encode())
+
+
+class HostileServer:
+    """Serves one case on ``127.0.0.1`` in a thread of its own; ``url`` once started."""
+
+    def __init__(self, case: str, trickle_s: float = 1.0, port: int = 0) -> None:
+        if case not in CASES:
+            raise ValueError(f"unknown case {case!r}; one of {', '.join(CASES)}")
+        self.case = case
+        self.trickle_s = trickle_s
+        self.port = port
+        self.url = ""
+        self.requests: list[Request] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> str:
+        """Start serving; returns the base URL."""
+        self._thread = threading.Thread(target=self._run, name=f"hostile-{self.case}", daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+        return self.url
+
+    def stop(self) -> None:
+        """Stop serving and close every connection."""
+        loop = self._loop
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self._loop = loop
+        self._server = loop.run_until_complete(
+            asyncio.start_server(self._connection, "127.0.0.1", self.port)
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            self._server.close()
+            tasks = asyncio.all_tasks(loop)
+            for task in tasks:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.close()
+
+    # --- protocol --------------------------------------------------------------------------
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            if self.case == "banner":
+                writer.write(b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n")
+                await writer.drain()
+                await asyncio.sleep(3600)
+                return
+            while True:
+                request = await _read_request(reader)
+                if request is None:
+                    return
+                self.requests.append(request)
+                await self._serve(request, writer)
+        except (OSError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def _serve(self, request: Request, writer: asyncio.StreamWriter) -> None:
+        case = self.case
+        if case == "trickle":
+            for byte in self._normal(request):
+                writer.write(bytes([byte]))
+                await writer.drain()
+                await asyncio.sleep(self.trickle_s)
+            return
+        if case == "loading":
+            writer.write(_json({"error": "model loading"}, "503 Service Unavailable"))
+        elif case == "unauthorised":
+            writer.write(_json({"error": "bad key"}, "401 Unauthorized"))
+        elif case == "redirect":
+            target = f"http://127.0.0.2:{self.port}{request.path}"
+            writer.write(
+                _head("307 Temporary Redirect", {"Location": target, "Content-Length": "0"})
+            )
+        elif case == "huge-json" and request.path == "/v1/models":
+            await _chunked(writer, "200 OK", "application/json", _huge_json())
+        elif case == "huge-metrics" and request.path == "/metrics":
+            await _chunked(writer, "200 OK", "text/plain", _huge_metrics())
+        elif request.path in ("/v1/completions", "/v1/chat/completions"):
+            await self._stream(request, writer)
+        else:
+            writer.write(self._normal(request))
+        await writer.drain()
+
+    def _normal(self, request: Request) -> bytes:
+        model = f"model-{HOSTILE}" if self.case == "escape" else "tiny"
+        version = f"0.11.0{HOSTILE}" if self.case == "escape" else "0.11.0"
+        if request.path == "/v1/models":
+            return _json({"object": "list", "data": [{"id": model, "owned_by": "vllm"}]})
+        if request.path == "/version":
+            return _json({"version": version})
+        if request.path == "/metrics":
+            return _answer("200 OK", _METRICS.encode(), "text/plain; version=0.0.4")
+        return _json({"error": "not found"}, "404 Not Found")
+
+    async def _stream(self, request: Request, writer: asyncio.StreamWriter) -> None:
+        case = self.case
+        if case == "escape":
+            body = f"boom {HOSTILE}".encode()  # raw escapes, not JSON-escaped
+            head = _head(
+                "500 Internal \x9b2J Error",
+                {
+                    "Content-Type": "application/json",
+                    "Content-Length": str(len(body)),
+                    "X-Detail": HOSTILE.encode("latin-1", "replace").decode("latin-1"),
+                },
+            )
+            writer.write(head + body)
+            return
+        writer.write(
+            _head("200 OK", {"Content-Type": "text/event-stream", "Transfer-Encoding": "chunked"})
+        )
+        if case == "huge-event":
+            await _write_chunk(writer, b'data: {"choices": [{"text": "')
+            for _ in range(300):
+                await _write_chunk(writer, b"x" * MB)
+            return
+        if case == "quiet":
+            while True:
+                await _write_chunk(writer, b": ping\n\n")
+                await asyncio.sleep(0.05)
+        max_tokens = int(json.loads(request.body or b"{}").get("max_tokens", 16))
+        n = 0
+        while case == "endless" or n < max_tokens:
+            n += 1
+            event = {
+                "choices": [{"index": 0, "text": "tok", "finish_reason": None}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": n + 5},
+            }
+            await _write_chunk(writer, b"data: " + json.dumps(event).encode() + b"\n\n")
+            await asyncio.sleep(0.001)
+        final = {
+            "choices": [{"index": 0, "text": "", "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": n + 5},
+        }
+        await _write_chunk(writer, b"data: " + json.dumps(final).encode() + b"\n\ndata: [DONE]\n\n")
+        await _write_chunk(writer, b"")
+
+
+async def _read_request(reader: asyncio.StreamReader) -> Request | None:
+    line = await reader.readline()
+    if not line:
+        return None
+    method, path, _ = line.decode("latin-1").split(" ", 2)
+    length = 0
+    while (header := await reader.readline()) not in (b"\r\n", b"\n", b""):
+        name, _, value = header.decode("latin-1").partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value.strip())
+    body = await reader.readexactly(length) if length else b""
+    return Request(method, path, body)
+
+
+async def _write_chunk(writer: asyncio.StreamWriter, data: bytes) -> None:
+    writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+    await writer.drain()
+
+
+async def _chunked(
+    writer: asyncio.StreamWriter, status: str, ctype: str, parts: AsyncIterator[bytes]
+) -> None:
+    writer.write(_head(status, {"Content-Type": ctype, "Transfer-Encoding": "chunked"}))
+    async for part in parts:
+        await _write_chunk(writer, part)
+    await _write_chunk(writer, b"")
+
+
+async def _huge_metrics() -> AsyncIterator[bytes]:
+    block = "".join(
+        f'vllm:generation_tokens_total{{model_name="m",replica="{i}"}} {i}\n' for i in range(20_000)
+    ).encode()
+    sent = 0
+    yield _METRICS.encode()
+    while sent < 50 * MB:
+        yield block
+        sent += len(block)
+
+
+async def _huge_json() -> AsyncIterator[bytes]:
+    yield b'{"object": "list", "data": ['
+    entry = b'{"id": "' + b"m" * 1000 + b'", "owned_by": "vllm"},'
+    block = entry * 1000
+    for _ in range(500):
+        yield block
+    yield b'{"id": "last"}]}'
+
+
+@contextlib.contextmanager
+def hostile_server(case: str, trickle_s: float = 1.0) -> Iterator[HostileServer]:
+    """Serve ``case`` for the duration of the ``with`` block."""
+    server = HostileServer(case, trickle_s)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def main() -> None:
+    """``python -m tests.hostile_server CASE [--port N]``: serve until interrupted."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("case", choices=CASES)
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args()
+    server = HostileServer(args.case, port=args.port)
+    print(server.start(), flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        threading.Event().wait()
+    server.stop()
+
+
+if __name__ == "__main__":
+    main()
