@@ -8,6 +8,7 @@ import pytest
 
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.gpus import SimGpus
+from specwatch.sim.servers.vllm_metrics import VllmTelemetry
 from specwatch.sim.world import SimConfig, SimWorld, preset
 
 
@@ -212,11 +213,15 @@ def test_restart_aborts_in_flight_and_resets_counters() -> None:
     world.submit(10, 1000)
     clock.set(6.0)
     world.advance_to(6.0)
-    assert world.telemetry.engines[0].generation_tokens_step > 0
+    before = world.telemetry
+    assert isinstance(before, VllmTelemetry)
+    assert before.engines[0].generation_tokens_step > 0
     world.restart()
     assert world.epoch == 1
     assert not world.loaded()
-    assert world.telemetry.engines[0].generation_tokens_step == 0
+    after = world.telemetry
+    assert isinstance(after, VllmTelemetry)
+    assert after.engines[0].generation_tokens_step == 0
     (r,) = world.truth.requests()
     assert r.finish_reason == "abort"
     assert world.truth.restart_times == [6.0]

@@ -8,8 +8,9 @@ import sys
 import threading
 
 from specwatch.core.server import Dialect
-from specwatch.sim.config import DEFAULT_VERSIONS, preset
+from specwatch.sim.config import preset
 from specwatch.sim.server import SimServer
+from specwatch.sim.servers import DEFAULT_VERSIONS
 from specwatch.sim.world import SimWorld
 
 

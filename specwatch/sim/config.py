@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from specwatch.core.server import Dialect
 from specwatch.core.versions import version_tuple
 
-DEFAULT_VERSIONS: dict[Dialect, str] = {
-    Dialect.SGLANG: "0.5.23",
-    Dialect.VLLM: "0.33.0",
-    Dialect.LLAMACPP: "b6500-0c1e570",
-    Dialect.OPENAI: "1.0.0",
-}
-"""The version each dialect imitates when none is given (the newest researched)."""
+if TYPE_CHECKING:
+    from specwatch.sim.servers.base import SimDialect
 
 LLAMACPP_SPEC_COUNTERS_BUILD = 6500
 """llama.cpp builds from this number on have the ``spec_decode_*`` counters and
@@ -85,9 +80,14 @@ class SimConfig:
         """Draft tokens proposed per request per verify step (0 without speculation)."""
         if not self.spec_enabled:
             return 0
-        if self.dialect is Dialect.SGLANG:
+        if _server(self.dialect).draft_count_includes_root:
             return max(0, self.num_draft_tokens - 1)
         return max(0, self.num_draft_tokens)
+
+    @property
+    def drafts_capped_by_remaining(self) -> bool:
+        """Whether drafts stop at the tokens a request may still produce (llama.cpp)."""
+        return _server(self.dialect).drafts_capped_by_remaining
 
     @property
     def max_accepted(self) -> int:
@@ -115,20 +115,6 @@ class SimConfig:
         return self.llamacpp_build >= LLAMACPP_SPEC_COUNTERS_BUILD
 
 
-_PRESETS: dict[Dialect, dict[str, Any]] = {
-    Dialect.SGLANG: {"spec_algorithm": "EAGLE3", "num_steps": 3, "num_draft_tokens": 4},
-    Dialect.VLLM: {"spec_algorithm": "eagle3", "num_steps": 3, "num_draft_tokens": 3},
-    Dialect.LLAMACPP: {
-        "spec_algorithm": "draft-simple",
-        "num_steps": 3,
-        "num_draft_tokens": 3,
-        "max_running": 4,
-        "model": "sim-llama-3.1-8b-instruct-q4_k_m.gguf",
-    },
-    Dialect.OPENAI: {"spec_algorithm": "EAGLE3", "num_steps": 3, "num_draft_tokens": 3},
-}
-
-
 def preset(dialect: str | Dialect, version: str | None = None, **overrides: object) -> SimConfig:
     """A ready configuration for ``dialect`` (newest researched version unless given).
 
@@ -145,6 +131,14 @@ def preset(dialect: str | Dialect, version: str | None = None, **overrides: obje
     unknown = sorted(set(overrides) - known)
     if unknown:
         raise ValueError(f"unknown SimConfig fields: {', '.join(unknown)}")
-    base = SimConfig(dialect=d, version=version or DEFAULT_VERSIONS[d])
-    base = replace(base, **_PRESETS[d])
+    server = _server(d)
+    base = SimConfig(dialect=d, version=version or server.default_version)
+    base = replace(base, **server.preset)
     return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+def _server(dialect: Dialect) -> type[SimDialect]:
+    # Imported here: the server modules import this one.
+    from specwatch.sim.servers import sim_dialect
+
+    return sim_dialect(dialect)

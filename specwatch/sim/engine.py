@@ -14,7 +14,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from specwatch.core.server import Dialect
 from specwatch.sim.config import SimConfig
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.truth import GroundTruth, RequestTruth, StepRecord
@@ -277,8 +276,7 @@ class Engine:
         for req in step.decode:
             remaining = req.stop_at - req.generated
             proposed = cfg.drafts_per_step
-            if cfg.dialect is Dialect.LLAMACPP:
-                # llama.cpp drafts no further than the tokens it may still produce.
+            if cfg.drafts_capped_by_remaining:
                 proposed = min(proposed, max(0, remaining - 1))
             limit = min(cfg.max_accepted, proposed)
             acc = self._draw_accepted(limit) if limit > 0 else 0

@@ -18,12 +18,10 @@ from types import TracebackType
 
 from aiohttp import web
 
-from specwatch.core.server import Dialect
-from specwatch.sim import dialects
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.engine import SimRequest, TokenEvent
-from specwatch.sim.exposition import render
 from specwatch.sim.faults import METRICS_GARBAGE, STREAM_GARBAGE
+from specwatch.sim.servers import sim_dialect
 from specwatch.sim.world import SimWorld
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -46,6 +44,8 @@ class SimServer:
         self.host = host
         self.port = port
         self.url = ""
+        self.dialect = sim_dialect(self.config.dialect)(self)
+        """The imitated server's handlers and rules."""
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready = threading.Event()
@@ -121,7 +121,7 @@ class SimServer:
     async def _serve(self) -> None:
         self._stopping = asyncio.Event()
         app = web.Application(middlewares=[self._middleware])
-        dialects.add_routes(app, self)
+        self.dialect.mount(app)
         self._runner = web.AppRunner(
             app, handle_signals=False, access_log=None, shutdown_timeout=1.0
         )
@@ -129,7 +129,7 @@ class SimServer:
         self._sock = self._bind()
         self.port = self._sock.getsockname()[1]
         self.url = f"http://{_url_host(self.host)}:{self.port}"
-        if self.config.dialect is Dialect.LLAMACPP or self.world.loaded():
+        if self.dialect.listens_while_loading or self.world.loaded():
             await self._listen()
         else:
             self._listen_task = asyncio.create_task(self._listen_when_loaded())
@@ -199,7 +199,7 @@ class SimServer:
             await self._restart_locked()
 
     async def _restart_locked(self) -> None:
-        if self.config.dialect is Dialect.LLAMACPP:
+        if self.dialect.listens_while_loading:
             self._drop_connections()
             return
         self._listening.clear()
@@ -245,24 +245,24 @@ class SimServer:
             await world.faults.wait_released()
         status = world.faults.take_error(path)
         if status is not None:
-            return dialects.error(self.config.dialect, status, "injected server error")
+            return self.dialect.error(status, "injected server error")
         if not world.loaded():
-            if self.config.dialect is Dialect.LLAMACPP:
-                return dialects.error(Dialect.LLAMACPP, 503, "Loading model")
+            if self.dialect.listens_while_loading:
+                return self.dialect.error(503, "Loading model")
             # A connection kept alive across a restart: the real process would be gone.
             if request.transport is not None:
                 request.transport.close()
             return web.Response(status=503)
-        if self.config.api_key is not None and dialects.needs_key(self.config.dialect, path):
+        if self.config.api_key is not None and self.dialect.needs_key(path):
             header = request.headers.get("Authorization", "")
             if header != f"Bearer {self.config.api_key}":
-                return dialects.error(self.config.dialect, 401, "Unauthorized")
+                return self.dialect.error(401, "Unauthorized")
         try:
             return await handler(request)
         except web.HTTPNotFound:
-            return dialects.error(self.config.dialect, 404, "Not Found")
+            return self.dialect.error(404, "Not Found")
         except web.HTTPMethodNotAllowed:
-            return dialects.error(self.config.dialect, 405, "Method Not Allowed")
+            return self.dialect.error(405, "Method Not Allowed")
 
     async def metrics_body(self) -> bytes:
         """The ``/metrics`` text now (garbage mixed in when that fault is due)."""
@@ -274,13 +274,8 @@ class SimServer:
             running = list(world.engine.running)
             waiting = len(world.engine.waiting)
             kv = min(1.0, sum(r.prompt_tokens + r.generated for r in running) / 500_000)
-            body = render(
-                world.telemetry,
-                running,
-                waiting,
-                t,
-                world.unix_time(world.started_at),
-                kv,
+            body = world.telemetry.exposition(
+                running, waiting, t, world.unix_time(world.started_at), kv
             )
         if world.faults.take_metrics_garbage():
             lines = body.decode().splitlines(keepends=True)

@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 from specwatch.core.versions import version_tuple
 from specwatch.sim.clock import Clock, ManualClock, RealClock
-from specwatch.sim.config import DEFAULT_VERSIONS, SimConfig, preset
+from specwatch.sim.config import SimConfig, preset
 from specwatch.sim.engine import Engine, SimRequest, TokenEvent, request_truth
 from specwatch.sim.faults import FaultInjector
 from specwatch.sim.gpus import SimGpus
-from specwatch.sim.telemetry import Telemetry
+from specwatch.sim.servers import DEFAULT_VERSIONS, sim_dialect
 from specwatch.sim.truth import GroundTruth, RequestTruth, StepRecord, TruthWindow
 
 MANUAL_UNIX_BASE = 1_780_000_000.0
@@ -59,7 +59,9 @@ class SimWorld:
     def _boot(self, t: float) -> None:
         self.started_at = t
         self.loaded_at = t + max(0.0, self.config.load_time_s)
-        self.telemetry = Telemetry(self.config, self.loaded_at)
+        self.telemetry = sim_dialect(self.config.dialect).telemetry_class(
+            self.config, self.loaded_at
+        )
         self.engine = Engine(
             self.config, self.gpus, self.truth, self.telemetry, self.rng, self.loaded_at
         )

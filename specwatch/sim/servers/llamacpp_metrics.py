@@ -1,0 +1,153 @@
+"""What the simulated llama.cpp server counts, and its ``/metrics`` names per build.
+
+llama-server moves its prompt counters when a prompt is processed and everything else when a
+request ends (the slot resets); its throughput gauges cover the window since the previous
+``/metrics`` call.
+"""
+
+from __future__ import annotations
+
+from prometheus_client.core import Metric
+
+from specwatch.sim.config import SimConfig
+from specwatch.sim.engine import SimRequest
+from specwatch.sim.servers.telemetry import Telemetry, counter, gauge
+from specwatch.sim.truth import StepRecord
+
+
+class LlamaCppTelemetry(Telemetry):
+    """llama-server's counters of one server lifetime."""
+
+    def __init__(self, config: SimConfig, start_t: float) -> None:
+        super().__init__(config, start_t)
+        self.ll_prompt_tokens = 0
+        self.ll_prompt_s = 0.0
+        self.ll_predicted = 0
+        self.ll_predicted_s = 0.0
+        self.ll_n_decode = 0
+        self.ll_draft_tokens = 0
+        self.ll_accepted = 0
+        self.ll_drafts = 0
+        self.ll_per_pos: list[int] | None = None
+        self._bucket_prompt_tokens = 0
+        self._bucket_prompt_s = 0.0
+        self._bucket_gen_tokens = 0
+        self._bucket_gen_s = 0.0
+        self._bucket_busy = 0
+        self._bucket_decodes = 0
+
+    def on_prefill(self, req: SimRequest, t: float) -> None:
+        """Prompt counters move when the prompt is processed."""
+        self.ll_prompt_tokens += req.prompt_tokens
+        self.ll_prompt_s += req.prefill_s
+        self._bucket_prompt_tokens += req.prompt_tokens
+        self._bucket_prompt_s += req.prefill_s
+
+    def on_step(
+        self, t: float, step: StepRecord, decoded: list[tuple[SimRequest, int, int, int]]
+    ) -> None:
+        """One ``llama_decode()`` call per step."""
+        self.ll_n_decode += 1
+        self._bucket_decodes += 1
+        self._bucket_busy += step.decode_requests + step.prefill_requests
+
+    def on_finish(self, req: SimRequest, t: float) -> None:
+        """Everything generation-related is flushed when the slot resets."""
+        if req.probe:
+            return
+        first = req.t_first if req.t_first is not None else t
+        decode_s = t - first
+        self.ll_predicted += req.generated
+        self.ll_predicted_s += decode_s
+        self._bucket_gen_tokens += max(0, req.generated - 1)
+        self._bucket_gen_s += decode_s
+        if req.proposed > 0:
+            self.ll_draft_tokens += req.proposed
+            self.ll_accepted += req.accepted
+            self.ll_drafts += req.drafted_steps
+            if self.ll_per_pos is None:
+                self.ll_per_pos = [0] * len(req.accepted_per_pos)
+            for i, c in enumerate(req.accepted_per_pos):
+                self.ll_per_pos[i] += c
+
+    def take_window(self) -> tuple[float, float, float]:
+        """The windowed gauges (prompt tok/s, predicted tok/s, busy slots per decode),
+        resetting the window as every ``/metrics`` call does."""
+        prompt = (
+            self._bucket_prompt_tokens / self._bucket_prompt_s if self._bucket_prompt_s else 0.0
+        )
+        predicted = self._bucket_gen_tokens / self._bucket_gen_s if self._bucket_gen_s else 0.0
+        busy = self._bucket_busy / self._bucket_decodes if self._bucket_decodes else 0.0
+        self._bucket_prompt_tokens = self._bucket_gen_tokens = 0
+        self._bucket_prompt_s = self._bucket_gen_s = 0.0
+        self._bucket_busy = self._bucket_decodes = 0
+        return prompt, predicted, busy
+
+    def families(
+        self, running: list[SimRequest], waiting: int, t: float, created_unix: float, kv: float
+    ) -> list[Metric]:
+        """llama-server's series for the imitated build (the windowed gauges reset)."""
+        tm = self
+        cfg = tm.config
+        prompt_rate, predicted_rate, busy = tm.take_window()
+        out: list[Metric] = [
+            counter("llamacpp:prompt_tokens", "Number of prompt tokens processed.",
+                     [({}, float(tm.ll_prompt_tokens))]),
+            counter("llamacpp:prompt_seconds", "Prompt process time",
+                     [({}, tm.ll_prompt_s)]),
+            counter("llamacpp:tokens_predicted", "Number of generation tokens processed.",
+                     [({}, float(tm.ll_predicted))]),
+            counter("llamacpp:tokens_predicted_seconds", "Predict process time",
+                     [({}, tm.ll_predicted_s)]),
+            counter("llamacpp:n_decode", "Total number of llama_decode() calls",
+                     [({}, float(tm.ll_n_decode))]),
+        ]  # fmt: skip
+        if cfg.llamacpp_new:
+            out.append(
+                counter(
+                    "llamacpp:prompt_tokens_cached",
+                    "Number of prompt tokens reused from the cache.",
+                    [({}, 0.0)],
+                )
+            )
+            out.append(
+                counter(
+                    "llamacpp:spec_decode_num_draft_tokens",
+                    "Number of draft tokens.",
+                    [({}, float(tm.ll_draft_tokens))],
+                )
+            )
+            out.append(
+                counter(
+                    "llamacpp:spec_decode_num_accepted_tokens",
+                    "Number of accepted draft tokens.",
+                    [({}, float(tm.ll_accepted))],
+                )
+            )
+            out.append(
+                counter(
+                    "llamacpp:spec_decode_num_drafts",
+                    "Number of speculative verification steps.",
+                    [({}, float(tm.ll_drafts))],
+                )
+            )
+            if tm.ll_per_pos is not None:
+                out.append(
+                    counter(
+                        "llamacpp:spec_decode_num_accepted_tokens_per_pos",
+                        "Accepted draft tokens per position.",
+                        [({"position": str(i)}, float(v)) for i, v in enumerate(tm.ll_per_pos)],
+                    )
+                )
+        out += [
+            gauge("llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s.", {},
+                   prompt_rate),
+            gauge("llamacpp:predicted_tokens_seconds", "Average generation throughput in tokens/s.",
+                   {}, predicted_rate),
+            gauge("llamacpp:requests_processing", "Number of requests processing.", {},
+                   float(len(running))),
+            gauge("llamacpp:requests_deferred", "Number of requests deferred.", {}, float(waiting)),
+            gauge("llamacpp:n_busy_slots_per_decode", "Average number of busy slots per decode.",
+                   {}, busy),
+        ]  # fmt: skip
+        return out

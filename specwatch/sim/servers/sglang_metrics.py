@@ -1,0 +1,323 @@
+"""What the simulated SGLang server counts, and its ``/metrics`` names per version.
+
+SGLang's scheduler gauges move every ``decode_log_interval`` decode iterations; its tokenizer
+manager's counters and histograms move when a request finishes.
+"""
+
+from __future__ import annotations
+
+from prometheus_client.core import Metric
+
+from specwatch.sim.config import SimConfig
+from specwatch.sim.engine import SimRequest
+from specwatch.sim.servers.telemetry import Hist, Telemetry, counter, gauge, histogram
+from specwatch.sim.truth import StepRecord
+
+ITL_BUCKETS = (
+    0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060,
+    0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0, 8.0,
+)  # fmt: skip
+TTFT_BUCKETS = (
+    0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
+    200.0, 400.0,
+)  # fmt: skip
+E2E_BUCKETS = (
+    0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
+    200.0, 400.0, 800.0,
+)  # fmt: skip
+
+
+class SglangTelemetry(Telemetry):
+    """SGLang's scheduler gauges and tokenizer-manager counters of one server lifetime."""
+
+    def __init__(self, config: SimConfig, start_t: float) -> None:
+        super().__init__(config, start_t)
+        # scheduler side
+        self.decode_iterations = 0
+        self.decode_passes = 0
+        self.prefill_passes = 0
+        self.realtime_decode = 0
+        self.realtime_prefill = 0
+        self._tick_tokens = 0
+        self._tick_forward = 0
+        self._tick_correct = 0
+        self._tick_t = start_t
+        self.last_tick_t: float | None = None
+        self.gen_throughput = 0.0
+        self.spec_accept_length = 0.0
+        self.spec_accept_rate = 0.0
+        self.lifetime_accept_tokens = 0
+        self.lifetime_forward_ct = 0
+        # tokenizer side; the finish counters count data-parallel engine 0 only
+        self.finished = 0
+        self.prompt_tokens_finish = 0
+        self.generation_tokens_finish = 0
+        self.verify_calls_finish = 0
+        self.sg_ttft = Hist(TTFT_BUCKETS)
+        self.sg_itl = Hist(ITL_BUCKETS)
+        self.sg_e2e = Hist(E2E_BUCKETS)
+        self.sg_queue = Hist(E2E_BUCKETS)
+        self.sg_tpot = Hist(ITL_BUCKETS)
+        self.sg_gen_by_stream: dict[bool, int] = {True: 0, False: 0}
+        self.sg_prompt_by_stream: dict[bool, int] = {True: 0, False: 0}
+
+    def on_prefill(self, req: SimRequest, t: float) -> None:
+        """First token: TTFT and queue time (not for the health probe), realtime tokens."""
+        if not req.probe:  # SGLang's health probe runs with log_metrics=False
+            admit = req.t_admit if req.t_admit is not None else req.t_arrival
+            self.sg_ttft.observe(t - req.t_arrival)
+            self.sg_queue.observe(admit - req.t_arrival)
+        self.realtime_prefill += req.prompt_tokens
+
+    def on_step(
+        self, t: float, step: StepRecord, decoded: list[tuple[SimRequest, int, int, int]]
+    ) -> None:
+        """Forward passes, inter-token latency, and the decode log tick."""
+        if step.prefill_requests:
+            self.prefill_passes += 1
+        if step.decode_requests:
+            self.decode_passes += 1
+        for req, n, _, _ in decoded:
+            itl = req.step_latencies[-1]
+            # The tokenizer manager: interval / new tokens, recorded once per token.
+            self.sg_itl.observe(itl / n, times=n, sum_value=itl)
+            self.realtime_decode += n
+        if step.decode_requests:
+            self.decode_iterations += 1
+            self._tick_tokens += step.decode_tokens
+            self._tick_forward += step.decode_requests
+            self._tick_correct += step.accepted_drafts
+            if self.decode_iterations % max(1, self.config.decode_log_interval) == 0:
+                self._decode_log_tick(t)
+
+    def _decode_log_tick(self, t: float) -> None:
+        cfg = self.config
+        elapsed = t - self._tick_t
+        self.gen_throughput = self._tick_tokens / elapsed if elapsed > 0 else 0.0
+        fwd = self._tick_forward
+        if cfg.spec_enabled and fwd:
+            accepted_incl_bonus = self._tick_tokens
+            self.spec_accept_length = accepted_incl_bonus / fwd
+            self.spec_accept_rate = sglang_accept_rate(
+                cfg, accepted_incl_bonus, fwd, self._tick_correct
+            )
+            self.lifetime_accept_tokens += accepted_incl_bonus
+            self.lifetime_forward_ct += fwd
+        self.last_tick_t = t
+        self._tick_t = t
+        self._tick_tokens = self._tick_forward = self._tick_correct = 0
+
+    def on_finish(self, req: SimRequest, t: float) -> None:
+        """Request-end counters and histograms (not for the health probe)."""
+        if req.probe:
+            return
+        if req.engine_index % max(1, self.config.dp_engines) == 0:
+            self.finished += 1
+            self.prompt_tokens_finish += req.prompt_tokens
+            self.generation_tokens_finish += req.generated
+            self.verify_calls_finish += req.steps
+        self.sg_gen_by_stream[req.streaming] += req.generated
+        self.sg_prompt_by_stream[req.streaming] += req.prompt_tokens
+        first = req.t_first if req.t_first is not None else t
+        if req.generated > 1:
+            self.sg_tpot.observe((t - first) / (req.generated - 1))
+        self.sg_e2e.observe(t - req.t_arrival)
+
+    def gen_throughput_now(self, t: float) -> float:
+        """The gauge as exposed; 0.5.23 decays it to 0 when stale for over 30 s."""
+        if self.config.at_least("0.5.23") and (
+            self.last_tick_t is None or t - self.last_tick_t > 30.0
+        ):
+            return 0.0
+        return self.gen_throughput
+
+    @property
+    def avg_spec_accept_length(self) -> float | None:
+        """The lifetime ``internal_states[].avg_spec_accept_length`` (None before a tick)."""
+        if not self.config.spec_enabled or not self.lifetime_forward_ct:
+            return None
+        return self.lifetime_accept_tokens / self.lifetime_forward_ct
+
+    def families(
+        self, running: list[SimRequest], waiting: int, t: float, created_unix: float, kv: float
+    ) -> list[Metric]:
+        """SGLang's series for the imitated version."""
+        cfg = self.config
+        tm = self
+        kv_usage = kv
+        sched: dict[str, str] = {"model_name": cfg.model, "engine_type": "unified"}
+        if cfg.at_least("0.4.10"):
+            sched.update({"tp_rank": "0", "pp_rank": "0"})
+        if cfg.at_least("0.5.23"):
+            sched["moe_ep_rank"] = "0"
+        tok: dict[str, str] = {"model_name": cfg.model}
+        if cfg.at_least("0.5.23"):
+            tok["engine_type"] = "unified"
+        ec = tm
+        n_running = len(running)
+        used = int(kv_usage * 500_000)
+        out: list[Metric] = [
+            gauge("sglang:num_running_reqs", "The number of running requests.", sched, n_running),
+            gauge("sglang:num_used_tokens", "The number of used tokens.", sched, used),
+            gauge("sglang:token_usage", "The token usage.", sched, kv_usage),
+            gauge(
+                "sglang:gen_throughput",
+                "The generation throughput (token/s).",
+                sched,
+                tm.gen_throughput_now(t),
+            ),
+            gauge("sglang:num_queue_reqs", "The number of requests in the queue.", sched, waiting),
+            gauge("sglang:cache_hit_rate", "The prefix cache hit rate.", sched, 0.0),
+            gauge(
+                "sglang:spec_accept_length",
+                "The average acceptance length of speculative decoding.",
+                sched,
+                tm.spec_accept_length,
+            ),
+        ]  # fmt: skip
+        if cfg.at_least("0.5.4"):
+            out.append(
+                gauge(
+                    "sglang:spec_accept_rate",
+                    "The average acceptance rate of speculative decoding.",
+                    sched,
+                    tm.spec_accept_rate,
+                )
+            )
+            out.append(
+                gauge("sglang:is_cuda_graph", "Whether the batch is using CUDA graph.", sched, 1.0)
+            )
+        if cfg.at_least("0.5.16"):
+            steps = cfg.num_steps if cfg.spec_enabled else 0
+            drafts = cfg.num_draft_tokens if cfg.spec_enabled else 0
+            out.append(
+                gauge("sglang:spec_num_steps", "Active speculative_num_steps.", sched, steps)
+            )
+            out.append(
+                gauge("sglang:spec_num_draft_tokens", "Active num_draft_tokens.", sched, drafts)
+            )
+        if cfg.at_least("0.5.10"):
+            out.append(
+                counter(
+                    "sglang:cuda_graph_passes",
+                    "Number of forward passes by mode.",
+                    [
+                        ({**sched, "mode": "decode_cuda_graph"}, float(tm.decode_passes)),
+                        ({**sched, "mode": "decode_none"}, 0.0),
+                        ({**sched, "mode": "prefill_none"}, float(tm.prefill_passes)),
+                    ],
+                )
+            )
+            out.append(
+                counter(
+                    "sglang:realtime_tokens",
+                    "Tokens as they are produced, by mode.",
+                    [
+                        ({**tok, "mode": "prefill_compute"}, float(tm.realtime_prefill)),
+                        ({**tok, "mode": "prefill_cache"}, 0.0),
+                        ({**tok, "mode": "decode"}, float(tm.realtime_decode)),
+                    ],
+                )
+            )
+        if cfg.at_least("0.5.23"):
+            out.append(
+                counter(
+                    "sglang:prompt_tokens",
+                    "Number of prefill tokens processed.",
+                    [
+                        ({**tok, "is_streaming": "true"}, float(tm.sg_prompt_by_stream[True])),
+                        ({**tok, "is_streaming": "false"}, float(tm.sg_prompt_by_stream[False])),
+                    ],
+                )
+            )
+            out.append(
+                counter(
+                    "sglang:generation_tokens",
+                    "Number of generation tokens processed.",
+                    [
+                        ({**tok, "is_streaming": "true"}, float(tm.sg_gen_by_stream[True])),
+                        ({**tok, "is_streaming": "false"}, float(tm.sg_gen_by_stream[False])),
+                    ],
+                )
+            )
+        else:
+            out.append(
+                counter(
+                    "sglang:prompt_tokens",
+                    "Number of prefill tokens processed.",
+                    [(tok, float(ec.prompt_tokens_finish))],
+                )
+            )
+            out.append(
+                counter(
+                    "sglang:generation_tokens",
+                    "Number of generation tokens processed.",
+                    [(tok, float(ec.generation_tokens_finish))],
+                )
+            )
+        out.append(
+            counter(
+                "sglang:num_requests",
+                "Number of requests processed.",
+                [(tok, float(ec.finished))],
+            )
+        )
+        if cfg.at_least("0.5.16"):
+            out.append(
+                counter(
+                    "sglang:spec_verify_calls",
+                    "Number of speculative verify calls of finished requests.",
+                    [(tok, float(ec.verify_calls_finish))],
+                )
+            )
+        out.append(
+            histogram(
+                "sglang:time_to_first_token_seconds",
+                "Histogram of time to first token in seconds.",
+                [(tok, tm.sg_ttft)],
+            )
+        )
+        out.append(
+            histogram(
+                "sglang:inter_token_latency_seconds",
+                "Histogram of inter-token latency in seconds.",
+                [(tok, tm.sg_itl)],
+            )
+        )
+        out.append(
+            histogram(
+                "sglang:e2e_request_latency_seconds",
+                "Histogram of End-to-end request latency in seconds",
+                [(tok, tm.sg_e2e)],
+            )
+        )
+        if cfg.at_least("0.5.4"):
+            out.append(
+                histogram(
+                    "sglang:queue_time_seconds",
+                    "Histogram of queueing time in seconds.",
+                    [(tok, tm.sg_queue)],
+                )
+            )
+        if cfg.at_least("0.5.23"):
+            out.append(
+                histogram(
+                    "sglang:request_time_per_output_token_seconds",
+                    "Histogram of per-request time per output token in seconds.",
+                    [(tok, tm.sg_tpot)],
+                )
+            )
+        return out
+
+
+def sglang_accept_rate(cfg: SimConfig, incl_bonus: int, forward_ct: int, correct: int) -> float:
+    """``sglang:spec_accept_rate`` with the formula of the imitated version (§1.5)."""
+    if forward_ct <= 0:
+        return 0.0
+    if cfg.at_least("0.5.23"):
+        return correct / (forward_ct * max(1, cfg.num_draft_tokens - 1))
+    if cfg.at_least("0.5.16"):
+        return (incl_bonus - forward_ct) / (forward_ct * max(1, cfg.num_draft_tokens - 1))
+    if cfg.at_least("0.5.10"):
+        return incl_bonus / (forward_ct * max(1, cfg.num_draft_tokens))
+    return (incl_bonus / forward_ct) / (cfg.num_steps + 1)

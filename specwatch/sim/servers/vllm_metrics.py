@@ -1,0 +1,302 @@
+"""What the simulated vLLM server counts, and its ``/metrics`` names per version.
+
+vLLM counts tokens every engine step, one series per data-parallel ``engine`` label.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from specwatch.sim.config import SimConfig
+from specwatch.sim.engine import SimRequest
+from specwatch.sim.servers.telemetry import Hist, Telemetry, counter, histogram
+from specwatch.sim.truth import StepRecord
+
+ITL_BUCKETS = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0,
+)  # fmt: skip
+TTFT_BUCKETS = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+    10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+REQUEST_BUCKETS = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+    240.0, 480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
+TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+
+
+@dataclass(slots=True)
+class EngineCounters:
+    """Counters of one data-parallel engine."""
+
+    prompt_tokens_step: int = 0
+    generation_tokens_step: int = 0
+    num_drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    accepted_per_pos: list[int] = field(default_factory=list)
+    running: int = 0
+    waiting: int = 0
+    finished: dict[str, int] = field(default_factory=dict)
+    vllm_ttft: Hist = field(default_factory=lambda: Hist(TTFT_BUCKETS))
+    vllm_itl: Hist = field(default_factory=lambda: Hist(ITL_BUCKETS))
+    vllm_tpot: Hist = field(default_factory=lambda: Hist(ITL_BUCKETS))
+    vllm_e2e: Hist = field(default_factory=lambda: Hist(REQUEST_BUCKETS))
+    vllm_queue: Hist = field(default_factory=lambda: Hist(REQUEST_BUCKETS))
+    vllm_prefill: Hist = field(default_factory=lambda: Hist(REQUEST_BUCKETS))
+    vllm_decode: Hist = field(default_factory=lambda: Hist(REQUEST_BUCKETS))
+    vllm_inference: Hist = field(default_factory=lambda: Hist(REQUEST_BUCKETS))
+    vllm_iteration_tokens: Hist = field(default_factory=lambda: Hist(TOKEN_BUCKETS))
+    vllm_req_prompt: Hist = field(default_factory=lambda: Hist(TOKEN_BUCKETS))
+    vllm_req_gen: Hist = field(default_factory=lambda: Hist(TOKEN_BUCKETS))
+
+
+class VllmTelemetry(Telemetry):
+    """vLLM's per-engine counters of one server lifetime."""
+
+    def __init__(self, config: SimConfig, start_t: float) -> None:
+        super().__init__(config, start_t)
+        k = config.max_accepted
+        self.engines = [
+            EngineCounters(accepted_per_pos=[0] * k) for _ in range(max(1, config.dp_engines))
+        ]
+
+    def _engine(self, req: SimRequest) -> EngineCounters:
+        return self.engines[req.engine_index % len(self.engines)]
+
+    def on_prefill(self, req: SimRequest, t: float) -> None:
+        """First token: prompt tokens, TTFT, queue and prefill time."""
+        ec = self._engine(req)
+        ec.prompt_tokens_step += req.prompt_tokens
+        admit = req.t_admit if req.t_admit is not None else req.t_arrival
+        ec.vllm_ttft.observe(t - req.t_arrival)
+        ec.vllm_queue.observe(admit - req.t_arrival)
+        ec.vllm_prefill.observe(t - admit)
+        ec.generation_tokens_step += 1
+
+    def on_step(
+        self, t: float, step: StepRecord, decoded: list[tuple[SimRequest, int, int, int]]
+    ) -> None:
+        """Tokens, drafts and inter-token latency of every step."""
+        for req, n, acc, proposed in decoded:
+            ec = self._engine(req)
+            ec.generation_tokens_step += n
+            if proposed > 0:
+                ec.num_drafts += 1
+                ec.draft_tokens += proposed
+                ec.accepted += acc
+                for i in range(acc):
+                    ec.accepted_per_pos[i] += 1
+            ec.vllm_itl.observe(req.step_latencies[-1])
+        if step.tokens:
+            self.engines[0].vllm_iteration_tokens.observe(step.tokens)
+
+    def on_finish(self, req: SimRequest, t: float) -> None:
+        """Request-end histograms and the finish reason."""
+        if req.probe:
+            return
+        ec = self._engine(req)
+        reason = req.finish_reason or "length"
+        ec.finished[reason] = ec.finished.get(reason, 0) + 1
+        first = req.t_first if req.t_first is not None else t
+        admit = req.t_admit if req.t_admit is not None else req.t_arrival
+        decode_s = t - first
+        ec.vllm_e2e.observe(t - req.t_arrival)
+        ec.vllm_decode.observe(decode_s)
+        ec.vllm_inference.observe(t - admit)
+        ec.vllm_req_prompt.observe(req.prompt_tokens)
+        ec.vllm_req_gen.observe(req.generated)
+        if req.generated > 1:
+            ec.vllm_tpot.observe(decode_s / (req.generated - 1))
+
+    def families(
+        self, running: list[SimRequest], waiting: int, t: float, created_unix: float, kv: float
+    ) -> list[Metric]:
+        """vLLM's series for the imitated version."""
+        for ec in self.engines:
+            ec.running = 0
+            ec.waiting = 0
+        for req in running:
+            self._engine(req).running += 1
+        self.engines[0].waiting = waiting
+        return _families(self, created_unix, kv)
+
+
+def _families(tm: VllmTelemetry, created: float, kv_usage: float) -> list[Metric]:
+    cfg = tm.config
+    engines = [({"engine": str(i), "model_name": cfg.model}, ec) for i, ec in enumerate(tm.engines)]
+    out: list[Metric] = []
+
+    def per_engine_gauge(name: str, doc: str, values: list[float]) -> None:
+        g = GaugeMetricFamily(name, doc, labels=["engine", "model_name"])
+        for (labels, _), v in zip(engines, values, strict=True):
+            g.add_metric([labels["engine"], labels["model_name"]], v)
+        out.append(g)
+
+    def per_engine_counter(name: str, doc: str, values: list[float]) -> None:
+        out.append(
+            counter(
+                name,
+                doc,
+                [(labels, v) for (labels, _), v in zip(engines, values, strict=True)],
+                created,
+            )
+        )
+
+    def per_engine_hist(name: str, doc: str, pick: str) -> None:
+        out.append(
+            histogram(name, doc, [(labels, getattr(ec, pick)) for labels, ec in engines], created)
+        )
+
+    per_engine_gauge(
+        "vllm:num_requests_running",
+        "Number of requests in model execution batches.",
+        [float(ec.running) for _, ec in engines],
+    )
+    per_engine_gauge(
+        "vllm:num_requests_waiting",
+        "Number of requests waiting to be processed.",
+        [float(ec.waiting) for _, ec in engines],
+    )
+    per_engine_gauge(
+        "vllm:kv_cache_usage_perc",
+        "KV-cache usage. 1 means 100 percent usage.",
+        [kv_usage for _ in engines],
+    )
+    if not cfg.at_least("0.11.0"):
+        per_engine_gauge(
+            "vllm:gpu_cache_usage_perc",
+            "GPU KV-cache usage. 1 means 100 percent usage."
+            " DEPRECATED: Use vllm:kv_cache_usage_perc instead.",
+            [kv_usage for _ in engines],
+        )
+    per_engine_counter(
+        "vllm:num_preemptions",
+        "Cumulative number of preemption from the engine.",
+        [0.0 for _ in engines],
+    )
+    per_engine_counter(
+        "vllm:prompt_tokens",
+        "Number of prefill tokens processed.",
+        [float(ec.prompt_tokens_step) for _, ec in engines],
+    )
+    per_engine_counter(
+        "vllm:generation_tokens",
+        "Number of generation tokens processed.",
+        [float(ec.generation_tokens_step) for _, ec in engines],
+    )
+    success = CounterMetricFamily(
+        "vllm:request_success",
+        "Count of successfully processed requests.",
+        labels=["engine", "finished_reason", "model_name"],
+    )
+    for labels, ec in engines:
+        for reason in ("stop", "length", "abort"):
+            success.add_metric(
+                [labels["engine"], reason, labels["model_name"]],
+                float(ec.finished.get(reason, 0)),
+                created=created,
+            )
+    out.append(success)
+    if cfg.spec_enabled:
+        per_engine_counter(
+            "vllm:spec_decode_num_drafts",
+            "Number of spec decoding drafts.",
+            [float(ec.num_drafts) for _, ec in engines],
+        )
+        per_engine_counter(
+            "vllm:spec_decode_num_draft_tokens",
+            "Number of draft tokens.",
+            [float(ec.draft_tokens) for _, ec in engines],
+        )
+        per_engine_counter(
+            "vllm:spec_decode_num_accepted_tokens",
+            "Number of accepted tokens.",
+            [float(ec.accepted) for _, ec in engines],
+        )
+        per_pos = CounterMetricFamily(
+            "vllm:spec_decode_num_accepted_tokens_per_pos",
+            "Accepted tokens per draft position.",
+            labels=["engine", "model_name", "position"],
+        )
+        for labels, ec in engines:
+            for pos in range(cfg.drafts_per_step):
+                value = ec.accepted_per_pos[pos] if pos < len(ec.accepted_per_pos) else 0
+                per_pos.add_metric(
+                    [labels["engine"], labels["model_name"], str(pos)],
+                    float(value),
+                    created=created,
+                )
+        out.append(per_pos)
+    per_engine_hist(
+        "vllm:iteration_tokens_total",
+        "Histogram of number of tokens per engine_step.",
+        "vllm_iteration_tokens",
+    )
+    per_engine_hist(
+        "vllm:time_to_first_token_seconds",
+        "Histogram of time to first token in seconds.",
+        "vllm_ttft",
+    )
+    if cfg.at_least("0.11.0"):
+        per_engine_hist(
+            "vllm:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            "vllm_itl",
+        )
+        per_engine_hist(
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.",
+            "vllm_tpot",
+        )
+    if not cfg.at_least("0.20.0"):
+        per_engine_hist(
+            "vllm:time_per_output_token_seconds",
+            "Histogram of time per output token in seconds."
+            + (
+                " DEPRECATED: Use vllm:inter_token_latency_seconds instead."
+                if cfg.at_least("0.11.0")
+                else ""
+            ),
+            "vllm_itl",
+        )
+    per_engine_hist(
+        "vllm:e2e_request_latency_seconds",
+        "Histogram of e2e request latency in seconds.",
+        "vllm_e2e",
+    )
+    per_engine_hist(
+        "vllm:request_queue_time_seconds",
+        "Histogram of time spent in WAITING phase for request.",
+        "vllm_queue",
+    )
+    per_engine_hist(
+        "vllm:request_prefill_time_seconds",
+        "Histogram of time spent in PREFILL phase for request.",
+        "vllm_prefill",
+    )
+    per_engine_hist(
+        "vllm:request_decode_time_seconds",
+        "Histogram of time spent in DECODE phase for request.",
+        "vllm_decode",
+    )
+    per_engine_hist(
+        "vllm:request_inference_time_seconds",
+        "Histogram of time spent in RUNNING phase for request.",
+        "vllm_inference",
+    )
+    per_engine_hist(
+        "vllm:request_prompt_tokens",
+        "Number of prefill tokens processed.",
+        "vllm_req_prompt",
+    )
+    per_engine_hist(
+        "vllm:request_generation_tokens",
+        "Number of generation tokens processed.",
+        "vllm_req_gen",
+    )
+    return out
