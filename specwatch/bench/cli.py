@@ -36,7 +36,7 @@ from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
 if TYPE_CHECKING:
     from specwatch.sim.story import StoryServer
     from specwatch.sources.endpoint import Endpoint
-    from specwatch.sources.nvml import GpuSampler
+    from specwatch.sources.gpu_reader import GpuReader
 
 EXIT_FAILED = EXIT_ERROR
 EXIT_INTERRUPTED = 130
@@ -165,7 +165,7 @@ async def _bench(
     args: argparse.Namespace,
     endpoint: Endpoint,
     config: BenchConfig,
-    sampler: GpuSampler | None,
+    sampler: GpuReader | None,
     progress: TextIO,
 ) -> tuple[BenchResult | None, str | None, int | None]:
     """Connect, run; returns (result, secret, signal number that stopped it)."""
@@ -238,7 +238,7 @@ class _Failure(Exception):
 def run_bench(
     args: argparse.Namespace,
     *,
-    sampler: GpuSampler | None = None,
+    sampler: GpuReader | None = None,
     argv: Sequence[str] | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
@@ -247,8 +247,8 @@ def run_bench(
 
     Args:
         args: Parsed options.
-        sampler: GPU sampler to use (tests pass one over a fake NVML); by default the real
-            NVML unless ``--no-gpu``.
+        sampler: GPU sampler to use (tests pass one over a fake NVML); by default the
+            ``--dcgm`` exporters when given, else the real NVML unless ``--no-gpu``.
         argv: The command line recorded in the snapshot (default ``sys.argv``).
         stdout: Where results (or ``--json``) go.
         stderr: Where errors go.
@@ -290,7 +290,7 @@ def run_bench(
 def _run_bench(
     args: argparse.Namespace,
     config: BenchConfig,
-    sampler: GpuSampler | None,
+    sampler: GpuReader | None,
     demo: StoryServer | None,
     argv: Sequence[str] | None,
     out: TextIO,
@@ -308,7 +308,16 @@ def _run_bench(
         print(f"specwatch bench: {exc}", file=err)
         return EXIT_USAGE
     own_sampler = False
-    if sampler is None and not args.no_gpu:
+    dcgm: list[str] = list(getattr(args, "dcgm", None) or [])
+    if sampler is None and dcgm:
+        if args.no_gpu:
+            print("specwatch bench: give --dcgm or --no-gpu, not both", file=err)
+            return EXIT_USAGE
+        from specwatch.sources.dcgm import DcgmGpuSource
+
+        sampler = DcgmGpuSource(dcgm, interval_s=args.gpu_interval)
+        own_sampler = True
+    elif sampler is None and not args.no_gpu:
         from specwatch.sources.nvml import GpuSampler
 
         fake = None
