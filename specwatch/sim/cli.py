@@ -121,13 +121,14 @@ def run_sim(args: argparse.Namespace) -> int:
             server.stop()
             print(f"specwatch sim: cannot serve dcgm-exporter: {exc}", file=sys.stderr)
             return 1
-        print(f"specwatch sim: dcgm-exporter for the GPUs at {exporter.url}", flush=True)
     spec = config.spec_algorithm or "no speculation"
     print(
         f"specwatch sim: {config.dialect.value} {config.version} ({spec}, {config.gpu_count} GPUs)"
         f" serving {config.model} at {url}  (Ctrl-C to stop)",
         flush=True,
     )
+    if exporter is not None:
+        print(f"specwatch sim: dcgm-exporter for the GPUs at {exporter.url}", flush=True)
     done = threading.Event()
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, lambda *_: done.set())
