@@ -1,4 +1,5 @@
-"""Command line: the TUI (``--url URL`` or ``--demo``) and the sim, probe, bench, compare tools."""
+"""Command line: the TUI (``--url URL`` or ``--demo``) and the sim, probe, bench, compare and
+dcgm-counters tools."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from specwatch import __version__
 
-SUBCOMMANDS = ("sim", "probe", "bench", "compare", "record", "replay", "export")
+SUBCOMMANDS = ("sim", "probe", "bench", "compare", "record", "replay", "export", "dcgm-counters")
 
 
 class _LazyParser(argparse.ArgumentParser):
@@ -75,11 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"specwatch {__version__}")
     sub = parser.add_subparsers(
-        dest="command",
-        metavar="{sim,probe,bench,compare,record,replay,export}",
-        parser_class=_LazyParser,
+        dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}", parser_class=_LazyParser
     )
 
+    from specwatch.sources.dcgm_cli import add_dcgm_argument
     from specwatch.ui.options import add_tui_arguments
 
     add_tui_arguments(parser)
@@ -91,12 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
     from specwatch.sources.probe_cli import add_probe_arguments
 
     add_probe_arguments(p_probe)
+    add_dcgm_argument(p_probe)
 
     p_bench = sub.add_parser("bench", help="benchmark: warmup runs, then N streamed runs")
     _add_server_args(p_bench, url_required=False)
     from specwatch.bench.cli import add_bench_arguments, add_compare_arguments
 
     add_bench_arguments(p_bench)
+    add_dcgm_argument(p_bench)
     add_compare_arguments(
         sub.add_parser("compare", help="compare two snapshots: is it the GPUs or the code?")
     )
@@ -113,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_export_arguments(
         sub.add_parser("export", help="a recording as a tidy time series (CSV or JSON Lines)")
+    )
+    sub.add_parser(
+        "dcgm-counters",
+        help="print the dcgm-exporter counters CSV specwatch reads (run the exporter with -f FILE)",
     )
     return parser
 
@@ -133,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from specwatch.bench.cli import run_bench
 
             return run_bench(args)
+        if args.command == "dcgm-counters":
+            from specwatch.sources.dcgm_cli import main as counters_main
+
+            return counters_main([])
         if args.command == "compare":
             from specwatch.bench.cli import run_compare
 

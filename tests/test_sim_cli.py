@@ -58,3 +58,26 @@ def test_sim_reports_a_busy_port() -> None:
         )
     assert done.returncode == 1
     assert "cannot serve" in done.stderr
+
+
+def test_sim_serves_a_dcgm_exporter_for_its_gpus() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CODE, "--port", "0", "--gpus", "2", "--dcgm-port", "0",
+         "--dcgm-interval", "0.5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert "serving" in proc.stdout.readline()  # the server's line stays the first
+        line = proc.stdout.readline()
+        assert "dcgm-exporter" in line
+        url = line.split(" at ")[1].split()[0]
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/metrics")
+        body = httpx.get(url).text
+        assert 'DCGM_FI_DEV_SM_CLOCK{gpu="1",' in body and "DCGM_FI_DEV_FAN_SPEED" not in body
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from specwatch.core.identity import ServerIdentity
     from specwatch.sim.story import StoryServer
     from specwatch.sources.endpoint import Endpoint
-    from specwatch.sources.nvml import GpuSampler
+    from specwatch.sources.gpu_reader import GpuReader
 
 EXIT_FAILED = EXIT_ERROR
 EXIT_INTERRUPTED = 130
@@ -177,7 +177,7 @@ async def _bench(
     args: argparse.Namespace,
     endpoint: Endpoint,
     config: BenchConfig,
-    sampler: GpuSampler | None,
+    sampler: GpuReader | None,
     progress: TextIO,
     log: SignalLog,
 ) -> tuple[BenchResult | None, str | None, int | None]:
@@ -254,7 +254,7 @@ class _Failure(Exception):
 def run_bench(
     args: argparse.Namespace,
     *,
-    sampler: GpuSampler | None = None,
+    sampler: GpuReader | None = None,
     argv: Sequence[str] | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
@@ -263,8 +263,8 @@ def run_bench(
 
     Args:
         args: Parsed options.
-        sampler: GPU sampler to use (tests pass one over a fake NVML); by default the real
-            NVML unless ``--no-gpu``.
+        sampler: GPU sampler to use (tests pass one over a fake NVML); by default the
+            ``--dcgm`` exporters when given, else the real NVML unless ``--no-gpu``.
         argv: The command line recorded in the snapshot (default ``sys.argv``).
         stdout: Where results (or ``--json``) go.
         stderr: Where errors go.
@@ -307,7 +307,7 @@ def run_bench(
 def _run_bench(
     args: argparse.Namespace,
     config: BenchConfig,
-    sampler: GpuSampler | None,
+    sampler: GpuReader | None,
     demo: StoryServer | None,
     argv: Sequence[str] | None,
     out: TextIO,
@@ -329,7 +329,16 @@ def _run_bench(
         return EXIT_USAGE
     identity = server_identity(endpoint.base_url)
     own_sampler = False
-    if sampler is None and not args.no_gpu:
+    dcgm: list[str] = list(getattr(args, "dcgm", None) or [])
+    if sampler is None and dcgm:
+        if args.no_gpu:
+            print("specwatch bench: give --dcgm or --no-gpu, not both", file=err)
+            return EXIT_USAGE
+        from specwatch.sources.dcgm import DcgmGpuSource
+
+        sampler = DcgmGpuSource(dcgm, interval_s=args.gpu_interval)
+        own_sampler = True
+    elif sampler is None and not args.no_gpu:
         from specwatch.sources.nvml import GpuSampler
 
         fake = None
@@ -354,7 +363,7 @@ def _measure_and_save(
     args: argparse.Namespace,
     endpoint: Endpoint,
     config: BenchConfig,
-    sampler: GpuSampler | None,
+    sampler: GpuReader | None,
     argv: Sequence[str] | None,
     out: TextIO,
     err: TextIO,

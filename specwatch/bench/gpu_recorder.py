@@ -12,7 +12,7 @@ from specwatch.core.gpu import GpuInventory, GpuTick
 
 if TYPE_CHECKING:
     from specwatch.core.gpu_summary import GpuRunSummary
-    from specwatch.sources.nvml import GpuSampler
+    from specwatch.sources.gpu_reader import GpuReader
 
 
 class GpuRecorder:
@@ -23,7 +23,7 @@ class GpuRecorder:
     run shorter than the sampling period still gets a reading under load.
     """
 
-    def __init__(self, sampler: GpuSampler | None, interval_s: float) -> None:
+    def __init__(self, sampler: GpuReader | None, interval_s: float) -> None:
         self.sampler = sampler
         self.interval_s = interval_s
         self._task: asyncio.Task[None] | None = None
@@ -43,7 +43,7 @@ class GpuRecorder:
         if self.active and not s.running:
             self._task = asyncio.create_task(self._loop(s))
 
-    async def _loop(self, s: GpuSampler) -> None:
+    async def _loop(self, s: GpuReader) -> None:
         while True:
             started = time.monotonic()
             await asyncio.to_thread(s.sample)

@@ -40,8 +40,8 @@ from specwatch.core.server import ChunkArrival, ServerInfo, StreamResult
 if TYPE_CHECKING:
     from specwatch.core.gpu_summary import GpuRunSummary
     from specwatch.sources.client import ServerClient
+    from specwatch.sources.gpu_reader import GpuReader
     from specwatch.sources.metrics import MetricsWatcher
-    from specwatch.sources.nvml import GpuSampler
 
 
 def busy_view(ticks: Sequence[GpuTick]) -> list[GpuTick]:
@@ -269,7 +269,7 @@ async def run_benchmark(
     client: ServerClient,
     info: ServerInfo,
     config: BenchConfig,
-    sampler: GpuSampler | None = None,
+    sampler: GpuReader | None = None,
     on_event: Callable[[BenchEvent], None] | None = None,
     cancel: asyncio.Event | None = None,
     *,

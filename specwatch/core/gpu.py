@@ -79,6 +79,22 @@ class GpuSample:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuOrigin:
+    """Where a session's GPU readings come from, for the pane to say (remote sources only)."""
+
+    source: str
+    """``"nvml"`` (this machine) or ``"dcgm"`` (dcgm-exporter over HTTP)."""
+    nodes: tuple[str | None, ...] = ()
+    """The node of each GPU, by index."""
+    not_exported: tuple[str, ...] = ()
+    """``GpuSample``/``GpuStatic`` fields the exporter does not send (for any GPU), sorted."""
+    collection_interval_s: float | None = None
+    """The exporter's inferred collection interval, when coarser than the view."""
+    view_interval_s: float | None = None
+    """The sampling interval of the view, next to the collection interval."""
+
+
+@dataclass(frozen=True, slots=True)
 class GpuInventory:
     """What the sampler found at start-up."""
 
@@ -87,6 +103,8 @@ class GpuInventory:
     """Why there are no GPUs (e.g. ``"NVML unavailable: NVML Shared Library Not Found"``)."""
     system: SystemInfo = field(default_factory=SystemInfo)
     gpus: tuple[GpuStatic, ...] = ()
+    origin: GpuOrigin | None = None
+    """Set by a remote source's session adapter (``None``: the local NVML)."""
 
 
 @dataclass(frozen=True, slots=True)

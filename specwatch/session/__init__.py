@@ -7,7 +7,17 @@ subscribe to a :class:`LiveSession` and turn its events into whatever they show.
 from __future__ import annotations
 
 from specwatch.session.baseline import Baseline, load_baseline
-from specwatch.session.gpu_source import GpuSource, NoGpus, NvmlGpuSource
+from specwatch.session.dcgm_source import DcgmExporterGpuSource
+from specwatch.session.gpu_source import GpuSource, NoGpus, NvmlGpuSource, ReaderGpuSource
 from specwatch.session.live import LiveSession
 
-__all__ = ["Baseline", "GpuSource", "LiveSession", "NoGpus", "NvmlGpuSource", "load_baseline"]
+__all__ = [
+    "Baseline",
+    "DcgmExporterGpuSource",
+    "GpuSource",
+    "LiveSession",
+    "NoGpus",
+    "NvmlGpuSource",
+    "ReaderGpuSource",
+    "load_baseline",
+]

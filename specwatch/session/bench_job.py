@@ -20,7 +20,7 @@ from specwatch.sources.endpoint import Endpoint
 
 if TYPE_CHECKING:
     from specwatch.bench.runner import BenchConfig, BenchEvent, BenchResult
-    from specwatch.sources.nvml import GpuSampler
+    from specwatch.sources.gpu_reader import GpuReader
 
 
 class BenchJob:
@@ -41,7 +41,7 @@ class BenchJob:
         self,
         endpoint: Endpoint,
         info: ServerInfo,
-        sampler: GpuSampler | None,
+        sampler: GpuReader | None,
         out_dir: Path,
         emit: Callable[[SessionEvent], None],
         config: BenchConfig | None = None,

@@ -2,8 +2,10 @@
 
 A source is started with an ``emit`` callback and from then on emits
 :class:`~specwatch.session.events.GpuInventoryChanged` (first when it opens, then on every change
-of fixed data) and :class:`~specwatch.session.events.GpuTicked`. Local NVML is the one source
-today; a remote dcgm-exporter or Prometheus source is one more class with the same three methods.
+of fixed data) and :class:`~specwatch.session.events.GpuTicked`. The GPUs are the local ones
+through NVML (:class:`NvmlGpuSource`) or those of dcgm-exporter endpoints over HTTP
+(:mod:`specwatch.session.dcgm_source`); both are a :class:`ReaderGpuSource` over a reader with
+the same shape.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.session.events import GpuInventoryChanged, GpuTicked, SessionEvent
 
 if TYPE_CHECKING:
-    from specwatch.sources.nvml import GpuSampler
+    from specwatch.sources.gpu_reader import GpuReader
 
 Emit = Callable[[SessionEvent], None]
 
@@ -38,12 +40,67 @@ class GpuSource(Protocol):
         ...
 
 
-class NvmlGpuSource:
-    """The local GPUs through NVML, sampled on the sampler's own thread.
+class ReaderGpuSource:
+    """Any :class:`~specwatch.sources.gpu_reader.GpuReader`, ticking on the reader's own thread.
 
-    After each tick the sampler's inventory is compared with the one last emitted, so a power
-    limit, a maximum clock or a PCIe maximum that changed reaches subscribers as a new inventory,
-    before the tick that first saw it.
+    After each tick the inventory (as :meth:`inventory_of` presents it) is compared with the one
+    last emitted, so a power limit, a maximum clock or a PCIe maximum that changed reaches
+    subscribers as a new inventory, before the tick that first saw it.
+
+    Args:
+        reader: The reader; its ``on_tick`` is taken over.
+        what: Its name in the reason given when opening it failed.
+    """
+
+    def __init__(self, reader: GpuReader, what: str = "the GPU source") -> None:
+        self.sampler: GpuReader = reader
+        """The reader; a benchmark reads its history for per-run GPU summaries."""
+        reader.on_tick = self._on_tick
+        self._what = what
+        self._emit: Emit | None = None
+        self._emitted: GpuInventory | None = None
+        self._stopped = False
+
+    def inventory_of(self, inventory: GpuInventory) -> GpuInventory:
+        """The inventory subscribers see (a remote source adds where the GPUs are)."""
+        return inventory
+
+    def start(self, emit: Emit) -> None:
+        """Open the reader, emit the inventory, start its thread when there are GPUs."""
+        self._emit = emit
+        try:
+            inventory = self.inventory_of(self.sampler.open())
+        except Exception as e:  # open() should never raise; if it does, say why and carry on
+            inventory = GpuInventory(available=False, reason=f"{self._what} failed: {e}")
+        self._emitted = inventory
+        emit(GpuInventoryChanged(inventory))
+        if inventory.available and not self._stopped:
+            self.sampler.start()
+
+    def _on_tick(self, tick: GpuTick) -> None:
+        emit = self._emit
+        if emit is None or self._stopped:
+            return
+        raw = self.sampler.inventory
+        inventory = self.inventory_of(raw) if raw is not None else None
+        if inventory is not None and inventory != self._emitted:
+            self._emitted = inventory
+            emit(GpuInventoryChanged(inventory))
+        emit(GpuTicked(tick))
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the reader's thread and release it."""
+        self._stopped = True
+        with contextlib.suppress(Exception):
+            self.sampler.stop(timeout_s=timeout_s)
+
+    def set_interval(self, interval_s: float) -> None:
+        """Change the sampling interval (applies to the wait in progress)."""
+        self.sampler.set_interval(interval_s)
+
+
+class NvmlGpuSource(ReaderGpuSource):
+    """The local GPUs through NVML.
 
     Args:
         interval_s: Seconds between ticks.
@@ -59,45 +116,7 @@ class NvmlGpuSource:
     ) -> None:
         from specwatch.sources.nvml import GpuSampler
 
-        self.sampler: GpuSampler = GpuSampler(
-            interval_s=interval_s, nvml=nvml, on_tick=self._on_tick, clock=clock
-        )
-        """The sampler; a benchmark reads its history for per-run GPU summaries."""
-        self._emit: Emit | None = None
-        self._emitted: GpuInventory | None = None
-        self._stopped = False
-
-    def start(self, emit: Emit) -> None:
-        """Open NVML, emit the inventory, start the sampler thread when there are GPUs."""
-        self._emit = emit
-        try:
-            inventory = self.sampler.open()
-        except Exception as e:  # open() should never raise; if it does, say why and carry on
-            inventory = GpuInventory(available=False, reason=f"NVML failed: {e}")
-        self._emitted = inventory
-        emit(GpuInventoryChanged(inventory))
-        if inventory.available and not self._stopped:
-            self.sampler.start()
-
-    def _on_tick(self, tick: GpuTick) -> None:
-        emit = self._emit
-        if emit is None or self._stopped:
-            return
-        inventory = self.sampler.inventory
-        if inventory is not None and inventory != self._emitted:
-            self._emitted = inventory
-            emit(GpuInventoryChanged(inventory))
-        emit(GpuTicked(tick))
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop the sampler thread and shut NVML down."""
-        self._stopped = True
-        with contextlib.suppress(Exception):
-            self.sampler.stop(timeout_s=timeout_s)
-
-    def set_interval(self, interval_s: float) -> None:
-        """Change the sampling interval (applies to the wait in progress)."""
-        self.sampler.set_interval(interval_s)
+        super().__init__(GpuSampler(interval_s=interval_s, nvml=nvml, clock=clock), "NVML")
 
 
 class NoGpus:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 from specwatch.core.server import ServerInfo
 from specwatch.session.bench_job import BenchJob
 from specwatch.session.events import SessionEvent
-from specwatch.session.gpu_source import GpuSource, NoGpus, NvmlGpuSource
+from specwatch.session.gpu_source import GpuSource, NoGpus, ReaderGpuSource
 from specwatch.session.server_poller import ServerPoller
 from specwatch.sources.endpoint import Endpoint
 
@@ -173,7 +173,7 @@ class LiveSession:
         info = self.server_info(server)
         if info is None or self.bench_running:
             return None
-        sampler = self.gpus.sampler if isinstance(self.gpus, NvmlGpuSource) else None
+        sampler = self.gpus.sampler if isinstance(self.gpus, ReaderGpuSource) else None
         job = BenchJob(
             self.endpoints[server],
             info,

@@ -9,6 +9,7 @@ import threading
 
 from specwatch.core.server import Dialect
 from specwatch.sim.config import preset
+from specwatch.sim.dcgm_exporter import SimDcgmExporter
 from specwatch.sim.server import SimServer
 from specwatch.sim.servers import DEFAULT_VERSIONS
 from specwatch.sim.world import SimWorld
@@ -54,6 +55,20 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
         help="start without metrics (SGLang --enable-metrics, llama.cpp --metrics off)",
     )
     p.add_argument(
+        "--dcgm-port",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also serve a dcgm-exporter /metrics for the simulated GPUs on this port (0 = any)",
+    )
+    p.add_argument(
+        "--dcgm-interval",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="the simulated exporter's collection interval, seconds (default: 1; real: 30)",
+    )
+    p.add_argument(
         "--api-key-env",
         default=None,
         metavar="VAR",
@@ -92,12 +107,29 @@ def run_sim(args: argparse.Namespace) -> int:
     except (OSError, RuntimeError) as exc:
         print(f"specwatch sim: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
+    exporter: SimDcgmExporter | None = None
+    if args.dcgm_port is not None:
+        exporter = SimDcgmExporter(
+            world.gpus,
+            world.clock.now,
+            port=args.dcgm_port,
+            host=args.host,
+            update_interval_s=args.dcgm_interval,
+        )
+        try:
+            exporter.start()
+        except (OSError, RuntimeError, ValueError) as exc:
+            server.stop()
+            print(f"specwatch sim: cannot serve dcgm-exporter: {exc}", file=sys.stderr)
+            return 1
     spec = config.spec_algorithm or "no speculation"
     print(
         f"specwatch sim: {config.dialect.value} {config.version} ({spec}, {config.gpu_count} GPUs)"
         f" serving {config.model} at {url}  (Ctrl-C to stop)",
         flush=True,
     )
+    if exporter is not None:
+        print(f"specwatch sim: dcgm-exporter for the GPUs at {exporter.url}", flush=True)
     done = threading.Event()
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, lambda *_: done.set())
@@ -108,5 +140,7 @@ def run_sim(args: argparse.Namespace) -> int:
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if exporter is not None:
+            exporter.stop()
         server.stop()
     return 0

@@ -1,4 +1,4 @@
-"""``specwatch dcgm-counters``: print the dcgm-exporter counters CSV specwatch reads."""
+"""``specwatch dcgm-counters`` (print the counters CSV specwatch reads) and ``--dcgm URL``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,18 @@ COUNTERS_FILE = "dcgm-counters.csv"
 def counters_csv() -> str:
     """The counters CSV shipped with specwatch (dcgm-exporter ``-f`` format)."""
     return resources.files("specwatch.sources").joinpath(COUNTERS_FILE).read_text(encoding="utf-8")
+
+
+def add_dcgm_argument(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """Add the repeatable ``--dcgm URL`` (GPUs read from dcgm-exporter instead of NVML)."""
+    p.add_argument(
+        "--dcgm",
+        action="append",
+        default=None,
+        metavar="URL",
+        help="read the GPUs from this dcgm-exporter instead of local NVML (repeatable; a bare "
+        "host means http://host:9400/metrics; `specwatch dcgm-counters` prints its counters CSV)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

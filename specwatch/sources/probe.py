@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from specwatch import __version__
-from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
+from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.core.reasons import short_names
 from specwatch.core.server import ChunkArrival, MetricsWindow, ServerInfo, StreamResult
 from specwatch.core.values import to_jsonable
+from specwatch.sources import probe_gpus
 from specwatch.sources.client import ServerClient, ServerError
 from specwatch.sources.detect import detect, wait_ready
 from specwatch.sources.endpoint import Endpoint
@@ -28,6 +29,10 @@ DEFAULT_PROMPT = (
     "Write a detailed, step-by-step explanation of how a hash map handles collisions, "
     "with a short example in Python."
 )
+
+SCHEMA_VERSION = 2
+"""Version of the JSON document: 2 added ``schema_version`` and one GPU entry shape for NVML
+and dcgm-exporter (``node``, ``source``, every key present, nulls explained in ``missing``)."""
 
 EXIT_OK = 0
 EXIT_UNREACHABLE = 1
@@ -61,16 +66,9 @@ class ProbeResult:
         return EXIT_OK
 
 
-def _read_gpus(nvml: object | None) -> tuple[GpuInventory, GpuTick | None]:
-    from specwatch.sources.nvml import GpuSampler
-
-    sampler = GpuSampler(nvml=nvml)
-    try:
-        inventory = sampler.open()
-        tick = sampler.sample() if inventory.available else None
-        return sampler.inventory or inventory, tick
-    finally:
-        sampler.stop()
+def _read_gpus(nvml: object | None, dcgm: Sequence[str]) -> tuple[GpuInventory, GpuTick | None]:
+    read = probe_gpus.read_gpus(nvml, dcgm)
+    return read.inventory, read.tick
 
 
 async def probe(
@@ -81,6 +79,7 @@ async def probe(
     wait_s: float = 0.0,
     prompt: str = DEFAULT_PROMPT,
     nvml: object | None = None,
+    dcgm: Sequence[str] = (),
     read_gpus: bool = True,
     on_status: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
@@ -95,6 +94,7 @@ async def probe(
         wait_s: Wait this long for a server that is down or loading (0: do not wait).
         prompt: The prompt to stream.
         nvml: A pynvml-like object (tests pass a fake); ``None`` is the real NVML.
+        dcgm: dcgm-exporter addresses; when given, the GPUs are read there instead of NVML.
         read_gpus: Read the GPUs once while the stream runs.
         on_status: Progress lines (waiting attempts).
         clock: Seconds, for the stream's arrival times and the metrics window.
@@ -119,7 +119,7 @@ async def probe(
                 info = await detect(client)
         except ServerError as exc:
             inventory, tick = (
-                await asyncio.to_thread(_read_gpus, nvml) if read_gpus else (None, None)
+                await asyncio.to_thread(_read_gpus, nvml, dcgm) if read_gpus else (None, None)
             )
             return ProbeResult(
                 endpoint.base_url, None, None, None, inventory, tick, str(exc), problem_word(exc)
@@ -133,7 +133,7 @@ async def probe(
 
         gpu_task: asyncio.Task[tuple[GpuInventory, GpuTick | None]] | None = None
         if read_gpus:
-            gpu_task = asyncio.create_task(_gpus_when(first_chunk, nvml))
+            gpu_task = asyncio.create_task(_gpus_when(first_chunk, nvml, dcgm))
         stream = await stream_completion(
             client, info, prompt, max_tokens, clock=clock, on_chunk=chunk_seen
         )
@@ -161,11 +161,11 @@ def problem_word(exc: ServerError) -> str:
 
 
 async def _gpus_when(
-    started: asyncio.Event, nvml: object | None
+    started: asyncio.Event, nvml: object | None, dcgm: Sequence[str]
 ) -> tuple[GpuInventory, GpuTick | None]:
     # read while the stream runs, so clocks and power show the server under load
     await started.wait()
-    return await asyncio.to_thread(_read_gpus, nvml)
+    return await asyncio.to_thread(_read_gpus, nvml, dcgm)
 
 
 # --- JSON -------------------------------------------------------------------------------------
@@ -230,34 +230,6 @@ def _window_dict(window: MetricsWindow | None) -> dict[str, Any] | None:
     return plain
 
 
-def _gpu_dict(static: GpuStatic | None, sample: GpuSample | None, index: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"index": index}
-    if static is not None:
-        out.update(
-            name=static.name,
-            uuid=static.uuid,
-            pci_bus_id=static.pci_bus_id,
-            max_sm_clock_mhz=static.max_sm_clock_mhz,
-            power_limit_w=static.power_limit_w,
-            max_pcie_gen=static.max_pcie_gen,
-            max_pcie_width=static.max_pcie_width,
-        )
-    if sample is not None:
-        for f in fields(sample):
-            if f.name in ("index", "missing"):
-                continue
-            out[f.name] = to_jsonable(getattr(sample, f.name))
-        reasons = sample.clock_event_reasons
-        out["clock_event_reason_names"] = (
-            list(short_names(reasons)) if reasons is not None else None
-        )
-        missing = dict(sample.missing)
-        if static is not None:
-            missing.update({k: v for k, v in static.missing.items() if k not in missing})
-        out["missing"] = missing
-    return out
-
-
 def probe_to_dict(result: ProbeResult) -> dict[str, Any]:
     """The JSON document of a probe (``null`` values carry a reason nearby)."""
     info = result.info
@@ -295,22 +267,9 @@ def probe_to_dict(result: ProbeResult) -> dict[str, Any]:
             "problem": result.problem,
         }
     why = result.error or "no stream ran"
-    gpus: list[dict[str, Any]] = []
-    gpus_reason: str | None = None
-    inventory = result.inventory
-    if inventory is None:
-        gpus_reason = "GPUs were not read"
-    elif not inventory.available:
-        gpus_reason = inventory.reason or "NVML unavailable"
-    else:
-        samples = {s.index: s for s in (result.tick.samples if result.tick else ())}
-        for static in inventory.gpus:
-            gpus.append(_gpu_dict(static, samples.get(static.index), static.index))
-        if result.tick is not None and result.tick.error:
-            gpus_reason = result.tick.error
-        elif not gpus:
-            gpus_reason = "NVML found no GPUs"
+    gpus, gpus_reason = probe_gpus.gpus_document(result.inventory, result.tick)
     return {
+        "schema_version": SCHEMA_VERSION,
         "specwatch": __version__,
         "ok": result.exit_code == EXIT_OK,
         "error": result.error or (result.stream.error if result.stream else None),
@@ -418,9 +377,16 @@ def render_text(result: ProbeResult) -> str:
                 f"  gpu {static.index}    {static.name or '?'} · SM {s.sm_clock_mhz or '?'}"
                 f"/{static.max_sm_clock_mhz or '?'} MHz · {temp} °C"
                 f" · {_f(s.power_w, '.0f')}/{_f(static.power_limit_w, '.0f')} W"
-                f" · reasons {reasons}" + (" · LOST" if s.lost else "")
+                f" · reasons {reasons}" + (" · LOST" if s.lost else "") + _node(inventory, s.index)
             )
     return "\n".join(lines)
+
+
+def _node(inventory: GpuInventory, index: int) -> str:
+    origin = inventory.origin
+    if origin is None or index >= len(origin.nodes):
+        return ""
+    return f" · on {origin.nodes[index]} ({origin.source})"
 
 
 __all__ = [
@@ -429,6 +395,7 @@ __all__ = [
     "EXIT_STREAM_FAILED",
     "EXIT_UNREACHABLE",
     "EXIT_USAGE",
+    "SCHEMA_VERSION",
     "ProbeResult",
     "probe",
     "probe_to_dict",

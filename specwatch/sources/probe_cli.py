@@ -87,6 +87,7 @@ def run_probe(args: argparse.Namespace) -> int:
             timeout_s=args.timeout,
             wait_s=max(0.0, args.wait),
             prompt=DEFAULT_PROMPT if args.prompt is None else args.prompt,
+            dcgm=tuple(getattr(args, "dcgm", None) or ()),
             on_status=status,
             **({} if deadline is None else {"deadline_s": deadline}),
         )

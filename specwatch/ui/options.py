@@ -62,7 +62,15 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
         default="sglang",
         help="which server the demo simulates (default: sglang)",
     )
+    g.add_argument(
+        "--demo-dcgm",
+        action="store_true",
+        help="the demo's GPUs read over HTTP from a simulated dcgm-exporter instead of NVML",
+    )
     g.add_argument("--demo-seed", type=int, default=0, help=argparse.SUPPRESS)
+    from specwatch.sources.dcgm_cli import add_dcgm_argument
+
+    add_dcgm_argument(g)
     g.add_argument(
         "--theme",
         default="dark",
@@ -169,18 +177,35 @@ def build_session(args: argparse.Namespace) -> LiveSession:
 
 
 def _build_session(args: argparse.Namespace) -> LiveSession:
-    from specwatch.session import LiveSession, NvmlGpuSource
+    """The demo (started here) or the given server.
+
+    The GPUs are read from ``--dcgm`` exporters when given (local NVML is then not touched),
+    else through NVML (the demo's: a fake NVML, or its simulated exporter with ``--demo-dcgm``).
+    """
+    from specwatch.session import DcgmExporterGpuSource, LiveSession, NvmlGpuSource
+    from specwatch.session.gpu_source import GpuSource
     from specwatch.sources.endpoint import parse_endpoint
 
+    dcgm: list[str] = list(getattr(args, "dcgm", None) or [])
     if getattr(args, "demo", False):
         from specwatch.sim.demo import start_demo
         from specwatch.sim.fake_nvml import FakeNvml
 
-        demo = start_demo(dialect=args.demo_dialect, seed=args.demo_seed, gpus=8)
+        over_http = bool(getattr(args, "demo_dcgm", False))
+        demo = start_demo(
+            dialect=args.demo_dialect, seed=args.demo_seed, gpus=8, dcgm=over_http and not dcgm
+        )
         try:
+            gpus: GpuSource
+            if demo.dcgm_url:
+                gpus = DcgmExporterGpuSource([demo.dcgm_url], args.interval)
+            elif dcgm:
+                gpus = DcgmExporterGpuSource(dcgm, args.interval)
+            else:
+                gpus = NvmlGpuSource(args.interval, nvml=FakeNvml(demo.world.gpus))
             return LiveSession(
                 [parse_endpoint(demo.url)],
-                NvmlGpuSource(args.interval, nvml=FakeNvml(demo.world.gpus)),
+                gpus,
                 metrics_interval_s=args.metrics_interval,
                 demo=demo,
             )
@@ -188,9 +213,10 @@ def _build_session(args: argparse.Namespace) -> LiveSession:
             demo.stop()
             raise
     endpoint = parse_endpoint(args.url, args.api_key)
-    return LiveSession(
-        [endpoint], NvmlGpuSource(args.interval), metrics_interval_s=args.metrics_interval
+    source: GpuSource = (
+        DcgmExporterGpuSource(dcgm, args.interval) if dcgm else NvmlGpuSource(args.interval)
     )
+    return LiveSession([endpoint], source, metrics_interval_s=args.metrics_interval)
 
 
 def build_settings(

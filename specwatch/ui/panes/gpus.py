@@ -1,4 +1,4 @@
-"""The GPU pane: one row per GPU, the straggler marked."""
+"""The GPU pane: one row per GPU, the straggler marked; remote GPUs under their node's name."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.core.reasons import harmful, short_names
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.base import ModelPane
-from specwatch.ui.render import SPAN, Cell, GpuTable, TableStyles, sparkline
+from specwatch.ui.render import SPAN, Cell, GpuTable, TableStyles, fit, sparkline
 
 GIB = 1024**3
 TREND_CELLS = 8
@@ -121,6 +121,45 @@ def gpu_rows(model: MonitorModel) -> list[dict[str, Cell]]:
     ]
 
 
+def node_groups(model: MonitorModel) -> bool:
+    """Whether the GPUs span more than one node (each node then gets a heading row)."""
+    origin = model.inventory.origin if model.inventory is not None else None
+    return origin is not None and len(set(origin.nodes)) > 1
+
+
+def with_node_headings(model: MonitorModel, rows: list[dict[str, Cell]]) -> list[dict[str, Cell]]:
+    """``rows`` with a heading row before each node's GPUs, when there is more than one node."""
+    tick, inv = model.tick, model.inventory
+    origin = inv.origin if inv is not None else None
+    if tick is None or origin is None or not node_groups(model):
+        return rows
+    out: list[dict[str, Cell]] = []
+    node: str | None = None
+    for sample, row in zip(tick.samples, rows, strict=True):
+        here = origin.nodes[sample.index] if sample.index < len(origin.nodes) else None
+        if here != node or not out:
+            node = here
+            out.append({"gpu": Cell(""), SPAN: Cell(f"node {here or '?'}")})
+        out.append(row)
+    return out
+
+
+def origin_note(model: MonitorModel) -> str | None:
+    """One line on a remote source: the fields its exporters do not send, a coarse collection."""
+    origin = model.inventory.origin if model.inventory is not None else None
+    if origin is None:
+        return None
+    parts: list[str] = []
+    if origin.not_exported:
+        parts.append("exporter does not send: " + ", ".join(origin.not_exported))
+    if origin.collection_interval_s is not None:
+        view = f" (view {origin.view_interval_s:g} s)" if origin.view_interval_s else ""
+        parts.append(
+            f"it collects every {origin.collection_interval_s:g} s{view}: run it with -c 1000"
+        )
+    return " · ".join(parts) if parts else None
+
+
 class GpusPane(ModelPane):
     """GPUs: SM clock against max, temperatures, power, P-state, clock events, PCIe, memory."""
 
@@ -167,7 +206,11 @@ class GpusPane(ModelPane):
         """One header row plus one per GPU (or one line of explanation)."""
         tick = self.model.tick
         if tick is not None and tick.samples:
-            return len(tick.samples) + 1
+            return (
+                len(with_node_headings(self.model, gpu_rows(self.model)))
+                + 1
+                + (1 if origin_note(self.model) else 0)
+            )
         inv = self.model.inventory
         if inv is not None and inv.gpus:
             return len(inv.gpus) + 1
@@ -180,7 +223,7 @@ class GpusPane(ModelPane):
         tick, inv = self.model.tick, self.model.inventory
         shape = (
             len(tick.samples) if tick is not None else -1,
-            None if inv is None else (inv.available, len(inv.gpus)),
+            None if inv is None else (inv.available, len(inv.gpus), inv.origin),
         )
         if shape != self._drawn_shape:
             self._drawn_shape = shape
@@ -202,6 +245,11 @@ class GpusPane(ModelPane):
                 parts.append(f"{len(inv.gpus)}× {names.pop()}")
             if inv.system.driver_version:
                 parts.append(f"driver {inv.system.driver_version}")
+        origin = inv.origin if inv is not None else None
+        if origin is not None:
+            nodes = sorted({n for n in origin.nodes if n})
+            where = f"node {nodes[0]}" if len(nodes) == 1 else f"{len(nodes)} nodes"
+            parts.insert(1, f"{where} via {origin.source}")
         tick = self.model.tick
         if tick is not None and tick.error:
             parts.append(f"sampler: {tick.error}")
@@ -223,4 +271,8 @@ class GpusPane(ModelPane):
         rows = gpu_rows(model)
         if not rows:
             return [[Segment("waiting for the first GPU sample…", st.dim)]]
-        return GpuTable(rows, st).lines(width)
+        lines = GpuTable(with_node_headings(model, rows), st).lines(width)
+        note = origin_note(model)
+        if note:
+            lines.append([Segment(fit(note, width), st.dim)])
+        return lines
