@@ -220,9 +220,10 @@ class LiveVerdict:
         if w.restarted:
             self._start_warmup(w.t)
         if w.dt > 0 and w.gen_tok_s is not None:
-            prompt = getattr(w, "prompt_tok_s", None)
             self._intervals.append(
-                _Interval(w.t, w.dt, w.gen_tok_s, w.requests_running, prompt, w.accept_length)
+                _Interval(
+                    w.t, w.dt, w.gen_tok_s, w.requests_running, w.prompt_tok_s, w.accept_length
+                )
             )
             if not self._ready:
                 # Attached to a server that was already running: no ready event to wait for.
