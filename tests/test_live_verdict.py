@@ -182,3 +182,19 @@ async def test_story_scenario_is_called_within_a_minute(scenario: str, outcome: 
         await session.aclose()
         server.stop()
         await asyncio.sleep(0)
+
+
+def test_a_snapshot_reference_judges_from_the_first_window() -> None:
+    from specwatch.bench.snapshot import load_snapshot
+    from specwatch.session.live_verdict import snapshot_reference
+
+    snap = load_snapshot("tests/data/snapshot-v1.json")
+    ref = snapshot_reference(snap, "snapshot-v1.json")
+    assert ref.kind == "snapshot" and ref.figures.tok_s == tuple(snap.run_tok_s)
+    assert ref.figures.slowest_sm_clock_mhz is not None
+    v = LiveVerdict(ref)
+    v.set_inventory(_inventory())
+    v.server_ready(0.0)
+    _feed(v, 1.0, 40, ref.figures.mean_tok_s or 0.0, round(ref.figures.slowest_sm_clock_mhz))
+    state = v.state()
+    assert state.reference is ref and state.phase == "judged"

@@ -112,7 +112,7 @@ class SpecwatchApp(App[int]):
         Binding("i", "cycle_interval", "Interval"),
         Binding("w", "cycle_window", "Window"),
         Binding("b", "benchmark", "Bench"),
-        Binding("r", "mark_reference", "Mark ref"),
+        Binding("r", "mark_reference", "Mark ref", show=False),
         # Listed in help and the palette; left out of the footer so that help and quit still
         # fit in the footer of a 60-column terminal.
         Binding("s", "save_svg", "Screenshot", show=False),

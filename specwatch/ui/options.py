@@ -60,6 +60,29 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
         default="sglang",
         help="which server the demo simulates (default: sglang)",
     )
+    g.add_argument(
+        "--demo-scenario",
+        choices=("drift", "regression"),
+        default=None,
+        help="replay the story in the demo: the GPUs stay cold, then warm up (drift) or the "
+        "verify step gets 8%% slower (regression) about 50 s after loading",
+    )
+    g.add_argument(
+        "--reference",
+        type=Path,
+        default=None,
+        metavar="SNAPSHOT.json",
+        help="judge the live verdict against this benchmark snapshot (default: the first "
+        "steady 30 s after warmup; the r key marks a new one)",
+    )
+    g.add_argument(
+        "--screenshot-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where the s key saves SVG screenshots (default: "
+        "$XDG_DATA_HOME/specwatch/screenshots)",
+    )
     g.add_argument("--demo-seed", type=int, default=0, help=argparse.SUPPRESS)
     g.add_argument(
         "--theme",
@@ -124,7 +147,12 @@ def build_session(args: argparse.Namespace) -> LiveSession:
         from specwatch.sim.demo import start_demo
         from specwatch.sim.fake_nvml import FakeNvml
 
-        demo = start_demo(dialect=args.demo_dialect, seed=args.demo_seed, gpus=8)
+        demo = start_demo(
+            dialect=args.demo_dialect,
+            seed=args.demo_seed,
+            gpus=8,
+            scenario=getattr(args, "demo_scenario", None),
+        )
         try:
             return LiveSession(
                 [parse_endpoint(demo.url)],
@@ -154,6 +182,7 @@ def build_settings(
         metrics_interval_s=args.metrics_interval,
         baseline_ms=baseline_ms,
         baseline_source=baseline_source,
+        screenshot_dir=getattr(args, "screenshot_dir", None),
     )
 
 
@@ -202,6 +231,17 @@ def run_tui(args: argparse.Namespace) -> int:
         return 2
     settings = build_settings(args, baseline_ms, baseline_source)
     app = SpecwatchApp(settings, session)
+    if args.reference is not None:
+        from specwatch.bench.snapshot import SnapshotError, load_snapshot
+        from specwatch.session.live_verdict import snapshot_reference
+
+        try:
+            snap = load_snapshot(args.reference)
+        except SnapshotError as e:
+            session.stop()
+            print(f"specwatch: --reference: {e}", file=sys.stderr)
+            return 2
+        app.model.verdict.use_reference(snapshot_reference(snap, args.reference.name))
     try:
         result = app.run()
     finally:
