@@ -18,13 +18,15 @@ from specwatch.ui.app import AppSettings, SpecwatchApp
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes import (
     GpusPane,
+    LoadPane,
     ModelPane,
     SpeculationPane,
     StatusLine,
     TokenRatePane,
+    VerdictLine,
     VerifyPane,
 )
-from specwatch.ui.scene import build_scene
+from specwatch.ui.scene import VERDICT_SCENES, build_scene, verdict_scene
 from specwatch.ui.themes import BUILTIN_ORDER, load_themes, repo_theme_dir
 
 SnapCompare = Callable[..., bool]
@@ -84,8 +86,9 @@ def test_small_60x20(snap_compare: SnapCompare) -> None:
         (SpeculationPane, (60, 8)),
         (VerifyPane, (60, 6)),
         (StatusLine, (120, 1)),
+        (LoadPane, (60, 6)),
     ],
-    ids=["gpus", "token_rate", "speculation", "verify", "status"],
+    ids=["gpus", "token_rate", "speculation", "verify", "status", "load"],
 )
 def test_pane(snap_compare: SnapCompare, pane: type[ModelPane], size: tuple[int, int]) -> None:
     assert snap_compare(PaneApp(pane, build_scene()), terminal_size=size)
@@ -113,3 +116,10 @@ def test_nvml_unavailable(snap_compare: SnapCompare) -> None:
 def test_no_color(snap_compare: SnapCompare, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
     assert snap_compare(scene_app(), terminal_size=(80, 24), run_before=settle)
+
+
+@pytest.mark.parametrize("kind", VERDICT_SCENES)
+def test_verdict_line(snap_compare: SnapCompare, kind: str) -> None:
+    model = build_scene(seconds=60, with_bench=False)
+    model.verdict = verdict_scene(kind)
+    assert snap_compare(PaneApp(VerdictLine, model), terminal_size=(160, 1))

@@ -64,6 +64,22 @@ class ServerInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class LatencyBucket:
+    """The histogram bucket a percentile falls in: ``(low, high]`` seconds, never a point.
+
+    Interpolating inside a bucket invents a value the server never measured (and can contradict
+    the mean); the bucket is what the histogram knows.
+    """
+
+    q: float
+    """The quantile, e.g. ``0.5``."""
+    low: float
+    """The bucket's lower bound (``0.0`` for the first bucket)."""
+    high: float
+    """Its upper bound (``inf`` for the overflow bucket)."""
+
+
+@dataclass(frozen=True, slots=True)
 class MetricsWindow:
     """One passive reading: counter and histogram deltas between two ``/metrics`` scrapes."""
 
@@ -95,6 +111,16 @@ class MetricsWindow:
     """A counter went backwards: the server restarted between the two scrapes."""
     tokens: float | None = None
     """Raw generated-token counter delta over the window."""
+    prompt_tok_s: float | None = None
+    """Prompt tokens processed per second over the window (every client's)."""
+    requests_per_s: float | None = None
+    """Requests finished per second over the window."""
+    kv_cache_usage: float | None = None
+    """KV-cache use, 0..1 (a gauge)."""
+    prefix_cache_hit_rate: float | None = None
+    """Prefix-cache hits / queries over the window (or the server's own gauge), 0..1."""
+    latency_buckets: Mapping[str, tuple[LatencyBucket, ...]] = field(default_factory=dict)
+    """``"ttft"``, ``"tpot"``, ``"e2e"``: the histogram bucket holding p50, p90 and p99."""
     sources: Mapping[str, str] = field(default_factory=dict)
     notes: Mapping[str, str] = field(default_factory=dict)
     """Why a field is ``None`` (e.g. ``"llama.cpp counters move only when a request finishes"``)."""

@@ -125,6 +125,17 @@ class BenchJob:
             self.emit(BenchFinished("failed", None, None, None, f"{type(e).__name__}: {e}"))
             return
         error: str | None = None
+        if not any(r.tok_s is not None for r in result.runs):
+            # Stopped in warmup (or every run failed): an empty snapshot would compare as
+            # "no significant change". The CLI saves nothing in this case too.
+            error = "no measured run finished: nothing saved"
+        else:
+            error = self._save(result)
+        kind = "finished" if result.ok else ("interrupted" if result.interrupted else "error")
+        self.emit(BenchProgress(self.clock(), kind, len(result.runs), result.config.runs, kind))
+        self.emit(BenchFinished(kind, result, self.snapshot_path, error))
+
+    def _save(self, result: BenchResult) -> str | None:
         try:
             from specwatch.bench.snapshot import build_snapshot, write_snapshot
 
@@ -132,7 +143,5 @@ class BenchJob:
             snap = build_snapshot(result, self.command, secrets=secrets)
             self.snapshot_path = write_snapshot(snap, self.out_dir)
         except Exception as e:  # a full or read-only disk: say so, keep the results
-            error = f"snapshot not saved: {e}"
-        kind = "finished" if result.ok else ("interrupted" if result.interrupted else "error")
-        self.emit(BenchProgress(self.clock(), kind, len(result.runs), result.config.runs, kind))
-        self.emit(BenchFinished(kind, result, self.snapshot_path, error))
+            return f"snapshot not saved: {e}"
+        return None

@@ -1,12 +1,19 @@
-"""The demo: a simulated server on cold GPUs that warm up under traffic, for ``--demo``."""
+"""The demo: a simulated server on cold GPUs that warm up under traffic, for ``--demo``.
+
+A scenario replays the story fast (``--demo-scenario``): the GPUs are held cold until the live
+verdict has a reference, then ``drift`` warms them (the boost clock falls about 8% with no
+clock-event reason set, as in the story) and ``regression`` slows the verify step by 8% with
+the clocks unchanged (a code regression).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
-from specwatch.sim.clock import Clock
+from specwatch.sim.clock import Clock, RealClock
 from specwatch.sim.config import preset
 from specwatch.sim.dcgm_exporter import SimDcgmExporter
+from specwatch.sim.gpus import SimGpus, SimGpuSpec
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
 
@@ -14,6 +21,47 @@ DEMO_LOAD_TIME_S = 3.0
 DEMO_BACKGROUND_USERS = 3
 DEMO_TRUTH_STEPS = 300_000
 """About an hour of steps: a demo left open for days must not grow without bound."""
+
+DEMO_GPU = SimGpuSpec(dynamic_power_w=520.0)
+"""An H100 at its real 700 W limit that decodes at about 590 W at full boost: a decode step
+does not press on the power limit, so the cold state has no clock-event reason set."""
+
+SCENARIOS = ("drift", "regression")
+SCENARIO_CHANGE_S = 50.0
+"""Seconds after the model loaded when a scenario's change happens (warmup, then the live
+verdict's 30 s reference, fit before it)."""
+COLD_C = 40.0
+HOT_C = 73.0
+"""Pinned temperatures: full boost, and about 8% below it (55 °C knee, 9 MHz per °C)."""
+REGRESSION_FACTOR = 1.08
+
+
+@dataclass
+class Scenario:
+    """A script the world runs as its clock moves: cold GPUs, then one change."""
+
+    name: str
+    change_at: float
+    """World time of the change."""
+    changed: bool = field(default=False)
+
+    def apply(self, world: SimWorld, t: float) -> None:
+        """Hold the GPUs cold until ``change_at``, then make the change (once)."""
+        if self.changed:
+            return
+        if t < self.change_at:
+            world.gpus.set_temperature(COLD_C, pin=True)
+            return
+        self.changed = True
+        if self.name == "drift":
+            world.gpus.set_temperature(HOT_C, pin=True)
+        else:
+            cfg = world.engine.config
+            world.engine.config = replace(
+                cfg,
+                base_step_ms=cfg.base_step_ms * REGRESSION_FACTOR,
+                plain_step_ms=cfg.plain_step_ms * REGRESSION_FACTOR,
+            )
 
 
 @dataclass
@@ -25,6 +73,7 @@ class Demo:
     url: str
     dcgm: SimDcgmExporter | None = None
     """The simulated dcgm-exporter for the demo's GPUs (``--demo-dcgm``)."""
+    scenario: Scenario | None = None
 
     @property
     def dcgm_url(self) -> str | None:
@@ -38,20 +87,16 @@ class Demo:
         self.server.stop()
 
 
-def start_demo(
+def demo_world(
     dialect: str = "sglang",
     seed: int = 0,
     gpus: int = 8,
     clock: Clock | None = None,
-    dcgm: bool = False,
-) -> Demo:
-    """Start a seeded demo server on loopback and return it.
-
-    Eight cold GPUs (by default) warm up under background traffic, so the token rate drifts
-    down over minutes as the boost clock falls; the model takes about three seconds to load
-    and the first requests run slower (warmup). Speculation is on (EAGLE-3 style). With
-    ``dcgm`` a simulated dcgm-exporter serves the GPUs too (1 s collections, on loopback).
-    """
+    scenario: str | None = None,
+) -> tuple[SimWorld, Scenario | None]:
+    """The demo's simulated world (and its scenario script, when one is chosen)."""
+    if scenario is not None and scenario not in SCENARIOS:
+        raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)}, got {scenario!r}")
     config = preset(
         dialect,
         seed=seed,
@@ -63,15 +108,54 @@ def start_demo(
         spec_algorithm="EAGLE3",
         truth_max_steps=DEMO_TRUTH_STEPS,
     )
-    world = SimWorld(config, clock=clock)
+    if scenario is not None:
+        # Users who never pause and ask for long answers: a steady load (few prefill stalls),
+        # so the only change is the scenario's.
+        config = replace(
+            config,
+            background_think_s=(0.0, 0.02),
+            background_prompt_tokens=(64, 128),
+            background_max_tokens=(900, 1000),
+            # The slow first requests would each last seconds at these lengths, long enough to
+            # look settled: the replay starts warm.
+            warmup_requests=0,
+        )
+    clock = clock or RealClock()
+    boards = SimGpus(count=gpus, spec=DEMO_GPU, seed=seed, start_t=clock.now())
+    world = SimWorld(config, clock=clock, gpus=boards)
+    script = None
+    if scenario is not None:
+        script = Scenario(scenario, world.loaded_at + SCENARIO_CHANGE_S)
+        s = script
+        world.schedule.append(lambda t: s.apply(world, t))
+    return world, script
+
+
+def start_demo(
+    dialect: str = "sglang",
+    seed: int = 0,
+    gpus: int = 8,
+    clock: Clock | None = None,
+    scenario: str | None = None,
+    dcgm: bool = False,
+) -> Demo:
+    """Start a seeded demo server on loopback and return it.
+
+    Eight cold GPUs (by default) warm up under background traffic, so the token rate drifts
+    down over minutes as the boost clock falls; the model takes about three seconds to load
+    and the first requests run slower (warmup). Speculation is on (EAGLE-3 style). With a
+    ``scenario`` (:data:`SCENARIOS`) the GPUs stay cold until its change. With ``dcgm`` a
+    simulated dcgm-exporter serves the GPUs too (1 s collections, on loopback).
+    """
+    world, script = demo_world(dialect, seed, gpus, clock, scenario)
     server = SimServer(world)
     url = server.start()
     if not dcgm:
-        return Demo(world=world, server=server, url=url)
+        return Demo(world=world, server=server, url=url, scenario=script)
     exporter = SimDcgmExporter(world.gpus, world.clock.now, hostname="demo-node")
     try:
         exporter.start()
     except BaseException:
         server.stop()
         raise
-    return Demo(world=world, server=server, url=url, dcgm=exporter)
+    return Demo(world=world, server=server, url=url, dcgm=exporter, scenario=script)

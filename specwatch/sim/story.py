@@ -10,14 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specwatch.sim.clock import RealClock
 from specwatch.sim.config import preset
+from specwatch.sim.demo import DEMO_GPU
+from specwatch.sim.gpus import SimGpus
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
 
 GPU_STATES = ("cold", "hot")
 
-_COLD = (40.0, 800.0)
-"""Pinned temperature (°C) and power limit (W): full boost, no cap."""
+_COLD = (40.0, 700.0)
+"""Pinned temperature (°C) and power limit (W): full boost at the H100's real limit; the demo's
+boards decode below it, so no cap."""
 _HOT = (72.0, 700.0)
 """Warm: the boost clock is lower with no clock-event reason set, as in the story (all GPUs
 in P0, nothing flagged, yet 89 tok/s had become 82.7)."""
@@ -60,7 +64,9 @@ def start_story_server(
         base_step_ms=base.base_step_ms * step_factor,
         plain_step_ms=base.plain_step_ms * step_factor,
     )
-    world = SimWorld(config)
+    clock = RealClock()
+    boards = SimGpus(count=config.gpu_count, spec=DEMO_GPU, seed=seed, start_t=clock.now())
+    world = SimWorld(config, clock=clock, gpus=boards)
     temp_c, limit_w = _COLD if gpu_state == "cold" else _HOT
     world.gpus.set_temperature(temp_c, pin=True)
     world.gpus.set_power_limit(limit_w)

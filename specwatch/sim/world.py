@@ -49,6 +49,8 @@ class SimWorld:
         self.submitted = 0
         """Requests submitted so far (HTTP and health probes; not background traffic)."""
         self._listeners: list[Callable[[], None]] = []
+        self.schedule: list[Callable[[float], None]] = []
+        """Called with the new time before each advance (a demo scenario's script)."""
         self._unix_base = (
             MANUAL_UNIX_BASE if isinstance(self.clock, ManualClock) else time.time() - t
         )
@@ -80,6 +82,8 @@ class SimWorld:
     def advance_to(self, t: float) -> None:
         """Run the engine through every step that ends at or before ``t``."""
         with self._lock:
+            for script in self.schedule:
+                script(t)
             if t >= self.loaded_at and not self._weights_on_gpu:
                 self._weights_on_gpu = True
                 total = self.gpus.spec.mem_total_bytes

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from specwatch.core.server import LatencyBucket
 from specwatch.sources.prom import Histogram, LabelMatch, Scrape
 
 QUANTILES = (0.5, 0.9, 0.99)
@@ -85,6 +86,48 @@ def set_latency_quantiles(b: WindowBuilder, hist: Histogram, source: str) -> Non
         b.set(name, hist.quantile(q), f"{source} bucket deltas, q={q:g}, interpolated in bucket")
 
 
+def bucket_of(hist: Histogram, q: float) -> LatencyBucket | None:
+    """The bucket the ``q`` quantile falls in (``None`` with no observations)."""
+    total = hist.buckets[-1][1] if hist.buckets else 0.0
+    if total <= 0:
+        return None
+    low = 0.0
+    for le, cumulative in hist.buckets:
+        if cumulative >= q * total:
+            return LatencyBucket(q, low, le)
+        low = le
+    return None
+
+
+def set_load(
+    b: WindowBuilder,
+    cur: Scrape,
+    prev: Scrape,
+    dt: float,
+    prefix: str,
+    latency: Mapping[str, str],
+) -> None:
+    """Prompt tok/s, requests/s and the latency buckets (TTFT, TPOT, e2e) over the window.
+
+    ``latency`` maps ``"ttft"``/``"tpot"``/``"e2e"`` to the histogram's name.
+    """
+    prompt = prefix + "prompt_tokens_total"
+    b.set("prompt_tok_s", ratio(delta(cur, prev, prompt), dt), f"Δ{prompt} / Δt")
+    buckets: dict[str, tuple[LatencyBucket, ...]] = {}
+    for key, name in latency.items():
+        hist = hist_delta(cur, prev, name)
+        if hist is None:
+            continue
+        if key == "e2e":
+            b.set("requests_per_s", ratio(hist.count, dt), f"Δ{name}_count / Δt")
+        found = tuple(x for x in (bucket_of(hist, q) for q in QUANTILES) if x is not None)
+        if found:
+            buckets[key] = found
+            b.sources[f"latency_buckets.{key}"] = f"Δ{name} buckets: the bucket holding each q"
+    if buckets:
+        b.values["latency_buckets"] = buckets
+
+
 def spec_names(prefix: str) -> tuple[str, str, str]:
     """Accepted-token, draft and draft-token counters (llama.cpp copied vLLM's names)."""
     return (
@@ -154,12 +197,14 @@ __all__ = [
     "QUANTILES",
     "WindowBuilder",
     "accept_length_from",
+    "bucket_of",
     "delta",
     "hist_delta",
     "minus",
     "plus_one",
     "ratio",
     "set_latency_quantiles",
+    "set_load",
     "spec_lifetime",
     "spec_names",
     "spec_window",

@@ -39,10 +39,12 @@ from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes import (
     BenchBar,
     GpusPane,
+    LoadPane,
     ModelPane,
     SpeculationPane,
     StatusLine,
     TokenRatePane,
+    VerdictLine,
     VerifyPane,
 )
 from specwatch.ui.themes import cycle_order, load_themes
@@ -75,7 +77,7 @@ class AppSettings:
     """``None``: the package, the repo and the user config directory."""
     snapshot_dir: Path = field(default_factory=lambda: Path("specwatch-snapshots"))
     screenshot_dir: Path | None = None
-    """``None``: the current directory."""
+    """``None``: ``screenshots`` under the user's data directory (``$XDG_DATA_HOME/specwatch``)."""
     watch_terminal: bool = True
     """Exit on SIGHUP or when the terminal stops answering (off in tests)."""
     live_cpu: bool = True
@@ -105,10 +107,12 @@ class SpecwatchApp(App[int]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("p", "toggle_pause", "Pause"),
+        Binding("p", "resume", "Resume"),
         Binding("t", "cycle_theme", "Theme"),
         Binding("i", "cycle_interval", "Interval"),
         Binding("w", "cycle_window", "Window"),
         Binding("b", "benchmark", "Bench"),
+        Binding("r", "mark_reference", "Mark ref", show=False),
         # Listed in help and the palette; left out of the footer so that help and quit still
         # fit in the footer of a 60-column terminal.
         Binding("s", "save_svg", "Screenshot", show=False),
@@ -161,13 +165,15 @@ class SpecwatchApp(App[int]):
     # --- layout ---------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        """Status line, GPUs, token rate, speculation and verify side by side, footer."""
+        """Status line, live verdict, GPUs, token rate, the lower panes side by side, footer."""
         yield self.status_line
+        yield VerdictLine(self.model, id="verdict")
         yield GpusPane(self.model, id="gpus")
         yield self.rate_pane
         with Horizontal(id="lower"):
             yield SpeculationPane(self.model, id="spec")
             yield VerifyPane(self.model, id="verify")
+            yield LoadPane(self.model, id="load")
         yield self.bench_bar
         # Compact, so every key (quit and help included) stays visible at 80 columns.
         yield Footer(compact=True)
@@ -280,11 +286,25 @@ class SpecwatchApp(App[int]):
 
     # --- actions --------------------------------------------------------------------------------
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The footer offers Pause while drawing and Resume while paused (the same key)."""
+        if action == "toggle_pause":
+            return not self.model.paused
+        if action == "resume":
+            return self.model.paused
+        return True
+
+    def action_resume(self) -> None:
+        """Resume drawing."""
+        if self.model.paused:
+            self.action_toggle_pause()
+
     def action_toggle_pause(self) -> None:
         """Freeze the display (sampling continues, so nothing is lost)."""
         self.model.paused = not self.model.paused
         self.model.status_version += 1
         self.status_line.force_sync()
+        self.refresh_bindings()
         if not self.model.paused:
             self.redraw()
 
@@ -322,9 +342,10 @@ class SpecwatchApp(App[int]):
             self.push_screen(HelpScreen())
 
     def action_save_svg(self) -> None:
-        """Save an SVG screenshot in the current directory and say where."""
-        directory = self.settings.screenshot_dir or Path.cwd()
+        """Save an SVG screenshot in the screenshots folder and say where."""
+        directory = self.settings.screenshot_dir or default_screenshot_dir()
         try:
+            directory.mkdir(parents=True, exist_ok=True)
             path = self.save_screenshot(path=str(directory))
         except OSError as e:
             self.notify(f"cannot save screenshot: {e}", severity="error")
@@ -349,6 +370,11 @@ class SpecwatchApp(App[int]):
             self.notify("no server connected: nothing to benchmark", severity="warning")
             return
         self.bench_bar.add_class("-active")
+
+    def action_mark_reference(self) -> None:
+        """Judge against the window ending now from here on."""
+        self.model.mark_reference()
+        self.notify("reference: the last 30 s", timeout=2)
 
     def action_compare(self) -> None:
         """Compare the two latest snapshots and show the verdict."""
@@ -377,11 +403,23 @@ class SpecwatchApp(App[int]):
         )
         yield SystemCommand("Benchmark", "start (or stop) a benchmark", self.action_benchmark)
         yield SystemCommand("Metric sources", "where each number comes from", self.action_sources)
-        yield SystemCommand("Pause", "pause or resume drawing", self.action_toggle_pause)
         yield SystemCommand(
-            "Screenshot", "save an SVG in the current directory", self.action_save_svg
+            "Resume" if self.model.paused else "Pause",
+            "pause or resume drawing",
+            self.action_toggle_pause,
         )
-        yield from super().get_system_commands(screen)
+        yield SystemCommand(
+            "Mark reference",
+            "judge the live verdict against the last 30 s",
+            self.action_mark_reference,
+        )
+        where = self.settings.screenshot_dir or default_screenshot_dir()
+        yield SystemCommand("Screenshot", f"save an SVG in {where}", self.action_save_svg)
+        # Textual's own commands, without its screenshot (ours says where it goes) and its theme
+        # picker (twenty built-in themes mixed with specwatch's; the t key cycles ours).
+        for command in super().get_system_commands(screen):
+            if command.title not in ("Screenshot", "Theme", "Change theme"):
+                yield command
 
     # --- leaving when the terminal goes away ----------------------------------------------------
 
@@ -429,6 +467,12 @@ class SpecwatchApp(App[int]):
             with contextlib.suppress(Exception):
                 session.gpus.stop(timeout_s=0.5)
         os._exit(hangup.HANGUP_EXIT)
+
+
+def default_screenshot_dir() -> Path:
+    """``$XDG_DATA_HOME/specwatch/screenshots`` (``~/.local/share/...`` by default)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "specwatch" / "screenshots"
 
 
 def remove_sighup() -> None:

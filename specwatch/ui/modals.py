@@ -21,7 +21,8 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("i", "next sampling interval (GPU and /metrics)"),
     ("w", "next graph window: 1m, 5m, 15m, 1h"),
     ("b", "benchmark with the current settings (again: stop it)"),
-    ("s", "save an SVG screenshot in the current directory"),
+    ("r", "mark the reference: the live verdict judges against the last 30 s from now on"),
+    ("s", "save an SVG screenshot (~/.local/share/specwatch/screenshots, or --screenshot-dir)"),
     ("? / F1", "this help"),
     ("ctrl+p", "command palette (compare snapshots, themes…)"),
     ("q", "quit"),
@@ -34,6 +35,15 @@ MARKS: tuple[tuple[str, str], ...] = (
     ("R / ✕", "server restarted (counters went back) / connection lost"),
     ("◂", "the straggler: lowest SM clock (then hottest) sets a TP step's pace"),
     ("5x16!", "PCIe link below its maximum under load"),
+    ("memclk / HBM", "memory clock, MHz / HBM (memory) temperature, °C"),
+    ("P", "performance state: P0 is full speed, P8 idle"),
+    ("clk% / hot°C", "mean SM clock as % of max / hottest GPU, on the token-rate graph"),
+    ("life", "since the server started (the other figures are the last window)"),
+    ("effective", "verify-step latency / accept length: ms per generated token"),
+    ("plain", "ms per token without speculation (--baseline or --baseline-itl)"),
+    ("break-even", "accept length at which speculation starts to pay"),
+    ("cpu", "in the status line: specwatch's own CPU use, not the server's"),
+    ("verdict", "top line: now vs the reference, in compare's words (r marks a new reference)"),
 )
 
 

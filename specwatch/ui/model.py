@@ -16,6 +16,7 @@ from specwatch.core import gpu_rules
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
 from specwatch.core.ring import TimeSeries
 from specwatch.core.server import MetricsWindow, ServerInfo
+from specwatch.session.live_verdict import LiveVerdict
 
 HISTORY = 4000
 """Points kept per series: over an hour at the default 1 s rate."""
@@ -46,6 +47,10 @@ WINDOW_NUMBERS = (
     "step_latency_p99_s",
     "lifetime_accept_length",
     "lifetime_acceptance_rate",
+    "prompt_tok_s",
+    "requests_per_s",
+    "kv_cache_usage",
+    "prefix_cache_hit_rate",
 )
 SAMPLE_NUMBERS = (
     "sm_clock_mhz",
@@ -173,6 +178,8 @@ class MonitorModel:
         self.replay_label: str | None = None
         """``REPLAY`` and the recorded time while replaying a recording; ``None`` when live."""
         self.now = 0.0
+        self.verdict = LiveVerdict()
+        """The live verdict (headless: the model only feeds it and the verdict line reads it)."""
         self.gpu_version = 0
         self.rate_version = 0
         self.spec_version = 0
@@ -188,6 +195,7 @@ class MonitorModel:
     def set_inventory(self, inventory: GpuInventory) -> None:
         """Record what the sampler found at start-up."""
         self.inventory = inventory
+        self.verdict.set_inventory(inventory)
         self.gpu_version += 1
         self.status_version += 1
 
@@ -199,6 +207,7 @@ class MonitorModel:
         """
         check_tick(tick)
         self.tick = tick
+        self.verdict.add_tick(tick)
         self._advance(tick.t)
         pcts: list[float] = []
         temps: list[float] = []
@@ -252,6 +261,7 @@ class MonitorModel:
         """The server answered: close the loading mark and open a warmup mark."""
         self._advance(t)
         self.server = info
+        self.verdict.server_ready(t)
         self.connection_ok = True
         self.connection = "connected"
         if self._loading is not None:
@@ -283,6 +293,7 @@ class MonitorModel:
         check_window(w)
         self._advance(w.t)
         self.last_scrape = w
+        self.verdict.add_window(w)
         if w.restarted:
             self.marks.append(Mark("restart", w.t, w.t, "restart"))
             self._open_warmup(w.t)
@@ -369,6 +380,16 @@ class MonitorModel:
         self.status_version += 1
 
     # --- misc -----------------------------------------------------------------------------------
+
+    @property
+    def verdict_version(self) -> int:
+        """Grows when the live verdict changes."""
+        return self.verdict.version
+
+    def mark_reference(self) -> None:
+        """Make the window ending now the live verdict's reference (the ``r`` key)."""
+        self.verdict.mark(self.now)
+        self.status_version += 1
 
     def set_monitor_cpu(self, pct: float | None) -> None:
         """The monitor's own CPU use, percent of one core."""

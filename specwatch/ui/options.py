@@ -67,6 +67,29 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the demo's GPUs read over HTTP from a simulated dcgm-exporter instead of NVML",
     )
+    g.add_argument(
+        "--demo-scenario",
+        choices=("drift", "regression"),
+        default=None,
+        help="replay the story in the demo: the GPUs stay cold, then warm up (drift) or the "
+        "verify step gets 8%% slower (regression) about 50 s after loading",
+    )
+    g.add_argument(
+        "--reference",
+        type=Path,
+        default=None,
+        metavar="SNAPSHOT.json",
+        help="judge the live verdict against this benchmark snapshot (default: the first "
+        "steady 30 s after warmup; the r key marks a new one)",
+    )
+    g.add_argument(
+        "--screenshot-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where the s key saves SVG screenshots (default: "
+        "$XDG_DATA_HOME/specwatch/screenshots)",
+    )
     g.add_argument("--demo-seed", type=int, default=0, help=argparse.SUPPRESS)
     from specwatch.sources.dcgm_cli import add_dcgm_argument
 
@@ -193,7 +216,11 @@ def _build_session(args: argparse.Namespace) -> LiveSession:
 
         over_http = bool(getattr(args, "demo_dcgm", False))
         demo = start_demo(
-            dialect=args.demo_dialect, seed=args.demo_seed, gpus=8, dcgm=over_http and not dcgm
+            dialect=args.demo_dialect,
+            seed=args.demo_seed,
+            gpus=8,
+            scenario=getattr(args, "demo_scenario", None),
+            dcgm=over_http and not dcgm,
         )
         try:
             gpus: GpuSource
@@ -232,6 +259,7 @@ def build_settings(
         metrics_interval_s=args.metrics_interval,
         baseline_ms=baseline_ms,
         baseline_source=baseline_source,
+        screenshot_dir=getattr(args, "screenshot_dir", None),
     )
 
 
@@ -280,6 +308,17 @@ def run_tui(args: argparse.Namespace) -> int:
         return 2
     settings = build_settings(args, baseline_ms, baseline_source)
     app = SpecwatchApp(settings, session)
+    if args.reference is not None:
+        from specwatch.bench.snapshot import SnapshotError, load_snapshot
+        from specwatch.session.live_verdict import snapshot_reference
+
+        try:
+            snap = load_snapshot(args.reference)
+        except SnapshotError as e:
+            session.stop()
+            print(f"specwatch: --reference: {e}", file=sys.stderr)
+            return 2
+        app.model.verdict.use_reference(snapshot_reference(snap, args.reference.name))
     try:
         result = app.run()
     finally:

@@ -11,7 +11,8 @@ import math
 import random
 
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick, SystemInfo
-from specwatch.core.server import Dialect, MetricsWindow, ServerInfo, SpecConfig
+from specwatch.core.server import Dialect, LatencyBucket, MetricsWindow, ServerInfo, SpecConfig
+from specwatch.session.live_verdict import LiveVerdict
 from specwatch.ui.model import MonitorModel
 
 GIB = 1024**3
@@ -95,6 +96,26 @@ def _gpu_sample(i: int, t: float, heat: float, load: float, rng: random.Random) 
     )
 
 
+SCENE_LATENCY = {
+    "ttft": (
+        LatencyBucket(0.5, 0.04, 0.06),
+        LatencyBucket(0.9, 0.08, 0.1),
+        LatencyBucket(0.99, 0.1, 0.25),
+    ),
+    "tpot": (
+        LatencyBucket(0.5, 0.0, 0.01),
+        LatencyBucket(0.9, 0.01, 0.025),
+        LatencyBucket(0.99, 0.01, 0.025),
+    ),
+    "e2e": (
+        LatencyBucket(0.5, 4.0, 6.0),
+        LatencyBucket(0.9, 6.0, 8.0),
+        LatencyBucket(0.99, 10.0, math.inf),
+    ),
+}
+"""Seeded latency buckets: p50/p90/p99 of TTFT, TPOT and end-to-end latency."""
+
+
 def build_scene(
     model: MonitorModel | None = None,
     seconds: int = 300,
@@ -157,6 +178,11 @@ def build_scene(
                 lifetime_acceptance_rate=round((life_tokens / life_steps - 1.0) / 3.0, 3),
                 restarted=s == restart_at + 7,
                 tokens=tok_s,
+                prompt_tok_s=round(410.0 + 40.0 * math.sin(t / 17.0), 1),
+                requests_per_s=0.8,
+                kv_cache_usage=0.42,
+                prefix_cache_hit_rate=0.31,
+                latency_buckets=SCENE_LATENCY,
                 sources={
                     "accept_length": "Δsglang:spec_accept_length (gauge, mean over window)",
                     "draft_acceptance_rate": "(accept_length − 1) / num_steps",
@@ -177,3 +203,53 @@ def build_scene(
                 m.bench_event(t, "run_done", (k - 6) // 8 + 1, 5, "", round(accept / step_s, 1))
     m.set_monitor_cpu(0.6)
     return m
+
+
+VERDICT_SCENES = ("reference", "no-change", "gpu", "code", "load")
+"""The live verdict's states the snapshot tests and screenshots show."""
+
+
+def verdict_scene(kind: str) -> LiveVerdict:
+    """A live verdict fed seeded readings that end in state ``kind`` (:data:`VERDICT_SCENES`).
+
+    Steady at 800 tok/s on GPUs at their maximum clock, then 30 s of: the same (``no-change``),
+    the boost clock 7% lower with no reason set and tok/s 6% lower (``gpu``), tok/s 10% lower at
+    the same clock (``code``), or three times the running requests (``load``).
+    """
+    if kind not in VERDICT_SCENES:
+        raise ValueError(f"verdict scene must be one of {', '.join(VERDICT_SCENES)}")
+    v = LiveVerdict()
+    v.set_inventory(scene_inventory(2))
+    v.server_ready(0.0)
+
+    def feed(t0: float, seconds: int, tok_s: float, clock: int, running: float) -> None:
+        for i in range(seconds):
+            t = t0 + i
+            samples = tuple(
+                GpuSample(g, t, sm_clock_mhz=clock, clock_event_reasons=0, util_gpu_pct=100)
+                for g in range(2)
+            )
+            v.add_tick(GpuTick(t, t, samples, 0.1))
+            wobble = (-1.0) ** i * 0.004 * tok_s
+            v.add_window(
+                MetricsWindow(
+                    t=t,
+                    dt=1.0,
+                    gen_tok_s=tok_s + wobble,
+                    requests_running=running,
+                    accept_length=2.5,
+                    prompt_tok_s=120.0 * running,
+                )
+            )
+
+    steady = 12 if kind == "reference" else 37
+    feed(1.0, steady, 800.0, MAX_CLOCK, 3.0)
+    later = {
+        "no-change": (800.0, MAX_CLOCK, 3.0),
+        "gpu": (752.0, round(MAX_CLOCK * 0.93), 3.0),
+        "code": (720.0, MAX_CLOCK, 3.0),
+        "load": (640.0, MAX_CLOCK, 9.0),
+    }
+    if kind in later:
+        feed(1.0 + steady, 30, *later[kind])
+    return v

@@ -13,7 +13,14 @@ import re
 from specwatch.core.server import ServerInfo
 from specwatch.core.versions import version_tuple
 from specwatch.sources.prom import Scrape
-from specwatch.sources.window_builder import WindowBuilder, delta, hist_delta, minus, ratio
+from specwatch.sources.window_builder import (
+    WindowBuilder,
+    delta,
+    hist_delta,
+    minus,
+    ratio,
+    set_load,
+)
 
 _S = "sglang:"
 _DECODE_MODES = re.compile(r"decode.*")
@@ -26,6 +33,13 @@ def _sglang_draft_per_round(info: ServerInfo) -> int | None:
     return info.spec.num_steps
 
 
+_LATENCY = {
+    "ttft": _S + "time_to_first_token_seconds",
+    "tpot": _S + "request_time_per_output_token_seconds",
+    "e2e": _S + "e2e_request_latency_seconds",
+}
+
+
 def derive_sglang(
     b: WindowBuilder, cur: Scrape, prev: Scrape | None, dt: float, info: ServerInfo
 ) -> None:
@@ -33,6 +47,10 @@ def derive_sglang(
     version = version_tuple(info.version)
     b.set("requests_running", cur.total(_S + "num_running_reqs"), _S + "num_running_reqs")
     b.set("requests_waiting", cur.total(_S + "num_queue_reqs"), _S + "num_queue_reqs")
+    b.set("kv_cache_usage", cur.total(_S + "token_usage"), _S + "token_usage")
+    b.set("prefix_cache_hit_rate", cur.total(_S + "cache_hit_rate"), _S + "cache_hit_rate")
+    if prev is not None:
+        set_load(b, cur, prev, dt, _S, _LATENCY)
     spec_on = info.spec.enabled is not False and (
         cur.has(_S + "spec_accept_length") or info.spec.enabled is True
     )

@@ -27,6 +27,7 @@ from specwatch.sources.window_builder import (
     hist_delta,
     ratio,
     set_latency_quantiles,
+    set_load,
     spec_lifetime,
     spec_names,
     spec_window,
@@ -54,12 +55,23 @@ def vllm_spec_from_metrics(scrape: Scrape) -> SpecConfig:
     )
 
 
+_LATENCY = {
+    "ttft": _V + "time_to_first_token_seconds",
+    "tpot": _V + "request_time_per_output_token_seconds",
+    "e2e": _V + "e2e_request_latency_seconds",
+}
+
+
 def derive_vllm(
     b: WindowBuilder, cur: Scrape, prev: Scrape | None, dt: float, info: ServerInfo
 ) -> None:
     """vLLM's window: generation tokens, spec_decode counters, the ITL histogram per step."""
     b.set("requests_running", cur.total(_V + "num_requests_running"), _V + "num_requests_running")
     b.set("requests_waiting", cur.total(_V + "num_requests_waiting"), _V + "num_requests_waiting")
+    for kv in ("kv_cache_usage_perc", "gpu_cache_usage_perc"):  # the second before 0.10
+        if cur.has(_V + kv):
+            b.set("kv_cache_usage", cur.total(_V + kv), _V + kv)
+            break
     spec = spec_lifetime(b, cur, _V)
     itl_name = _V + "inter_token_latency_seconds"
     if not cur.has(itl_name + "_count") and cur.has(_V + "time_per_output_token_seconds_count"):
@@ -88,6 +100,13 @@ def derive_vllm(
     ttft = hist_delta(cur, prev, _V + "time_to_first_token_seconds")
     if ttft is not None:
         b.set("ttft_s", ttft.mean, f"Δ{_V}time_to_first_token_seconds _sum/_count")
+    hits, queries = _V + "prefix_cache_hits_total", _V + "prefix_cache_queries_total"
+    b.set(
+        "prefix_cache_hit_rate",
+        ratio(delta(cur, prev, hits), delta(cur, prev, queries)),
+        f"Δ{hits} / Δ{queries}",
+    )
+    set_load(b, cur, prev, dt, _V, _LATENCY)
 
 
 class VllmDialect(ServerDialect):

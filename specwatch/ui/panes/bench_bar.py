@@ -33,7 +33,8 @@ def bench_text(model: MonitorModel, width: int, s: dict[str, Style]) -> Text:
         out.append(f" {b.phase}", s["text"])
     if b.last_tok_s:
         out.append("  last " + " ".join(f"{v:.1f}" for v in b.last_tok_s[-5:]) + " tok/s", s["dim"])
-    if b.message and not b.message.endswith(" started"):  # "Run N/M started" repeats the count
+    # "Run N/M started" repeats the count; a final event's message is its phase again.
+    if b.message and not b.message.endswith(" started") and b.message != b.phase:
         out.append(f"  {b.message}", s["dim"])
     if b.phase in ("warmup", "running", "starting"):
         out.append("  (b: stop)", s["dim"])

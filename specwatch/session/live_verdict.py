@@ -1,0 +1,368 @@
+"""The live verdict: the current window against a reference, continuously, headless.
+
+The question specwatch exists for — GPU state, load, or code? — answered on the live screen
+with the rule and wording of ``compare`` (:mod:`specwatch.session.verdict_rule`). The
+*reference* is one of:
+
+- **steady**: the first :data:`REFERENCE_S` seconds of traffic after the server's warmup settled
+  (two consecutive windows with traffic within :data:`WARMUP_SETTLED`, or :data:`WARMUP_MAX_S`);
+- **marked**: the window ending at a moment the user marked (a key in the TUI);
+- **snapshot**: a benchmark snapshot given on the command line (``--reference FILE``).
+
+The *current* window is the last :data:`CURRENT_S` seconds. Each side holds tok/s per metrics
+interval, the slowest busy GPU's mean SM clock (and that board's maximum), the clock-event
+reasons active on busy GPUs, the mean running requests and prompt tok/s, and the accept length.
+
+Feed it session events (:meth:`LiveVerdict.feed`, usable as a session subscriber) or the typed
+calls; read :meth:`LiveVerdict.state`. Not thread-safe: feed it from one thread.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from specwatch.core import gpu_rules, reasons
+from specwatch.core.gpu import GpuInventory, GpuTick
+from specwatch.core.outcomes import Outcome
+from specwatch.core.server import MetricsWindow
+from specwatch.core.snapshot_records import Snapshot
+from specwatch.session import events as ev
+from specwatch.session.verdict_rule import LiveJudgement, WindowFigures, judge_windows
+
+REFERENCE_S = 30.0
+"""Seconds of traffic a steady or marked reference spans."""
+CURRENT_S = 30.0
+"""Seconds the current window spans."""
+POOL_S = 3.0
+"""tok/s samples are pooled over this many seconds of consecutive intervals: a scrape's exact
+moment jitters against the counters it reads, and the jitter cancels inside a pool."""
+MIN_INTERVALS = 5
+"""Pooled tok/s samples with traffic a window needs before it is judged."""
+WARMUP_MAX_S = 120.0
+"""Warmup ends after this long even if the rate never settles."""
+WARMUP_SETTLED = 0.15
+"""Warmup ends when two consecutive windows with traffic agree within 15%."""
+SNAPSHOT_REASON_SHARE = 0.1
+"""A snapshot's reason counts as active when it was set this share of the time on a busy GPU."""
+KEEP_S = 600.0
+"""Seconds of readings kept (a mark looks back :data:`CURRENT_S`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Interval:
+    t: float
+    dt: float
+    tok_s: float
+    running: float | None
+    prompt_tok_s: float | None
+    accept_length: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class _GpuPoint:
+    t: float
+    clock_mhz: float | None
+    max_mhz: float | None
+    reasons: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """The window the current one is judged against."""
+
+    kind: str
+    """``"steady"``, ``"marked"`` or ``"snapshot"``."""
+    label: str
+    """How the verdict line names it (``"steady after warmup"``, ``"marked"``, a file name)."""
+    figures: WindowFigures
+    t: float | None = None
+    """When the reference window ended (``None`` for a snapshot)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LiveVerdictState:
+    """What the verdict line shows."""
+
+    phase: str
+    """``"waiting"`` (no server yet), ``"warmup"``, ``"reference"`` (collecting one),
+    ``"idle"`` (no traffic to judge) or ``"judged"``."""
+    detail: str = ""
+    """Progress or why nothing is judged (``"reference 12/30 s"``)."""
+    reference: Reference | None = None
+    current: WindowFigures | None = None
+    judgement: LiveJudgement | None = None
+    since: float | None = None
+    """When the current outcome was first given (for "for 40 s")."""
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """The verdict, ``None`` while none is given."""
+        return self.judgement.outcome if self.judgement is not None else None
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _pool(intervals: list[_Interval]) -> list[float]:
+    """tok/s over consecutive runs of intervals spanning at least :data:`POOL_S` each."""
+    out: list[float] = []
+    tokens = span = 0.0
+    for i in intervals:
+        tokens += i.tok_s * i.dt
+        span += i.dt
+        if span >= POOL_S:
+            out.append(tokens / span)
+            tokens = span = 0.0
+    if span >= POOL_S / 2:
+        out.append(tokens / span)
+    return out
+
+
+def snapshot_reference(snap: Snapshot, name: str) -> Reference:
+    """A benchmark snapshot as the reference (``--reference FILE``).
+
+    Per-run tok/s, the slowest busy GPU's mean SM clock over all runs (``compare``'s rule), that
+    board's maximum, and the reasons active on a busy GPU at least a tenth of the time.
+    """
+    from specwatch.core.compare import straggler_clock
+
+    clock, _ = straggler_clock(snap)
+    busy = gpu_rules.busy_summaries(snap.overall_gpus)
+    slow = min(
+        (g for g in busy if g.sm_clock_mean_mhz is not None),
+        key=lambda g: g.sm_clock_mean_mhz or 0.0,
+        default=None,
+    )
+    top = slow.board_max_sm_clock_mhz if slow is not None else None
+    active = frozenset(
+        r
+        for g in busy
+        for r, share in g.reason_fractions.items()
+        if r not in gpu_rules.IDLE_REASONS and share >= SNAPSHOT_REASON_SHARE
+    )
+    accept = snap.overall.get("accept_length")
+    figures = WindowFigures(
+        tok_s=tuple(snap.run_tok_s),
+        slowest_sm_clock_mhz=clock,
+        board_max_sm_clock_mhz=float(top) if top else None,
+        clock_reasons=active,
+        accept_length=accept.mean if accept is not None else None,
+    )
+    return Reference("snapshot", name, figures)
+
+
+class LiveVerdict:
+    """Tracks a reference and judges the current window against it.
+
+    Args:
+        reference: A fixed reference (a snapshot's figures); ``None``: the first steady window.
+    """
+
+    def __init__(self, reference: Reference | None = None) -> None:
+        self.reference = reference
+        self._fixed = reference is not None
+        self._intervals: deque[_Interval] = deque()
+        self._gpus: deque[_GpuPoint] = deque()
+        self._max_clock: dict[int, float] = {}
+        self._ready = False
+        self._warmup_t0: float | None = None
+        self._warmup_prev: float | None = None
+        self._steady_t0: float | None = None
+        self._mark_pending: float | None = None
+        self._now = 0.0
+        self._state = LiveVerdictState("waiting", "waiting for the server")
+        self.version = 0
+        """Grows whenever :meth:`state` changes."""
+
+    # --- input ------------------------------------------------------------------------------
+
+    def feed(self, event: ev.SessionEvent) -> None:
+        """Take one session event (so the tracker can subscribe to a session directly)."""
+        if isinstance(event, ev.GpuInventoryChanged):
+            self.set_inventory(event.inventory)
+        elif isinstance(event, ev.GpuTicked):
+            self.add_tick(event.tick)
+        elif isinstance(event, ev.MetricsScraped):
+            self.add_window(event.window)
+        elif isinstance(event, ev.ServerReady):
+            self.server_ready(event.t)
+
+    def set_inventory(self, inventory: GpuInventory) -> None:
+        """The GPUs' maximum SM clocks (for the clock deficit)."""
+        self._max_clock = {
+            g.index: float(g.max_sm_clock_mhz) for g in inventory.gpus if g.max_sm_clock_mhz
+        }
+
+    def server_ready(self, t: float) -> None:
+        """The server answered: its warmup starts now."""
+        self._ready = True
+        self._start_warmup(t)
+
+    def add_tick(self, tick: GpuTick) -> None:
+        """One GPU tick: the slowest busy GPU's clock and the busy GPUs' active reasons."""
+        busy = [s for s in tick.samples if gpu_rules.sample_busy(s)]
+        slow = gpu_rules.slowest(gpu_rules.pace_of_samples(busy))
+        active = frozenset(
+            r.short
+            for s in busy
+            for r in reasons.decode(s.clock_event_reasons)
+            if r.bit != reasons.IDLE_BIT
+        )
+        clock = slow.sm_clock_mhz if slow is not None else None
+        top = self._max_clock.get(slow.index) if slow is not None else None
+        self._gpus.append(_GpuPoint(tick.t, clock, top, active))
+        self._advance(tick.t)
+
+    def add_window(self, w: MetricsWindow) -> None:
+        """One metrics window: an interval of tok/s and load, then a new verdict."""
+        if w.restarted:
+            self._start_warmup(w.t)
+        if w.dt > 0 and w.gen_tok_s is not None:
+            self._intervals.append(
+                _Interval(
+                    w.t, w.dt, w.gen_tok_s, w.requests_running, w.prompt_tok_s, w.accept_length
+                )
+            )
+            if not self._ready:
+                # Attached to a server that was already running: no ready event to wait for.
+                self._ready = True
+                self._start_warmup(w.t - w.dt)
+            self._track_warmup(w.t, w.gen_tok_s)
+        self._advance(w.t)
+        self._update(w.t)
+
+    def mark(self, t: float) -> None:
+        """Use the window ending at ``t`` as the reference (or the next one, if it is too thin)."""
+        self._fixed = False
+        figures = self._figures(t - REFERENCE_S, t)
+        if figures is not None:
+            self.reference = Reference("marked", "marked", figures, t)
+            self._mark_pending = None
+        else:
+            self._mark_pending = t
+        self._update(t)
+
+    def use_reference(self, reference: Reference) -> None:
+        """Judge against ``reference`` from now on (a snapshot)."""
+        self.reference = reference
+        self._fixed = True
+        self._mark_pending = None
+        self._update(self._now)
+
+    # --- output ------------------------------------------------------------------------------
+
+    def state(self) -> LiveVerdictState:
+        """The latest verdict (or why there is none yet)."""
+        return self._state
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _advance(self, t: float) -> None:
+        self._now = max(self._now, t)
+        horizon = self._now - KEEP_S
+        while self._intervals and self._intervals[0].t < horizon:
+            self._intervals.popleft()
+        while self._gpus and self._gpus[0].t < horizon:
+            self._gpus.popleft()
+
+    def _start_warmup(self, t: float) -> None:
+        self._warmup_t0 = t
+        self._warmup_prev = None
+        self._steady_t0 = None
+
+    def _track_warmup(self, t: float, rate: float) -> None:
+        t0 = self._warmup_t0
+        if t0 is None:
+            return
+        if t - t0 > WARMUP_MAX_S:
+            self._end_warmup(t)
+            return
+        if rate <= 0:
+            return
+        prev, self._warmup_prev = self._warmup_prev, rate
+        if prev and abs(rate - prev) <= WARMUP_SETTLED * max(rate, prev):
+            self._end_warmup(t)
+
+    def _end_warmup(self, t: float) -> None:
+        self._warmup_t0 = None
+        self._steady_t0 = t
+
+    def _figures(self, t0: float, t1: float) -> WindowFigures | None:
+        """The figures of ``(t0, t1]``; ``None`` with fewer than MIN_INTERVALS with traffic."""
+        iv = [i for i in self._intervals if t0 < i.t <= t1]
+        pooled = _pool(iv)
+        if sum(1 for x in pooled if x > 0) < MIN_INTERVALS:
+            return None
+        gp = [g for g in self._gpus if t0 < g.t <= t1]
+        clocks = [g.clock_mhz for g in gp if g.clock_mhz is not None]
+        tops = [g.max_mhz for g in gp if g.max_mhz is not None]
+        active: frozenset[str] = frozenset().union(*(g.reasons for g in gp))
+        return WindowFigures(
+            tok_s=tuple(pooled),
+            slowest_sm_clock_mhz=_mean(clocks),
+            board_max_sm_clock_mhz=max(tops) if tops else None,
+            clock_reasons=active,
+            running_requests=_mean([i.running for i in iv if i.running is not None]),
+            prompt_tok_s=_mean([i.prompt_tok_s for i in iv if i.prompt_tok_s is not None]),
+            accept_length=_mean([i.accept_length for i in iv if i.accept_length is not None]),
+        )
+
+    def _settle_reference(self, t: float) -> str:
+        """Fix a pending steady or marked reference when its window is complete; progress."""
+        if self._fixed and self.reference is not None:
+            return ""
+        if self._mark_pending is not None:
+            t0 = self._mark_pending
+            figures = self._figures(t0, t0 + REFERENCE_S) if t >= t0 + REFERENCE_S else None
+            if figures is not None:
+                self.reference = Reference("marked", "marked", figures, t0 + REFERENCE_S)
+                self._mark_pending = None
+                return ""
+            return f"reference from the mark {min(t - t0, REFERENCE_S):.0f}/{REFERENCE_S:.0f} s"
+        if self.reference is not None or self._steady_t0 is None:
+            return ""
+        t0 = self._steady_t0
+        if t >= t0 + REFERENCE_S:
+            figures = self._figures(t0, t0 + REFERENCE_S)
+            if figures is not None:
+                self.reference = Reference("steady", "steady after warmup", figures, t)
+                return ""
+            self._steady_t0 = t  # too little traffic: try the next window
+            return "waiting for steady traffic"
+        return f"reference {t - t0:.0f}/{REFERENCE_S:.0f} s"
+
+    def _update(self, t: float) -> None:
+        progress = self._settle_reference(t)
+        old = self._state
+        if not self._ready and not self._intervals:
+            new = LiveVerdictState("waiting", "waiting for the server")
+        elif self._warmup_t0 is not None and self.reference is None:
+            new = LiveVerdictState("warmup", "server warming up")
+        elif self.reference is None or progress:
+            new = LiveVerdictState("reference", progress or "collecting a reference")
+        else:
+            current = self._figures(t - CURRENT_S, t)
+            if self._warmup_t0 is not None:
+                new = LiveVerdictState("warmup", "server warming up", self.reference, current)
+            elif current is None:
+                new = LiveVerdictState("idle", "no traffic to judge", self.reference)
+            else:
+                judgement = judge_windows(self.reference.figures, current)
+                since = old.since if old.outcome == judgement.outcome else t
+                new = LiveVerdictState("judged", "", self.reference, current, judgement, since)
+        if new != old:
+            self._state = new
+            self.version += 1
+
+
+__all__ = [
+    "CURRENT_S",
+    "MIN_INTERVALS",
+    "REFERENCE_S",
+    "LiveVerdict",
+    "LiveVerdictState",
+    "Reference",
+    "snapshot_reference",
+]

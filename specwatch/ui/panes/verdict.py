@@ -1,0 +1,131 @@
+"""The verdict line at the top: GPU state, load, or code? — the current window against a reference.
+
+The verdict and its numbers come from :class:`specwatch.session.live_verdict.LiveVerdict`; this
+pane only words them, in ``compare``'s wording, dropping the least important parts to fit.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.console import RenderableType
+from rich.style import Style
+from rich.text import Text
+
+from specwatch.core.outcomes import Outcome
+from specwatch.session.live_verdict import LiveVerdictState
+from specwatch.session.verdict_rule import WindowFigures
+from specwatch.ui.panes.base import ModelPane
+
+TONES: dict[str, str] = {
+    "NO_CHANGE": "ok",
+    "GPU": "gpu",
+    "CODE": "bad",
+    "UNKNOWN": "dim",
+    "LOAD": "load",
+    "ACCEPTANCE": "load",
+}
+"""The tone of each outcome, by member name (the names ``compare`` may add are included)."""
+SEP = " · "
+
+
+def _pair(a: float | None, b: float | None, fmt: str) -> str | None:
+    if a is None and b is None:
+        return None
+    left = "–" if a is None else format(a, fmt)
+    right = "–" if b is None else format(b, fmt)
+    return f"{right} vs {left}"
+
+
+def clock_words(f: WindowFigures) -> str | None:
+    """``"slowest GPU −7.7% of max, no reason set"`` (``None`` without clock readings)."""
+    deficit = f.clock_deficit
+    if deficit is None:
+        return None
+    reasons = " ".join(sorted(f.clock_reasons)) or "no reason set"
+    return f"slowest GPU {deficit * 100:+.1f}% of max, {reasons}".replace("-", "−")
+
+
+def verdict_parts(state: LiveVerdictState) -> list[tuple[int, str, str]]:
+    """``(priority, text, tone)`` in display order; lower priority is kept longer."""
+    if state.judgement is None or state.current is None:
+        text = f"verdict: {state.detail or state.phase}"
+        parts = [(0, text, "dim")]
+        if state.reference is not None and state.current is not None:
+            parts.append((3, f"vs {state.reference.label}", "dim"))
+        return parts
+    j, cur = state.judgement, state.current
+    assert state.reference is not None
+    ref = state.reference.figures
+    outcome: Outcome = j.outcome
+    parts = [(0, f" {outcome.wording} ", TONES.get(outcome.name, "text"))]
+    tok = _pair(ref.mean_tok_s, cur.mean_tok_s, ".0f")
+    if tok is not None:
+        change = f" ({j.change * 100:+.1f}%)".replace("-", "−") if j.change is not None else ""
+        parts.append((1, f"tok/s {tok}{change}", "text"))
+    words = clock_words(cur)
+    if words is not None:
+        unflagged = not cur.clock_reasons and (cur.clock_deficit or 0.0) < -0.02
+        parts.append((1, words, "gpu" if unflagged else "text"))
+    running = _pair(ref.running_requests, cur.running_requests, ".1f")
+    if running is not None:
+        parts.append((2, f"running {running}", "text"))
+    prompt = _pair(ref.prompt_tok_s, cur.prompt_tok_s, ".0f")
+    if prompt is not None:
+        parts.append((4, f"prompt tok/s {prompt}", "text"))
+    accept = _pair(ref.accept_length, cur.accept_length, ".2f")
+    if accept is not None:
+        parts.append((3, f"accept {accept}", "text"))
+    parts.append((2, f"vs {state.reference.label}", "dim"))
+    return parts
+
+
+def verdict_text(state: LiveVerdictState, s: dict[str, Style], width: int = 10_000) -> Text:
+    """The line, dropping the least important parts until it fits ``width`` (pure)."""
+    parts = verdict_parts(state)
+    while len(parts) > 1 and sum(len(p[1]) for p in parts) + len(SEP) * (len(parts) - 1) > width:
+        worst = max(range(len(parts)), key=lambda i: (parts[i][0], i))
+        if parts[worst][0] == 0:
+            break
+        parts.pop(worst)
+    out = Text(no_wrap=True, overflow="ellipsis", end="")
+    for i, (_, text, tone) in enumerate(parts):
+        if i:
+            out.append(SEP, s["dim"])
+        out.append(text, s.get(tone, s["text"]))
+    return out
+
+
+class VerdictLine(ModelPane):
+    """One line: the live verdict against the reference, with the numbers behind it."""
+
+    VERSION = "verdict_version"
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "verdict--dim",
+        "verdict--ok",
+        "verdict--bad",
+        "verdict--gpu",
+        "verdict--load",
+    }
+
+    DEFAULT_CSS = """
+    VerdictLine {
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+        height: 1;
+        background: $surface;
+        color: $text;
+        padding: 0 1;
+    }
+    VerdictLine > .verdict--dim { color: $text-muted; }
+    VerdictLine > .verdict--ok { color: $background; background: $success; text-style: bold; }
+    VerdictLine > .verdict--bad { color: $background; background: $error; text-style: bold; }
+    VerdictLine > .verdict--gpu { color: $warning; text-style: bold; }
+    VerdictLine > .verdict--load { color: $background; background: $accent; text-style: bold; }
+    """
+
+    def render_pane(self) -> RenderableType:
+        """The line."""
+        styles = {"text": self.component_styles()["normal"], **self.tone_styles()}
+        return verdict_text(self.model.verdict.state(), styles, self.content_size.width)

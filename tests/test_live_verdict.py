@@ -1,0 +1,200 @@
+"""The live verdict: reference tracking on synthetic readings, and the story on the simulator."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
+from specwatch.core.outcomes import Outcome
+from specwatch.core.server import MetricsWindow
+from specwatch.session.events import GpuTicked, MetricsScraped, ServerReady
+from specwatch.session.live_verdict import REFERENCE_S, LiveVerdict
+from specwatch.sim.clock import ManualClock
+from specwatch.sim.demo import demo_world
+from specwatch.sim.fake_nvml import FakeNvml
+from specwatch.sim.server import SimServer
+from tests.session_world import START_T, Collector, ManualSim, drive_until
+
+MAX = 1980
+
+
+def _inventory(n: int = 2) -> GpuInventory:
+    return GpuInventory(True, gpus=tuple(GpuStatic(i, max_sm_clock_mhz=MAX) for i in range(n)))
+
+
+def _tick(t: float, clock: int, reasons: int = 0) -> GpuTick:
+    samples = tuple(
+        GpuSample(i, t, sm_clock_mhz=clock, clock_event_reasons=reasons, util_gpu_pct=100)
+        for i in range(2)
+    )
+    return GpuTick(t, t, samples, 0.1)
+
+
+def _window(t: float, tok_s: float, running: float = 3.0, accept: float = 2.5) -> MetricsWindow:
+    return MetricsWindow(
+        t=t, dt=1.0, gen_tok_s=tok_s, requests_running=running, accept_length=accept
+    )
+
+
+def _feed(v: LiveVerdict, t0: float, seconds: int, tok_s: float, clock: int, **kw: float) -> None:
+    for i in range(seconds):
+        t = t0 + i
+        wobble = (-1.0) ** i * 0.004 * tok_s  # a little noise, so Welch has a spread
+        v.add_tick(_tick(t, clock))
+        v.add_window(_window(t, tok_s + wobble, **kw))
+
+
+def _steady(v: LiveVerdict) -> float:
+    """Ready at 0, warm, and a reference collected; returns the time reached."""
+    v.set_inventory(_inventory())
+    v.server_ready(0.0)
+    _feed(v, 1.0, 5 + int(REFERENCE_S), 800.0, MAX)
+    return 6.0 + REFERENCE_S
+
+
+def test_reference_is_the_first_steady_window_after_warmup() -> None:
+    v = LiveVerdict()
+    assert v.state().phase == "waiting"
+    v.set_inventory(_inventory())
+    v.server_ready(0.0)
+    v.add_window(_window(1.0, 400.0))
+    assert v.state().phase == "warmup"
+    v.add_window(_window(2.0, 800.0))
+    v.add_window(_window(3.0, 800.0))
+    assert v.state().phase == "reference"
+    assert "reference" in v.state().detail
+    _feed(v, 4.0, int(REFERENCE_S) + 2, 800.0, MAX)
+    state = v.state()
+    assert state.reference is not None and state.reference.kind == "steady"
+    assert state.outcome is Outcome.NO_CHANGE
+    assert state.reference.figures.clock_deficit == 0.0
+
+
+def test_boost_clock_seven_percent_lower_with_no_reason_is_gpu_state() -> None:
+    v = LiveVerdict()
+    t = _steady(v)
+    _feed(v, t, 30, 800.0 * 0.94, round(MAX * 0.93))
+    state = v.state()
+    assert state.outcome is Outcome.GPU, state.judgement
+    assert state.current is not None and state.current.clock_reasons == frozenset()
+    deficit = state.current.clock_deficit
+    assert deficit is not None and -0.08 < deficit < -0.06
+
+
+def test_slower_at_the_same_clock_is_not_gpu_state() -> None:
+    v = LiveVerdict()
+    t = _steady(v)
+    _feed(v, t, 30, 800.0 * 0.9, MAX)
+    assert v.state().outcome is Outcome.CODE
+
+
+def test_more_running_requests_is_not_blamed_on_the_code() -> None:
+    v = LiveVerdict()
+    t = _steady(v)
+    _feed(v, t, 30, 800.0 * 0.8, MAX, running=8.0)
+    state = v.state()
+    assert state.outcome is not Outcome.CODE or "load changed" in state.judgement.reason  # type: ignore[union-attr]
+    assert state.judgement is not None and "running requests 3.0 → 8.0" in state.judgement.reason
+
+
+def test_a_mark_makes_the_last_window_the_reference() -> None:
+    v = LiveVerdict()
+    t = _steady(v)
+    _feed(v, t, 30, 700.0, round(MAX * 0.9))
+    assert v.state().outcome is Outcome.GPU
+    v.mark(t + 29)
+    state = v.state()
+    assert state.reference is not None and state.reference.kind == "marked"
+    assert state.outcome is Outcome.NO_CHANGE
+
+
+def test_no_traffic_is_idle_not_a_verdict() -> None:
+    v = LiveVerdict()
+    t = _steady(v)
+    for i in range(40):
+        v.add_window(MetricsWindow(t=t + i, dt=1.0, gen_tok_s=0.0, requests_running=0.0))
+    assert v.state().phase == "idle" and v.state().outcome is None
+
+
+def test_a_restart_warms_up_again_and_keeps_the_reference() -> None:
+    v = LiveVerdict()
+    t = _steady(v)
+    v.add_window(MetricsWindow(t=t, dt=1.0, gen_tok_s=0.0, restarted=True))
+    assert v.state().phase == "warmup"
+    assert v.reference is not None and v.reference.kind == "steady"
+
+
+async def _step(sim: ManualSim, seen: Collector) -> None:
+    """One simulated second; returns once a scrape and a GPU tick have read the new time."""
+    t = sim.advance(1.0)
+    await drive_until(
+        None,
+        lambda: (
+            (not seen.of(ServerReady) or any(e.window.t >= t for e in seen.of(MetricsScraped)[-3:]))
+            and any(e.tick.t >= t for e in seen.of(GpuTicked)[-3:])
+        ),
+        10,
+    )
+
+
+@pytest.mark.parametrize(
+    ("scenario", "outcome"), [("drift", Outcome.GPU), ("regression", Outcome.CODE)]
+)
+async def test_story_scenario_is_called_within_a_minute(scenario: str, outcome: Outcome) -> None:
+    """The demo's scenarios on a manual clock, through HTTP and the fake NVML: the boost clock
+    8% lower with no reason set is GPU state; a slower step at the same clock is not."""
+    clock = ManualClock(START_T)
+    world, script = demo_world(gpus=4, clock=clock, scenario=scenario, seed=3)
+    assert script is not None
+    server = SimServer(world)
+    url = server.start()
+    sim = ManualSim(world, server, clock, url)
+    verdict = LiveVerdict()
+    seen = Collector()
+    session = sim.session(FakeNvml(world.gpus, clock=clock.now))
+    session.subscribe(verdict.feed)
+    session.subscribe(seen)
+    try:
+        session.start()
+        sim.advance(world.loaded_at - clock.now())
+        # The poller's retry runs in real time: let it find the loaded server before time moves.
+        await drive_until(None, lambda: bool(seen.of(ServerReady)), 20)
+        while verdict.state().outcome is None:
+            await _step(sim, seen)
+        assert clock.now() < script.change_at, "the reference must come before the drift"
+        while clock.now() < script.change_at:
+            assert verdict.state().outcome is Outcome.NO_CHANGE, verdict.state().judgement
+            await _step(sim, seen)
+        while verdict.state().outcome is not outcome:
+            assert clock.now() - script.change_at <= 60.0, verdict.state().judgement
+            assert verdict.state().outcome in (Outcome.NO_CHANGE, None)
+            await _step(sim, seen)
+        current = verdict.state().current
+        assert current is not None and current.clock_reasons == frozenset()
+        assert current.clock_deficit is not None
+        if scenario == "drift":
+            assert current.clock_deficit < -0.05
+        else:
+            assert current.clock_deficit == 0.0
+    finally:
+        await session.aclose()
+        server.stop()
+        await asyncio.sleep(0)
+
+
+def test_a_snapshot_reference_judges_from_the_first_window() -> None:
+    from specwatch.bench.snapshot import load_snapshot
+    from specwatch.session.live_verdict import snapshot_reference
+
+    snap = load_snapshot("tests/data/snapshot-v1.json")
+    ref = snapshot_reference(snap, "snapshot-v1.json")
+    assert ref.kind == "snapshot" and ref.figures.tok_s == tuple(snap.run_tok_s)
+    assert ref.figures.slowest_sm_clock_mhz is not None
+    v = LiveVerdict(ref)
+    v.set_inventory(_inventory())
+    v.server_ready(0.0)
+    _feed(v, 1.0, 40, ref.figures.mean_tok_s or 0.0, round(ref.figures.slowest_sm_clock_mhz))
+    state = v.state()
+    assert state.reference is ref and state.phase == "judged"
