@@ -7,6 +7,7 @@ Prometheus; the direct fleet reads two of them without Prometheus.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -140,3 +141,38 @@ async def test_direct_fleet_with_dcgm_and_node_pairs() -> None:
     assert totals["servers"] == 2
     assert totals["gen_tok_s"] == pytest.approx(sum(s["gen_tok_s"] for s in by_instance.values()))
     assert totals["accept_length"] is not None and totals["accept_length"] > 1.0
+
+
+@needs_prometheus
+def test_cli_probe_prometheus_json_is_passive(
+    fleet: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from specwatch.cli import main
+
+    before = [n.world.submitted for n in fleet.nodes]
+    assert main(["probe", "--prometheus", fleet.prom.url, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["servers"]) == 3 and len(doc["gpus"]) == 6
+    assert {g["source"] for g in doc["gpus"]} == {"prometheus"}
+    assert [n.world.submitted for n in fleet.nodes] == before  # no completion sent
+
+
+@needs_prometheus
+def test_cli_bench_prometheus_records_node_gpus(fleet: SimFleet, tmp_path: Path) -> None:
+    from specwatch.bench.snapshot import read_snapshot
+    from specwatch.cli import main
+
+    node = fleet.nodes[0]
+    exporter = f"{node.name}:{node.exporter.url.rsplit(':', 1)[1].split('/')[0]}"
+    argv = ["bench", "--url", node.server_url, "--prometheus", fleet.prom.url]
+    argv += ["--node", f"{node.server_url}={exporter}", "-n", "1", "--warmup", "0"]
+    argv += ["--max-tokens", "64", "--gpu-interval", "0.2", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    (path,) = tmp_path.glob("*.json")
+    snap = read_snapshot(path)
+    measured = [r for r in snap["runs"] if not r.get("warmup")]
+    assert len(measured) == 1
+    gpus = measured[0]["gpus"]
+    # the node's two GPUs, read from Prometheus, summarised like NVML's
+    assert [g["index"] for g in gpus] == [0, 1]
+    assert all(g["sm_clock_mean_mhz"] and g["board_max_sm_clock_mhz"] for g in gpus)

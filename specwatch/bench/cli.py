@@ -109,6 +109,11 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="longest wait for any byte from the server (120 s)",
     )
+    from specwatch.session.fleet_probe import add_fleet_arguments
+
+    add_fleet_arguments(
+        p.add_argument_group("GPUs from Prometheus (the benchmarked server's node, by host)")
+    )
     demo = p.add_argument_group("demo (the story on the simulator, instead of --url)")
     demo.add_argument(
         "--demo",
@@ -267,6 +272,8 @@ def run_bench(
         gpu_interval_s=args.gpu_interval,
     )
 
+    if isinstance(args.url, list):  # repeatable for a fleet; a benchmark takes one server
+        args.url = args.url[-1] if args.url else None
     demo: StoryServer | None = None
     if args.demo is not None:
         if args.url:
@@ -308,6 +315,9 @@ def _run_bench(
         print(f"specwatch bench: {exc}", file=err)
         return EXIT_USAGE
     own_sampler = False
+    if sampler is None and not args.no_gpu and getattr(args, "prometheus", None):
+        sampler = _prometheus_sampler(args)  # type: ignore[assignment]
+        own_sampler = True
     if sampler is None and not args.no_gpu:
         from specwatch.sources.nvml import GpuSampler
 
@@ -350,6 +360,21 @@ def _run_bench(
     if result.error is not None or not result.runs:
         return EXIT_FAILED
     return status
+
+
+def _prometheus_sampler(args: argparse.Namespace) -> object:
+    """The benchmarked server's node GPUs from Prometheus (joined by host or ``--node``)."""
+    from specwatch.core.fleet import parse_node_pair
+    from specwatch.sources.prometheus_api import prometheus_endpoint
+    from specwatch.sources.prometheus_gpus import PrometheusGpuSampler, gpus_of_server
+
+    pairs = [parse_node_pair(p) for p in args.node]
+    return PrometheusGpuSampler(
+        prometheus_endpoint(args.prometheus),
+        gpus_of_server(args.url, pairs),
+        args.gpu_match,
+        interval_s=args.gpu_interval,
+    )
 
 
 def _print_lines(stream: TextIO, lines: Sequence[str]) -> None:

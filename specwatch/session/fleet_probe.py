@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,57 @@ class FleetOptions:
     def is_fleet(self) -> bool:
         """A fleet view applies: a Prometheus, or more than one server."""
         return self.prometheus is not None or len(self.urls) > 1
+
+
+def add_fleet_arguments(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """Add ``--prometheus``, ``--server-match``, ``--gpu-match`` and ``--node`` (repeatable)."""
+    p.add_argument(
+        "--prometheus",
+        default=None,
+        metavar="URL",
+        help="read servers and GPUs from this Prometheus (a bare host means port 9090)",
+    )
+    p.add_argument(
+        "--server-match",
+        default=None,
+        metavar="'{job=\"vllm\"}'",
+        help="Prometheus label matcher narrowing the servers",
+    )
+    p.add_argument(
+        "--gpu-match",
+        default=None,
+        metavar="'{Hostname=~\"gpu-.*\"}'",
+        help="Prometheus label matcher narrowing the dcgm-exporter series",
+    )
+    p.add_argument(
+        "--node",
+        action="append",
+        default=[],
+        metavar="SERVER_URL=DCGM_URL",
+        help="pair a server with its node's dcgm-exporter (repeatable; default: join by host)",
+    )
+
+
+def _as_tuple(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    return tuple(str(v) for v in value)  # type: ignore[attr-defined]
+
+
+def fleet_options(args: argparse.Namespace, timeout_s: float = 5.0) -> FleetOptions:
+    """The fleet options of parsed arguments (``--url`` and ``--dcgm`` one or many)."""
+    return FleetOptions(
+        prometheus=getattr(args, "prometheus", None),
+        urls=_as_tuple(getattr(args, "url", None)),
+        dcgm=_as_tuple(getattr(args, "dcgm", None)),
+        nodes=_as_tuple(getattr(args, "node", None)),
+        server_match=getattr(args, "server_match", None),
+        gpu_match=getattr(args, "gpu_match", None),
+        api_key=getattr(args, "api_key", None),
+        timeout_s=timeout_s,
+    )
 
 
 def build_fleet_source(
@@ -209,8 +261,10 @@ def fleet_text(doc: dict[str, Any]) -> str:
 __all__ = [
     "SERVER_FIELDS",
     "FleetOptions",
+    "add_fleet_arguments",
     "build_fleet_source",
     "fleet_document",
+    "fleet_options",
     "fleet_probe",
     "fleet_text",
     "gpu_entry",
