@@ -59,7 +59,9 @@ def _add_server_args(p: argparse.ArgumentParser, url_required: bool) -> None:
     p.add_argument(
         "--url",
         required=url_required,
-        help="server address: localhost:8000, host:port, http://... or https://...",
+        action="append",
+        help="server address: localhost:8000, host:port, http://... or https://... "
+        "(repeatable: a fleet)",
     )
     p.add_argument(
         "--api-key",
@@ -87,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("sim", help="run the simulated server standalone", fill=_add_sim_arguments)
 
     p_probe = sub.add_parser("probe", help="detect a server, stream once, read the GPUs, print")
-    _add_server_args(p_probe, url_required=True)
+    _add_server_args(p_probe, url_required=False)
     from specwatch.sources.probe_cli import add_probe_arguments
 
     add_probe_arguments(p_probe)

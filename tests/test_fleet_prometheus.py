@@ -20,6 +20,7 @@ from specwatch.core.server import Dialect
 from specwatch.sim.config import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
+from specwatch.sources.dcgm_parse import NOT_EXPORTED
 from specwatch.sources.prometheus import PrometheusSource
 from specwatch.sources.prometheus_api import PrometheusClient, prometheus_endpoint
 from tests.prometheus_fixture import (
@@ -177,7 +178,10 @@ async def test_gpus_read_and_joined_by_host(fleet: Fleet) -> None:
     assert gpu.sample.mem_total_bytes == (70_001 + 11_001) * 1024 * 1024
     assert gpu.sample.hbm_temp_c is None and gpu.sample.missing["hbm_temp_c"].startswith("n/s")
     assert gpu.sample.clock_event_reasons is None
-    assert "counters CSV" in gpu.sample.missing["clock_event_reasons"]
+    # the exporter's own reason: the field to add to its counters CSV
+    assert gpu.sample.missing["clock_event_reasons"] == (
+        f"{NOT_EXPORTED} (DCGM_FI_DEV_CLOCKS_EVENT_REASONS)"
+    )
     joins = {j.server: j for j in reading.joins}
     for node in fleet.nodes:
         join = joins[node.target.instance]

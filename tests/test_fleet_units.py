@@ -18,6 +18,7 @@ from specwatch.core.fleet import (
 )
 from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.core.server import Dialect, MetricsWindow
+from specwatch.sources.dcgm_parse import NOT_EXPORTED
 from specwatch.sources.prometheus_api import (
     PrometheusClient,
     PrometheusError,
@@ -30,6 +31,7 @@ from specwatch.sources.prometheus_queries import (
     FIELD_LABEL,
     derive_gpus,
     derive_servers,
+    gpu_query,
     label_matcher,
     server_rates_query,
 )
@@ -169,7 +171,22 @@ def test_derive_gpus_blank_and_absent() -> None:
     assert gpu.static.index == 3 and gpu.sample.sm_clock_mhz == 1400
     assert gpu.sample.temp_c is None and gpu.sample.missing["temp_c"].startswith("n/s")
     assert gpu.sample.power_w is None and gpu.sample.missing["power_w"].startswith("n/s")
-    assert gpu.sample.missing["pcie_gen"].startswith("N/A")
+    # the dcgm-exporter parser's reasons: which field to add to the counters CSV
+    assert gpu.sample.missing["pcie_gen"] == f"{NOT_EXPORTED} (DCGM_FI_DEV_PCIE_LINK_GEN)"
+    assert gpu.static.uuid == "GPU-x" and gpu.key == "n:9400/GPU-x" and gpu.hostname == "n"
+
+
+def test_derive_gpus_uses_the_dcgm_parser_field_map() -> None:
+    """Old field names and scaled counters convert as the exporter parser converts them."""
+    base = {"instance": "n:9400", "gpu": "0", "Hostname": "n"}
+    samples = [
+        VectorSample({**base, "__name__": "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"}, 0.0, 4.0),
+        VectorSample({**base, "__name__": "DCGM_FI_DEV_THERMAL_VIOLATION"}, 0.0, 7.0),
+    ]
+    (gpu,) = derive_gpus(samples, 1.0)
+    assert gpu.sample.clock_event_reasons == 4 and gpu.sample.thermal_violation_ns == 7000
+    assert gpu.key == "n:9400/0"
+    assert "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" in gpu_query()
 
 
 def test_bare_host_means_port_9090_and_no_env_key(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -126,6 +126,11 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
         help="wall-clock limit of each request and run (default: 60 s, and 60 s + 0.25 s per"
         " token for a run's stream)",
     )
+    from specwatch.session.fleet_probe import add_fleet_arguments
+
+    add_fleet_arguments(
+        p.add_argument_group("GPUs from Prometheus (the benchmarked server's node, by host)")
+    )
     demo = p.add_argument_group("demo (the story on the simulator, instead of --url)")
     demo.add_argument(
         "--demo",
@@ -284,6 +289,8 @@ def run_bench(
         gpu_interval_s=args.gpu_interval,
     )
 
+    if isinstance(args.url, list):  # repeatable for a fleet; a benchmark takes one server
+        args.url = args.url[-1] if args.url else None
     demo: StoryServer | None = None
     if args.demo is not None:
         if args.url:
@@ -337,6 +344,9 @@ def _run_bench(
         from specwatch.sources.dcgm import DcgmGpuSource
 
         sampler = DcgmGpuSource(dcgm, interval_s=args.gpu_interval)
+        own_sampler = True
+    elif sampler is None and not args.no_gpu and getattr(args, "prometheus", None):
+        sampler = _prometheus_sampler(args)  # type: ignore[assignment]
         own_sampler = True
     elif sampler is None and not args.no_gpu:
         from specwatch.sources.nvml import GpuSampler
@@ -431,6 +441,21 @@ def with_server_build(identity: ServerIdentity, result: BenchResult) -> ServerId
     if identity.pid is None or result.server.dialect is not Dialect.LLAMACPP:
         return identity
     return with_build_info(identity, result.server.version)
+
+
+def _prometheus_sampler(args: argparse.Namespace) -> object:
+    """The benchmarked server's node GPUs from Prometheus (joined by host or ``--node``)."""
+    from specwatch.core.fleet import parse_node_pair
+    from specwatch.sources.prometheus_api import prometheus_endpoint
+    from specwatch.sources.prometheus_gpus import PrometheusGpuSampler, gpus_of_server
+
+    pairs = [parse_node_pair(p) for p in args.node]
+    return PrometheusGpuSampler(
+        prometheus_endpoint(args.prometheus),
+        gpus_of_server(args.url, pairs),
+        args.gpu_match,
+        interval_s=args.gpu_interval,
+    )
 
 
 def _print_lines(stream: TextIO, lines: Sequence[str]) -> None:

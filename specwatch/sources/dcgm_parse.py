@@ -248,6 +248,15 @@ def parse_dcgm(text: str) -> DcgmExposition:
     """Parse a dcgm-exporter exposition; never raises."""
     lines = [ln for ln in text.splitlines() if _wanted(ln)]
     samples, error = _samples("\n".join(lines) + "\n")
+    return DcgmExposition(gpus=tuple(gpus_from_samples(samples)), error=error)
+
+
+def gpus_from_samples(samples: Iterable[tuple[str, Mapping[str, str], float]]) -> list[DcgmGpu]:
+    """One exporter's ``(name, labels, value)`` samples grouped into GPUs, in index order.
+
+    The exposition parser and the Prometheus source (whose answers carry the same names and
+    labels) both come through here, so DCGM's field names and blank sentinels have one home.
+    """
     by_key: dict[str, dict[str, Any]] = {}
     order: list[str] = []
     for name, labels, value in samples:
@@ -268,8 +277,7 @@ def parse_dcgm(text: str) -> DcgmExposition:
         elif name not in entry["values"]:
             # MIG series repeat device fields per instance: the first one stands.
             entry["values"][name] = value
-    gpus = sorted((_gpu(key, by_key[key]) for key in order), key=_gpu_order)
-    return DcgmExposition(gpus=tuple(gpus), error=error)
+    return sorted((_gpu(key, by_key[key]) for key in order), key=_gpu_order)
 
 
 def _gpu_order(gpu: DcgmGpu) -> tuple[bool, int]:
@@ -443,6 +451,7 @@ __all__ = [
     "FieldMap",
     "dcgm_url",
     "extras",
+    "gpus_from_samples",
     "is_blank",
     "not_exported",
     "parse_dcgm",

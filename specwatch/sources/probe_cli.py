@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 import orjson
 
 from specwatch.sources.endpoint import parse_endpoint
+
+if TYPE_CHECKING:
+    from specwatch.session.fleet_probe import FleetOptions
 
 
 def add_probe_arguments(p: argparse.ArgumentParser) -> None:
@@ -42,6 +46,14 @@ def add_probe_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--prompt", default=None, help="the prompt to stream (default: a question about hash maps)"
     )
+    p.add_argument(
+        "--stream",
+        action="store_true",
+        help="fleet: also stream one completion per server (default: passive, none sent)",
+    )
+    from specwatch.session.fleet_probe import add_fleet_arguments
+
+    add_fleet_arguments(p)
 
 
 def run_probe(args: argparse.Namespace) -> int:
@@ -53,6 +65,7 @@ def run_probe(args: argparse.Namespace) -> int:
     """
     import asyncio
 
+    from specwatch.session.fleet_probe import fleet_options
     from specwatch.sources.probe import (
         DEFAULT_PROMPT,
         EXIT_USAGE,
@@ -61,8 +74,14 @@ def run_probe(args: argparse.Namespace) -> int:
         render_text,
     )
 
+    fleet = fleet_options(args, timeout_s=min(args.timeout, 10.0))
+    if fleet.is_fleet:
+        return _run_fleet_probe(args, fleet)
+    if not fleet.urls:
+        print("specwatch probe: give --url URL (or --prometheus URL)", file=sys.stderr)
+        return EXIT_USAGE
     try:
-        endpoint = parse_endpoint(args.url, getattr(args, "api_key", None))
+        endpoint = parse_endpoint(fleet.urls[-1], getattr(args, "api_key", None))
     except ValueError as exc:
         print(f"specwatch probe: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -100,6 +119,26 @@ def run_probe(args: argparse.Namespace) -> int:
     if result.error and not args.json:
         print(f"specwatch probe: {result.error}", file=sys.stderr)
     return result.exit_code
+
+
+def _run_fleet_probe(args: argparse.Namespace, fleet: FleetOptions) -> int:
+    """Probe a fleet (passive unless ``--stream``); 0 when every server was read."""
+    import asyncio
+
+    from specwatch.session.fleet_probe import fleet_probe, fleet_text
+
+    try:
+        doc = asyncio.run(
+            fleet_probe(fleet, stream=args.stream, max_tokens=args.max_tokens, prompt=args.prompt)
+        )
+    except ValueError as exc:
+        print(f"specwatch probe: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print(fleet_text(doc))
+    return 0 if doc["ok"] else 1
 
 
 __all__ = ["add_probe_arguments", "run_probe"]

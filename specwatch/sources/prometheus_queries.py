@@ -9,7 +9,7 @@ A refresh costs a constant number of queries, however many servers and GPUs ther
 - GPUs: one ``{__name__=~"DCGM_FI_..."}`` selector.
 
 The windowed names are those of :class:`~specwatch.core.server.MetricsWindow`; the formulas
-follow ``specwatch.sources.metrics`` (see ``../shared/reference/servers.md``).
+follow ``specwatch.sources.metrics``.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from specwatch.core.fleet import POD_LABELS, FleetGpu, FleetServer, ServerRates
-from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.core.server import Dialect, MetricsWindow
+from specwatch.sources.dcgm_parse import FIELDS, OLD_NAMES, gpus_from_samples, to_sample, to_static
 from specwatch.sources.prometheus_api import VectorSample
 
 FIELD_LABEL = "specwatch_field"
@@ -66,38 +66,8 @@ _RUNNING = {
     Dialect.LLAMACPP: ("llamacpp:requests_processing", "llamacpp:requests_deferred"),
 }
 
-_I32, _I64, _F64 = 2147483632.0, 9.223372036854775e18, 140737488355328.0
-"""DCGM's "blank" sentinels (not supported): 0x7ffffff0, 0x7ffffffffffffff0, 2^47."""
-# DCGM field -> (GpuSample field, scale, sentinel)
-DCGM_SAMPLE: dict[str, tuple[str, float, float]] = {
-    "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", 1.0, _I32),
-    "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock_mhz", 1.0, _I32),
-    "DCGM_FI_DEV_GPU_TEMP": ("temp_c", 1.0, _I32),
-    "DCGM_FI_DEV_MEMORY_TEMP": ("hbm_temp_c", 1.0, _I32),
-    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0, _F64),
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_j", 1e-3, _I64),
-    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("clock_event_reasons", 1.0, _I64),
-    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("clock_event_reasons", 1.0, _I64),
-    "DCGM_FI_DEV_GPU_UTIL": ("util_gpu_pct", 1.0, _I32),
-    "DCGM_FI_DEV_MEM_COPY_UTIL": ("util_mem_pct", 1.0, _I32),
-    "DCGM_FI_DEV_FB_USED": ("mem_used_bytes", 1024.0 * 1024.0, _I32),
-    "DCGM_FI_DEV_PCIE_LINK_GEN": ("pcie_gen", 1.0, _I32),
-    "DCGM_FI_DEV_PCIE_LINK_WIDTH": ("pcie_width", 1.0, _I32),
-    "DCGM_FI_DEV_POWER_VIOLATION": ("power_violation_ns", 1000.0, _I64),
-    "DCGM_FI_DEV_THERMAL_VIOLATION": ("thermal_violation_ns", 1000.0, _I64),
-    "DCGM_FI_DEV_FAN_SPEED": ("fan_pct", 1.0, _I32),
-}
-DCGM_STATIC: dict[str, tuple[str, float, float]] = {
-    "DCGM_FI_DEV_MAX_SM_CLOCK": ("max_sm_clock_mhz", 1.0, _I32),
-    "DCGM_FI_DEV_MAX_MEM_CLOCK": ("max_mem_clock_mhz", 1.0, _I32),
-    "DCGM_FI_DEV_PCIE_MAX_LINK_GEN": ("max_pcie_gen", 1.0, _I32),
-    "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH": ("max_pcie_width", 1.0, _I32),
-    "DCGM_FI_DEV_SLOWDOWN_TEMP": ("slowdown_temp_c", 1.0, _I32),
-    "DCGM_FI_DEV_SHUTDOWN_TEMP": ("shutdown_temp_c", 1.0, _I32),
-    "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", 1.0, _F64),
-}
-_FB_FREE = "DCGM_FI_DEV_FB_FREE"
-_FLOAT_FIELDS = {"power_w", "energy_j", "power_limit_w"}
+GPU_SERIES = (*(f.dcgm for f in FIELDS), *OLD_NAMES)
+"""Every DCGM field specwatch reads (:data:`specwatch.sources.dcgm_parse.FIELDS`, one home)."""
 
 
 def label_matcher(text: str | None) -> str:
@@ -142,7 +112,7 @@ def server_rates_query(window_s: float, matcher: str = "") -> str:
 
 def gpu_query(matcher: str = "") -> str:
     """One selector for every DCGM field the GPU sample and static facts use."""
-    return names_selector([*DCGM_SAMPLE, *DCGM_STATIC, _FB_FREE], matcher)
+    return names_selector(GPU_SERIES, matcher)
 
 
 def _server_key(labels: Mapping[str, str]) -> tuple[str, ...]:
@@ -310,63 +280,39 @@ def _derive_sglang(
 
 
 def derive_gpus(samples: Iterable[VectorSample], t: float) -> list[FleetGpu]:
-    """GPUs from the answer of :func:`gpu_query` (pure); DCGM blanks become "n/s" markers."""
-    groups: dict[tuple[str, str], list[VectorSample]] = {}
+    """GPUs from the answer of :func:`gpu_query` (pure).
+
+    Each exporter target's series go through the dcgm-exporter parser's own grouping and
+    conversion (:func:`~specwatch.sources.dcgm_parse.gpus_from_samples`), so a DCGM blank is an
+    "n/s" marker and a field missing from the exporter's counters CSV says which one, exactly
+    as when specwatch reads the exporter itself.
+    """
+    by_instance: dict[str, list[tuple[str, Mapping[str, str], float]]] = {}
     for s in samples:
-        gpu_id = s.labels.get("UUID") or s.labels.get("gpu") or ""
-        groups.setdefault((s.labels.get("instance", ""), gpu_id), []).append(s)
+        name = s.labels.get("__name__", "")
+        by_instance.setdefault(s.labels.get("instance", ""), []).append((name, s.labels, s.value))
     out: list[FleetGpu] = []
-    for (instance, gpu_id), items in sorted(groups.items()):
-        first = items[0].labels
-        index = int(first["gpu"]) if first.get("gpu", "").isdigit() else 0
-        sample: dict[str, Any] = {}
-        static: dict[str, Any] = {}
-        missing: dict[str, str] = {}
-        free = None
-        for s in items:
-            name = s.labels.get("__name__", "")
-            if name == _FB_FREE:
-                free = s.value
-                continue
-            target, spec = (sample, DCGM_SAMPLE.get(name)) if name in DCGM_SAMPLE else (
-                static, DCGM_STATIC.get(name))  # fmt: skip
-            if spec is None:
-                continue
-            field, scale, blank = spec
-            if s.value != s.value or s.value >= blank:
-                missing[field] = f"n/s: DCGM blank value for {name}"
-                continue
-            value = s.value * scale
-            target[field] = value if field in _FLOAT_FIELDS else round(value)
-        if "mem_used_bytes" in sample and free is not None and free < _I32:
-            sample["mem_total_bytes"] = sample["mem_used_bytes"] + int(free * 1024 * 1024)
-        for field in {f for f, _, _ in DCGM_SAMPLE.values()} - sample.keys() - missing.keys():
-            missing[field] = "N/A: not in Prometheus (add it to dcgm-exporter's counters CSV)"
-        labels = {k: first[k] for k in POD_LABELS if first.get(k)}
-        out.append(
-            FleetGpu(
-                key=f"{instance}/{gpu_id}",
-                instance=instance,
-                hostname=first.get("Hostname") or None,
-                static=GpuStatic(
-                    index=index,
-                    name=first.get("modelName") or None,
-                    uuid=first.get("UUID") or None,
-                    pci_bus_id=first.get("pci_bus_id") or None,
-                    **static,
-                ),
-                sample=GpuSample(index=index, t=t, missing=missing, **sample),
-                labels=labels,
+    for instance, triples in sorted(by_instance.items()):
+        for gpu in gpus_from_samples(triples):
+            index = gpu.gpu if gpu.gpu is not None else 0
+            gpu_id = gpu.uuid or str(index)
+            out.append(
+                FleetGpu(
+                    key=f"{instance}/{gpu_id}",
+                    instance=instance,
+                    hostname=gpu.hostname,
+                    static=to_static(gpu, index),
+                    sample=to_sample(gpu, index, t),
+                    labels={k: gpu.k8s[k] for k in POD_LABELS if gpu.k8s.get(k)},
+                )
             )
-        )
     return out
 
 
 __all__ = [
     "COUNTERS",
-    "DCGM_SAMPLE",
-    "DCGM_STATIC",
     "FIELD_LABEL",
+    "GPU_SERIES",
     "SERVER_GAUGES",
     "derive_gpus",
     "derive_servers",
