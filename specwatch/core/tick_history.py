@@ -172,7 +172,7 @@ def _unpack(item: _Packed | GpuTick) -> GpuTick:
     samples = []
     for i, row in enumerate(_SAMPLE.iter_unpack(data[_HEADER.size :])):
         mask = row[0]
-        kwargs = {
+        kwargs: dict[str, Any] = {
             name: None if mask & (1 << bit) else row[bit + 1] for bit, name in enumerate(_NAMES)
         }
         samples.append(GpuSample(missing=missing[i], **kwargs))

@@ -39,67 +39,64 @@ def _best_us(fn: Callable[[], object], repeats: int) -> float:
 
 def measure(quick: bool = False) -> list[dict[str, Any]]:
     """One row per exposition: sizes and µs per scrape for each way of reading it."""
+    repeats = 5 if quick else 30
+    cases: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
+        ("SGLang 0.5.23", "sglang", "0.5.23", {}),
+        (f"vLLM 0.33, {BIG_ENGINES} DP engines", "vllm", "0.33.0", {"dp_engines": BIG_ENGINES}),
+    )
+    return [_row(*case, repeats=repeats) for case in cases]
+
+
+def _row(
+    label: str, dialect: str, version: str, overrides: dict[str, Any], repeats: int
+) -> dict[str, Any]:
     from specwatch.core.server import ServerInfo, SpecConfig
+    from specwatch.sim.config import preset
     from specwatch.sources.dialects import dialect_for
     from specwatch.sources.prom import parse_metrics
     from specwatch.sources.prom_filter import MetricsReader
     from specwatch.sources.window_builder import WindowBuilder
-    from specwatch.sim.config import preset
-    from tests.exposition_cases import big_vllm_exposition, sim_exposition
+    from tests.exposition_cases import sim_exposition
 
-    repeats = 5 if quick else 30
-    cases = (
-        ("SGLang 0.5.23", "sglang", "0.5.23", {}),
-        (f"vLLM 0.33, {BIG_ENGINES} DP engines", "vllm", "0.33.0", {"dp_engines": BIG_ENGINES}),
+    before = sim_exposition(dialect, version, 20.0, **overrides)
+    text = sim_exposition(dialect, version, 21.0, **overrides)
+    cfg = preset(dialect, version, **overrides)
+    info = ServerInfo(
+        base_url="http://sim",
+        dialect=cfg.dialect,
+        version=version,
+        spec=SpecConfig(enabled=True, num_steps=3, num_draft_tokens=4),
     )
-    rows = []
-    for label, dialect, version, overrides in cases:
-        if dialect == "vllm":
-            before = big_vllm_exposition(BIG_ENGINES, seconds=20.0)
-            text = big_vllm_exposition(BIG_ENGINES, seconds=21.0)
-        else:
-            before = sim_exposition(dialect, version, 20.0, **overrides)
-            text = sim_exposition(dialect, version, 21.0, **overrides)
-        cfg = preset(dialect, version, **overrides)
-        info = ServerInfo(
-            base_url="http://sim",
-            dialect=cfg.dialect,
-            version=version,
-            spec=SpecConfig(enabled=True, num_steps=3, num_draft_tokens=4),
-        )
-        spoken = dialect_for(cfg.dialect)
-        wanted = spoken.wanted_families
+    spoken = dialect_for(cfg.dialect)
+    wanted = spoken.wanted_families
+    reader = MetricsReader(wanted)
+    prev = reader.parse(before)
 
-        def cold(text: str = text) -> object:
-            return MetricsReader(wanted).parse(text)
+    def full() -> object:
+        return parse_metrics(text)
 
-        reader = MetricsReader(wanted)
-        prev = reader.parse(before)
+    def cold() -> object:
+        return MetricsReader(wanted).parse(text)
 
-        def warm(text: str = text, reader: MetricsReader = reader) -> object:
-            return reader.parse(text)
+    def warm() -> object:
+        return reader.parse(text)
 
-        def warm_window(text: str = text, reader: MetricsReader = reader) -> object:
-            b = WindowBuilder()
-            spoken.derive_window(b, reader.parse(text), prev, 1.0, info)
-            return b
+    def warm_window() -> object:
+        b = WindowBuilder()
+        spoken.derive_window(b, reader.parse(text), prev, 1.0, info)
+        return b
 
-        full_us = _best_us(lambda text=text: parse_metrics(text), max(3, repeats // 5))
-        full = parse_metrics(text)
-        kept = reader.parse(text)
-        rows.append(
-            {
-                "label": label,
-                "bytes": len(text.encode()),
-                "lines": len(full.samples),
-                "kept": len(kept.samples),
-                "full_us": full_us,
-                "first_us": _best_us(cold, max(3, repeats // 5)),
-                "steady_us": _best_us(warm, repeats),
-                "steady_window_us": _best_us(warm_window, repeats),
-            }
-        )
-    return rows
+    few = max(3, repeats // 5)
+    return {
+        "label": label,
+        "bytes": len(text.encode()),
+        "lines": len(parse_metrics(text).samples),
+        "kept": len(reader.parse(text).samples),
+        "full_us": _best_us(full, few),
+        "first_us": _best_us(cold, few),
+        "steady_us": _best_us(warm, repeats),
+        "steady_window_us": _best_us(warm_window, repeats),
+    }
 
 
 def verdict(rows: list[dict[str, Any]]) -> tuple[float, bool]:
