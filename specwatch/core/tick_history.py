@@ -8,6 +8,7 @@ summary does (the live panes use the newest tick, kept as it came).
 
 from __future__ import annotations
 
+import operator
 import struct
 import threading
 from collections import deque
@@ -40,7 +41,8 @@ _FORMATS: dict[str, str] = {
     "lost": "?",
 }
 _NAMES = tuple(_FORMATS)
-_FLOATS = frozenset(name for name, code in _FORMATS.items() if code == "d")
+_FLOAT_BITS = frozenset(bit for bit, code in enumerate(_FORMATS.values()) if code == "d")
+_READ = operator.attrgetter(*_NAMES)
 _SAMPLE = struct.Struct("<I" + "".join(_FORMATS.values()))
 """A bit per field that was ``None``, then the fields."""
 _HEADER = struct.Struct("<3d")
@@ -151,16 +153,14 @@ class GpuTickHistory:
 
 
 def _pack_sample(sample: GpuSample) -> bytes:
+    values = list(_READ(sample))
     mask = 0
-    values: list[Any] = []
-    for bit, name in enumerate(_NAMES):
-        value = getattr(sample, name)
+    for bit, value in enumerate(values):
         if value is None:
             mask |= 1 << bit
-            value = 0.0 if name in _FLOATS else 0
-        elif name not in _FLOATS and not isinstance(value, int):
-            raise TypeError(f"{name} is not an int")
-        values.append(value)
+            values[bit] = 0
+        elif type(value) is float and bit not in _FLOAT_BITS:
+            raise TypeError(f"{_NAMES[bit]} is not an int")
     return _SAMPLE.pack(mask, *values)
 
 

@@ -35,7 +35,8 @@ class MetricsReader:
     def __init__(self, wanted: Iterable[str]) -> None:
         self.wanted: tuple[str, ...] = tuple(sorted(set(wanted)))
         self._decided: dict[str, int] = {}
-        self._series: dict[str, tuple[str, dict[str, str], str]] = {}
+        self._series: dict[str, Sample] = {}
+        """Series text (the line up to its value) -> the last sample read from it."""
 
     def parse(self, text: str) -> Scrape:
         """The samples of the wanted families in ``text`` (see :class:`Scrape`)."""
@@ -97,7 +98,8 @@ class MetricsReader:
             lines.pop()
         split = [line.rpartition(" ") for line in lines]
         cache = self._series
-        known = [cache.get(parts[0]) for parts in split]
+        series = [parts[0] for parts in split]
+        known = [cache.get(name) for name in series]
         numbers = [parts[2] for parts in split]
         values: list[float] | None = None
         if None not in known and "_" not in "".join(numbers):
@@ -110,12 +112,13 @@ class MetricsReader:
                 self._line(line, state)
             return
         make = tuple.__new__
-        state.samples.extend(
-            [
-                make(Sample, (k[0], k[1], v, k[2]))  # type: ignore[index]
-                for k, v in zip(known, values, strict=True)
-            ]
-        )
+        # A series whose value did not move keeps its sample (idle engines, settled buckets).
+        samples = [
+            k if k[2] == v else make(Sample, (k[0], k[1], v, k[3]))  # type: ignore[index]
+            for k, v in zip(known, values, strict=True)
+        ]
+        cache.update(zip(series, samples, strict=True))
+        state.samples.extend(samples)
 
     def _line(self, line: str, state: _State) -> None:
         """One line the fast path could not take: decide by name, parse with the parser."""
@@ -163,7 +166,7 @@ class MetricsReader:
                 state.samples.append(sample)
             if len(got) == 1 and s.timestamp is None:
                 # what precedes the last space of the line is the series, the rest its value
-                self._series[line.rpartition(" ")[0]] = (s.name, labels, key)
+                self._series[line.rpartition(" ")[0]] = sample
         return True
 
 

@@ -78,12 +78,17 @@ def _row(
     def cold() -> object:
         return MetricsReader(wanted).parse(text)
 
+    # a live watch reads a text whose numbers moved since the last scrape: alternate two
+    texts = [before, text]
+
     def warm() -> object:
-        return reader.parse(text)
+        texts.reverse()
+        return reader.parse(texts[0])
 
     def warm_window() -> object:
+        texts.reverse()
         b = WindowBuilder()
-        spoken.derive_window(b, reader.parse(text), prev, 1.0, info)
+        spoken.derive_window(b, reader.parse(texts[0]), prev, 1.0, info)
         return b
 
     few = max(3, repeats // 5)
