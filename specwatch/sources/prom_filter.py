@@ -11,6 +11,7 @@ goes to the parser again, so what the parser rejects is still reported as unpars
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import cast
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -113,9 +114,10 @@ class MetricsReader:
             return
         make = tuple.__new__
         # A series whose value did not move keeps its sample (idle engines, settled buckets).
+        found = cast("list[Sample]", known)  # no None in it: checked above
         samples = [
-            k if k[2] == v else make(Sample, (k[0], k[1], v, k[3]))  # type: ignore[index]
-            for k, v in zip(known, values, strict=True)
+            k if k[2] == v else make(Sample, (k[0], k[1], v, k[3]))
+            for k, v in zip(found, values, strict=True)
         ]
         cache.update(zip(series, samples, strict=True))
         state.samples.extend(samples)
