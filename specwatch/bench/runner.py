@@ -308,7 +308,7 @@ async def run_benchmark(
     if metrics is None and info.metrics_enabled:
         from specwatch.sources.metrics import MetricsWatcher
 
-        metrics = MetricsWatcher(client, info)
+        metrics = MetricsWatcher(client, info, only_used=False)
     recorder = GpuRecorder(sampler, config.gpu_interval_s)
     bench = _Benchmark(
         client, info, config, prompt_list, recorder, metrics, on_event, cancel, clock

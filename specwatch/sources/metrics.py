@@ -19,6 +19,7 @@ from specwatch.sources.dialects import dialect_for
 from specwatch.sources.dialects.llamacpp import END_ONLY as LLAMACPP_END_ONLY
 from specwatch.sources.limits import METRICS_LIMIT_BYTES
 from specwatch.sources.prom import Scrape, parse_metrics, series_key
+from specwatch.sources.prom_filter import MetricsReader
 from specwatch.sources.untrusted import clean_notes
 from specwatch.sources.window_builder import QUANTILES, WindowBuilder
 
@@ -56,18 +57,44 @@ class _Snapshot:
 
 
 class MetricsWatcher:
-    """Scrapes ``/metrics`` and turns pairs of scrapes into :class:`MetricsWindow` readings."""
+    """Scrapes ``/metrics`` and turns pairs of scrapes into :class:`MetricsWindow` readings.
+
+    Args:
+        client: The server's client.
+        info: What detection found (the dialect decides which series are read).
+        clock: Monotonic seconds for window times.
+        only_used: Parse only the families the dialect reads (``wanted_families``); the
+            benchmark, which keeps every counter's delta, passes ``False``.
+    """
 
     def __init__(
-        self, client: ServerClient, info: ServerInfo, clock: Callable[[], float] = time.monotonic
+        self,
+        client: ServerClient,
+        info: ServerInfo,
+        clock: Callable[[], float] = time.monotonic,
+        only_used: bool = True,
     ) -> None:
         self.client = client
         self.info = info
         self.clock = clock
-        self.last_counters: Mapping[str, float] = {}
-        """Summed raw counters of the last good scrape (see :func:`summed_counters`)."""
         self.last_scrape: Scrape | None = None
         self._prev: _Snapshot | None = None
+        wanted = dialect_for(info.dialect).wanted_families
+        self._reader = MetricsReader(wanted) if only_used and wanted else None
+        self._counters: tuple[Scrape | None, Mapping[str, float]] = (None, {})
+
+    @property
+    def last_counters(self) -> Mapping[str, float]:
+        """Summed raw counters of the last good scrape (see :func:`summed_counters`).
+
+        Worked out when asked (the benchmark asks twice a run; the live watch never does).
+        """
+        scrape = self.last_scrape
+        if scrape is None:
+            return {}
+        if self._counters[0] is not scrape:
+            self._counters = (scrape, summed_counters(scrape))
+        return self._counters[1]
 
     def reset(self) -> None:
         """Forget the previous scrape: the next one starts a fresh window."""
@@ -100,7 +127,8 @@ class MetricsWatcher:
                 return MetricsWindow(
                     t=t, dt=0.0, notes=self._status_notes(response.status_code, response.text)
                 )
-            scrape = parse_metrics(response.text)
+            text = response.text
+            scrape = self._reader.parse(text) if self._reader else parse_metrics(text)
             header = response.headers.get("Process-Start-Time-Unix")
             return self._window(t, scrape, header)
         except Exception as exc:  # a bug here must not take the monitor down
@@ -145,7 +173,6 @@ class MetricsWatcher:
         dialect.derive_window(b, scrape, None if start is None else start.scrape, dt, self.info)
         self._prev = snap
         self.last_scrape = scrape
-        self.last_counters = summed_counters(scrape)
         return MetricsWindow(
             t=t, dt=dt, restarted=restarted, sources=b.sources, notes=b.notes, **b.values
         )

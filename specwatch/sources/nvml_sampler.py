@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
-from specwatch.core.ring import Ring
+from specwatch.core.tick_history import GpuTickHistory
 from specwatch.sources.nvml_binding import describe, real_nvml
 from specwatch.sources.nvml_reads import SLOW_REFRESH_S, GpuState, NvmlReader
 
@@ -62,7 +62,7 @@ class GpuSampler:
         self.on_tick = on_tick
         """Called on the sampler thread after each background tick (may be replaced)."""
         self._clock = clock
-        self._history: Ring[GpuTick] = Ring(history)
+        self._history = GpuTickHistory(history)
         self._poll_lock = threading.Lock()
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -220,8 +220,8 @@ class GpuSampler:
     # --- history -------------------------------------------------------------------------
 
     @property
-    def history(self) -> Ring[GpuTick]:
-        """The bounded tick history, oldest first."""
+    def history(self) -> GpuTickHistory:
+        """The bounded tick history, oldest first (packed: a tick is rebuilt when read)."""
         return self._history
 
     def ticks_since(self, t: float) -> list[GpuTick]:

@@ -10,6 +10,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -19,13 +20,14 @@ REPLICA_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank")
 LabelMatch = Mapping[str, "str | re.Pattern[str]"]
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One exposed sample."""
+class Sample(NamedTuple):
+    """One exposed sample (a named tuple: a scrape makes thousands, a tuple is cheap to make)."""
 
     name: str
     labels: Mapping[str, str]
     value: float
+    key: str = ""
+    """The series as text (see :func:`series_key`); empty when not worked out yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,22 +86,37 @@ class Scrape:
     """Declared family types by family name (as the parser names them, ``_total`` stripped)."""
     error: str | None = None
     """What could not be parsed (the samples above are everything that could)."""
+    _by_name: dict[str, list[Sample]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # A dialect asks for a few dozen names per scrape; an index beats a scan per question.
+        index: dict[str, list[Sample]] = {}
+        for s in self.samples:
+            got = index.get(s.name)
+            if got is None:
+                index[s.name] = [s]
+            else:
+                got.append(s)
+        object.__setattr__(self, "_by_name", index)
 
     def names(self) -> set[str]:
         """All sample names present."""
-        return {s.name for s in self.samples}
+        return set(self._by_name)
 
     def has(self, name: str) -> bool:
         """Whether any sample is named ``name``."""
-        return any(s.name == name for s in self.samples)
+        return name in self._by_name
 
     def has_prefix(self, prefix: str) -> bool:
         """Whether any sample name starts with ``prefix``."""
-        return any(s.name.startswith(prefix) for s in self.samples)
+        return any(name.startswith(prefix) for name in self._by_name)
 
     def select(self, name: str, where: LabelMatch | None = None) -> list[Sample]:
         """Samples named ``name`` whose labels match ``where`` (exact strings or regexes)."""
-        return [s for s in self.samples if s.name == name and _matches(s.labels, where)]
+        found = self._by_name.get(name, [])
+        if not where:
+            return list(found)
+        return [s for s in found if _matches(s.labels, where)]
 
     def total(self, name: str, where: LabelMatch | None = None) -> float | None:
         """Sum over engines / DP ranks of ``name``; replicated TP/PP/EP ranks counted once.
@@ -150,10 +167,17 @@ class Scrape:
 
 def series_key(sample: Sample) -> str:
     """A stable text key for one series: ``name{a="1",b="2"}``."""
-    if not sample.labels:
-        return sample.name
-    inner = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
-    return f"{sample.name}{{{inner}}}"
+    if sample.key:
+        return sample.key
+    return make_series_key(sample.name, sample.labels)
+
+
+def make_series_key(name: str, labels: Mapping[str, str]) -> str:
+    """The text of :func:`series_key` for ``name`` and ``labels``."""
+    if not labels:
+        return name
+    inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    return f"{name}{{{inner}}}"
 
 
 def _matches(labels: Mapping[str, str], where: LabelMatch | None) -> bool:
@@ -181,6 +205,9 @@ def _rank_key(labels: Mapping[str, str]) -> tuple[int, ...]:
 
 def _dedupe_replicas(samples: Iterable[Sample]) -> list[Sample]:
     """Keep, of series that differ only in replica labels, the lowest-ranked one."""
+    chosen = list(samples)
+    if not any(label in s.labels for s in chosen for label in REPLICA_LABELS):
+        return chosen
     best: dict[tuple[tuple[str, str], ...], Sample] = {}
     for s in samples:
         group = tuple(sorted((k, v) for k, v in s.labels.items() if k not in REPLICA_LABELS))
@@ -196,7 +223,8 @@ def _families(text: str) -> tuple[list[Sample], dict[str, str]]:
     for family in text_string_to_metric_families(text):
         types[family.name] = family.type
         for s in family.samples:
-            samples.append(Sample(s.name, dict(s.labels), float(s.value)))
+            labels = dict(s.labels)
+            samples.append(Sample(s.name, labels, float(s.value), make_series_key(s.name, labels)))
     return samples, types
 
 
@@ -234,15 +262,20 @@ def parse_metrics(text: str) -> Scrape:
         samples.extend(got)
         for fam, typ in got_types.items():
             types.setdefault(fam, typ)
-    shown = bad[0] if bad else ""
-    if len(shown) > 60:
-        shown = shown[:57] + "..."
     error = (
-        f"{len(bad)} unparseable line(s) in /metrics, first: {shown!r}"
+        unparseable_note(bad)
         if bad
         else f"/metrics parse error ({first_error}); recovered line by line"
     )
     return Scrape(tuple(samples), types, error)
+
+
+def unparseable_note(bad: list[str]) -> str:
+    """What a scrape says about the lines it could not parse (``bad`` is not empty)."""
+    shown = bad[0]
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return f"{len(bad)} unparseable line(s) in /metrics, first: {shown!r}"
 
 
 def _type_header_for(name: str, type_line: Mapping[str, str]) -> str:
@@ -267,6 +300,8 @@ __all__ = [
     "LabelMatch",
     "Sample",
     "Scrape",
+    "make_series_key",
     "parse_metrics",
     "series_key",
+    "unparseable_note",
 ]

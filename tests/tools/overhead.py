@@ -54,14 +54,14 @@ SIM_CPU = [0.0]
 """CPU seconds spent inside the simulated GPUs' physics (FakeNvml -> SimGpus.states)."""
 
 
-def _sources(url: str) -> Any:
+def _sources(url: str, count: int = 8) -> Any:
     """The live sources; the simulated GPUs' own CPU is metered so it can be taken out."""
     from specwatch.session import LiveSession, NvmlGpuSource
     from specwatch.sim.fake_nvml import FakeNvml
     from specwatch.sim.gpus import SimGpus
     from specwatch.sources.endpoint import parse_endpoint
 
-    gpus = SimGpus(count=8, start_t=time.monotonic())
+    gpus = SimGpus(count=count, start_t=time.monotonic())
     gpus.advance_to(time.monotonic(), load=0.9)
     states = gpus.states
 
@@ -109,11 +109,11 @@ def _report(path: Path, cpu_s: float, wall_s: float, sim_s: float, extra: dict[s
     path.write_text(json.dumps(data))
 
 
-def child_app(url: str, seconds: float, report: Path) -> None:
+def child_app(url: str, seconds: float, report: Path, count: int = 8) -> None:
     """The full TUI; measures itself between WARMUP_S and WARMUP_S + seconds after mounting."""
     from specwatch.ui.app import AppSettings, SpecwatchApp
 
-    sources = _sources(url)
+    sources = _sources(url, count)
     app = SpecwatchApp(AppSettings(watch_terminal=False), sources)
     if os.environ.get("SPECWATCH_NO_REDRAW"):  # for finding where the time goes
         app.redraw = lambda: None  # type: ignore[method-assign]
@@ -150,9 +150,9 @@ def child_app(url: str, seconds: float, report: Path) -> None:
         sources.stop()
 
 
-def child_bare(url: str, seconds: float, report: Path) -> None:
+def child_bare(url: str, seconds: float, report: Path, count: int = 8) -> None:
     """The same live session without a UI: sampler thread plus the scrape loop; events dropped."""
-    sources = _sources(url)
+    sources = _sources(url, count)
     counts: dict[str, int] = {}
 
     def sink(message: object) -> None:
@@ -163,9 +163,11 @@ def child_bare(url: str, seconds: float, report: Path) -> None:
         sources.subscribe(sink)
         sources.start()
         await asyncio.sleep(WARMUP_S)
+        prof = _profile_start()
         cpu0, t0, sim0 = time.process_time(), time.monotonic(), SIM_CPU[0]
         await asyncio.sleep(seconds)
         cpu, wall, sim = time.process_time() - cpu0, time.monotonic() - t0, SIM_CPU[0] - sim0
+        _profile_stop(prof)
         _report(report, cpu, wall, sim, {"messages": counts})
         await sources.aclose()
 
@@ -175,7 +177,24 @@ def child_bare(url: str, seconds: float, report: Path) -> None:
         sources.stop()
 
 
-def start_sim() -> tuple[subprocess.Popen[str], str]:
+def _profile_start() -> Any:
+    """cProfile of this thread when ``SPECWATCH_PROFILE=FILE`` is set (the event loop's)."""
+    if not os.environ.get("SPECWATCH_PROFILE"):
+        return None
+    import cProfile
+
+    prof = cProfile.Profile()
+    prof.enable()
+    return prof
+
+
+def _profile_stop(prof: Any) -> None:
+    if prof is not None:
+        prof.disable()
+        prof.dump_stats(os.environ["SPECWATCH_PROFILE"])
+
+
+def start_sim(dialect: str = "sglang") -> tuple[subprocess.Popen[str], str]:
     """``specwatch sim`` in its own process; returns it and its URL."""
     cmd = [
         sys.executable,
@@ -188,6 +207,8 @@ def start_sim() -> tuple[subprocess.Popen[str], str]:
         "8",
         "--background",
         "3",
+        "--dialect",
+        dialect,
     ]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, env=_env())
     assert proc.stdout is not None
@@ -203,12 +224,14 @@ def _env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(ROOT), TERM="xterm-256color", COLORTERM="truecolor")
 
 
-def run_child(mode: str, url: str, seconds: float, size: tuple[int, int]) -> dict[str, Any]:
+def run_child(
+    mode: str, url: str, seconds: float, size: tuple[int, int], gpus: int = 8
+) -> dict[str, Any]:
     """Run one measurement in a child (the app on a pty of ``size``); return its report."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         args = [sys.executable, __file__, "--child", mode, "--url", url]
-        args += ["--seconds", str(seconds), "--report", str(report)]
+        args += ["--seconds", str(seconds), "--report", str(report), "--gpus", str(gpus)]
         pid, fd = pty.fork()
         if pid == 0:
             os.execve(sys.executable, args, _env())
@@ -257,26 +280,27 @@ def main() -> int:
     p.add_argument("--url", help=argparse.SUPPRESS)
     p.add_argument("--report", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument("--gpus", type=int, default=8, help="simulated GPUs the monitor reads")
     args = p.parse_args()
     if args.child == "app":
-        child_app(args.url, args.seconds, args.report)
+        child_app(args.url, args.seconds, args.report, args.gpus)
         return 0
     if args.child == "bare":
-        child_bare(args.url, args.seconds, args.report)
+        child_bare(args.url, args.seconds, args.report, args.gpus)
         return 0
 
     sim, url = start_sim()
     try:
         size = (args.width, args.height)
-        bare = run_child("bare", url, args.seconds, size)
-        app = run_child("app", url, args.seconds, size)
+        bare = run_child("bare", url, args.seconds, size, args.gpus)
+        app = run_child("app", url, args.seconds, size, args.gpus)
     finally:
         sim.terminate()
         sim.wait(10)
     result: dict[str, Any] = {
         "seconds": args.seconds,
         "size": f"{args.width}x{args.height}",
-        "gpus": 8,
+        "gpus": args.gpus,
     }
     for name, r in (("app", app), ("bare", bare)):
         per_min = 60.0 / r["wall_s"]
@@ -298,7 +322,7 @@ def main() -> int:
 def print_table(result: dict[str, Any], out_bytes_s: float) -> None:
     """The figures as a small table."""
     secs, size = result["seconds"], result["size"]
-    print(f"specwatch overhead: {secs:.0f} s measured per mode at {size}, 8 GPUs,")
+    print(f"specwatch overhead: {secs:.0f} s measured per mode at {size}, {result['gpus']} GPUs,")
     print("GPU sampling 1 s, /metrics 1 s; simulator server in its own process (not counted);")
     print("the simulated GPUs' physics inside FakeNvml metered and taken out (shown apart)")
     print(f"{'':22}{'CPU s/min':>10}{'% of a core':>13}{'peak RSS':>11}{'sim GPUs':>10}")

@@ -68,6 +68,9 @@ class ServerDialect(abc.ABC):
     """The reason shown when metrics are off."""
     stream_in_bursts: ClassVar[bool] = False
     """Events of one verify step arrive as a burst (one event per token), not one chunk."""
+    wanted_families: ClassVar[tuple[str, ...]] = ()
+    """``/metrics`` family names or name prefixes the live watch reads; the rest of a scrape is
+    skipped unparsed. Empty: keep everything."""
 
     async def recognize(self, client: ServerClient) -> bool:
         """Whether endpoints only this server has answer (used when ``owned_by`` is generic)."""

@@ -159,6 +159,18 @@ class LlamaCppDialect(ServerDialect):
     dialect = Dialect.LLAMACPP
     owned_by: ClassVar[tuple[str, ...]] = ("llamacpp", "llama.cpp", "llama-cpp")
     fingerprint_order = 10
+    wanted_families: ClassVar[tuple[str, ...]] = tuple(
+        _L + name
+        for name in (
+            "requests_processing",
+            "requests_deferred",
+            "tokens_predicted",
+            "prompt_tokens",
+            "prompt_seconds",
+            "n_decode",
+            "spec_decode_",
+        )
+    )
     metrics_off_statuses: ClassVar[tuple[int, ...]] = (404, 501)
     metrics_off_text = REASON_METRICS
     stream_in_bursts = True

@@ -130,6 +130,30 @@ class SGLangDialect(ServerDialect):
     dialect = Dialect.SGLANG
     owned_by: ClassVar[tuple[str, ...]] = ("sglang",)
     fingerprint_order = 20
+    wanted_families: ClassVar[tuple[str, ...]] = tuple(
+        _S + name
+        for name in (
+            "num_running_reqs",
+            "num_queue_reqs",
+            "generation_tokens",
+            "prompt_tokens",
+            "num_requests",
+            "realtime_tokens",
+            "spec_accept_length",
+            "spec_accept_rate",
+            "spec_verify_calls",
+            "cuda_graph_passes",
+            "gen_throughput",
+            "inter_token_latency_seconds",
+            "time_per_output_token_seconds",
+            "request_time_per_output_token_seconds",
+            "time_to_first_token_seconds",
+            "e2e_request_latency_seconds",
+            "queue_time_seconds",
+            "token_usage",
+            "cache_hit_rate",
+        )
+    )
     metrics_off_statuses: ClassVar[tuple[int, ...]] = (404,)
     metrics_off_text = REASON_METRICS
 

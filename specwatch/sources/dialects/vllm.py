@@ -115,6 +115,27 @@ class VllmDialect(ServerDialect):
     dialect = Dialect.VLLM
     owned_by: ClassVar[tuple[str, ...]] = ("vllm",)
     fingerprint_order = 30
+    wanted_families: ClassVar[tuple[str, ...]] = tuple(
+        _V + name
+        for name in (
+            "num_requests_running",
+            "num_requests_waiting",
+            "generation_tokens",
+            "prompt_tokens",
+            "request_success",
+            "spec_decode_",
+            "inter_token_latency_seconds",
+            "time_per_output_token_seconds",
+            "request_time_per_output_token_seconds",
+            "time_to_first_token_seconds",
+            "e2e_request_latency_seconds",
+            "request_queue_time_seconds",
+            "kv_cache_usage_perc",
+            "gpu_cache_usage_perc",
+            "prefix_cache_",
+            "gpu_prefix_cache_",
+        )
+    )
 
     async def recognize(self, client: ServerClient) -> bool:
         """A ``/version`` answer with a version string."""

@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+"""Every cost figure of issue 13 with its target and PASS/MISS, in one run.
+
+    .venv/bin/python tests/tools/cost_report.py            # 60 s per CPU mode (about 12 min)
+    .venv/bin/python tests/tools/cost_report.py --quick    # 10 s per mode, memory over 1 h
+
+Figures: the whole app at 160x48 with 8 GPUs at 1 s (``overhead.py``'s app child), sampling
+without UI, 64 GPUs (8x the simulated GPUs: eight nodes' worth), the ``/metrics`` read
+(``metrics_parse_bench.py``), RSS growth over 10^6 GPU samples (``memory_growth.py``),
+``--help`` time and the first frame of ``specwatch --url`` beside ``python -c pass``, the
+benchmark client's chunk rate beside a bare httpx + orjson loop (``chunk_rate.py``), and
+vllmstat 0.9.1 side by side on the same simulated vLLM, each pinned to the same core in turn.
+CPU figures exclude the simulated GPUs' own physics (see ``overhead.py``); absolute figures
+move between machines and with other load on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import pty
+import re
+import select
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.tools import (  # noqa: E402
+    chunk_rate,
+    memory_growth,
+    metrics_parse_bench,
+    overhead,
+    startup_time,
+)
+
+SIZE = (160, 48)
+VLLMSTAT = "vllmstat==0.9.1"
+VENV = Path.home() / ".cache" / "specwatch-bench" / "vllmstat-0.9.1"
+Row = tuple[str, str, str, "bool | None"]
+"""figure, value, target, verdict (``None``: skipped, the value says why)."""
+
+
+def _verdict(ok: bool | None) -> str:
+    return "SKIP" if ok is None else ("PASS" if ok else "MISS")
+
+
+def cpu_rows(seconds: float) -> list[Row]:
+    """Whole app and sampling without UI at 8 GPUs; the app at 64 GPUs."""
+    sim, url = overhead.start_sim()
+    try:
+        bare = overhead.run_child("bare", url, seconds, SIZE, 8)
+        app = overhead.run_child("app", url, seconds, SIZE, 8)
+        app64 = overhead.run_child("app", url, seconds, SIZE, 64)
+    finally:
+        sim.terminate()
+        sim.wait(10)
+    rows: list[Row] = []
+    for label, r, target in (
+        ("whole app, 160x48, 8 GPUs, 1 s", app, 1.0),
+        ("sampling without UI, 8 GPUs", bare, 0.4),
+        ("whole app, 64 GPUs (8 nodes)", app64, 2.0),
+    ):
+        pct = (r["cpu_s"] - r["sim_gpu_cpu_s"]) / r["wall_s"] * 100.0
+        value = f"{pct:.2f}% of a core, peak RSS {r['peak_rss_mib']:.0f} MiB"
+        rows.append((label, value, f"<= {target:.1f}%", pct <= target))
+    return rows
+
+
+def metrics_rows(quick: bool) -> list[Row]:
+    """µs per scrape, filtered and full, for 19 KB and 400 KB."""
+    rows: list[Row] = []
+    data = metrics_parse_bench.measure(quick)
+    for r in data:
+        value = (
+            f"{r['steady_us']:.0f} µs (full parse {r['full_us']:.0f} µs, "
+            f"{r['kept']}/{r['lines']} samples kept)"
+        )
+        big = r is max(data, key=lambda x: x["bytes"])
+        target = f"<= {metrics_parse_bench.TARGET_400KB_US:.0f} µs" if big else "-"
+        ok = r["steady_us"] <= metrics_parse_bench.TARGET_400KB_US if big else True
+        rows.append(
+            (f"/metrics read, {r['bytes'] / 1024:.0f} KB ({r['label']})", value, target, ok)
+        )
+    return rows
+
+
+def memory_row(quick: bool) -> Row:
+    """RSS growth over 10^6 GPU samples (``--quick``: one simulated hour)."""
+    r = memory_growth.measure(3600 * memory_growth.GPUS if quick else 10**6)
+    value = f"+{r['growth_mb']:.1f} MB over {r['gpu_samples']:,} GPU samples"
+    ok = r["growth_mb"] < memory_growth.TARGET_MB
+    return ("RSS growth", value, f"< {memory_growth.TARGET_MB:.0f} MB", ok)
+
+
+def start_rows() -> list[Row]:
+    """``--help`` and the first frame, each beside ``python -c pass``."""
+    env = overhead._env()
+    bare = startup_time._median_wall_s([sys.executable, "-c", "pass"], env)
+    helped = startup_time._median_wall_s([sys.executable, "-m", "specwatch", "--help"], env)
+    rows: list[Row] = [
+        (
+            "specwatch --help",
+            f"{helped:.3f} s (python -c pass {bare:.3f} s)",
+            f"<= {startup_time.TARGET_S:.1f} s",
+            helped <= startup_time.TARGET_S,
+        )
+    ]
+    sim, url = overhead.start_sim()
+    try:
+        frames = [first_frame_s(url) for _ in range(3)]
+    finally:
+        sim.terminate()
+        sim.wait(10)
+    known = sorted(f for f in frames if f is not None)
+    if not known:
+        rows.append(("first frame of specwatch --url", "no frame seen in 10 s", "<= 0.6 s", False))
+    else:
+        frame = known[len(known) // 2]
+        value = f"{frame:.3f} s (median of {len(known)}; python -c pass {bare:.3f} s)"
+        rows.append(("first frame of specwatch --url", value, "<= 0.6 s", frame <= 0.6))
+    return rows
+
+
+def first_frame_s(url: str) -> float | None:
+    """Seconds from exec to the GPU pane's title on a 160x48 pseudo-terminal."""
+    argv = [sys.executable, "-m", "specwatch", "--url", url]
+    t0 = time.perf_counter()
+    pid, fd = _spawn(argv, None)
+    seen = b""
+    found: float | None = None
+    try:
+        while time.perf_counter() - t0 < 10.0:
+            ready, _, _ = select.select([fd], [], [], 0.05)
+            if ready:
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except OSError:
+                    break
+                seen = seen[-64:] + chunk
+                if b"GPUs" in seen:
+                    found = time.perf_counter() - t0
+                    break
+    finally:
+        _stop(pid, fd)
+    return found
+
+
+def _spawn(argv: list[str], core: int | None) -> tuple[int, int]:
+    pid, fd = pty.fork()
+    if pid == 0:
+        if core is not None:
+            os.sched_setaffinity(0, {core})
+        os.execve(argv[0], argv, overhead._env())
+    import fcntl
+
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGWINCH)
+    return pid, fd
+
+
+def _stop(pid: int, fd: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            while select.select([fd], [], [], 0)[0] and os.read(fd, 1 << 16):
+                pass
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    os.close(fd)
+
+
+def _proc_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def watch_cost(argv: list[str], seconds: float, core: int) -> tuple[float, float]:
+    """CPU % of one core and RSS (MiB) of a monitor on a 160x48 pty, pinned to ``core``."""
+    pid, fd = _spawn(argv, core)
+    try:
+        t_end = time.monotonic() + overhead.WARMUP_S + seconds
+        start: tuple[float, float] | None = None
+        while time.monotonic() < t_end:
+            if start is None and time.monotonic() >= t_end - seconds:
+                start = (_proc_cpu_s(pid), time.monotonic())
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if ready:
+                try:
+                    os.read(fd, 1 << 16)
+                except OSError:
+                    break
+        if start is None:
+            raise RuntimeError(f"{argv[0]} ended before the measured window")
+        cpu = _proc_cpu_s(pid) - start[0]
+        wall = time.monotonic() - start[1]
+        rss = _proc_rss_mib(pid)
+    finally:
+        _stop(pid, fd)
+    return cpu / wall * 100.0, rss
+
+
+def vllmstat_rows(seconds: float) -> list[Row]:
+    """specwatch beside vllmstat 0.9.1 on one simulated vLLM, each pinned to core 0."""
+    label = "beside vllmstat 0.9.1 (CPU ratio)"
+    exe = _vllmstat()
+    if isinstance(exe, str) and not exe.startswith("/"):
+        return [(label, f"not measured: {exe}", "<= 0.5x", None)]
+    sim, url = overhead.start_sim("vllm")
+    try:
+        core = min(os.sched_getaffinity(0))
+        theirs = watch_cost([exe, "-u", url, "-i", "1", "--no-gpu"], seconds, core)
+        ours = watch_cost(
+            [sys.executable, "-m", "specwatch", "--url", url, "--interval", "1"], seconds, core
+        )
+    finally:
+        sim.terminate()
+        sim.wait(10)
+    ratio = ours[0] / theirs[0] if theirs[0] > 0 else float("inf")
+    return [
+        (
+            label,
+            f"{ratio:.2f}x (specwatch {ours[0]:.2f}%, vllmstat {theirs[0]:.2f}% of core {core})",
+            "<= 0.5x",
+            ratio <= 0.5,
+        ),
+        (
+            "beside vllmstat 0.9.1 (RSS)",
+            f"specwatch {ours[1]:.0f} MiB, vllmstat {theirs[1]:.0f} MiB",
+            "<= vllmstat's",
+            ours[1] <= theirs[1],
+        ),
+    ]
+
+
+def _vllmstat() -> str:
+    """The vllmstat executable (installed into its own venv), or why there is none."""
+    exe = VENV / "bin" / "vllmstat"
+    if exe.exists():
+        return str(exe)
+    index = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", "vllmstat"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if not re.search(r"\b0\.9\.1\b", index.stdout):
+        return "pip index versions vllmstat does not list 0.9.1"
+    made = subprocess.run([sys.executable, "-m", "venv", str(VENV)], capture_output=True)
+    if made.returncode != 0:
+        return "could not create a venv for vllmstat"
+    pip = subprocess.run(
+        [str(VENV / "bin" / "pip"), "install", "-q", VLLMSTAT],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if pip.returncode != 0 or not exe.exists():
+        return f"pip install {VLLMSTAT} failed: {pip.stderr.strip()[-120:]}"
+    return str(exe)
+
+
+def chunk_rows(quick: bool) -> list[Row]:
+    """The benchmark client's chunk rate beside a bare httpx + orjson loop."""
+    r = chunk_rate.measure(quick)
+    ratio = r["ours_per_s"] / r["bare_per_s"]
+    value = (
+        f"{ratio:.2f}x ({r['ours_per_s']:,.0f} vs {r['bare_per_s']:,.0f} chunks/s "
+        f"offered {r['offered_per_s']:,.0f}/s)"
+    )
+    return [("bench client chunk rate", value, ">= 0.9x", ratio >= 0.9)]
+
+
+def main() -> int:
+    """Run every measurement and print the table; exit 1 when any figure misses."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--quick", action="store_true", help="10 s per CPU mode; memory over 1 h")
+    p.add_argument("--seconds", type=float, help="measured seconds per CPU mode")
+    p.add_argument("--skip-vllmstat", action="store_true", help="leave out the side by side")
+    args = p.parse_args()
+    seconds = args.seconds or (10.0 if args.quick else 60.0)
+    rows: list[Row] = []
+    steps: list[Any] = [
+        lambda: cpu_rows(seconds),
+        lambda: metrics_rows(args.quick),
+        lambda: [memory_row(args.quick)],
+        start_rows,
+        lambda: chunk_rows(args.quick),
+    ]
+    if not args.skip_vllmstat:
+        steps.append(lambda: vllmstat_rows(seconds))
+    for step in steps:
+        rows.extend(step())
+    print(f"specwatch cost, {'quick' if args.quick else 'full'} run, {seconds:.0f} s per CPU mode")
+    width = max(len(r[0]) for r in rows)
+    for name, value, target, ok in rows:
+        print(f"{name:<{width}}  {_verdict(ok):4}  {target:>15}  {value}")
+    return 1 if any(ok is False for _, _, _, ok in rows) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
