@@ -109,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_record = sub.add_parser("record", help="record the live session into a SQLite file")
     _add_server_args(p_record, url_required=False)
     add_record_arguments(p_record)
+    add_dcgm_argument(p_record)
     p_replay = sub.add_parser("replay", help="watch a recording in the TUI, with time controls")
     p_replay.add_argument("file", metavar="FILE", help="a recording")
     p_replay.add_argument("--theme", default="dark", help="as for the live monitor")

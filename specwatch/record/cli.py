@@ -98,8 +98,13 @@ def run_record(args: argparse.Namespace, err: TextIO | None = None) -> int:
     """Record until the duration ends or a signal arrives; returns the exit status."""
     err = err or sys.stderr
     from specwatch.record.recorder import Recorder
-    from specwatch.session import LiveSession, NvmlGpuSource
+    from specwatch.session import DcgmExporterGpuSource, LiveSession, NvmlGpuSource
+    from specwatch.session.gpu_source import GpuSource
     from specwatch.sources.endpoint import parse_endpoint
+
+    if isinstance(args.url, list):  # repeatable for a fleet; each server is recorded
+        args.url = list(args.url) or None
+    dcgm: list[str] = list(getattr(args, "dcgm", None) or [])
 
     if bool(args.url) == bool(args.demo):
         print("specwatch record: give a server with --url URL, or --demo", file=err)
@@ -111,15 +116,18 @@ def run_record(args: argparse.Namespace, err: TextIO | None = None) -> int:
             from specwatch.sim.fake_nvml import FakeNvml
 
             demo = start_demo(gpus=8)
-            endpoint = parse_endpoint(demo.url)
-            gpus = NvmlGpuSource(args.interval, nvml=FakeNvml(demo.world.gpus))
+            endpoints = [parse_endpoint(demo.url)]
+            gpus: GpuSource = NvmlGpuSource(args.interval, nvml=FakeNvml(demo.world.gpus))
         else:
-            endpoint = parse_endpoint(args.url, args.api_key)
+            urls = args.url if isinstance(args.url, list) else [args.url]
+            endpoints = [parse_endpoint(u, args.api_key) for u in urls]
             gpus = NvmlGpuSource(args.interval)
+        if dcgm:
+            gpus = DcgmExporterGpuSource(dcgm, args.interval)
     except ValueError as e:
         print(f"specwatch record: {e}", file=err)
         return EXIT_USAGE
-    session = LiveSession([endpoint], gpus, metrics_interval_s=args.interval, demo=demo)
+    session = LiveSession(endpoints, gpus, metrics_interval_s=args.interval, demo=demo)
     path = args.output or default_output()
     stopped: list[str] = []
     recorder = Recorder(
@@ -138,8 +146,9 @@ def run_record(args: argparse.Namespace, err: TextIO | None = None) -> int:
         return EXIT_USAGE
     until = f" for {args.duration:g}s" if args.duration else ""
     keep = f", keeping the last {args.retention:g}s" if args.retention else ""
+    servers = ", ".join(str(e) for e in endpoints)
     print(
-        f"specwatch record: recording {endpoint} into {path}{until}{keep}; Ctrl-C to stop",
+        f"specwatch record: recording {servers} into {path}{until}{keep}; Ctrl-C to stop",
         file=err,
         flush=True,
     )
