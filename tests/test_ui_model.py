@@ -54,6 +54,7 @@ def test_loading_ready_warmup_and_restart_marks() -> None:
     assert "attempt 2" in m.connection and not m.connection_ok
     m.set_ready(3.0, scene_server())
     kinds = [(mk.kind, mk.t0, mk.t1) for mk in m.marks]
+    # Refused at first (down), then the server said it was loading: one mark, now "loading".
     assert kinds == [("loading", 1.0, 3.0), ("warmup", 3.0, None)]
     assert m.marks[0].label == "loading #2 1s"
     # Warmup closes once two windows with traffic agree within 15%.

@@ -12,7 +12,7 @@ from specwatch.ui.modals import help_renderable
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes import SpeculationPane, VerifyPane
 from specwatch.ui.panes.verify import verify_text
-from specwatch.ui.render import TokenRateGraph
+from specwatch.ui.renderables import Reading, TokenRateGraph
 from specwatch.ui.scene import build_scene, scene_server
 from tests.test_ui_render import render_text
 
@@ -49,7 +49,9 @@ def test_missing_step_latency_is_named_not_dashed() -> None:
 
 def test_axis_top_covers_the_printed_current_rate() -> None:
     cw = TokenRateGraph.chart_width(60)
-    g = TokenRateGraph([400.0] * cw, [], [], [], 5, "5m", current=(723.7, None, None))
+    g = TokenRateGraph(
+        [400.0] * cw, [], [], [], 5, "5m", current=(Reading(723.7), Reading(None), Reading(None))
+    )
     text = render_text(g, 60)
     assert text[0].split()[0] == "800" and "723.7" in text[1]
 

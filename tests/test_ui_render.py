@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from specwatch.ui.render import (
+from specwatch.ui.renderables import (
     GPU_COLUMNS,
     Cell,
     GpuTable,
@@ -67,7 +67,7 @@ def test_columns_drop_by_priority_as_width_shrinks() -> None:
     wide = {c.key for c in choose_columns(200)}
     assert wide == {c.key for c in GPU_COLUMNS}
     at80 = {c.key for c in choose_columns(78)}
-    assert {"gpu", "bar", "sm", "temp", "power", "reasons", "pcie", "util"} <= at80
+    assert {"gpu", "deficit", "sm", "temp", "power", "reasons", "pcie", "util"} <= at80
     assert "memclk" not in at80
     at60 = {c.key for c in choose_columns(58)}
     assert {"gpu", "sm", "temp", "power", "reasons"} <= at60
@@ -78,11 +78,11 @@ def test_gpu_table_lines_fill_the_width_exactly() -> None:
     rows = [
         {
             "gpu": Cell("0"),
-            "bar": Cell("0.5"),
+            "deficit": Cell("−7%", "flag"),
             "sm": Cell("990"),
             "reasons": Cell("pwrcap", "warn"),
         },
-        {"gpu": Cell("1◂", "mark"), "bar": Cell("")},
+        {"gpu": Cell("1◂", "mark"), "deficit": Cell("")},
     ]
     for width in (58, 78, 158):
         lines = GpuTable(rows).lines(width)
@@ -108,7 +108,7 @@ def test_graph_has_exact_size_marks_and_labels() -> None:
     assert "tok/s" in text[0]
     assert text[1].rstrip().endswith(f"{cw - 1:.1f}")
     assert text[4].startswith("clk%") and "90%" in text[4]
-    assert text[5].startswith("hot°C") and "70°C" in text[5]
+    assert text[5].startswith("hot°C") and "70°" in text[5]
     # The run label claims its room first; the loading label falls back to its short form.
     assert "L#8 7s" in text[6] and "B1━" in text[6] and "R" in text[6]
 

@@ -14,6 +14,7 @@ from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 
 from specwatch.core.gpu import GpuInventory
+from specwatch.core.server import MetricsWindow
 from specwatch.ui.app import AppSettings, SpecwatchApp
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes import (
@@ -123,3 +124,22 @@ def test_verdict_line(snap_compare: SnapCompare, kind: str) -> None:
     model = build_scene(seconds=60, with_bench=False)
     model.verdict = verdict_scene(kind)
     assert snap_compare(PaneApp(VerdictLine, model), terminal_size=(160, 1))
+
+
+def stale_scene() -> MonitorModel:
+    """The scene, then 12 s of windows without a token rate or accept length (as llama.cpp
+    reports between the ends of requests): the last readings held, dimmed, with their age."""
+    model = build_scene(seconds=240, with_bench=False)
+    for i in range(1, 13):
+        t = 240.0 + i
+        model.add_window(MetricsWindow(t=t, dt=1.0, notes={"gen_tok_s": "no request ended"}))
+    return model
+
+
+def test_collapsed_gpus_80x24(snap_compare: SnapCompare) -> None:
+    model = build_scene(seconds=240, with_bench=False)
+    assert snap_compare(scene_app(model=model), terminal_size=(80, 24), run_before=settle)
+
+
+def test_stale_values_held(snap_compare: SnapCompare) -> None:
+    assert snap_compare(scene_app(model=stale_scene()), terminal_size=(100, 30), run_before=settle)

@@ -113,6 +113,7 @@ class SpecwatchApp(App[int]):
         Binding("w", "cycle_window", "Window"),
         Binding("b", "benchmark", "Bench"),
         Binding("r", "mark_reference", "Mark ref", show=False),
+        Binding("m", "sources", "Sources", show=False),
         # Listed in help and the palette; left out of the footer so that help and quit still
         # fit in the footer of a 60-column terminal.
         Binding("s", "save_svg", "Screenshot", show=False),

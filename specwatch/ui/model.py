@@ -7,7 +7,6 @@ and snapshot tests and screenshots fill it with deterministic data.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -17,11 +16,14 @@ from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
 from specwatch.core.ring import TimeSeries
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.session.live_verdict import LiveVerdict
+from specwatch.ui.model_checks import check_tick, check_window, is_number
 
 HISTORY = 4000
 """Points kept per series: over an hour at the default 1 s rate."""
-TREND = 48
-"""SM-clock samples kept per GPU for its small trend."""
+HOLD_S = 60.0
+"""A reading missing from newer windows is held (dimmed, with its age) for this long."""
+HELD = ("gen_tok_s", "accept_length", "draft_acceptance_rate")
+"""The window readings that are held rather than dropped when a window lacks them."""
 MARKS = 256
 
 WARMUP_MAX_S = 120.0
@@ -35,85 +37,12 @@ NVML_SMOOTHING = 0.2
 WINDOWS: dict[str, float] = {"1m": 60.0, "5m": 300.0, "15m": 900.0, "1h": 3600.0}
 
 
-WINDOW_NUMBERS = (
-    "t",
-    "dt",
-    "gen_tok_s",
-    "accept_length",
-    "draft_acceptance_rate",
-    "step_latency_s",
-    "step_latency_p50_s",
-    "step_latency_p90_s",
-    "step_latency_p99_s",
-    "lifetime_accept_length",
-    "lifetime_acceptance_rate",
-    "prompt_tok_s",
-    "requests_per_s",
-    "kv_cache_usage",
-    "prefix_cache_hit_rate",
-)
-SAMPLE_NUMBERS = (
-    "sm_clock_mhz",
-    "mem_clock_mhz",
-    "temp_c",
-    "hbm_temp_c",
-    "power_w",
-    "pstate",
-    "clock_event_reasons",
-    "util_gpu_pct",
-    "mem_used_bytes",
-    "mem_total_bytes",
-    "pcie_gen",
-    "pcie_width",
-)
-
-
-def _is_number(v: object) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def check_window(w: MetricsWindow) -> None:
-    """Refuse a window whose numbers are not numbers (a bad sample is skipped, never drawn).
-
-    Raises:
-        ValueError: Naming the first bad field.
-    """
-    if not isinstance(w, MetricsWindow):
-        raise ValueError(f"not a metrics window: {type(w).__name__}")
-    for name in WINDOW_NUMBERS:
-        v = getattr(w, name)
-        if v is not None and not _is_number(v):
-            raise ValueError(f"metrics window {name}={v!r}")
-    pos = w.per_position_acceptance
-    if pos is not None and not all(_is_number(p) for p in pos):
-        raise ValueError(f"metrics window per_position_acceptance={pos!r}")
-
-
-def check_tick(tick: GpuTick) -> None:
-    """Refuse a GPU tick whose samples are malformed.
-
-    Raises:
-        ValueError: Naming the first bad field.
-    """
-    if not isinstance(tick, GpuTick) or not _is_number(tick.t):
-        raise ValueError("not a GPU tick")
-    if not isinstance(tick.samples, tuple | list):
-        raise ValueError(f"GPU tick samples={tick.samples!r}")
-    for s in tick.samples:
-        if not isinstance(s, GpuSample) or not isinstance(s.index, int):
-            raise ValueError(f"not a GPU sample: {s!r}")
-        for name in SAMPLE_NUMBERS:
-            v = getattr(s, name)
-            if v is not None and not _is_number(v):
-                raise ValueError(f"GPU {s.index} {name}={v!r}")
-
-
 @dataclass(slots=True)
 class Mark:
     """A labelled span (or point, when ``t1 == t0``) on the token-rate time axis."""
 
     kind: str
-    """``"loading"``, ``"warmup"``, ``"restart"``, ``"bench"`` or ``"lost"``."""
+    """``"down"``, ``"loading"``, ``"warmup"``, ``"restart"``, ``"bench"`` or ``"lost"``."""
     t0: float
     t1: float | None
     """``None`` while the span is still open."""
@@ -151,13 +80,18 @@ class MonitorModel:
     def __init__(self, baseline_ms: float | None = None, baseline_source: str = "") -> None:
         self.inventory: GpuInventory | None = None
         self.tick: GpuTick | None = None
-        self.sm_trend: dict[int, deque[int | None]] = {}
+        self.sm_clock: dict[int, TimeSeries] = {}
+        """Each GPU's SM clock over time (its trend spans the graph's window)."""
         self.tok_s = TimeSeries(HISTORY)
         self.clock_pct = TimeSeries(HISTORY)
         self.hottest_c = TimeSeries(HISTORY)
         self.accept_length = TimeSeries(HISTORY)
         self.acceptance_rate = TimeSeries(HISTORY)
         self.marks: deque[Mark] = deque(maxlen=MARKS)
+        self.held: dict[str, tuple[float, float]] = {}
+        """The newest ``(t, value)`` of each of :data:`HELD`."""
+        self.bench_runs = 0
+        """Measured benchmark runs this session (marks are numbered across benchmarks)."""
         self.window: MetricsWindow | None = None
         """Latest window with a real interval (``dt > 0``)."""
         self.last_scrape: MetricsWindow | None = None
@@ -172,6 +106,8 @@ class MonitorModel:
         self.paused = False
         self.show_overhead = True
         """Show the monitor's own CPU and NVML cost (off for reproducible screenshots)."""
+        self.graph_window = "5m"
+        """The token-rate graph's window (one of :data:`WINDOWS`); the GPU trends span it too."""
         self.interval_s = 1.0
         """The GPU sampling interval, shown in the status line."""
         self.bench: BenchState | None = None
@@ -213,17 +149,17 @@ class MonitorModel:
         temps: list[float] = []
         max_clock = self._max_clocks()
         for s in tick.samples:
-            trend = self.sm_trend.get(s.index)
-            if trend is None:
-                trend = self.sm_trend[s.index] = deque(maxlen=TREND)
-            trend.append(s.sm_clock_mhz)
+            series = self.sm_clock.get(s.index)
+            if series is None:
+                series = self.sm_clock[s.index] = TimeSeries(HISTORY)
+            series.append(tick.t, None if s.sm_clock_mhz is None else float(s.sm_clock_mhz))
             frac = gpu_rules.clock_fraction(s.sm_clock_mhz, max_clock.get(s.index))
             if frac is not None:
                 pcts.append(100.0 * frac)
             if s.temp_c is not None:
                 temps.append(float(s.temp_c))
         cost = tick.cost_ms
-        if _is_number(cost):
+        if is_number(cost):
             prev = self.nvml_ms
             self.nvml_ms = cost if prev is None else prev + NVML_SMOOTHING * (cost - prev)
         self.clock_pct.append(tick.t, sum(pcts) / len(pcts) if pcts else None)
@@ -242,18 +178,25 @@ class MonitorModel:
     def set_waiting(
         self, t: float, state: str, attempt: int, elapsed_s: float, detail: str
     ) -> None:
-        """The server is not ready yet (refused, loading or erroring); open a loading mark."""
+        """The server is not ready yet (refused, loading or erroring): open a waiting mark.
+
+        The mark says ``loading`` only once the server says it is loading (HTTP 503); before
+        that it says ``down`` (a refused port may be a server loading, or one never started).
+        """
         self._advance(t)
         self.connection_ok = False
         self.connection = f"waiting: {state} (attempt {attempt}, {elapsed_s:.0f}s)"
         if detail:
             self.connection += f" {detail}"
-        label = f"loading #{attempt} {elapsed_s:.0f}s"
+        word = "loading" if state == "loading" else "down"
+        label = f"{word} #{attempt} {elapsed_s:.0f}s"
         if self._loading is None:
-            self._loading = Mark("loading", t, None, label)
+            self._loading = Mark(word, t, None, label)
             self.marks.append(self._loading)
         else:
-            self._loading.label = label
+            if state == "loading":
+                self._loading.kind = "loading"
+            self._loading.label = label.replace("down", self._loading.kind, 1)
         self.status_version += 1
         self.rate_version += 1
 
@@ -299,9 +242,9 @@ class MonitorModel:
             self._open_warmup(w.t)
         if w.dt > 0:
             self.window = w
-            self.tok_s.append(w.t, w.gen_tok_s)
-            self.accept_length.append(w.t, w.accept_length)
-            self.acceptance_rate.append(w.t, w.draft_acceptance_rate)
+            self.tok_s.append(w.t, self._hold(w, "gen_tok_s"))
+            self.accept_length.append(w.t, self._hold(w, "accept_length"))
+            self.acceptance_rate.append(w.t, self._hold(w, "draft_acceptance_rate"))
             self._track_warmup(w)
         if "error" in w.notes and self.connection_ok:
             self.connection = f"scrape error: {w.notes['error']}"
@@ -310,6 +253,31 @@ class MonitorModel:
         self.rate_version += 1
         self.spec_version += 1
         self.status_version += 1
+
+    def _hold(self, w: MetricsWindow, name: str) -> float | None:
+        """The window's reading, else the last one while it is younger than :data:`HOLD_S`.
+
+        llama.cpp counts tokens when a request ends, so a window in which none ended has no
+        rate: the last rate holds until the counters move again instead of flipping to a gap.
+        """
+        v: float | None = getattr(w, name)
+        if v is not None:
+            self.held[name] = (w.t, v)
+            return v
+        last = self.held.get(name)
+        if last is None or w.t - last[0] > HOLD_S or w.restarted:
+            self.held.pop(name, None)
+            return None
+        return last[1]
+
+    def reading(self, name: str) -> tuple[float | None, float | None]:
+        """``(value, age)`` of a held reading: age ``None`` when the newest window measured it."""
+        last = self.held.get(name)
+        if last is None:
+            return (None, None)
+        w = self.window
+        age = None if w is None or w.t <= last[0] else self.now - last[0]
+        return (last[1], age)
 
     def _track_warmup(self, w: MetricsWindow) -> None:
         mark = self._warmup
@@ -360,7 +328,8 @@ class MonitorModel:
             if self._bench_warm is not None:
                 self._bench_warm.t1 = t
                 self._bench_warm = None
-            self._bench_run = Mark("bench", t, None, f"B{index}")
+            self.bench_runs += 1
+            self._bench_run = Mark("bench", t, None, f"B{self.bench_runs}")
             self.marks.append(self._bench_run)
         elif kind == "run_done":
             if tok_s is not None:

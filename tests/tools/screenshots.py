@@ -3,6 +3,9 @@
 
     .venv/bin/python tests/tools/screenshots.py            # SVG + PNG for every theme, and 80x24
 
+It also draws the story (``specwatch-story``): the demo's ``drift`` scenario after the drift,
+the live verdict saying the GPU state explains the slowdown.
+
 The simulator (8 GPUs, SGLang dialect, EAGLE-3, seed 0) runs on a ManualClock: the script moves
 the clock one second at a time, samples the fake NVML and scrapes ``/metrics`` over HTTP exactly
 as the live app does, restarts the server once, runs a short benchmark (its runs are marked on
@@ -31,6 +34,7 @@ from specwatch.bench.runner import BenchConfig, BenchEvent, run_benchmark  # noq
 from specwatch.core.gpu import GpuTick  # noqa: E402
 from specwatch.sim.clock import ManualClock  # noqa: E402
 from specwatch.sim.config import preset  # noqa: E402
+from specwatch.sim.demo import demo_world  # noqa: E402
 from specwatch.sim.fake_nvml import FakeNvml  # noqa: E402
 from specwatch.sim.server import SimServer  # noqa: E402
 from specwatch.sim.world import SimWorld  # noqa: E402
@@ -48,18 +52,25 @@ PLAIN_ITL_MS = 11.5
 """The baseline for the verdict: the simulated server's plain decode step (9 ms) under load."""
 
 
-async def record(seconds: int, restart_at: int, bench_at: int) -> MonitorModel:
-    """Run the seeded simulator on a manual clock and fill a model as the live app would."""
+async def record(seconds: int, restart_at: int, bench_at: int, story: bool = False) -> MonitorModel:
+    """Run the seeded simulator on a manual clock and fill a model as the live app would.
+
+    ``story``: the demo's ``drift`` scenario instead (cold GPUs, then the boost clock falls
+    about 8% with no clock-event reason set), so the live verdict turns to GPU state.
+    """
     clock = ManualClock(START)
-    config = preset(
-        "sglang",
-        seed=0,
-        gpu_count=8,
-        load_time_s=4.0,
-        background_concurrency=3,
-        warmup_requests=2,
-    )
-    world = SimWorld(config, clock=clock)
+    if story:
+        world, _ = demo_world(seed=0, gpus=8, clock=clock, scenario="drift")
+    else:
+        config = preset(
+            "sglang",
+            seed=0,
+            gpu_count=8,
+            load_time_s=4.0,
+            background_concurrency=3,
+            warmup_requests=2,
+        )
+        world = SimWorld(config, clock=clock)
     server = SimServer(world)
     url = server.start()
     model = MonitorModel(baseline_ms=PLAIN_ITL_MS, baseline_source="--baseline-itl 11.5")
@@ -146,7 +157,9 @@ async def bench(
     await task
 
 
-async def shoot(model: MonitorModel, theme: str, size: tuple[int, int], out: Path) -> Path:
+async def shoot(
+    model: MonitorModel, theme: str, size: tuple[int, int], out: Path, title: str = "--demo"
+) -> Path:
     """Draw the app from ``model`` and write the SVG."""
     settings = AppSettings(theme=theme, watch_terminal=False, live_cpu=False, show_overhead=False)
     app = SpecwatchApp(settings, model=model)
@@ -154,7 +167,7 @@ async def shoot(model: MonitorModel, theme: str, size: tuple[int, int], out: Pat
         await pilot.pause()
         app.redraw()
         await pilot.pause()
-        svg = app.export_screenshot(title=f"specwatch --demo  ({theme}, {size[0]}x{size[1]})")
+        svg = app.export_screenshot(title=f"specwatch {title}  ({theme}, {size[0]}x{size[1]})")
     out.write_text(svg, encoding="utf-8")
     return out
 
@@ -182,6 +195,12 @@ def main() -> int:
         help="leave out the benchmark (its streams follow real scheduling, so a few of its"
         " numbers can differ by a unit between runs; without it the pictures are identical)",
     )
+    p.add_argument(
+        "--story-seconds",
+        type=int,
+        default=120,
+        help="simulated seconds of the drift scenario (the drift comes 50 s after loading)",
+    )
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     bench_at = -1 if args.no_bench else 230
@@ -189,8 +208,12 @@ def main() -> int:
     shots = [(theme, (120, 36), f"specwatch-{theme}") for theme in BUILTIN_ORDER]
     shots.append(("dark", (80, 24), "specwatch-80x24"))
     shots.append(("dark", (160, 48), "specwatch-160x48"))
-    for theme, size, name in shots:
-        svg = asyncio.run(shoot(model, theme, size, args.out / f"{name}.svg"))
+    jobs = [(model, theme, size, name, "--demo") for theme, size, name in shots]
+    # The story (the README's first picture): the drift scenario after the drift.
+    story = asyncio.run(record(args.story_seconds, restart_at=-1, bench_at=-1, story=True))
+    jobs.append((story, "dark", (120, 36), "specwatch-story", "--demo --demo-scenario drift"))
+    for m, theme, size, name, title in jobs:
+        svg = asyncio.run(shoot(m, theme, size, args.out / f"{name}.svg", title))
         png = to_png(svg)
         print(
             svg.relative_to(ROOT) if svg.is_relative_to(ROOT) else svg,

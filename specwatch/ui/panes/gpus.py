@@ -1,4 +1,7 @@
-"""The GPU pane: one row per GPU, the straggler marked; remote GPUs under their node's name."""
+"""The GPU pane: one row per GPU, the straggler marked; remote GPUs under their node's name.
+
+On a short terminal the rows collapse to a summary (slowest, hottest, min–max).
+"""
 
 from __future__ import annotations
 
@@ -9,13 +12,19 @@ from rich.segment import Segment
 from specwatch.core import gpu_rules
 from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.core.reasons import harmful, short_names
-from specwatch.ui.model import MonitorModel
+from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes.base import ModelPane
-from specwatch.ui.render import SPAN, Cell, GpuTable, TableStyles, fit, sparkline
+from specwatch.ui.panes.gpu_cells import deficit_cell, pcie_cell
+from specwatch.ui.panes.gpu_summary import SUMMARY_ROWS, summary_lines
+from specwatch.ui.panes.token_rate import TokenRatePane
+from specwatch.ui.renderables import SPAN, Cell, GpuSummary, GpuTable, TableStyles, fit, sparkline
+from specwatch.ui.renderables.text import bucket
 
 GIB = 1024**3
 TREND_CELLS = 8
 STRAGGLER = "◂"
+MIN_GRAPH_ROWS = 3
+"""Fewer tok/s rows than this for the graph and the GPU rows collapse to a summary."""
 
 
 def _static(model: MonitorModel) -> dict[int, GpuStatic]:
@@ -23,26 +32,10 @@ def _static(model: MonitorModel) -> dict[int, GpuStatic]:
     return {g.index: g for g in inv.gpus} if inv is not None else {}
 
 
-def pcie_cell(s: GpuSample, st: GpuStatic | None) -> Cell:
-    """PCIe ``gen x width``; a link below its maximum under load is flagged with ``!``.
-
-    An idle GPU dropping to gen 1 saves power and is not flagged; a narrower link always is.
-    """
-    if s.pcie_gen is None or s.pcie_width is None:
-        return Cell("–", "dim")
-    text = f"{s.pcie_gen}x{s.pcie_width}"
-    if st is None:
-        return Cell(text + " ")
-    busy = gpu_rules.sample_busy(s)
-    if gpu_rules.link_degraded(s.pcie_gen, s.pcie_width, st.max_pcie_gen, st.max_pcie_width, busy):
-        return Cell(text + "!", "bad")
-    return Cell(text + " ")  # the flag's cell kept blank, so the links line up
-
-
 def gpu_row(
     s: GpuSample,
     st: GpuStatic | None,
-    trend: list[int | None],
+    trend: list[float | None],
     lo: float,
     hi: float,
     is_straggler: bool,
@@ -56,9 +49,8 @@ def gpu_row(
             SPAN: Cell("lost: fell off the bus (NVML_ERROR_GPU_IS_LOST)", "bad"),
         }
     row: dict[str, Cell] = {"gpu": gpu}
-    frac = gpu_rules.clock_fraction(s.sm_clock_mhz, st.max_sm_clock_mhz if st else None)
-    row["bar"] = Cell("" if frac is None else f"{frac:.4f}")
-    row["sm"] = Cell("–", "dim") if s.sm_clock_mhz is None else Cell(str(s.sm_clock_mhz))
+    row["sm"] = Cell("–", "dim") if s.sm_clock_mhz is None else Cell(str(s.sm_clock_mhz), "clock")
+    row["deficit"] = deficit_cell(s, st)
     row["memclk"] = Cell("–", "dim") if s.mem_clock_mhz is None else Cell(str(s.mem_clock_mhz))
     slowdown = st.slowdown_temp_c if st else None
     if s.temp_c is None:
@@ -69,7 +61,7 @@ def gpu_row(
             tone = "bad"
         elif slowdown is not None and s.temp_c >= slowdown - 8:
             tone = "warn"
-        row["temp"] = Cell(str(s.temp_c), tone)
+        row["temp"] = Cell(str(s.temp_c), tone or "temp")
     row["hbm"] = Cell("–", "dim") if s.hbm_temp_c is None else Cell(str(s.hbm_temp_c))
     limit = st.power_limit_w if st else None
     if s.power_w is None:
@@ -86,7 +78,7 @@ def gpu_row(
         row["mem"] = Cell(f"{s.mem_used_bytes / GIB:.0f}/{s.mem_total_bytes / GIB:.0f}")
     else:
         row["mem"] = Cell(f"{s.mem_used_bytes / GIB:.0f}")
-    row["trend"] = Cell(sparkline(trend[-TREND_CELLS:], lo, hi), "bar")
+    row["trend"] = Cell(sparkline(trend[-TREND_CELLS:], lo, hi), "clock")
     if s.clock_event_reasons is None:
         why = s.missing.get("clock_event_reasons", "")
         row["reasons"] = Cell("n/s" if why.startswith("n/s") else "–", "dim")
@@ -107,8 +99,8 @@ def gpu_rows(model: MonitorModel) -> list[dict[str, Cell]]:
         return []
     statics = _static(model)
     lag = gpu_rules.sample_straggler(tick.samples)
-    trends = {i: list(d) for i, d in model.sm_trend.items()}
-    values = [v for t in trends.values() for v in t[-TREND_CELLS:] if v is not None]
+    trends = sm_trends(model)
+    values = [v for t in trends.values() for v in t if v is not None]
     # One scale for every GPU's trend, so a board sagging below its neighbours shows; at least
     # a tenth of the max clock tall, so a few MHz of jitter do not look like a cliff.
     tops = [g.max_sm_clock_mhz for g in statics.values() if g.max_sm_clock_mhz]
@@ -119,6 +111,17 @@ def gpu_rows(model: MonitorModel) -> list[dict[str, Cell]]:
         gpu_row(s, statics.get(s.index), trends.get(s.index, []), lo, hi, s.index == lag)
         for s in tick.samples
     ]
+
+
+def sm_trends(model: MonitorModel) -> dict[int, list[float | None]]:
+    """Each GPU's SM clock over the graph's window, as :data:`TREND_CELLS` column means."""
+    span = WINDOWS[model.graph_window]
+    end = model.now
+    hold = 3.0 * model.interval_s
+    return {
+        i: bucket(series.since(end - span), end, span, TREND_CELLS, hold)
+        for i, series in model.sm_clock.items()
+    }
 
 
 def node_groups(model: MonitorModel) -> bool:
@@ -171,8 +174,9 @@ class GpusPane(ModelPane):
         "gpus--dim",
         "gpus--warn",
         "gpus--bad",
-        "gpus--bar",
-        "gpus--bar-empty",
+        "gpus--clock",
+        "gpus--temp",
+        "gpus--flag",
         "gpus--mark",
     }
 
@@ -188,9 +192,10 @@ class GpusPane(ModelPane):
     GpusPane > .gpus--dim { color: $text-muted; }
     GpusPane > .gpus--warn { color: $warning; }
     GpusPane > .gpus--bad { color: $error; text-style: bold; }
-    GpusPane > .gpus--bar { color: $primary; }
-    GpusPane > .gpus--bar-empty { color: $text-disabled; }
-    GpusPane > .gpus--mark { color: $accent; text-style: bold; }
+    GpusPane > .gpus--clock { color: $success; }
+    GpusPane > .gpus--temp { color: $accent; }
+    GpusPane > .gpus--flag { color: $warning; text-style: bold reverse; }
+    GpusPane > .gpus--mark { color: $warning; text-style: bold; }
     """
 
     _drawn_shape: tuple[object, ...] = ()
@@ -202,15 +207,40 @@ class GpusPane(ModelPane):
     def _table_styles(self) -> TableStyles:
         return TableStyles(normal=self.component_styles()["normal"], **self.tone_styles())
 
+    def _full_height(self) -> int:
+        return (
+            len(with_node_headings(self.model, gpu_rows(self.model)))
+            + 1
+            + (1 if origin_note(self.model) else 0)
+        )
+
+    def summarised(self) -> bool:
+        """Whether the rows collapse to a summary: the graph would get too few tok/s rows.
+
+        The rest of the screen (status, verdict, lower panes, footer) keeps its height; what is
+        left is shared by this pane and the graph, whose strips and mark row take three rows.
+        """
+        tick = self.model.tick
+        if not self.is_mounted or tick is None or len(tick.samples) <= SUMMARY_ROWS + 1:
+            return False
+        fixed = 0
+        graph_extra = 1
+        for w in self.screen.children:
+            if w is self or not w.display:
+                continue
+            if isinstance(w, TokenRatePane):
+                graph_extra = 1 + (3 if w.strips else 1)  # its border, strips and mark row
+                continue
+            h = w.styles.height
+            fixed += int(h.value) if h is not None and h.is_cells else w.outer_size.height
+        left = self.app.size.height - fixed - 1 - self._full_height() - graph_extra
+        return left < MIN_GRAPH_ROWS
+
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
-        """One header row plus one per GPU (or one line of explanation)."""
+        """One header row plus one per GPU (or one line of explanation), or the summary."""
         tick = self.model.tick
         if tick is not None and tick.samples:
-            return (
-                len(with_node_headings(self.model, gpu_rows(self.model)))
-                + 1
-                + (1 if origin_note(self.model) else 0)
-            )
+            return SUMMARY_ROWS if self.summarised() else self._full_height()
         inv = self.model.inventory
         if inv is not None and inv.gpus:
             return len(inv.gpus) + 1
@@ -223,6 +253,7 @@ class GpusPane(ModelPane):
         tick, inv = self.model.tick, self.model.inventory
         shape = (
             len(tick.samples) if tick is not None else -1,
+            self.summarised(),
             None if inv is None else (inv.available, len(inv.gpus), inv.origin),
         )
         if shape != self._drawn_shape:
@@ -271,7 +302,10 @@ class GpusPane(ModelPane):
         rows = gpu_rows(model)
         if not rows:
             return [[Segment("waiting for the first GPU sample…", st.dim)]]
-        lines = GpuTable(with_node_headings(model, rows), st).lines(width)
+        if self.summarised():
+            return GpuSummary(summary_lines(model), st).lines(width)
+        headers = {"trend": f"SM {model.graph_window}"}
+        lines = GpuTable(with_node_headings(model, rows), st, headers=headers).lines(width)
         note = origin_note(model)
         if note:
             lines.append([Segment(fit(note, width), st.dim)])

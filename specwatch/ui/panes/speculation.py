@@ -13,11 +13,7 @@ from specwatch.ui.panes.base import TextPane
 from specwatch.ui.render import sparkline
 
 TREND = 8
-SOURCE_LABEL = {
-    "accept_length": "len from",
-    "draft_acceptance_rate": "rate from",
-    "per_position_acceptance": "pos from",
-}
+SOURCES_HINT = "m: where each number comes from"
 
 
 def _trend(values: list[float | None]) -> str:
@@ -47,31 +43,35 @@ def speculation_text(
         if info is not None and info.metrics_enabled is False and info.metrics_reason:
             out = Text(info.metrics_reason, s["dim"], no_wrap=True, overflow="ellipsis")
         return out
-    al = w.accept_length if w else None
-    ar = w.draft_acceptance_rate if w else None
+    al, al_age = model.reading("accept_length")
+    ar, ar_age = model.reading("draft_acceptance_rate")
     latest = w or scrape
     life_al = latest.lifetime_accept_length if latest is not None else None
     life_ar = latest.lifetime_acceptance_rate if latest is not None else None
 
     show_trend = width >= 36
 
-    def line(label: str, value: str, trend: str, life: str) -> None:
+    def line(label: str, value: str, age: float | None, trend: str, life: str) -> None:
         out.append(f"{label:<10}", s["label"])
-        out.append(f"{value:>5} ", s["value"])
+        out.append(f"{value:>5} ", s["value"] if age is None else s["dim"])
         if show_trend:
             out.append(trend, s["trend"])
         out.append(f" life {life}", s["dim"])
+        if age is not None:
+            out.append(f"  held {age:.0f}s", s["dim"])
         out.append("\n")
 
     line(
         "accept len",
         "–" if al is None else f"{al:.2f}",
+        al_age,
         _trend(model.accept_length.values(TREND)),
         "–" if life_al is None else f"{life_al:.2f}",
     )
     line(
         "acceptance",
         "–" if ar is None else f"{ar * 100:.0f}%",
+        ar_age,
         _trend(model.acceptance_rate.values(TREND)),
         "–" if life_ar is None else f"{life_ar * 100:.0f}%",
     )
@@ -82,27 +82,22 @@ def speculation_text(
     else:
         why = (w.notes.get("per_position_acceptance") if w else None) or "not reported"
         out.append(why, s["dim"])
-    rows = 3
-    src = w or scrape
-    if src is not None:
-        for key in ("accept_length", "draft_acceptance_rate", "per_position_acceptance"):
-            if rows >= height:
-                break
-            where = src.sources.get(key)
-            if where:
-                out.append("\n")
-                out.append(f"{SOURCE_LABEL.get(key, key):<10}", s["dim"])
-                out.append(where, s["dim"])
-                rows += 1
-        if rows < height and src.notes:
-            note_key = next(iter(src.notes))
-            out.append("\n")
-            out.append(f"note: {src.notes[note_key]}", s["dim"])
+    if height > 3:
+        # Always the fourth row, whatever the window carries, so rows never swap places; the
+        # formulas behind each number are in the metric-sources view, not cut here.
+        out.append("\n")
+        src = w or scrape
+        note = next(iter(src.notes.values()), None) if src is not None else None
+        out.append(f"note: {note}" if note else SOURCES_HINT, s["dim"])
     return out
 
 
 class SpeculationPane(TextPane):
-    """Speculation: accept length and acceptance rate, windowed and lifetime, with sources."""
+    """Speculation: accept length and acceptance rate, windowed and lifetime.
+
+    A reading missing from the newest window is held, dimmed, with its age; the formulas
+    behind each number are in the metric-sources view (``m``).
+    """
 
     VERSION = "spec_version"
     TITLE = "Speculation"
@@ -118,7 +113,7 @@ class SpeculationPane(TextPane):
     SpeculationPane > .spec--label { color: $text-muted; }
     SpeculationPane > .spec--value { color: $text; text-style: bold; }
     SpeculationPane > .spec--dim { color: $text-muted; }
-    SpeculationPane > .spec--trend { color: $primary; }
+    SpeculationPane > .spec--trend { color: $secondary; }
     """
 
     def render_pane(self) -> RenderableType:

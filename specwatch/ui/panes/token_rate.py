@@ -8,9 +8,20 @@ from typing import ClassVar
 from rich.segment import Segment
 from textual.reactive import reactive
 
+from specwatch.ui.axis import AxisHold
 from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes.base import ModelPane
-from specwatch.ui.render import GraphMark, GraphStyles, TokenRateGraph, bucket, column_of
+from specwatch.ui.renderables import (
+    GraphMark,
+    GraphStyles,
+    Reading,
+    TokenRateGraph,
+    bucket,
+    column_of,
+)
+
+GAP_SAMPLES = 3.0
+"""A gap shorter than this many sampling intervals is drawn through (no comb at 1 minute)."""
 
 
 def graph_for(
@@ -20,8 +31,10 @@ def graph_for(
     height: int,
     styles: GraphStyles | None = None,
     strips: bool = True,
+    axis: AxisHold | None = None,
 ) -> TokenRateGraph:
-    """Bucket the model's histories into a graph ``width`` x ``height`` (pure)."""
+    """Bucket the model's histories into a graph ``width`` x ``height`` (pure but for ``axis``,
+    whose held top the graph uses and updates)."""
     span = WINDOWS[window]
     cw = TokenRateGraph.chart_width(width)
     # Columns sit on a fixed time grid, so between shifts only the newest column changes (and
@@ -35,16 +48,39 @@ def graph_for(
         c0 = column_of(m.t0, end, span, cw)
         c1 = column_of(t1, end, span, cw)
         marks.append(GraphMark(max(c0, 0), min(c1, cw - 1), m.kind, m.label))
-    return TokenRateGraph(
-        tok_s=bucket(model.tok_s.since(start), end, span, cw),
-        clock_pct=bucket(model.clock_pct.since(start), end, span, cw),
-        hottest_c=bucket(model.hottest_c.since(start), end, span, cw),
+    w = model.window
+    hold_rate = GAP_SAMPLES * max(w.dt if w is not None else 0.0, model.interval_s)
+    hold_gpu = GAP_SAMPLES * model.interval_s
+    tok, tok_age = model.reading("gen_tok_s")
+    graph = TokenRateGraph(
+        tok_s=bucket(model.tok_s.since(start), end, span, cw, hold_rate),
+        clock_pct=bucket(model.clock_pct.since(start), end, span, cw, hold_gpu),
+        hottest_c=bucket(model.hottest_c.since(start), end, span, cw, hold_gpu),
         marks=marks,
         height=height,
         window_label=window,
         styles=styles or GraphStyles(),
         strips=strips,
-        current=(model.tok_s.last(), model.clock_pct.last(), model.hottest_c.last()),
+        current=(
+            Reading(tok, tok_age),
+            Reading(model.clock_pct.last()),
+            Reading(model.hottest_c.last()),
+        ),
+    )
+    if axis is None:
+        return graph
+    top = axis.update(graph.needed_top(), model.now)
+    return TokenRateGraph(
+        tok_s=graph.tok_s,
+        clock_pct=graph.clock_pct,
+        hottest_c=graph.hottest_c,
+        marks=graph.marks,
+        height=height,
+        window_label=window,
+        styles=graph.styles,
+        strips=strips,
+        current=graph.current,
+        top=top,
     )
 
 
@@ -62,6 +98,7 @@ class TokenRatePane(ModelPane):
         "rate--mark",
         "rate--bench",
         "rate--alert",
+        "rate--stale",
     }
 
     DEFAULT_CSS = """
@@ -75,11 +112,12 @@ class TokenRatePane(ModelPane):
     }
     TokenRatePane > .rate--tokens { color: $primary; }
     TokenRatePane > .rate--clock { color: $success; }
-    TokenRatePane > .rate--temp { color: $warning; }
+    TokenRatePane > .rate--temp { color: $accent; }
     TokenRatePane > .rate--axis { color: $text-muted; }
-    TokenRatePane > .rate--mark { color: $secondary; }
-    TokenRatePane > .rate--bench { color: $accent; text-style: bold; }
+    TokenRatePane > .rate--mark { color: $text-muted; }
+    TokenRatePane > .rate--bench { color: $foreground; text-style: bold; }
     TokenRatePane > .rate--alert { color: $error; text-style: bold; }
+    TokenRatePane > .rate--stale { color: $text-disabled; }
     """
 
     window: reactive[str] = reactive("5m")
@@ -87,6 +125,11 @@ class TokenRatePane(ModelPane):
 
     strips: reactive[bool] = reactive(True)
     """Whether the clock and temperature rows are drawn (off on short terminals)."""
+
+    def __init__(self, model: MonitorModel, *, id: str | None = None) -> None:
+        super().__init__(model, id=id)
+        self.axis = AxisHold()
+        """The tok/s axis top, held between draws (grows at once, shrinks slowly)."""
 
     def on_mount(self) -> None:
         """Title the pane."""
@@ -97,7 +140,10 @@ class TokenRatePane(ModelPane):
         self.force_sync()
 
     def watch_window(self) -> None:
-        """A new window redraws at once."""
+        """A new window redraws at once; the GPU trends follow it."""
+        self.axis.reset()
+        self.model.graph_window = self.window
+        self.model.gpu_version += 1
         self._retitle()
         self.force_sync()
 
@@ -117,5 +163,7 @@ class TokenRatePane(ModelPane):
     def build_lines(self, width: int, height: int) -> list[list[Segment]]:
         """The graph at the pane's current size."""
         styles = GraphStyles(**self.tone_styles())
-        graph = graph_for(self.model, self.window, width, max(1, height), styles, self.strips)
+        graph = graph_for(
+            self.model, self.window, width, max(1, height), styles, self.strips, self.axis
+        )
         return graph.lines(width)

@@ -1,0 +1,157 @@
+"""The GPU table: rows of cells laid out in the columns that fit the width."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.segment import Segment
+from rich.style import Style
+
+from specwatch.ui.renderables.text import fit
+
+NO_STYLE = Style()
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One table cell: text and a tone (``""`` normal, ``"dim"``, ``"warn"``, ``"bad"``...)."""
+
+    text: str
+    tone: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A GPU-table column: where it sits, how wide, and how soon it is dropped."""
+
+    key: str
+    header: str
+    width: int
+    priority: int
+    """Lower is kept longer when the terminal is narrow."""
+    align: str = "right"
+
+
+GPU_COLUMNS: tuple[Column, ...] = (
+    Column("gpu", "GPU", 3, 0, "left"),
+    Column("sm", "SM MHz", 6, 0),
+    Column("deficit", "vs max", 6, 0),
+    Column("memclk", "memclk", 6, 8),
+    Column("temp", "°C", 3, 0),
+    Column("hbm", "HBM", 3, 6),
+    Column("power", "power W", 7, 2),
+    Column("pstate", "P", 3, 3),
+    Column("pcie", "PCIe", 5, 4),
+    Column("util", "util", 4, 2),
+    Column("mem", "mem GiB", 7, 5),
+    Column("trend", "SM trend", 8, 7, "left"),
+    Column("reasons", "clock events", 10, 1, "left"),
+)
+"""Display order; ``reasons`` takes the width left over."""
+
+SPAN = "span"
+"""A row key whose cell fills the whole row after the GPU column (e.g. a lost GPU)."""
+
+
+def choose_columns(width: int, columns: Sequence[Column] = GPU_COLUMNS) -> list[Column]:
+    """The columns that fit in ``width`` cells (one space between them), in display order."""
+    chosen: set[str] = set()
+    used = -1
+    for col in sorted(columns, key=lambda c: c.priority):
+        need = col.width + 1
+        if used + need <= width:
+            chosen.add(col.key)
+            used += need
+    return [c for c in columns if c.key in chosen]
+
+
+@dataclass(frozen=True, slots=True)
+class TableStyles:
+    """Rich styles for the GPU table, by tone."""
+
+    header: Style = NO_STYLE
+    normal: Style = NO_STYLE
+    dim: Style = NO_STYLE
+    warn: Style = NO_STYLE
+    bad: Style = NO_STYLE
+    temp: Style = NO_STYLE
+    """Temperature's own colour (one colour per quantity across panes)."""
+    clock: Style = NO_STYLE
+    """The SM clock's own colour (one colour per quantity across panes)."""
+    flag: Style = NO_STYLE
+    """A clock below its maximum with no clock-event reason: the case specwatch exists for."""
+    mark: Style = NO_STYLE
+
+    def tone(self, tone: str) -> Style:
+        """The style for a tone key."""
+        return {
+            "dim": self.dim,
+            "warn": self.warn,
+            "bad": self.bad,
+            "clock": self.clock,
+            "temp": self.temp,
+            "flag": self.flag,
+            "mark": self.mark,
+        }.get(tone, self.normal)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuTable:
+    """Rows of GPU cells laid out in the columns that fit the width."""
+
+    rows: Sequence[dict[str, Cell]]
+    styles: TableStyles = field(default_factory=TableStyles)
+    header: bool = True
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Column headings that replace the defaults (``{"trend": "SM 5m"}``)."""
+
+    def lines(self, width: int) -> list[list[Segment]]:
+        """The table as lines of segments, each exactly ``width`` cells wide."""
+        cols = choose_columns(width)
+        used = sum(c.width for c in cols) + len(cols) - 1
+        extra = max(0, width - used)
+        widths = {c.key: c.width + (extra if c.key == "reasons" else 0) for c in cols}
+        st = self.styles
+        out: list[list[Segment]] = []
+        if self.header:
+            text = " ".join(
+                _align(self.headers.get(c.key, c.header), widths[c.key], c.align) for c in cols
+            )
+            out.append([Segment(fit(text, width), st.header)])
+        for row in self.rows:
+            segs: list[Segment] = []
+            span = row.get(SPAN)
+            if span is not None:
+                first = cols[0]
+                gpu = row.get(first.key, Cell(""))
+                segs.append(
+                    Segment(_align(gpu.text, widths[first.key], first.align), st.tone(gpu.tone))
+                )
+                rest = width - widths[first.key] - 1
+                segs.append(Segment(" " + fit(span.text, rest), st.tone(span.tone)))
+                out.append(segs)
+                continue
+            for i, c in enumerate(cols):
+                cell = row.get(c.key, Cell("", "dim"))
+                if i:
+                    segs.append(Segment(" ", st.normal))
+                segs.append(Segment(_align(cell.text, widths[c.key], c.align), st.tone(cell.tone)))
+            pad = width - sum(s.cell_length for s in segs)
+            if pad > 0:
+                segs.append(Segment(" " * pad, st.normal))
+            out.append(segs)
+        return out
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        new_line = Segment.line()
+        for line in self.lines(options.max_width):
+            yield from line
+            yield new_line
+
+
+def _align(text: str, width: int, align: str) -> str:
+    if len(text) > width:
+        return text[: width - 1] + "…" if width > 1 else text[:width]
+    return text.rjust(width) if align == "right" else text.ljust(width)

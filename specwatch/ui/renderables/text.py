@@ -1,0 +1,163 @@
+"""Text helpers shared by the renderables: sparklines, bars, columns, axis tops, numbers.
+
+Pure functions over plain values; nothing here knows about widgets, styles or the app.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+BLOCKS = " ▁▂▃▄▅▆▇█"
+"""Eighth-height blocks: index 0 is empty, 8 is full."""
+HBLOCKS = " ▏▎▍▌▋▊▉█"
+"""Eighth-width blocks for horizontal bars."""
+GAP = " "
+
+
+def bucket(
+    points: Iterable[tuple[float, float | None]],
+    t_end: float,
+    span_s: float,
+    width: int,
+    hold_s: float = 0.0,
+) -> list[float | None]:
+    """Mean value per column over ``(t_end - span_s, t_end]``, oldest column first.
+
+    Columns without a point (or with only ``None`` points) are ``None`` (drawn as a gap), unless
+    the last point before them is at most ``hold_s`` older than the column's end: samples that
+    arrive about once per column then draw a continuous line, not a comb (see
+    :func:`fill_gaps`); a real outage, longer than ``hold_s``, still shows.
+    """
+    if width <= 0 or span_s <= 0:
+        return []
+    sums = [0.0] * width
+    counts = [0] * width
+    newest: list[float | None] = [None] * width
+    t0 = t_end - span_s
+    scale = width / span_s
+    before: tuple[float, float] | None = None
+    for t, v in points:
+        if v is None or t > t_end:
+            continue
+        if t <= t0:
+            before = (t, v)
+            continue
+        col = min(width - 1, int((t - t0) * scale))
+        sums[col] += v
+        counts[col] += 1
+        newest[col] = t
+    means = [sums[i] / counts[i] if counts[i] else None for i in range(width)]
+    if hold_s <= 0:
+        return means
+    ends = [t0 + (i + 1) / scale for i in range(width)]
+    return fill_gaps(means, newest, ends, hold_s, before)
+
+
+def fill_gaps(
+    means: Sequence[float | None],
+    newest: Sequence[float | None],
+    ends: Sequence[float],
+    hold_s: float,
+    before: tuple[float, float] | None = None,
+) -> list[float | None]:
+    """Carry each column's value into following empty columns that end within ``hold_s`` of
+    its newest point (``before``: the last point left of the window, as ``(t, value)``)."""
+    out: list[float | None] = []
+    last = before
+    for mean, t, end in zip(means, newest, ends, strict=True):
+        if mean is not None and t is not None:
+            last = (t, mean)
+            out.append(mean)
+        elif last is not None and end - last[0] <= hold_s:
+            out.append(last[1])
+        else:
+            out.append(None)
+    return out
+
+
+def column_of(t: float, t_end: float, span_s: float, width: int) -> int:
+    """The column a time falls in (may be < 0 or >= width when outside the window)."""
+    return math.floor((t - (t_end - span_s)) * width / span_s)
+
+
+def sparkline(values: Sequence[float | None], lo: float, hi: float) -> str:
+    """One row of eighth blocks for ``values`` scaled between ``lo`` and ``hi``.
+
+    ``None`` becomes a space; a value at or below ``lo`` still shows the lowest block so that a
+    reading is distinguishable from a gap.
+    """
+    rng = hi - lo
+    scale = 7.0 / rng if rng > 0 else 0.0
+    out: list[str] = []
+    for v in values:
+        if v is None:
+            out.append(GAP)
+            continue
+        if scale == 0.0:
+            out.append(BLOCKS[8])
+            continue
+        level = 1 + round((v - lo) * scale)
+        out.append(BLOCKS[1 if level < 1 else (8 if level > 8 else level)])
+    return "".join(out)
+
+
+def hbar(frac: float | None, width: int) -> str:
+    """A horizontal bar ``width`` cells wide filled to ``frac`` (0..1), in eighths."""
+    if width <= 0:
+        return ""
+    if frac is None:
+        return " " * width
+    eighths = round(max(0.0, min(1.0, frac)) * width * 8)
+    full, part = divmod(eighths, 8)
+    bar = "█" * full + (HBLOCKS[part] if part and full < width else "")
+    return bar + " " * (width - len(bar))
+
+
+def area_rows(values: Sequence[float | None], height: int, hi: float) -> list[str]:
+    """A filled chart ``height`` rows tall, top row first, each value scaled to ``hi``."""
+    if height <= 0:
+        return []
+    scale = height * 8 / hi if hi > 0 else 0.0
+    top = height * 8
+    columns: list[str] = []
+    blank = " " * height
+    for v in values:
+        if v is None or scale == 0.0:
+            columns.append(blank)
+            continue
+        level = round(v * scale)
+        level = 0 if level < 0 else (top if level > top else level)
+        full, part = divmod(level, 8)
+        tip = BLOCKS[part] if part else ""
+        columns.append(" " * (height - full - len(tip)) + tip + "█" * full)
+    # Built column by column, transposed once (zip is C-fast).
+    return ["".join(row) for row in zip(*columns, strict=True)] if columns else [""] * height
+
+
+def nice_ceiling(x: float) -> float:
+    """A round number at or above ``x`` for an axis top (1, 2, 2.5, 5 times a power of ten)."""
+    if x <= 0:
+        return 1.0
+    exp = math.floor(math.log10(x))
+    for m in (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0):
+        top = m * 10.0**exp
+        if top >= x * 0.999:
+            return top
+    return 10.0 ** (exp + 1)
+
+
+def fmt_num(v: float | None, digits: int = 1, missing: str = "–") -> str:
+    """A number with fixed decimals, or ``missing``."""
+    if v is None:
+        return missing
+    return f"{v:.{digits}f}"
+
+
+def fit(text: str, width: int) -> str:
+    """Pad or cut ``text`` to exactly ``width`` cells (an ellipsis marks a cut)."""
+    if width <= 0:
+        return ""
+    if len(text) <= width:
+        return text + " " * (width - len(text))
+    return text[: width - 1] + "…"
