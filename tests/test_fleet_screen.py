@@ -132,3 +132,47 @@ async def _settle(pilot: Pilot[Any]) -> None:
 
 def test_fleet_snapshot_100x16(snap_compare: SnapCompare) -> None:
     assert snap_compare(fleet_app(), terminal_size=(100, 16), run_before=_settle)
+
+
+def test_cli_several_urls_or_prometheus_open_the_fleet(monkeypatch: pytest.MonkeyPatch) -> None:
+    from specwatch.cli import build_parser
+    from specwatch.session.fleet_probe import FleetOptions
+    from specwatch.ui import fleet_run
+    from specwatch.ui.options import run_tui
+
+    seen: list[FleetOptions] = []
+
+    async def fake(options: FleetOptions, *args: object, **kwargs: object) -> int:
+        seen.append(options)
+        close = kwargs.get("built")
+        assert isinstance(close, tuple)
+        await close[1]()
+        return 0
+
+    monkeypatch.setattr(fleet_run, "run_fleet_async", fake)
+    argv = ["--url", "a:8000", "--url", "b:8000", "--node", "a:8000=a:9400"]
+    assert run_tui(build_parser().parse_args(argv)) == 0
+    assert (
+        run_tui(build_parser().parse_args(["--prometheus", "prom", "--gpu-match", '{a="b"}'])) == 0
+    )
+    assert seen[0].urls == ("a:8000", "b:8000") and seen[0].nodes == ("a:8000=a:9400",)
+    assert seen[1].prometheus == "prom" and seen[1].gpu_match == '{a="b"}'
+
+
+def test_cli_bad_fleet_option_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from specwatch.cli import build_parser
+    from specwatch.ui.options import run_tui
+
+    argv = ["--url", "a:8000", "--url", "b:8000", "--node", "a:8000"]
+    assert run_tui(build_parser().parse_args(argv)) == 2
+    err = capsys.readouterr().err.strip()
+    assert "SERVER_URL=DCGM_URL" in err and "\n" not in err
+
+
+def test_cli_one_url_stays_the_single_server_screen() -> None:
+    from specwatch.cli import build_parser
+    from specwatch.ui.options import build_session
+
+    session = build_session(build_parser().parse_args(["--url", "localhost:1"]))
+    assert [e.base_url for e in session.endpoints] == ["http://localhost:1"]
+    session.stop()

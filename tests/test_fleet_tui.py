@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.app import App
@@ -39,7 +40,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimFleet]:
         yield f
 
 
-async def until(pilot: Pilot[object], check: Callable[[], bool], what: str, s: float = 20) -> None:
+async def until(pilot: Pilot[Any], check: Callable[[], bool], what: str, s: float = 20) -> None:
     """Let the app run until ``check()`` holds; fail with ``what`` at the deadline."""
     end = time.monotonic() + s
     while not check():
