@@ -176,3 +176,20 @@ def test_cli_one_url_stays_the_single_server_screen() -> None:
     session = build_session(build_parser().parse_args(["--url", "localhost:1"]))
     assert [e.base_url for e in session.endpoints] == ["http://localhost:1"]
     session.stop()
+
+
+async def test_drill_app_escape_goes_back_after_closing_a_modal() -> None:
+    from specwatch.ui.app import AppSettings
+    from specwatch.ui.fleet_run import BACK, DrillApp
+    from specwatch.ui.modals import HelpScreen
+    from specwatch.ui.scene import build_scene
+
+    settings = AppSettings(watch_terminal=False, live_cpu=False, theme_dirs=[repo_theme_dir()])
+    app = DrillApp(settings, model=build_scene())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen) and app.is_running
+        await pilot.press("escape")
+    assert app.return_value == BACK

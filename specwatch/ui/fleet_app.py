@@ -81,6 +81,10 @@ class FleetRelay:
             self.post(FleetFailed(event.where, event.message))
 
 
+def _seconds(s: float) -> str:
+    return f"{s:.0f}s" if s >= 10 else f"{s:.1f}".rstrip("0").rstrip(".") + "s"
+
+
 def status_text(reading: FleetReading | None, where: str, age_s: float | None, stale: bool) -> str:
     """The status line: where the fleet comes from, its size, and how fresh the reading is."""
     if reading is None:
@@ -89,7 +93,7 @@ def status_text(reading: FleetReading | None, where: str, age_s: float | None, s
         f"fleet: {sanitize_line(where)}",
         f"{len(reading.servers)} servers",
         f"{len(reading.gpus)} GPUs",
-        f"rate window {reading.window_s:g}s",
+        f"rate window {_seconds(reading.window_s)}",
         f"{reading.queries} queries/refresh",
     ]
     if age_s is not None:

@@ -130,7 +130,7 @@ async def run_fleet_async(
     source, close = built if built is not None else build_fleet_source(options)
     # The fleet screen draws no graphs: no history to fill.
     fleet = FleetSession(source, interval_s=interval_s, history_s=0.0, close=close)
-    where = options.prometheus or f"{len(options.urls)} servers"
+    where = options.prometheus or "direct"
     selected: str | None = None
     fleet.start()
     try:
