@@ -44,7 +44,9 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("live monitor (the default command)")
     g.add_argument(
         "--url",
-        help="server address: localhost:8000, host:port, http://... or https://...",
+        action="append",
+        help="server address: localhost:8000, host:port, http://... or https://... "
+        "(repeatable: more than one opens the fleet screen)",
     )
     g.add_argument(
         "--api-key",
@@ -94,6 +96,9 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
     from specwatch.sources.dcgm_cli import add_dcgm_argument
 
     add_dcgm_argument(g)
+    from specwatch.session.fleet_probe import add_fleet_arguments
+
+    add_fleet_arguments(g)
     g.add_argument(
         "--theme",
         default="dark",
@@ -239,11 +244,24 @@ def _build_session(args: argparse.Namespace) -> LiveSession:
         except BaseException:
             demo.stop()
             raise
-    endpoint = parse_endpoint(args.url, args.api_key)
+    endpoint = parse_endpoint(_one_url(args), args.api_key)
     source: GpuSource = (
         DcgmExporterGpuSource(dcgm, args.interval) if dcgm else NvmlGpuSource(args.interval)
     )
     return LiveSession([endpoint], source, metrics_interval_s=args.metrics_interval)
+
+
+def _one_url(args: argparse.Namespace) -> str:
+    """The single server's ``--url`` (one string, or a list of one from ``action="append"``)."""
+    url = getattr(args, "url", None)
+    return str(url[0] if isinstance(url, list) else url)
+
+
+def _is_fleet(args: argparse.Namespace) -> bool:
+    """``--prometheus``, or more than one ``--url``: the fleet screen."""
+    url = getattr(args, "url", None)
+    many = isinstance(url, list) and len(url) > 1
+    return getattr(args, "prometheus", None) is not None or many
 
 
 def build_settings(
@@ -263,13 +281,21 @@ def build_settings(
     )
 
 
+def _run_fleet(args: argparse.Namespace) -> int:
+    from specwatch.ui.fleet_run import run_fleet
+
+    return run_fleet(args, build_settings(args))
+
+
 def run_tui(args: argparse.Namespace) -> int:
     """Open the live monitor; returns the exit status.
 
     Without ``--url`` or ``--demo`` it prints one line saying so and returns 2.
     """
-    url: str | None = getattr(args, "url", None)
+    url = getattr(args, "url", None)
     demo_wanted: bool = bool(getattr(args, "demo", False))
+    if _is_fleet(args) and not demo_wanted:
+        return _run_fleet(args)
     if not url and not demo_wanted:
         print(
             "specwatch: give a server with --url URL (e.g. --url localhost:8000), or try --demo",
