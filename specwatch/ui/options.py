@@ -1,4 +1,4 @@
-"""The TUI's command-line options and its entry point, ``specwatch [--url URL | --demo]``."""
+"""The TUI's command-line options and its entry point, ``specwatch [URL | -u URL | --demo]``."""
 
 from __future__ import annotations
 
@@ -43,8 +43,11 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
     """Add the TUI's options to the top-level parser."""
     g = p.add_argument_group("live monitor (the default command)")
     g.add_argument(
+        "-u",
         "--url",
-        help="server address: localhost:8000, host:port, http://... or https://...",
+        action="append",
+        help="server address: localhost:8000, host:port, http://... or https://... (default: "
+        "$SPECWATCH_URL, the config file's url, else http://localhost:8000)",
     )
     g.add_argument(
         "--api-key",
@@ -96,21 +99,23 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
     add_dcgm_argument(g)
     g.add_argument(
         "--theme",
-        default="dark",
+        default=None,
         help="dark, light, high-contrast, ansi-16, or a theme file's name from "
-        "~/.config/specwatch/themes (default: dark)",
+        "~/.config/specwatch/themes (default: the config file's theme, else the one last "
+        "chosen with the t key, else dark)",
     )
     g.add_argument(
+        "-i",
         "--interval",
         type=_interval,
-        default=1.0,
+        default=None,
         metavar="S",
         help="seconds between GPU samples (default: 1)",
     )
     g.add_argument(
         "--metrics-interval",
         type=_interval,
-        default=1.0,
+        default=None,
         metavar="S",
         help="seconds between /metrics scrapes (default: 1)",
     )
@@ -144,11 +149,31 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _baseline(args: argparse.Namespace) -> tuple[float | None, str, str | None]:
-    """(ms per token, where it came from, an error line)."""
+    """(ms per token, where it came from, an error line).
+
+    The demo without a baseline uses its simulator's own plain-decoding step time, so its
+    verify pane gives a speculation verdict from the start ("plain: simulated").
+    """
     from specwatch.session.baseline import load_baseline
 
     b = load_baseline(args.baseline_itl, getattr(args, "baseline", None))
+    if b.ms is None and b.error is None and getattr(args, "demo", False):
+        from specwatch.sim.config import preset
+
+        return preset(args.demo_dialect).plain_step_ms, "simulated", None
     return b.ms, b.source, b.error
+
+
+def first_url(args: argparse.Namespace) -> str | None:
+    """The server the TUI watches: the first URL given (``args.url`` is a list or a string)."""
+    url = getattr(args, "url", None)
+    if isinstance(url, str) or url is None:
+        return url or None
+    return str(url[0]) if url else None
+
+
+def _fleet_flag(args: argparse.Namespace) -> bool:
+    return any(getattr(args, k, None) for k in ("prometheus", "server_match", "gpu_match", "node"))
 
 
 class _StopBoth:
@@ -239,7 +264,7 @@ def _build_session(args: argparse.Namespace) -> LiveSession:
         except BaseException:
             demo.stop()
             raise
-    endpoint = parse_endpoint(args.url, args.api_key)
+    endpoint = parse_endpoint(first_url(args) or "", args.api_key)
     source: GpuSource = (
         DcgmExporterGpuSource(dcgm, args.interval) if dcgm else NvmlGpuSource(args.interval)
     )
@@ -266,9 +291,11 @@ def build_settings(
 def run_tui(args: argparse.Namespace) -> int:
     """Open the live monitor; returns the exit status.
 
-    Without ``--url`` or ``--demo`` it prints one line saying so and returns 2.
+    ``args`` is settled (:func:`specwatch.cli.parse_args`); without a server at all (called
+    directly) it prints one line saying so and returns 2. Of several URLs it watches the first
+    and says so (unless a fleet flag applies).
     """
-    url: str | None = getattr(args, "url", None)
+    url = first_url(args)
     demo_wanted: bool = bool(getattr(args, "demo", False))
     if not url and not demo_wanted:
         print(
@@ -279,6 +306,19 @@ def run_tui(args: argparse.Namespace) -> int:
     if url and demo_wanted:
         print("specwatch: --url and --demo are exclusive: pick one", file=sys.stderr)
         return 2
+    urls = args.url if isinstance(args.url, list) else [url]
+    if len(urls) > 1 and not _fleet_flag(args):
+        print(
+            f"specwatch: watching {url}, the first of {len(urls)} servers "
+            "(specwatch probe/bench take several)",
+            file=sys.stderr,
+        )
+    if args.theme is None:  # not settled: called directly
+        args.theme = "dark"
+    if args.interval is None:
+        args.interval = 1.0
+    if args.metrics_interval is None:
+        args.metrics_interval = 1.0
     baseline_ms, baseline_source, baseline_error = _baseline(args)
     if baseline_error:
         print(f"specwatch: {baseline_error}", file=sys.stderr)
@@ -290,7 +330,9 @@ def run_tui(args: argparse.Namespace) -> int:
     if args.theme not in themes.themes:
         from textual.theme import BUILTIN_THEMES
 
-        if args.theme not in BUILTIN_THEMES:
+        if getattr(args, "theme_source", "") == "state" and args.theme not in BUILTIN_THEMES:
+            args.theme = "dark"  # the kept theme's file went away: no reason to refuse to start
+        elif args.theme not in BUILTIN_THEMES:
             names = ", ".join(sorted(themes.themes))
             bad = [e for e in themes.errors if args.theme in e]
             if bad:  # the file is there but was refused: say why, not "no theme"
@@ -324,4 +366,18 @@ def run_tui(args: argparse.Namespace) -> int:
     finally:
         session.stop()
         remove_sighup()
+    keep_chosen_theme(args.theme, app.theme)
     return result if isinstance(result, int) else 0
+
+
+def keep_chosen_theme(started: str, ended: str) -> bool:
+    """Keep the theme chosen during the session (the t key) for the next start.
+
+    Returns:
+        Whether a theme was kept (``False`` when none was chosen or it cannot be written).
+    """
+    if not ended or ended == started:
+        return False
+    from specwatch.core.config import keep_theme
+
+    return keep_theme(ended)
