@@ -172,6 +172,18 @@ def first_url(args: argparse.Namespace) -> str | None:
     return str(url[0]) if url else None
 
 
+def fill_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """Defaults for what ``specwatch.cli.parse_args`` would have settled (for callers that
+    parse with ``build_parser()`` alone: tests, embedders)."""
+    if getattr(args, "theme", None) is None:
+        args.theme = "dark"
+    if getattr(args, "interval", None) is None:
+        args.interval = 1.0
+    if getattr(args, "metrics_interval", None) is None:
+        args.metrics_interval = 1.0
+    return args
+
+
 def _fleet_flag(args: argparse.Namespace) -> bool:
     return any(getattr(args, k, None) for k in ("prometheus", "server_match", "gpu_match", "node"))
 
@@ -213,7 +225,7 @@ def build_session(args: argparse.Namespace) -> LiveSession:
         ValueError: The address cannot be parsed, or the file cannot be recorded into (one
             line, without the key).
     """
-    session = _build_session(args)
+    session = _build_session(fill_defaults(args))
     record: Path | None = getattr(args, "record", None)
     if record is not None:
         try:
@@ -277,6 +289,7 @@ def build_settings(
     """The app's settings from the command line."""
     from specwatch.ui.app import AppSettings
 
+    fill_defaults(args)
     return AppSettings(
         theme=args.theme,
         window=args.window,
@@ -313,12 +326,7 @@ def run_tui(args: argparse.Namespace) -> int:
             "(specwatch probe/bench take several)",
             file=sys.stderr,
         )
-    if args.theme is None:  # not settled: called directly
-        args.theme = "dark"
-    if args.interval is None:
-        args.interval = 1.0
-    if args.metrics_interval is None:
-        args.metrics_interval = 1.0
+    fill_defaults(args)
     baseline_ms, baseline_source, baseline_error = _baseline(args)
     if baseline_error:
         print(f"specwatch: {baseline_error}", file=sys.stderr)
