@@ -1,11 +1,12 @@
-"""Command line: the TUI (``--url URL`` or ``--demo``) and the sim, probe, bench, compare and
-dcgm-counters tools."""
+"""Command line: the TUI (``specwatch [URL]``, ``-u URL`` or ``--demo``) and the sim, probe,
+bench, record, replay, export, compare and dcgm-counters tools."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from specwatch import __version__
@@ -55,13 +56,20 @@ def _add_sim_arguments(p: argparse.ArgumentParser) -> None:
     add_sim_arguments(p)
 
 
-def _add_server_args(p: argparse.ArgumentParser, url_required: bool) -> None:
+def _add_server_args(p: argparse.ArgumentParser, fleet: bool = True) -> None:
+    more = " (several: a fleet)" if fleet else ""
     p.add_argument(
+        "target",
+        nargs="*",
+        metavar="URL",
+        help="server address: localhost:8000, host:port, http://... or https://..."
+        f"{more}; default: $SPECWATCH_URL, the config file's url, else http://localhost:8000",
+    )
+    p.add_argument(
+        "-u",
         "--url",
-        required=url_required,
         action="append",
-        help="server address: localhost:8000, host:port, http://... or https://... "
-        "(repeatable: a fleet)",
+        help=f"server address, as URL (repeatable{more})",
     )
     p.add_argument(
         "--api-key",
@@ -70,13 +78,44 @@ def _add_server_args(p: argparse.ArgumentParser, url_required: bool) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser (the TUI's options at top level, tools as subcommands)."""
+DESCRIPTION = "Live GPU state, token rate and speculative decoding for an inference server."
+USAGE = (
+    "specwatch [options] [URL ...]\n       specwatch {" + ",".join(SUBCOMMANDS) + "} [options] ..."
+)
+EPILOG = (
+    "URL defaults to $SPECWATCH_URL, then the url in $XDG_CONFIG_HOME/specwatch/config.toml, "
+    "then http://localhost:8000. Run 'specwatch COMMAND --help' for a command's options."
+)
+
+
+def _add_version(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-V", "--version", action="version", version=f"specwatch {__version__}")
+
+
+def build_tui_parser() -> argparse.ArgumentParser:
+    """The live monitor's parser, with its positional ``URL`` (``specwatch localhost:8000``)."""
+    from specwatch.ui.options import add_tui_arguments
+
     parser = argparse.ArgumentParser(
-        prog="specwatch",
-        description="Live GPU state, token rate and speculative decoding for an inference server.",
+        prog="specwatch", usage=USAGE, description=DESCRIPTION, epilog=EPILOG
     )
-    parser.add_argument("--version", action="version", version=f"specwatch {__version__}")
+    _add_version(parser)
+    parser.add_argument("target", nargs="*", metavar="URL", help="server address (as -u/--url)")
+    add_tui_arguments(parser)
+    parser.set_defaults(command=None)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (the TUI's options at top level, tools as subcommands).
+
+    A positional ``URL`` for the TUI is parsed by :func:`build_tui_parser` instead (argparse
+    cannot tell a URL from a subcommand); :func:`parse_args` picks the right one.
+    """
+    parser = argparse.ArgumentParser(
+        prog="specwatch", usage=USAGE, description=DESCRIPTION, epilog=EPILOG
+    )
+    _add_version(parser)
     sub = parser.add_subparsers(
         dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}", parser_class=_LazyParser
     )
@@ -89,14 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("sim", help="run the simulated server standalone", fill=_add_sim_arguments)
 
     p_probe = sub.add_parser("probe", help="detect a server, stream once, read the GPUs, print")
-    _add_server_args(p_probe, url_required=False)
+    _add_server_args(p_probe)
     from specwatch.sources.probe_cli import add_probe_arguments
 
     add_probe_arguments(p_probe)
     add_dcgm_argument(p_probe)
 
     p_bench = sub.add_parser("bench", help="benchmark: warmup runs, then N streamed runs")
-    _add_server_args(p_bench, url_required=False)
+    _add_server_args(p_bench, fleet=False)
     from specwatch.bench.cli import add_bench_arguments, add_compare_arguments
 
     add_bench_arguments(p_bench)
@@ -107,12 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
     from specwatch.record.cli import add_export_arguments, add_record_arguments
 
     p_record = sub.add_parser("record", help="record the live session into a SQLite file")
-    _add_server_args(p_record, url_required=False)
+    _add_server_args(p_record, fleet=False)
     add_record_arguments(p_record)
     add_dcgm_argument(p_record)
     p_replay = sub.add_parser("replay", help="watch a recording in the TUI, with time controls")
     p_replay.add_argument("file", metavar="FILE", help="a recording")
-    p_replay.add_argument("--theme", default="dark", help="as for the live monitor")
+    p_replay.add_argument("--theme", default=None, help="as for the live monitor")
     p_replay.add_argument(
         "--speed", type=float, default=1.0, metavar="X", help="replay speed (1..60; default 1)"
     )
@@ -126,9 +165,50 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _first_positional(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
+    """The first argument that is neither an option nor an option's value."""
+    it = iter(argv)
+    for token in it:
+        if token == "--":
+            return next(it, None)
+        if token.startswith("-") and len(token) > 1:
+            action = parser._option_string_actions.get(token)
+            if action is not None and action.nargs != 0:
+                next(it, None)  # its value (``--theme light``); ``--theme=light`` is one token
+            continue
+        return token
+    return None
+
+
+def parse_args(
+    argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
+) -> argparse.Namespace:
+    """Parse ``argv`` and settle it (:func:`specwatch.cli_settings.settle`).
+
+    Raises:
+        SystemExit: Bad arguments (argparse's message and status 2).
+        ConfigError: The config file cannot be used.
+    """
+    from specwatch.cli_settings import settle
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    first = _first_positional(parser, argv)
+    if first is not None and first not in SUBCOMMANDS:
+        parser = build_tui_parser()
+    args = parser.parse_args(argv)
+    return settle(args, os.environ if env is None else env)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
-    args = build_parser().parse_args(argv)
+    from specwatch.core.config import ConfigError
+
+    try:
+        args = parse_args(argv)
+    except ConfigError as e:
+        print(f"specwatch: {e}", file=sys.stderr)
+        return 2
     try:
         if args.command == "sim":
             from specwatch.sim.cli import run_sim
@@ -170,4 +250,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+__all__ = ["SUBCOMMANDS", "build_parser", "build_tui_parser", "main", "parse_args"]

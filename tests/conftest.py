@@ -190,3 +190,14 @@ async def drive_stream(
             if not done:
                 raise AssertionError("the client never received the simulated tokens")
     return await asyncio.wait_for(task, 10)
+
+
+@pytest.fixture(autouse=True)
+def _no_user_settings(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No test reads the user's config file, theme state or ``$SPECWATCH_URL``, or writes them."""
+    home = tmp_path_factory.mktemp("xdg")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
+    monkeypatch.delenv("SPECWATCH_URL", raising=False)

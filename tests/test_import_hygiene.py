@@ -31,6 +31,7 @@ LAYERS = {"core": 0, "sources": 1, "bench": 2, "session": 3, "record": 4, "ui": 
 FRONT_END = 5
 FRONT_END_MODULES = {
     "specwatch.cli": "the command line",
+    "specwatch.cli_settings": "the command line: environment, config file and defaults",
     "specwatch.__main__": "python -m specwatch",
     # The bench/compare and probe commands live beside the layer they drive; they are front
     # ends (they may use the session once it exists) and nothing below the front ends may

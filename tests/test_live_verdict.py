@@ -95,8 +95,19 @@ def test_more_running_requests_is_not_blamed_on_the_code() -> None:
     t = _steady(v)
     _feed(v, t, 30, 800.0 * 0.8, MAX, running=8.0)
     state = v.state()
-    assert state.outcome is not Outcome.CODE or "load changed" in state.judgement.reason  # type: ignore[union-attr]
-    assert state.judgement is not None and "running requests 3.0 → 8.0" in state.judgement.reason
+    assert state.outcome is Outcome.LOAD
+    assert state.judgement is not None
+    assert "load changed: running requests 3.0 → 8.0" in state.judgement.reason
+
+
+def test_a_shorter_accept_length_is_acceptance_changed_in_compares_words() -> None:
+    v = LiveVerdict()
+    t = _steady(v)
+    _feed(v, t, 30, 800.0 * 0.8, MAX, accept=2.0)
+    state = v.state()
+    assert state.outcome is Outcome.ACCEPTANCE
+    assert state.judgement is not None
+    assert "accept length 2.50 → 2.00 (-20.0%) accounts for it" in state.judgement.reason
 
 
 def test_a_mark_makes_the_last_window_the_reference() -> None:

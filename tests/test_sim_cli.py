@@ -21,8 +21,8 @@ CODE = (
 
 def test_sim_runs_standalone_and_can_be_curled() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-c", CODE, "--dialect", "vllm", "--version", "0.11.0", "--port", "0",
-         "--background", "1", "--gpus", "2"],
+        [sys.executable, "-c", CODE, "--dialect", "vllm", "--server-version", "0.11.0",
+         "--port", "0", "--background", "1", "--gpus", "2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

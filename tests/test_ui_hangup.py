@@ -88,11 +88,12 @@ def test_exits_within_5s_when_the_terminal_goes_away(how: str) -> None:
             os.waitpid(pid, 0)
 
 
-def test_no_url_is_one_clear_line() -> None:
+def test_a_usage_error_is_one_clear_line() -> None:
     import subprocess
 
+    # Without a URL specwatch watches http://localhost:8000 (tests/test_cli_settings.py).
     r = subprocess.run(
-        [sys.executable, "-m", "specwatch"],
+        [sys.executable, "-m", "specwatch", "--url", "localhost:1", "--demo"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -101,6 +102,7 @@ def test_no_url_is_one_clear_line() -> None:
     )
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "--url" in r.stderr and "--demo" in r.stderr
+    assert "exclusive" in r.stderr
 
 
 def test_terminal_alive_sees_a_hung_up_pty(tmp_path: Path) -> None:

@@ -28,7 +28,10 @@ def test_errors_are_one_line(
 
 
 def test_defaults_and_validation(tmp_path: Path) -> None:
-    args = build_parser().parse_args(["--demo"])
+    from specwatch.cli import parse_args
+
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_STATE_HOME": str(tmp_path / "s")}
+    args = parse_args(["--demo"], env)
     assert (args.interval, args.metrics_interval, args.window, args.theme) == (
         1.0,
         1.0,

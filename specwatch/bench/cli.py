@@ -17,11 +17,13 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from specwatch.bench.compare_cli import add_compare_arguments, run_compare
+from specwatch.bench.progress_line import ProgressLine
 from specwatch.bench.prompts import PromptsError, load_prompts
 from specwatch.bench.report import code_lines, comparison_lines, results_lines, safe
 from specwatch.bench.runner import BenchConfig, BenchEvent, BenchResult, run_benchmark
@@ -150,9 +152,28 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
 # --- bench ----------------------------------------------------------------------------------
 
 
+ACCEPT_AUTHORITY = (
+    "  Accept length: the server's counters are authoritative (they count every verify step; "
+    "the stream's tokens per chunk miss steps the server merges into one chunk)"
+)
+ACCEPT_FROM_STREAM = (
+    "  Accept length: from the stream's tokens per chunk (the server reported no counters; "
+    "an upper bound when it merges steps into one chunk)"
+)
+
+
 def results_block(result: BenchResult) -> list[str]:
-    """The lines printed after the runs (``specwatch.bench.report.results_lines``)."""
-    return results_lines(result)
+    """The lines printed after the runs (``specwatch.bench.report.results_lines``), with which
+    accept-length figure is the authoritative one."""
+    lines = results_lines(result)
+    if any(r.server_accept_length is not None for r in result.runs):
+        note = ACCEPT_AUTHORITY
+    elif result.overall.accept_length.mean is not None:
+        note = ACCEPT_FROM_STREAM
+    else:
+        return lines
+    at = max((i + 1 for i, x in enumerate(lines) if "accept length" in x), default=len(lines))
+    return [*lines[:at], note, *lines[at:]]
 
 
 @contextlib.contextmanager
@@ -206,8 +227,13 @@ async def _bench(
         stopped_by.append(sig)
         cancel.set()
 
+    live = ProgressLine(progress)
+    run_now: list[tuple[str, float]] = []
+    waited: list[str] = []
+
     def say(line: str) -> None:
         # A closed pipe (``| head``) or a vanished terminal must not cost the runs.
+        live.clear()
         _print_lines(progress, [safe(line)])
 
     def on_event(e: BenchEvent) -> None:
@@ -215,12 +241,31 @@ async def _bench(
             say(f"  {e.message}")
             if e.index == e.total:
                 say("")
+        elif e.kind == "run_start":
+            run_now[:] = [(f"Run {e.index}/{e.total}", time.monotonic())]
+            live.show(f"  Run {e.index}/{e.total}: waiting for the first token", force=True)
         elif e.kind in ("run_done", "error"):
+            run_now.clear()
             say(f"  {e.message}")
 
+    def on_tokens(tokens: int) -> None:
+        if not run_now:
+            return
+        label, t0 = run_now[0]
+        elapsed = time.monotonic() - t0
+        rate = f", {tokens / elapsed:.1f} tok/s" if elapsed > 0 else ""
+        live.show(f"  {label}: {tokens} tokens in {elapsed:.1f}s{rate}")
+
     def on_wait(w: WaitStatus) -> None:
-        if w.state != "ready":
-            say(f"  waiting for the server (attempt {w.attempt}, {w.elapsed_s:.0f} s): {w.detail}")
+        if w.state == "ready":
+            live.clear()
+            return
+        text = safe(f"  waiting for the server (attempt {w.attempt}, {w.elapsed_s:.0f} s): ")
+        if live.live:  # one line, updated in place
+            live.show(text + safe(w.detail), force=True)
+        elif not waited or waited[-1] != w.detail:  # off a terminal: only what changed
+            waited.append(w.detail)
+            say(text + w.detail)
 
     say(f"Benchmarking {endpoint.base_url}")
     say(
@@ -248,7 +293,10 @@ async def _bench(
             if cancel.is_set():
                 return None, secret, stopped_by[0]
             connecting = False
-            result = await run_benchmark(client, info, config, sampler, on_event, cancel)
+            result = await run_benchmark(
+                client, info, config, sampler, on_event, cancel, on_tokens=on_tokens
+            )
+            live.clear()
     return result, secret, stopped_by[0] if stopped_by else None
 
 

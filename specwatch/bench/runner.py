@@ -97,6 +97,8 @@ class _Benchmark:
         self.cancel = cancel
         self.clock = clock
         self.t0 = clock()
+        self.on_tokens: Callable[[int], None] | None = None
+        """Called with the measured run's tokens so far, as they stream (a progress line)."""
         self.arrivals: list[tuple[float, int]] = []
         self.phases: list[tuple[float, float, str, int]] = []
         self.warmups: list[RunResult] = []
@@ -207,6 +209,8 @@ class _Benchmark:
                 if c.tokens > seen[k]:
                     self.arrivals.append((sent + c.t, c.tokens - seen[k]))
                     seen[k] = c.tokens
+                    if self.on_tokens is not None and not warmup:
+                        self.on_tokens(sum(seen))
                 if not mid and not warmup:
                     # A reading while the GPUs are decoding, however short the run is.
                     mid.append(asyncio.ensure_future(self.recorder.sample_now()))
@@ -276,6 +280,7 @@ async def run_benchmark(
     prompts: Sequence[str] | None = None,
     clock: Callable[[], float] = time.monotonic,
     metrics: MetricsWatcher | None = None,
+    on_tokens: Callable[[int], None] | None = None,
 ) -> BenchResult:
     """Run warmups then measured runs; never raises for server faults (``error`` is set).
 
@@ -293,6 +298,7 @@ async def run_benchmark(
         prompts: Overrides ``config.prompts_file`` and the built-in set.
         clock: Monotonic clock shared with the sampler (``time.monotonic`` for both by default).
         metrics: A watcher to read counters with; one is made when ``info`` has ``/metrics``.
+        on_tokens: Called on the event loop with the measured run's tokens so far.
 
     Returns:
         The measured runs, statistics, time series and how the benchmark ended.
@@ -313,6 +319,7 @@ async def run_benchmark(
     bench = _Benchmark(
         client, info, config, prompt_list, recorder, metrics, on_event, cancel, clock
     )
+    bench.on_tokens = on_tokens
     try:
         await recorder.start()
         await bench.run_phases()

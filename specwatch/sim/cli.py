@@ -24,13 +24,16 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
         help="which server to imitate (default: sglang)",
     )
     p.add_argument(
-        "--version",
+        "--server-version",
         dest="sim_version",
         default=None,
+        metavar="VERSION",
         help="server version to imitate (default: "
         + ", ".join(f"{d.value} {v}" for d, v in DEFAULT_VERSIONS.items())
         + ")",
     )
+    # The old spelling, hidden: ``specwatch --version`` is specwatch's own version.
+    p.add_argument("--version", dest="sim_version_old", default=None, help=argparse.SUPPRESS)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 = any free)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
@@ -99,7 +102,12 @@ def run_sim(args: argparse.Namespace) -> int:
             )
             return 2
         overrides["api_key"] = key
-    config = preset(args.dialect, args.sim_version, **overrides)
+    version = args.sim_version
+    old = getattr(args, "sim_version_old", None)
+    if old is not None:
+        print("specwatch sim: --version is now --server-version", file=sys.stderr)
+        version = version or old
+    config = preset(args.dialect, version, **overrides)
     world = SimWorld(config)
     server = SimServer(world, host=args.host, port=args.port)
     try:

@@ -1,4 +1,4 @@
-"""The TUI's command-line options and its entry point, ``specwatch [--url URL | --demo]``."""
+"""The TUI's command-line options and its entry point, ``specwatch [URL | -u URL | --demo]``."""
 
 from __future__ import annotations
 
@@ -43,10 +43,12 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
     """Add the TUI's options to the top-level parser."""
     g = p.add_argument_group("live monitor (the default command)")
     g.add_argument(
+        "-u",
         "--url",
         action="append",
-        help="server address: localhost:8000, host:port, http://... or https://... "
-        "(repeatable: more than one opens the fleet screen)",
+        help="server address: localhost:8000, host:port, http://... or https://... (default: "
+        "$SPECWATCH_URL, the config file's url, else http://localhost:8000; repeatable: more "
+        "than one opens the fleet screen)",
     )
     g.add_argument(
         "--api-key",
@@ -101,21 +103,23 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
     add_fleet_arguments(g)
     g.add_argument(
         "--theme",
-        default="dark",
+        default=None,
         help="dark, light, high-contrast, ansi-16, or a theme file's name from "
-        "~/.config/specwatch/themes (default: dark)",
+        "~/.config/specwatch/themes (default: the config file's theme, else the one last "
+        "chosen with the t key, else dark)",
     )
     g.add_argument(
+        "-i",
         "--interval",
         type=_interval,
-        default=1.0,
+        default=None,
         metavar="S",
         help="seconds between GPU samples (default: 1)",
     )
     g.add_argument(
         "--metrics-interval",
         type=_interval,
-        default=1.0,
+        default=None,
         metavar="S",
         help="seconds between /metrics scrapes (default: 1)",
     )
@@ -149,11 +153,43 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _baseline(args: argparse.Namespace) -> tuple[float | None, str, str | None]:
-    """(ms per token, where it came from, an error line)."""
+    """(ms per token, where it came from, an error line).
+
+    The demo without a baseline uses its simulator's own plain-decoding step time, so its
+    verify pane gives a speculation verdict from the start ("plain: simulated").
+    """
     from specwatch.session.baseline import load_baseline
 
     b = load_baseline(args.baseline_itl, getattr(args, "baseline", None))
+    if b.ms is None and b.error is None and getattr(args, "demo", False):
+        from specwatch.sim.config import preset
+
+        return preset(args.demo_dialect).plain_step_ms, "simulated", None
     return b.ms, b.source, b.error
+
+
+def first_url(args: argparse.Namespace) -> str | None:
+    """The server the TUI watches: the first URL given (``args.url`` is a list or a string)."""
+    url = getattr(args, "url", None)
+    if isinstance(url, str) or url is None:
+        return url or None
+    return str(url[0]) if url else None
+
+
+def fill_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """Defaults for what ``specwatch.cli.parse_args`` would have settled (for callers that
+    parse with ``build_parser()`` alone: tests, embedders)."""
+    if getattr(args, "theme", None) is None:
+        args.theme = "dark"
+    if getattr(args, "interval", None) is None:
+        args.interval = 1.0
+    if getattr(args, "metrics_interval", None) is None:
+        args.metrics_interval = 1.0
+    return args
+
+
+def _fleet_flag(args: argparse.Namespace) -> bool:
+    return any(getattr(args, k, None) for k in ("prometheus", "server_match", "gpu_match", "node"))
 
 
 class _StopBoth:
@@ -193,7 +229,7 @@ def build_session(args: argparse.Namespace) -> LiveSession:
         ValueError: The address cannot be parsed, or the file cannot be recorded into (one
             line, without the key).
     """
-    session = _build_session(args)
+    session = _build_session(fill_defaults(args))
     record: Path | None = getattr(args, "record", None)
     if record is not None:
         try:
@@ -244,17 +280,11 @@ def _build_session(args: argparse.Namespace) -> LiveSession:
         except BaseException:
             demo.stop()
             raise
-    endpoint = parse_endpoint(_one_url(args), args.api_key)
+    endpoint = parse_endpoint(first_url(args) or "", args.api_key)
     source: GpuSource = (
         DcgmExporterGpuSource(dcgm, args.interval) if dcgm else NvmlGpuSource(args.interval)
     )
     return LiveSession([endpoint], source, metrics_interval_s=args.metrics_interval)
-
-
-def _one_url(args: argparse.Namespace) -> str:
-    """The single server's ``--url`` (one string, or a list of one from ``action="append"``)."""
-    url = getattr(args, "url", None)
-    return str(url[0] if isinstance(url, list) else url)
 
 
 def _is_fleet(args: argparse.Namespace) -> bool:
@@ -270,6 +300,7 @@ def build_settings(
     """The app's settings from the command line."""
     from specwatch.ui.app import AppSettings
 
+    fill_defaults(args)
     return AppSettings(
         theme=args.theme,
         window=args.window,
@@ -290,9 +321,11 @@ def _run_fleet(args: argparse.Namespace) -> int:
 def run_tui(args: argparse.Namespace) -> int:
     """Open the live monitor; returns the exit status.
 
-    Without ``--url`` or ``--demo`` it prints one line saying so and returns 2.
+    ``args`` is settled (:func:`specwatch.cli.parse_args`); without a server at all (called
+    directly) it prints one line saying so and returns 2. More than one URL, or
+    ``--prometheus``, opens the fleet screen.
     """
-    url = getattr(args, "url", None)
+    url = first_url(args)
     demo_wanted: bool = bool(getattr(args, "demo", False))
     if _is_fleet(args) and not demo_wanted:
         return _run_fleet(args)
@@ -305,6 +338,7 @@ def run_tui(args: argparse.Namespace) -> int:
     if url and demo_wanted:
         print("specwatch: --url and --demo are exclusive: pick one", file=sys.stderr)
         return 2
+    fill_defaults(args)
     baseline_ms, baseline_source, baseline_error = _baseline(args)
     if baseline_error:
         print(f"specwatch: {baseline_error}", file=sys.stderr)
@@ -316,7 +350,9 @@ def run_tui(args: argparse.Namespace) -> int:
     if args.theme not in themes.themes:
         from textual.theme import BUILTIN_THEMES
 
-        if args.theme not in BUILTIN_THEMES:
+        if getattr(args, "theme_source", "") == "state" and args.theme not in BUILTIN_THEMES:
+            args.theme = "dark"  # the kept theme's file went away: no reason to refuse to start
+        elif args.theme not in BUILTIN_THEMES:
             names = ", ".join(sorted(themes.themes))
             bad = [e for e in themes.errors if args.theme in e]
             if bad:  # the file is there but was refused: say why, not "no theme"
@@ -350,4 +386,18 @@ def run_tui(args: argparse.Namespace) -> int:
     finally:
         session.stop()
         remove_sighup()
+    keep_chosen_theme(args.theme, app.theme)
     return result if isinstance(result, int) else 0
+
+
+def keep_chosen_theme(started: str, ended: str) -> bool:
+    """Keep the theme chosen during the session (the t key) for the next start.
+
+    Returns:
+        Whether a theme was kept (``False`` when none was chosen or it cannot be written).
+    """
+    if not ended or ended == started:
+        return False
+    from specwatch.core.config import keep_theme
+
+    return keep_theme(ended)
