@@ -30,6 +30,7 @@ from specwatch.ui.messages import (
     GpuInventoryChanged,
     GpuTicked,
     MetricsScraped,
+    ServerIdentified,
     ServerLost,
     ServerReady,
     ServerWaiting,
@@ -257,6 +258,10 @@ class SpecwatchApp(App[int]):
     def on_server_ready(self, message: ServerReady) -> None:
         """The server answered."""
         self._guard("server_ready", lambda: self.model.set_ready(message.t, message.info))
+
+    def on_server_identified(self, message: ServerIdentified) -> None:
+        """The server's code identity: its commit goes beside the version."""
+        self._guard("server_identified", lambda: self.model.set_identity(message.identity))
 
     def on_server_lost(self, message: ServerLost) -> None:
         """The server stopped answering."""
