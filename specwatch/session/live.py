@@ -21,9 +21,9 @@ from specwatch.core.server import ServerInfo
 from specwatch.session.bench_job import BenchJob
 from specwatch.session.events import SessionEvent
 from specwatch.session.gpu_source import GpuSource, NoGpus, ReaderGpuSource
-from specwatch.session.identify import identify as identify_server
 from specwatch.session.server_poller import ServerPoller
 from specwatch.sources.endpoint import Endpoint
+from specwatch.sources.server_identity import identify as identify_server
 
 if TYPE_CHECKING:
     from specwatch.bench.runner import BenchConfig
@@ -55,7 +55,7 @@ class LiveSession:
         clock: Monotonic seconds for every timestamp (give the GPU source the same one).
         demo: Stopped when the session stops.
         identify: Reads a ready server's code identity (off the loop, then a
-            ``ServerIdentified`` event); default: :func:`specwatch.session.identify.identify`,
+            ``ServerIdentified`` event); default: ``sources.server_identity.identify``,
             except with an in-process ``demo`` (it would be identified as ourselves);
             ``None``: not read.
     """

@@ -17,8 +17,8 @@ from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.ring import TimeSeries
 from specwatch.core.server import MetricsWindow, ServerInfo
-from specwatch.session.identify import commit_label
 from specwatch.session.live_verdict import LiveVerdict
+from specwatch.sources.server_identity import commit_label
 
 HISTORY = 4000
 """Points kept per series: over an hour at the default 1 s rate."""
