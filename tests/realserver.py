@@ -9,6 +9,7 @@ The tests that use it are skipped, with the reason, when either is missing.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -39,6 +40,18 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def built_commit() -> str:
+    """The commit the binary was built from, read from its build tree (never by running it).
+
+    ``build-llama-server.sh`` builds in ``build-server/`` beside ``bin/``; llama.cpp's CMake
+    writes the commit into ``common/build-info.cpp`` there.
+    """
+    info = llama_server_binary().parent.parent / "build-server" / "common" / "build-info.cpp"
+    found = re.search(r'LLAMA_COMMIT = "([0-9a-f]+)"', info.read_text()) if info.is_file() else None
+    # Else the build that shared/tools/llama-server/README.md describes (b1-0c1e570).
+    return found.group(1) if found else "0c1e570"
 
 
 @contextmanager

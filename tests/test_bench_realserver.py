@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from specwatch.bench.snapshot import read_snapshot
-from tests.realserver import running_llama_server
+from tests.realserver import built_commit, running_llama_server
 from tests.test_bench_sim import bench_args
 
 pytestmark = pytest.mark.realserver
@@ -52,3 +52,8 @@ def test_short_benchmark_matches_the_servers_own_counts(llama_server: str, tmp_p
         accepted = counters["llamacpp:spec_decode_num_accepted_tokens_total"]
         assert accepted == timings["draft_n_accepted"]
     assert snap["overall"]["total_tokens"] == 256
+    # The snapshot knows the code: the local process, with the commit of the binary's build.
+    process = snap["server"]["process"]
+    assert process is not None, snap["server"].get("process_note")
+    assert process["build"] == snap["server"]["version"]
+    assert process["build"].endswith("-" + built_commit())

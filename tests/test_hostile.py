@@ -15,9 +15,9 @@ from specwatch.bench.cli import add_bench_arguments, run_bench
 from specwatch.core.server import MetricsWindow
 from specwatch.session.events import MetricsScraped, ServerReady, SessionEvent
 from specwatch.session.server_poller import ServerPoller
+from specwatch.sim.hostile import hostile_server
 from specwatch.sources.endpoint import parse_endpoint
 from specwatch.sources.probe import probe, probe_to_dict, render_text
-from tests.hostile_server import hostile_server
 
 ESC = "\x1b"
 

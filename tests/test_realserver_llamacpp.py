@@ -19,7 +19,7 @@ from specwatch.sources.detect import detect
 from specwatch.sources.endpoint import parse_endpoint
 from specwatch.sources.metrics import MetricsWatcher
 from specwatch.sources.stream import stream_completion
-from tests.realserver import running_llama_server
+from tests.realserver import built_commit, running_llama_server
 
 pytestmark = pytest.mark.realserver
 
@@ -80,6 +80,21 @@ async def test_stream_counts_and_rates_equal_the_servers_timings(llama_url: str)
     assert after.spec.algorithm is not None and "draft" in after.spec.algorithm
 
 
+async def test_the_servers_build_commit_is_recorded(llama_url: str) -> None:
+    from specwatch.sources.server_identity import identify
+
+    async with _client(llama_url) as client:
+        info = await detect(client)
+    identity = identify(llama_url, info)
+    build = httpx.get(f"{llama_url}/props", timeout=30).json()["build_info"]
+    # The server runs here as this user: its process is found, its build comes from /props.
+    assert identity.pid is not None, identity.notes
+    assert identity.executable is not None and identity.executable.endswith("llama-server")
+    assert identity.build == build == info.version
+    assert identity.commit == built_commit()
+    assert build.endswith("-" + built_commit())
+
+
 def test_probe_json_agrees(llama_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["probe", "--url", llama_url, "--json", "--max-tokens", "128", "--timeout", "60"])
     doc = orjson.loads(capsys.readouterr().out)
@@ -97,3 +112,7 @@ def test_probe_json_agrees(llama_url: str, capsys: pytest.CaptureFixture[str]) -
     # and the version it reports is the one the server's /props gives
     build = httpx.get(f"{llama_url}/props", timeout=30).json()["build_info"]
     assert doc["server"]["version"] == build
+    # server.process: the local llama-server, with the commit of the binary's build
+    process = doc["server"]["process"]
+    assert process is not None, doc["server"]["process_note"]
+    assert process["build"] == build and build.endswith("-" + built_commit())

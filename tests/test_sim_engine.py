@@ -46,11 +46,27 @@ def test_requests_get_exactly_max_tokens_with_ignore_eos() -> None:
     assert len(reqs) == 4
     for r in reqs:
         assert r.completion_tokens == 257
-        # the first token comes from prefill; every decode step adds 1 + accepted drafts
-        assert r.completion_tokens == 1 + r.steps + r.accepted_drafts
+        # the first token comes from prefill; every decode step adds 1 + accepted drafts,
+        # except the last, cut by max_tokens: vLLM counts its accepted drafts in full
+        cut = 1 + r.steps + r.accepted_drafts - r.completion_tokens
+        assert 0 <= cut <= 3
         assert r.proposed_drafts == 3 * r.steps
         assert len(r.step_latencies_s) == r.steps
         assert r.finish_reason == "length"
+
+
+@pytest.mark.parametrize("dialect", ["vllm", "sglang"])
+def test_only_vllm_counts_the_cut_last_step_in_full(dialect: str) -> None:
+    # Acceptance certain: every step accepts all its drafts; max_tokens cuts the last one.
+    cfg = preset(dialect, acceptance=(1.0, 1.0, 1.0), warmup_requests=0, seed=3)
+    k = cfg.max_accepted
+    world = _run(cfg, 30.0, requests=1, max_tokens=1 + 2 * (k + 1) + 1)
+    (r,) = world.truth.requests()
+    assert r.completion_tokens == 1 + 2 * (k + 1) + 1 and r.steps == 3
+    emitted = r.completion_tokens - 1 - r.steps  # drafts that reached the stream
+    counted_extra = k if dialect == "vllm" else 0
+    assert r.accepted_drafts == emitted + counted_extra
+    assert world.truth.window(0, 30).accept_length == pytest.approx(1 + r.accepted_drafts / 3)
 
 
 def test_acceptance_matches_the_configured_chain_statistically() -> None:

@@ -107,3 +107,34 @@ async def test_vllm_merged_chunks_counted_exactly() -> None:
     assert r.completion_tokens == truth.completion_tokens == 64
     assert r.chunks[-1].tokens == 64
     assert len(r.chunks) < truth.steps + 1  # fewer chunks than steps: merged, not miscounted
+
+
+async def test_vllm_counts_the_cut_last_step_in_full_and_the_stream_says_so() -> None:
+    """Like a real vLLM: one chunk per engine step, the prefill token alone in the first, and
+    the last step cut by max_tokens while the server counts all the drafts it accepted."""
+    from specwatch.sources.metrics import MetricsWatcher
+    from specwatch.sources.stream_figures import CUT_STEP_NOTE
+
+    # every draft accepted: steps of k + 1 tokens, so the cut is known exactly
+    with running_sim("vllm", warmup_requests=0, acceptance=(1.0, 1.0, 1.0)) as sim:
+        k = sim.world.config.max_accepted
+        max_tokens = 1 + 2 * (k + 1) + 1
+        async with sim.client() as client:
+            info = await detect(client)
+            watcher = MetricsWatcher(client, info, clock=sim.clock.now)
+            await watcher.scrape()
+            r = await drive_stream(sim, client, info, max_tokens)
+            sim.advance(0.5)
+            window = await watcher.scrape()
+        truth = sim.world.truth.requests()[-1]
+    assert [c.tokens for c in r.chunks] == [1, 1 + (k + 1), 1 + 2 * (k + 1), max_tokens]
+    assert r.steps == truth.steps == 3
+    # the stream sees the cut step short ...
+    assert r.accept_length == pytest.approx((max_tokens - 1) / 3)
+    # ... the server's counters (the truth) count it in full: they are authoritative
+    assert truth.accepted_drafts == 3 * k
+    assert window.accept_length == pytest.approx(1 + truth.accepted_drafts / truth.steps)
+    assert window.accept_length == pytest.approx(k + 1)
+    assert r.accept_length is not None and window.accept_length is not None
+    assert r.accept_length < window.accept_length
+    assert r.notes["accept_length"] == CUT_STEP_NOTE

@@ -26,6 +26,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
     for cls in (
         ev.ServerWaiting,
         ev.ServerReady,
+        ev.ServerIdentified,
         ev.ServerLost,
         ev.MetricsScraped,
         ev.GpuInventoryChanged,

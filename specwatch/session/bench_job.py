@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from specwatch.core.identity import ServerIdentity
 from specwatch.core.server import ServerInfo
 from specwatch.session.events import BenchFinished, BenchProgress, SessionEvent
 from specwatch.sources.endpoint import Endpoint
@@ -35,6 +36,8 @@ class BenchJob:
         config: What to run (the ``specwatch bench`` defaults when ``None``).
         clock: Monotonic seconds for progress events (the session's clock).
         command: The command line recorded in the snapshot.
+        identify: Reads the server's code identity for the snapshot, on the job's thread
+            before the first run (``None``: the snapshot records no identity).
     """
 
     def __init__(
@@ -47,6 +50,7 @@ class BenchJob:
         config: BenchConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
         command: Sequence[str] = ("specwatch", "(live benchmark)"),
+        identify: Callable[[str, ServerInfo], ServerIdentity] | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.info = info
@@ -56,6 +60,9 @@ class BenchJob:
         self.config = config
         self.clock = clock
         self.command = list(command)
+        self.identify = identify
+        self.identity: ServerIdentity | None = None
+        """The server's code identity as recorded in the snapshot (once read)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._cancel: asyncio.Event | None = None
         self._cancel_requested = threading.Event()
@@ -117,7 +124,17 @@ class BenchJob:
         finally:
             self.done.set()
 
+    def _read_identity(self) -> None:
+        if self.identify is None:
+            return
+        try:
+            self.identity = self.identify(self.endpoint.base_url, self.info)
+        except Exception as e:  # the runs matter more than knowing the code: note it, go on
+            self.identity = ServerIdentity(notes=(f"identity not read: {type(e).__name__}",))
+
     def _run(self) -> None:
+        # Read before the runs, as `specwatch bench` does: the process measured is the one read.
+        self._read_identity()
         try:
             result = asyncio.run(self._main())
         except Exception as e:  # subscribers must hear about any failure
@@ -140,7 +157,7 @@ class BenchJob:
             from specwatch.bench.snapshot import build_snapshot, write_snapshot
 
             secrets = [self.endpoint.api_key] if self.endpoint.api_key else []
-            snap = build_snapshot(result, self.command, secrets=secrets)
+            snap = build_snapshot(result, self.command, secrets=secrets, identity=self.identity)
             self.snapshot_path = write_snapshot(snap, self.out_dir)
         except Exception as e:  # a full or read-only disk: say so, keep the results
             return f"snapshot not saved: {e}"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specwatch.core.gpu import GpuInventory, GpuTick
+from specwatch.core.identity import ServerIdentity
 from specwatch.core.server import MetricsWindow, ServerInfo
 
 if TYPE_CHECKING:
@@ -36,6 +37,15 @@ class ServerReady:
 
     t: float
     info: ServerInfo
+    server: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ServerIdentified:
+    """The code identity of the server that became ready (once per ready, a moment later)."""
+
+    t: float
+    identity: ServerIdentity
     server: int = 0
 
 
@@ -105,6 +115,7 @@ class BenchFinished:
 SessionEvent = (
     ServerWaiting
     | ServerReady
+    | ServerIdentified
     | ServerLost
     | MetricsScraped
     | GpuInventoryChanged

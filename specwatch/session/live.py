@@ -14,19 +14,22 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
+from specwatch.core.identity import ServerIdentity
 from specwatch.core.server import ServerInfo
 from specwatch.session.bench_job import BenchJob
 from specwatch.session.events import SessionEvent
 from specwatch.session.gpu_source import GpuSource, NoGpus, ReaderGpuSource
 from specwatch.session.server_poller import ServerPoller
 from specwatch.sources.endpoint import Endpoint
+from specwatch.sources.server_identity import identify as identify_server
 
 if TYPE_CHECKING:
     from specwatch.bench.runner import BenchConfig
 
 Subscriber = Callable[[SessionEvent], object]
+Identify = Callable[[str, ServerInfo], ServerIdentity]
 
 
 class Stoppable(Protocol):
@@ -51,6 +54,10 @@ class LiveSession:
         timeout_s: Per-request HTTP timeout (a hung server is noticed after this long).
         clock: Monotonic seconds for every timestamp (give the GPU source the same one).
         demo: Stopped when the session stops.
+        identify: Reads a ready server's code identity (off the loop, then a
+            ``ServerIdentified`` event); default: ``sources.server_identity.identify``,
+            except with an in-process ``demo`` (it would be identified as ourselves);
+            ``None``: not read.
     """
 
     def __init__(
@@ -61,13 +68,20 @@ class LiveSession:
         timeout_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
         demo: Stoppable | None = None,
+        identify: Identify | Literal["default"] | None = "default",
     ) -> None:
+        if isinstance(identify, str):  # "default"
+            identify = None if demo is not None else identify_server
         self.endpoints = tuple(endpoints)
+        self.identify: Identify | None = identify
+        """Reads a server's code identity (``None``: not read)."""
         self.gpus: GpuSource = gpus if gpus is not None else NoGpus()
         self.clock = clock
         self.demo = demo
         self.pollers = [
-            ServerPoller(e, self.emit, metrics_interval_s, clock, timeout_s, server=i)
+            ServerPoller(
+                e, self.emit, metrics_interval_s, clock, timeout_s, server=i, identify=identify
+            )
             for i, e in enumerate(self.endpoints)
         ]
         self.bench: BenchJob | None = None
@@ -183,6 +197,7 @@ class LiveSession:
             config=config,
             clock=self.clock,
             command=command,
+            identify=self.identify,
         )
         self.bench = job
         job.start()

@@ -8,6 +8,7 @@ the session: a failed scrape becomes an event.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ from specwatch.core.sanitize import sanitize_line
 from specwatch.core.server import ServerInfo
 from specwatch.session.events import (
     MetricsScraped,
+    ServerIdentified,
     ServerLost,
     ServerReady,
     ServerWaiting,
@@ -25,6 +27,7 @@ from specwatch.sources.endpoint import Endpoint
 from specwatch.sources.limits import POLL_DEADLINE_S
 
 if TYPE_CHECKING:
+    from specwatch.core.identity import ServerIdentity
     from specwatch.sources.detect import WaitStatus
     from specwatch.sources.metrics import MetricsWatcher
 
@@ -48,6 +51,9 @@ class ServerPoller:
         server: This endpoint's index in the session (carried by every event).
         deadline_s: Wall-clock limit of each request (a server dripping a byte a second, or
             an endless ``/metrics``, must not hold the monitor).
+        identify: Reads the code identity of the server at a base URL (blocking; run on a
+            thread of its own once per ready, then a ``ServerIdentified`` event); ``None``:
+            not read (an in-process demo server would be identified as ourselves).
 
     Every text it emits is sanitised (server errors already are; anything else here).
     """
@@ -61,6 +67,7 @@ class ServerPoller:
         timeout_s: float = 5.0,
         server: int = 0,
         deadline_s: float = POLL_DEADLINE_S,
+        identify: Callable[[str, ServerInfo], ServerIdentity] | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.emit = emit
@@ -69,6 +76,7 @@ class ServerPoller:
         self.timeout_s = timeout_s
         self.server = server
         self.deadline_s = deadline_s
+        self.identify = identify
         self.info: ServerInfo | None = None
         """The server as last detected; ``None`` while waiting."""
         self._watcher: MetricsWatcher | None = None
@@ -109,12 +117,28 @@ class ServerPoller:
                     continue
                 self.info = info
                 self.emit(ServerReady(self.clock(), info, self.server))
+                self._identify(info)
                 if info.metrics_enabled is False:
                     reason = await self._health_loop(client)
                 else:
                     reason = await self._scrape_loop(client, info)
                 self.info = None
                 self.emit(ServerLost(self.clock(), reason, self.server))
+
+    def _identify(self, info: ServerInfo) -> None:
+        """Read the server's identity on a daemon thread (``/proc`` and git can take seconds)."""
+        identify = self.identify
+        if identify is None:
+            return
+
+        def work() -> None:
+            try:
+                identity = identify(self.endpoint.base_url, info)
+            except Exception:  # an identity is extra information: never a reason to fail
+                return
+            self.emit(ServerIdentified(self.clock(), identity, self.server))
+
+        threading.Thread(target=work, name=f"specwatch-identify-{self.server}", daemon=True).start()
 
     async def _scrape_loop(self, client: object, info: ServerInfo) -> str:
         from specwatch.sources.detect import detect

@@ -10,6 +10,8 @@ import threading
 from specwatch.core.server import Dialect
 from specwatch.sim.config import preset
 from specwatch.sim.dcgm_exporter import SimDcgmExporter
+from specwatch.sim.hostile import CASES as HOSTILE_CASES
+from specwatch.sim.hostile import HostileServer
 from specwatch.sim.server import SimServer
 from specwatch.sim.servers import DEFAULT_VERSIONS
 from specwatch.sim.world import SimWorld
@@ -72,6 +74,21 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
         help="the simulated exporter's collection interval, seconds (default: 1; real: 30)",
     )
     p.add_argument(
+        "--hostile",
+        default=None,
+        metavar="CASE",
+        choices=HOSTILE_CASES,
+        help="serve a hostile server instead, one fault per case (for testing clients): "
+        + ", ".join(HOSTILE_CASES),
+    )
+    p.add_argument(
+        "--trickle",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="with --hostile trickle: seconds between two bytes (default: 1)",
+    )
+    p.add_argument(
         "--api-key-env",
         default=None,
         metavar="VAR",
@@ -82,6 +99,9 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
 def run_sim(args: argparse.Namespace) -> int:
     """Serve until interrupted; prints one line with the URL. Returns the exit status."""
     import os
+
+    if args.hostile is not None:
+        return _run_hostile(args.hostile, args.host, args.port, args.trickle)
 
     overrides: dict[str, object] = {
         "seed": args.seed,
@@ -138,6 +158,32 @@ def run_sim(args: argparse.Namespace) -> int:
     )
     if exporter is not None:
         print(f"specwatch sim: dcgm-exporter for the GPUs at {exporter.url}", flush=True)
+    try:
+        _serve_until_stopped()
+    finally:
+        if exporter is not None:
+            exporter.stop()
+        server.stop()
+    return 0
+
+
+def _run_hostile(case: str, host: str, port: int, trickle_s: float) -> int:
+    server = HostileServer(case, trickle_s=trickle_s, port=port, host=host)
+    try:
+        url = server.start()
+    except OSError as exc:
+        print(f"specwatch sim: cannot serve on {host}:{port}: {exc}", file=sys.stderr)
+        return 1
+    print(f"specwatch sim: hostile case {case} at {url}  (Ctrl-C to stop)", flush=True)
+    try:
+        _serve_until_stopped()
+    finally:
+        server.stop()
+    return 0
+
+
+def _serve_until_stopped() -> None:
+    """Block until SIGINT or SIGTERM."""
     done = threading.Event()
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, lambda *_: done.set())
@@ -148,7 +194,3 @@ def run_sim(args: argparse.Namespace) -> int:
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
-        if exporter is not None:
-            exporter.stop()
-        server.stop()
-    return 0

@@ -90,6 +90,11 @@ class SimConfig:
         return _server(self.dialect).drafts_capped_by_remaining
 
     @property
+    def counts_cut_step_in_full(self) -> bool:
+        """Whether a step cut by ``max_tokens`` counts all its accepted drafts (vLLM)."""
+        return _server(self.dialect).counts_cut_step_in_full
+
+    @property
     def max_accepted(self) -> int:
         """Most drafts one verify step can accept."""
         return min(self.num_steps, self.drafts_per_step, len(self.acceptance))

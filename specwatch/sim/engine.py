@@ -279,9 +279,10 @@ class Engine:
             if cfg.drafts_capped_by_remaining:
                 proposed = min(proposed, max(0, remaining - 1))
             limit = min(cfg.max_accepted, proposed)
-            acc = self._draw_accepted(limit) if limit > 0 else 0
-            n = min(1 + acc, remaining)
-            acc = n - 1
+            drawn = self._draw_accepted(limit) if limit > 0 else 0
+            n = min(1 + drawn, remaining)
+            # What the server counts: vLLM counts a step cut by max_tokens in full.
+            acc = drawn if cfg.counts_cut_step_in_full else n - 1
             req.generated += n
             req.steps += 1
             req.accepted += acc

@@ -77,6 +77,11 @@ async def bounded_lines(response: httpx.Response, limit: int) -> AsyncIterator[s
     pending = b""
     async for chunk in response.aiter_bytes():
         pending += chunk
+        # A chunk ending in \r may be half of a \r\n: wait for the next byte before splitting,
+        # or the \n that follows would end one more (empty) line.
+        held = pending.endswith(b"\r")
+        if held:
+            pending = pending[:-1]
         if b"\r" in pending:
             pending = pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         *lines, pending = pending.split(b"\n")
@@ -86,7 +91,11 @@ async def bounded_lines(response: httpx.Response, limit: int) -> AsyncIterator[s
             yield line.decode("utf-8", "replace")
         if len(pending) > limit:
             raise TooLarge(None, limit)
-    if pending:
+        if held:
+            pending += b"\r"
+    if pending.endswith(b"\r"):
+        yield pending[:-1].decode("utf-8", "replace")
+    elif pending:
         yield pending.decode("utf-8", "replace")
 
 

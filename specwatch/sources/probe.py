@@ -14,6 +14,7 @@ from typing import Any
 
 from specwatch import __version__
 from specwatch.core.gpu import GpuInventory, GpuTick
+from specwatch.core.identity import ServerIdentity
 from specwatch.core.reasons import short_names
 from specwatch.core.server import ChunkArrival, MetricsWindow, ServerInfo, StreamResult
 from specwatch.core.values import to_jsonable
@@ -23,6 +24,8 @@ from specwatch.sources.detect import detect, wait_ready
 from specwatch.sources.endpoint import Endpoint
 from specwatch.sources.limits import PROBE_DEADLINE_S
 from specwatch.sources.metrics import MetricsWatcher
+from specwatch.sources.server_identity import code_summary, process_json
+from specwatch.sources.server_identity import identify as identify_server
 from specwatch.sources.stream import stream_completion
 
 DEFAULT_PROMPT = (
@@ -55,6 +58,8 @@ class ProbeResult:
     problem: str = "unreachable"
     """The word for ``error``: ``unreachable``, ``loading`` (HTTP 503), ``authorisation
     required`` (401/403), ``not HTTP``, ``too large``, ``redirected``, ``no answer``."""
+    identity: ServerIdentity | None = None
+    """The server process's code identity (``None``: not read); notes say why it is partial."""
 
     @property
     def exit_code(self) -> int:
@@ -84,6 +89,7 @@ async def probe(
     on_status: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
     deadline_s: float = PROBE_DEADLINE_S,
+    identify: Callable[[str, ServerInfo], ServerIdentity] | None = identify_server,
 ) -> ProbeResult:
     """Probe the server at ``endpoint`` once. Never raises for server trouble.
 
@@ -99,6 +105,8 @@ async def probe(
         on_status: Progress lines (waiting attempts).
         clock: Seconds, for the stream's arrival times and the metrics window.
         deadline_s: Wall-clock limit of each request, the stream included.
+        identify: Reads the server process's code identity, on a thread while the stream
+            runs (``None``: not read).
     """
     async with ServerClient(endpoint, timeout_s=timeout_s, deadline_s=deadline_s) as client:
         try:
@@ -124,6 +132,9 @@ async def probe(
             return ProbeResult(
                 endpoint.base_url, None, None, None, inventory, tick, str(exc), problem_word(exc)
             )
+        id_task = None
+        if identify is not None:
+            id_task = asyncio.create_task(asyncio.to_thread(identify, endpoint.base_url, info))
         watcher = MetricsWatcher(client, info, clock=clock)
         await watcher.scrape()
         first_chunk = asyncio.Event()
@@ -140,7 +151,19 @@ async def probe(
         first_chunk.set()
         window = await watcher.scrape()
         inventory, tick = (None, None) if gpu_task is None else await gpu_task
-        return ProbeResult(endpoint.base_url, info, stream, window, inventory, tick)
+        identity = await _identity(id_task)
+        return ProbeResult(
+            endpoint.base_url, info, stream, window, inventory, tick, identity=identity
+        )
+
+
+async def _identity(task: asyncio.Task[ServerIdentity] | None) -> ServerIdentity | None:
+    if task is None:
+        return None
+    try:
+        return await task
+    except Exception as exc:  # knowing the code is extra: a failure is a note, not an error
+        return ServerIdentity(notes=(f"identity not read: {type(exc).__name__}",))
 
 
 def problem_word(exc: ServerError) -> str:
@@ -256,6 +279,7 @@ def probe_to_dict(result: ProbeResult) -> dict[str, Any]:
             "launch_args": to_jsonable(info.launch_args) if info.launch_args else None,
             "notes": dict(info.notes),
         }
+        server["process"], server["process_note"] = process_json(result.identity)
     else:
         server = {
             "url": result.base_url,
@@ -322,6 +346,7 @@ def render_text(result: ProbeResult) -> str:
         lines.append(
             "  metrics  on" if info.metrics_enabled else f"  metrics  off: {info.metrics_reason}"
         )
+        lines.append(f"  code     {code_summary(result.identity)}")
     stream = result.stream
     if stream is not None:
         exact = "" if stream.counts_exact else " (estimated)"

@@ -30,6 +30,7 @@ from specwatch.ui.messages import (
     GpuInventoryChanged,
     GpuTicked,
     MetricsScraped,
+    ServerIdentified,
     ServerLost,
     ServerReady,
     ServerWaiting,
@@ -259,6 +260,10 @@ class SpecwatchApp(App[int]):
         """The server answered."""
         self._guard("server_ready", lambda: self.model.set_ready(message.t, message.info))
 
+    def on_server_identified(self, message: ServerIdentified) -> None:
+        """The server's code identity: its commit goes beside the version."""
+        self._guard("server_identified", lambda: self.model.set_identity(message.identity))
+
     def on_server_lost(self, message: ServerLost) -> None:
         """The server stopped answering."""
         self._guard("server_lost", lambda: self.model.set_lost(message.t, message.reason))
@@ -428,6 +433,8 @@ class SpecwatchApp(App[int]):
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(signal.SIGHUP, self.hang_up)
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGTERM, self.terminate)
         self.set_interval(1.0, self._check_terminal)
 
     def _check_terminal(self) -> None:
@@ -450,6 +457,22 @@ class SpecwatchApp(App[int]):
             self.session.cancel_benchmark()
         threading.Thread(target=self._leave_now, name="specwatch-hangup", daemon=True).start()
         self.exit(hangup.HANGUP_EXIT)
+
+    def terminate(self) -> None:
+        """SIGTERM (``timeout``, ``docker stop``, systemd): leave like ``q``, terminal restored.
+
+        Without a handler the default disposition would end the process on the spot, leaving
+        the terminal in the alternate screen with mouse tracking on and the cursor hidden. The
+        terminal still answers here, so Textual's normal exit restores it; a running benchmark
+        is asked to stop. The backstop only covers a shutdown that hangs.
+        """
+        if self._hung_up:
+            return
+        self._hung_up = True
+        hangup.start_backstop(hangup.BACKSTOP_S * 2, lambda _code: os._exit(hangup.TERM_EXIT))
+        if self.session is not None:
+            self.session.cancel_benchmark()
+        self.exit(hangup.TERM_EXIT)
 
     def _leave_now(self) -> None:
         # SIGHUP can arrive a moment before the kernel finishes hanging the terminal up.
@@ -477,9 +500,10 @@ def default_screenshot_dir() -> Path:
 
 
 def remove_sighup() -> None:
-    """Restore the default SIGHUP disposition (after the app has exited)."""
-    with contextlib.suppress(ValueError, OSError):
-        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    """Restore the default SIGHUP and SIGTERM dispositions (after the app has exited)."""
+    for signum in (signal.SIGHUP, signal.SIGTERM):
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signum, signal.SIG_DFL)
 
 
 __all__ = ["INTERVALS", "AppSettings", "SpecwatchApp"]

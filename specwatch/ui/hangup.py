@@ -20,6 +20,8 @@ BACKSTOP_S = 2.5
 """Seconds after a hangup before the process is ended regardless (must stay under 5)."""
 HANGUP_EXIT = 129
 """128 + SIGHUP, as a shell reports a process ended by a hangup."""
+TERM_EXIT = 143
+"""128 + SIGTERM: the app left because it was asked to terminate."""
 
 
 def terminal_alive(fd: int | None = None) -> bool:

@@ -18,6 +18,7 @@ from specwatch.ui.messages import (
     GpuInventoryChanged,
     GpuTicked,
     MetricsScraped,
+    ServerIdentified,
     ServerLost,
     ServerReady,
     ServerWaiting,
@@ -48,6 +49,8 @@ def message_for(event: ev.SessionEvent) -> Message | None:
         return ServerWaiting(event.t, event.state, event.attempt, event.elapsed_s, event.detail)
     if isinstance(event, ev.ServerReady):
         return ServerReady(event.t, event.info)
+    if isinstance(event, ev.ServerIdentified):
+        return ServerIdentified(event.identity)
     if isinstance(event, ev.ServerLost):
         return ServerLost(event.t, event.reason)
     if isinstance(event, ev.BenchProgress):

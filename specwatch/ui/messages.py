@@ -9,6 +9,7 @@ from __future__ import annotations
 from textual.message import Message
 
 from specwatch.core.gpu import GpuInventory, GpuTick
+from specwatch.core.identity import ServerIdentity
 from specwatch.core.server import MetricsWindow, ServerInfo
 
 
@@ -51,6 +52,14 @@ class ServerReady(Message):
         super().__init__()
         self.t = t
         self.info = info
+
+
+class ServerIdentified(Message):
+    """The ready server's code identity (commit, environment, libraries) was read."""
+
+    def __init__(self, identity: ServerIdentity) -> None:
+        super().__init__()
+        self.identity = identity
 
 
 class ServerLost(Message):

@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 
 from specwatch.core import gpu_rules
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
+from specwatch.core.identity import ServerIdentity
 from specwatch.core.ring import TimeSeries
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.session.live_verdict import LiveVerdict
+from specwatch.sources.server_identity import commit_label
 from specwatch.ui.model_checks import check_tick, check_window, is_number
 
 HISTORY = 4000
@@ -96,6 +98,8 @@ class MonitorModel:
         """Latest window with a real interval (``dt > 0``)."""
         self.last_scrape: MetricsWindow | None = None
         self.server: ServerInfo | None = None
+        self.commit: str | None = None
+        """The server's code commit for the status line (``"0c1e570*"`` when dirty), if known."""
         self.connection = "starting"
         self.connection_ok = False
         self.baseline_ms = baseline_ms
@@ -204,6 +208,7 @@ class MonitorModel:
         """The server answered: close the loading mark and open a warmup mark."""
         self._advance(t)
         self.server = info
+        self.commit = None  # the identity of this (maybe restarted) server follows
         self.verdict.server_ready(t)
         self.connection_ok = True
         self.connection = "connected"
@@ -214,6 +219,11 @@ class MonitorModel:
         self.status_version += 1
         self.rate_version += 1
         self.spec_version += 1
+
+    def set_identity(self, identity: ServerIdentity) -> None:
+        """The ready server's code identity arrived: show its commit beside the version."""
+        self.commit = commit_label(identity)
+        self.status_version += 1
 
     def set_lost(self, t: float, reason: str) -> None:
         """The server stopped answering."""

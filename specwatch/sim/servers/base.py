@@ -59,6 +59,9 @@ class SimDialect:
     """``num_draft_tokens`` counts the tree root (SGLang: drafts per step = tokens - 1)."""
     drafts_capped_by_remaining: ClassVar[bool] = False
     """Drafts no further than the tokens the request may still produce (llama.cpp)."""
+    counts_cut_step_in_full: ClassVar[bool] = False
+    """The last step of a request cut by ``max_tokens`` counts every draft it accepted, though
+    only the tokens that fit are sent (vLLM: its counters read higher than the stream)."""
     listens_while_loading: ClassVar[bool] = False
     """The port answers 503 while the model loads (llama.cpp) instead of refusing
     connections; a restart then only drops connections."""

@@ -31,6 +31,9 @@ class VllmDialect(OpenAiDialect):
     telemetry_class = VllmTelemetry
     owned_by = "vllm"
     honours_ignore_eos = True
+    # The scheduler verifies a full step and counts its accepted drafts before the output is
+    # truncated to max_tokens, so a request's counters exceed what its stream shows.
+    counts_cut_step_in_full = True
     choice_extras: ClassVar[Mapping[str, None]] = {"stop_reason": None}
 
     def mount(self, app: web.Application) -> None:

@@ -35,7 +35,10 @@ def status_parts(model: MonitorModel) -> list[tuple[int, str, str]]:
     parts.append((0, model.connection, "ok" if model.connection_ok else "bad"))
     info = model.server
     if info is not None:
-        parts.append((1, f"{info.dialect.value} {info.version or ''}".strip(), "text"))
+        server = f"{info.dialect.value} {info.version or ''}".strip()
+        if model.commit:  # the code behind the version (a source checkout's pull shows here)
+            server += f" @{model.commit}"
+        parts.append((1, server, "text"))
         parts.append((2, spec_summary(info.spec), "text"))
         if info.model:
             parts.append((4, info.model.rsplit("/", 1)[-1], "text"))

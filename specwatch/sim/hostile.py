@@ -1,12 +1,12 @@
-"""A hostile server on loopback, for tests over real sockets (raw asyncio, no framework).
+"""A hostile server, for tests over real sockets and ``specwatch sim --hostile CASE``.
 
-Each case is one way a server (or something that is not one) can hurt a client. Apart from its
-fault, a case answers like a small vLLM, so detection gets as far as the fault. Written to move
-into the simulator as ``specwatch sim --hostile CASE`` unchanged (``python -m
-tests.hostile_server CASE`` runs it on its own meanwhile).
+Raw asyncio, no framework: each case is one way a server (or something that is not one) can
+hurt a client. Apart from its fault, a case answers like a small vLLM, so detection gets as far
+as the fault.
 
 Cases:
-    escape:       terminal escapes in the model id, the version, an error body and its reason
+    escape:       terminal escapes in the model id, the version, response headers, an error
+                  body and its reason
     endless:      a stream that never ends and ignores ``max_tokens``
     quiet:        a stream that sends only keep-alive comments, never a token
     trickle:      every answer dripped one byte per ``trickle_s``
@@ -21,7 +21,6 @@ Cases:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -76,28 +75,41 @@ def _json(obj: object, status: str = "200 OK") -> bytes:
 
 
 class HostileServer:
-    """Serves one case on ``127.0.0.1`` in a thread of its own; ``url`` once started."""
+    """Serves one case (on loopback by default) in a thread of its own; ``url`` once started.
 
-    def __init__(self, case: str, trickle_s: float = 1.0, port: int = 0) -> None:
+    Args:
+        case: One of :data:`CASES`.
+        trickle_s: Seconds between two bytes in the ``trickle`` case.
+        port: Port to bind (0: any free one).
+        host: Address to bind.
+    """
+
+    def __init__(
+        self, case: str, trickle_s: float = 1.0, port: int = 0, host: str = "127.0.0.1"
+    ) -> None:
         if case not in CASES:
             raise ValueError(f"unknown case {case!r}; one of {', '.join(CASES)}")
         self.case = case
         self.trickle_s = trickle_s
         self.port = port
+        self.host = host
         self.url = ""
         self.requests: list[Request] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
+        self._error: OSError | None = None
 
     # --- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> str:
-        """Start serving; returns the base URL."""
+        """Start serving; returns the base URL. Raises ``OSError`` when it cannot bind."""
         self._thread = threading.Thread(target=self._run, name=f"hostile-{self.case}", daemon=True)
         self._thread.start()
         self._ready.wait(10)
+        if self._error is not None:
+            raise self._error
         return self.url
 
     def stop(self) -> None:
@@ -111,12 +123,18 @@ class HostileServer:
     def _run(self) -> None:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
+        try:
+            self._server = loop.run_until_complete(
+                asyncio.start_server(self._connection, self.host, self.port)
+            )
+        except OSError as exc:
+            self._error = exc
+            loop.close()
+            self._ready.set()
+            return
         self._loop = loop
-        self._server = loop.run_until_complete(
-            asyncio.start_server(self._connection, "127.0.0.1", self.port)
-        )
         self.port = self._server.sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{self.host}:{self.port}"
         self._ready.set()
         try:
             loop.run_forever()
@@ -161,7 +179,8 @@ class HostileServer:
         elif case == "unauthorised":
             writer.write(_json({"error": "bad key"}, "401 Unauthorized"))
         elif case == "redirect":
-            target = f"http://127.0.0.2:{self.port}{request.path}"
+            other = "127.0.0.2" if self.host != "127.0.0.2" else "127.0.0.1"
+            target = f"http://{other}:{self.port}{request.path}"
             writer.write(
                 _head("307 Temporary Redirect", {"Location": target, "Content-Length": "0"})
             )
@@ -287,20 +306,3 @@ def hostile_server(case: str, trickle_s: float = 1.0) -> Iterator[HostileServer]
         yield server
     finally:
         server.stop()
-
-
-def main() -> None:
-    """``python -m tests.hostile_server CASE [--port N]``: serve until interrupted."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("case", choices=CASES)
-    parser.add_argument("--port", type=int, default=8000)
-    args = parser.parse_args()
-    server = HostileServer(args.case, port=args.port)
-    print(server.start(), flush=True)
-    with contextlib.suppress(KeyboardInterrupt):
-        threading.Event().wait()
-    server.stop()
-
-
-if __name__ == "__main__":
-    main()
