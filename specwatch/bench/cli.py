@@ -483,12 +483,9 @@ def server_identity(base_url: str) -> ServerIdentity:
 
 def with_server_build(identity: ServerIdentity, result: BenchResult) -> ServerIdentity:
     """Add a native server's own build id (llama-server reports its commit in ``/props``)."""
-    from specwatch.core.identity import with_build_info
-    from specwatch.core.server import Dialect
+    from specwatch.sources import server_identity
 
-    if identity.pid is None or result.server.dialect is not Dialect.LLAMACPP:
-        return identity
-    return with_build_info(identity, result.server.version)
+    return server_identity.with_server_build(identity, result.server)
 
 
 def _prometheus_sampler(args: argparse.Namespace) -> object:

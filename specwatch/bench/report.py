@@ -90,20 +90,9 @@ def code_lines(identity: ServerIdentity | None) -> list[str]:
     if identity.pid is None:
         why = "; ".join(identity.notes) or "the server process was not found"
         return [safe(f"  Server code: not read ({why})")]
-    parts: list[str] = []
-    if identity.package:
-        parts.append(f"{identity.package} {identity.package_version or ''}".strip())
-    if identity.short_commit:
-        dirty = identity.checkout.dirty if identity.checkout is not None else None
-        parts.append(
-            f"commit {identity.short_commit}" + (" (uncommitted changes)" if dirty else "")
-        )
-    elif identity.build:
-        parts.append(f"build {identity.build}")
-    for kind, label in (("nccl", "NCCL"), ("torch", "torch")):
-        version = identity.library(kind)
-        if version:
-            parts.append(f"{label} {version}")
+    from specwatch.sources.server_identity import code_parts
+
+    parts = code_parts(identity)
     lines = [f"  Server code: {', '.join(parts) or 'unknown'} (process {identity.pid})"]
     lines += [f"  warning: {w}" for w in identity.warnings]
     return safe_lines(lines)

@@ -40,12 +40,8 @@ def commit_label(identity: ServerIdentity | None) -> str | None:
     return identity.commit[:7] + ("*" if dirty else "")
 
 
-def code_summary(identity: ServerIdentity | None) -> str:
-    """One line naming the code a server runs (package, commit, NCCL, torch), or why not."""
-    if identity is None:
-        return "not read"
-    if identity.pid is None:
-        return sanitize_line("not read (" + ("; ".join(identity.notes) or "no process") + ")")
+def code_parts(identity: ServerIdentity) -> list[str]:
+    """What names the code a found process runs: package, commit or build, NCCL, torch."""
     parts: list[str] = []
     if identity.package:
         parts.append(f"{identity.package} {identity.package_version or ''}".strip())
@@ -60,7 +56,16 @@ def code_summary(identity: ServerIdentity | None) -> str:
         version = identity.library(kind)
         if version:
             parts.append(f"{label} {version}")
-    text = f"{' · '.join(parts) or 'unknown'} (process {identity.pid})"
+    return parts
+
+
+def code_summary(identity: ServerIdentity | None) -> str:
+    """One line naming the code a server runs (package, commit, NCCL, torch), or why not."""
+    if identity is None:
+        return "not read"
+    if identity.pid is None:
+        return sanitize_line("not read (" + ("; ".join(identity.notes) or "no process") + ")")
+    text = f"{' · '.join(code_parts(identity)) or 'unknown'} (process {identity.pid})"
     text += "".join(f"; warning: {w}" for w in identity.warnings)
     return sanitize_line(text)
 
@@ -74,4 +79,11 @@ def process_json(identity: ServerIdentity | None) -> tuple[dict[str, Any] | None
     return to_json(identity), None
 
 
-__all__ = ["code_summary", "commit_label", "identify", "process_json", "with_server_build"]
+__all__ = [
+    "code_parts",
+    "code_summary",
+    "commit_label",
+    "identify",
+    "process_json",
+    "with_server_build",
+]
