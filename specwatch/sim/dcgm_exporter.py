@@ -13,17 +13,16 @@ empty Kubernetes labels; and a collection interval: values only change every
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import socket
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 
 from aiohttp import web
 
 from specwatch.sim.gpus import SimGpus
+from specwatch.sim.loop_thread import LoopThread
 
 DRIVER_VERSION = "570.133.20"
 INT64_NOT_SUPPORTED = 9223372036854775794
@@ -240,11 +239,14 @@ async def start_dcgm_exporter(
     return DcgmExporterSite(f"http://{shown}:{bound}/metrics", bound, collector, runner)
 
 
-class SimDcgmExporter:
+class SimDcgmExporter(LoopThread):
     """The simulated exporter on its own thread and loop; a context manager.
 
     Args are those of :func:`start_dcgm_exporter`.
     """
+
+    thread_name = "sim-dcgm"
+    what = "simulated dcgm-exporter"
 
     def __init__(
         self,
@@ -256,13 +258,9 @@ class SimDcgmExporter:
         hostname: str = "sim-node",
         quirks: DcgmQuirks | None = None,
     ) -> None:
+        super().__init__()
         self._args = (gpus, clock, port, host, update_interval_s, hostname, quirks)
         self.site: DcgmExporterSite | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._stopping: asyncio.Event | None = None
-        self._error: BaseException | None = None
 
     @property
     def url(self) -> str:
@@ -271,50 +269,12 @@ class SimDcgmExporter:
 
     def start(self) -> str:
         """Start serving; returns the URL once the port listens."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._main, name="sim-dcgm", daemon=True)
-            self._thread.start()
-            self._ready.wait()
-        if self._error is not None:
-            raise RuntimeError(f"simulated dcgm-exporter failed to start: {self._error}")
+        self._start_thread()
         return self.url
-
-    def stop(self) -> None:
-        """Stop serving and join the thread."""
-        loop, thread, stopping = self._loop, self._thread, self._stopping
-        if loop is None or thread is None or stopping is None:
-            return
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(stopping.set)
-        thread.join(timeout=10)
-        self._thread = None
-
-    def __enter__(self) -> SimDcgmExporter:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def _main(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            loop.run_until_complete(self._serve())
-        except BaseException as exc:  # reported to start()
-            self._error = exc
-            self._ready.set()
-        finally:
-            loop.close()
 
     async def _serve(self) -> None:
         self._stopping = asyncio.Event()
         self.site = await start_dcgm_exporter(*self._args)
-        self._ready.set()
+        self._serving()
         await self._stopping.wait()
         await self.site.close()

@@ -14,13 +14,13 @@ import contextlib
 import socket
 import threading
 from collections.abc import Awaitable, Callable
-from types import TracebackType
 
 from aiohttp import web
 
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.engine import SimRequest, TokenEvent
 from specwatch.sim.faults import METRICS_GARBAGE, STREAM_GARBAGE
+from specwatch.sim.loop_thread import LoopThread
 from specwatch.sim.servers import sim_dialect
 from specwatch.sim.world import SimWorld
 
@@ -30,7 +30,7 @@ RenderGroup = Callable[[list[TokenEvent], bool], list[bytes]]
 _REALTIME_TICK_S = 0.2
 
 
-class SimServer:
+class SimServer(LoopThread):
     """Serves a :class:`SimWorld` over HTTP on ``host:port`` (port 0 picks a free one).
 
     For SGLang, vLLM and the generic dialect the port refuses connections until the model has
@@ -39,6 +39,7 @@ class SimServer:
     """
 
     def __init__(self, world: SimWorld, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__()
         self.world = world
         self.config = world.config
         self.host = host
@@ -46,14 +47,9 @@ class SimServer:
         self.url = ""
         self.dialect = sim_dialect(self.config.dialect)(self)
         """The imitated server's handlers and rules."""
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
         self._runner: web.AppRunner | None = None
         self._site: web.SockSite | None = None
         self._sock: socket.socket | None = None
-        self._stopping: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._handlers: set[asyncio.Task[object]] = set()
         self._listen_task: asyncio.Task[None] | None = None
@@ -70,11 +66,7 @@ class SimServer:
         """
         if self._thread is not None:
             return self.url
-        self._thread = threading.Thread(target=self._main, name="specwatch-sim", daemon=True)
-        self._thread.start()
-        self._ready.wait()
-        if self._error is not None:
-            raise RuntimeError(f"simulated server failed to start: {self._error}")
+        self._start_thread()
         self.world.add_restart_listener(self._on_world_restart)
         return self.url
 
@@ -84,39 +76,7 @@ class SimServer:
 
     def stop(self) -> None:
         """Stop serving and join the thread (held and streaming requests are cut)."""
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        if self._stopping is not None:
-            with contextlib.suppress(RuntimeError):  # the loop already ended
-                loop.call_soon_threadsafe(self._stopping.set)
-        thread.join(timeout=10)
-        self._thread = None
-
-    def __enter__(self) -> SimServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def _main(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            loop.run_until_complete(self._serve())
-        except BaseException as exc:  # reported to start() or lost with the daemon thread
-            self._error = exc
-            self._ready.set()
-        finally:
-            with contextlib.suppress(Exception):
-                loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
+        super().stop()
 
     async def _serve(self) -> None:
         self._stopping = asyncio.Event()
@@ -136,7 +96,7 @@ class SimServer:
         ticker = None
         if not isinstance(self.world.clock, ManualClock):
             ticker = asyncio.create_task(self._tick())
-        self._ready.set()
+        self._serving()
         await self._stopping.wait()
         if ticker is not None:
             ticker.cancel()
