@@ -30,8 +30,8 @@ from specwatch.sources.dcgm_fetch import (
     DcgmFetchError,
     fetch_metrics,
 )
+from specwatch.sources.dcgm_fields import VIOLATION_BITS
 from specwatch.sources.dcgm_parse import (
-    VIOLATION_BITS,
     DcgmGpu,
     dcgm_url,
     extras,

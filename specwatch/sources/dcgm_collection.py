@@ -14,7 +14,8 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from specwatch.sources.dcgm_parse import BY_NAME, VIOLATION_BITS, DcgmGpu, signature
+from specwatch.sources.dcgm_fields import BY_NAME, VIOLATION_BITS
+from specwatch.sources.dcgm_parse import DcgmGpu, signature
 
 COARSE_FACTOR = 1.5
 """A collection interval this many view intervals or more is warned about."""
