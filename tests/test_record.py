@@ -21,7 +21,13 @@ from specwatch.core.outcomes import Outcome
 from specwatch.record import Reader, Recorder, RecordingError, ReplaySession
 from specwatch.record.cli import run_export
 from specwatch.record.store import FORMAT_VERSION
-from specwatch.session.events import GpuInventoryChanged, GpuTicked, MetricsScraped, ServerReady
+from specwatch.session.events import (
+    GpuInventoryChanged,
+    GpuTicked,
+    MetricsScraped,
+    RecordingStopped,
+    ServerReady,
+)
 from specwatch.session.live_verdict import LiveVerdict
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.demo import demo_world
@@ -310,6 +316,45 @@ def test_a_full_disk_stops_recording_in_one_line_and_keeps_what_was_written(
     with Reader(path) as reader:
         kept = list(reader.events())
     assert len(kept) == rec.rows > 0
+
+
+async def test_a_full_disk_under_the_tui_is_said_on_screen(tmp_path: Path) -> None:
+    """The recorder's stop travels as a session event to the app, which shows it as a notice;
+    the session itself keeps running."""
+    from specwatch.ui.app import AppSettings, SpecwatchApp
+
+    path = tmp_path / "full.sqlite"
+    lines: list[str] = []
+    with manual_sim() as sim:
+        session = sim.session()
+        seen = Collector()
+        session.subscribe(seen)
+        # max_bytes below the new file's size: the first commit that needs a page fails.
+        recorder = Recorder(
+            path, session.endpoints, clock=session.clock, flush_s=0.05, max_bytes=1,
+            on_stop=lines.append,
+        )  # fmt: skip
+        recorder.start()
+        recorder.attach_to(session)
+        app = SpecwatchApp(AppSettings(watch_terminal=False, redraw_s=0.1), session)
+        try:
+            async with app.run_test() as pilot:
+
+                async def pause() -> None:
+                    await pilot.pause(0.05)
+
+                await drive_until(sim, lambda: bool(seen.of(RecordingStopped)), 20, pause=pause)
+                await pilot.pause()
+                notes = [n.message for n in app._notifications]
+                ticks = len(seen.of(GpuTicked))
+                await drive_until(sim, lambda: len(seen.of(GpuTicked)) > ticks, 10, pause=pause)
+        finally:
+            session.stop()
+            recorder.stop()
+    assert recorder.error is not None and "disk full" in recorder.error
+    assert lines == [recorder.error]
+    assert [e.reason for e in seen.of(RecordingStopped)] == [recorder.error]
+    assert recorder.error in notes
 
 
 def test_recording_cost_is_batched(tmp_path: Path) -> None:
