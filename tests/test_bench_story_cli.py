@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from specwatch.bench.snapshot import Snapshot, read_snapshot
 from specwatch.cli import build_parser
 from specwatch.core.compare import VERDICT_CODE, VERDICT_GPU, compare
+from specwatch.sim import story
+from specwatch.sim.story import StoryServer, start_story_server
+from specwatch.sim.truth import RequestTruth
+from tests.server_timed import server_timed
 
 # A third of the default step latency keeps each benchmark under two seconds; the GPU state
 # and the slowdown act on it the same way.
@@ -17,21 +22,39 @@ FAST = ("--demo-step-factor", "0.3")
 
 
 def _bench(tmp_path: Path, *extra: str) -> Path:
+    return _bench_on(tmp_path, *extra)[0]
+
+
+def _bench_on(tmp_path: Path, *extra: str) -> tuple[Path, list[RequestTruth]]:
+    """Run ``bench`` on the command line; the snapshot and the story server's finished requests."""
     out = tmp_path / "snaps"
     before = set(out.glob("*.json")) if out.exists() else set()
     argv = ["bench", "-n", "5", "--max-tokens", "256", "--out", str(out), *extra]
     args = build_parser().parse_args(argv)
     from specwatch.bench.cli import run_bench
 
+    servers: list[StoryServer] = []
+
+    def keep(*a: Any, **k: Any) -> StoryServer:
+        servers.append(start_story_server(*a, **k))
+        return servers[-1]
+
     stdout = io.StringIO()
-    assert run_bench(args, argv=argv, stdout=stdout, stderr=io.StringIO()) == 0, stdout.getvalue()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(story, "start_story_server", keep)
+        code = run_bench(args, argv=argv, stdout=stdout, stderr=io.StringIO())
+    assert code == 0, stdout.getvalue()
     (new,) = set(out.glob("*.json")) - before
-    return new
+    return new, [r for s in servers for r in s.world.truth.requests()]
 
 
 def test_cold_against_warm_gpus_is_explained_by_gpu_state(tmp_path: Path) -> None:
-    cold = read_snapshot(_bench(tmp_path, "--demo", "cold", *FAST, "--label", "cold"))
-    warm = read_snapshot(_bench(tmp_path, "--demo", "hot", *FAST, "--label", "hot"))
+    # Judged on the server's timing: see tests/server_timed.py for why (the client's wall time
+    # on a loaded machine turned this into "no significant change").
+    cold_path, cold_truth = _bench_on(tmp_path, "--demo", "cold", *FAST, "--label", "cold")
+    warm_path, warm_truth = _bench_on(tmp_path, "--demo", "hot", *FAST, "--label", "hot")
+    cold = server_timed(read_snapshot(cold_path), cold_truth)
+    warm = server_timed(read_snapshot(warm_path), warm_truth)
     assert cold["gpu_environment"] or cold["runs"][0]["gpus"]
     c = compare(Snapshot.from_dict(cold), Snapshot.from_dict(warm))
     assert c.verdict == VERDICT_GPU, c.reason

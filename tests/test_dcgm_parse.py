@@ -6,9 +6,9 @@ import pytest
 
 from specwatch.core.gpu import GpuSample
 from specwatch.sources.dcgm_cli import counters_csv, main
+from specwatch.sources.dcgm_fields import FIELDS
 from specwatch.sources.dcgm_parse import (
     BLANK,
-    FIELDS,
     NOT_EXPORTED,
     dcgm_url,
     extras,

@@ -4,6 +4,7 @@ times; damage, versions, retention, secrets, export, and compare over a time ran
 from __future__ import annotations
 
 import argparse
+import asyncio
 import io
 import json
 import os
@@ -16,12 +17,25 @@ from pathlib import Path
 
 import pytest
 
+from specwatch.core.outcomes import Outcome
 from specwatch.record import Reader, Recorder, RecordingError, ReplaySession
 from specwatch.record.cli import run_export
 from specwatch.record.store import FORMAT_VERSION
-from specwatch.session.events import GpuInventoryChanged, GpuTicked, MetricsScraped, ServerReady
+from specwatch.session.events import (
+    GpuInventoryChanged,
+    GpuTicked,
+    MetricsScraped,
+    RecordingStopped,
+    ServerReady,
+)
+from specwatch.session.live_verdict import LiveVerdict
+from specwatch.sim.clock import ManualClock
+from specwatch.sim.demo import demo_world
+from specwatch.sim.fake_nvml import FakeNvml
+from specwatch.sim.server import SimServer
 from tests.record_world import SECRET, WALL0, record_story, story
-from tests.session_world import Collector, drive_until, manual_sim
+from tests.session_world import START_T, Collector, ManualSim, drive_until, manual_sim
+from tests.test_live_verdict import _step as step_one_second
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,6 +76,52 @@ async def test_a_recorded_session_replays_as_the_same_events_at_the_same_times(
         assert replay.now == t_drift and reader.label(t_drift)[:4].isdigit()
         replay.seek(replay.last_t)
         assert got.events == seen.events and replay.at_end
+
+
+async def test_a_recorded_drift_replays_to_the_live_verdict_explained_by_gpu_state(
+    tmp_path: Path,
+) -> None:
+    """The demo's drift scenario recorded on the manual clock: replayed headless into a fresh
+    live verdict, it says what the live one said, when it said it: no change before the drift,
+    "explained by GPU state" at the moment the live verdict called it."""
+    path = tmp_path / "drift.sqlite"
+    clock = ManualClock(START_T)
+    world, script = demo_world(gpus=4, clock=clock, scenario="drift", seed=3)
+    assert script is not None
+    server = SimServer(world)
+    sim = ManualSim(world, server, clock, server.start())
+    live, seen = LiveVerdict(), Collector()
+    session = sim.session(FakeNvml(world.gpus, clock=clock.now))
+    recorder = Recorder(path, session.endpoints, clock=session.clock, flush_s=0.2)
+    recorder.start()
+    for subscriber in (live.feed, seen, recorder):
+        session.subscribe(subscriber)
+    try:
+        session.start()
+        sim.advance(world.loaded_at - clock.now())
+        await drive_until(None, lambda: bool(seen.of(ServerReady)), 20)
+        while live.state().outcome is not Outcome.GPU:
+            assert clock.now() - script.change_at <= 60.0, live.state().judgement
+            await step_one_second(sim, seen)
+        t_called = max(e.window.t for e in seen.of(MetricsScraped))
+    finally:
+        await session.aclose()
+        server.stop()
+        await asyncio.sleep(0)
+    recorder.stop()
+    assert recorder.error is None
+    with Reader(path) as reader:
+        replay = ReplaySession(reader)
+        replayed = LiveVerdict()
+        replay.subscribe(replayed.feed)
+        replay.seek(script.change_at - 1.0)
+        assert replayed.state().outcome is Outcome.NO_CHANGE, replayed.state().judgement
+        replay.seek(t_called)
+        state = replayed.state()
+        assert state.outcome is Outcome.GPU, state.judgement
+        assert state.outcome.wording == "explained by GPU state"
+        assert state.current is not None and state.current.clock_deficit is not None
+        assert state.current.clock_deficit < -0.05
 
 
 def _slowed(k: GpuTicked) -> bool:
@@ -256,6 +316,45 @@ def test_a_full_disk_stops_recording_in_one_line_and_keeps_what_was_written(
     with Reader(path) as reader:
         kept = list(reader.events())
     assert len(kept) == rec.rows > 0
+
+
+async def test_a_full_disk_under_the_tui_is_said_on_screen(tmp_path: Path) -> None:
+    """The recorder's stop travels as a session event to the app, which shows it as a notice;
+    the session itself keeps running."""
+    from specwatch.ui.app import AppSettings, SpecwatchApp
+
+    path = tmp_path / "full.sqlite"
+    lines: list[str] = []
+    with manual_sim() as sim:
+        session = sim.session()
+        seen = Collector()
+        session.subscribe(seen)
+        # max_bytes below the new file's size: the first commit that needs a page fails.
+        recorder = Recorder(
+            path, session.endpoints, clock=session.clock, flush_s=0.05, max_bytes=1,
+            on_stop=lines.append,
+        )  # fmt: skip
+        recorder.start()
+        recorder.attach_to(session)
+        app = SpecwatchApp(AppSettings(watch_terminal=False, redraw_s=0.1), session)
+        try:
+            async with app.run_test() as pilot:
+
+                async def pause() -> None:
+                    await pilot.pause(0.05)
+
+                await drive_until(sim, lambda: bool(seen.of(RecordingStopped)), 20, pause=pause)
+                await pilot.pause()
+                notes = [n.message for n in app._notifications]
+                ticks = len(seen.of(GpuTicked))
+                await drive_until(sim, lambda: len(seen.of(GpuTicked)) > ticks, 10, pause=pause)
+        finally:
+            session.stop()
+            recorder.stop()
+    assert recorder.error is not None and "disk full" in recorder.error
+    assert lines == [recorder.error]
+    assert [e.reason for e in seen.of(RecordingStopped)] == [recorder.error]
+    assert recorder.error in notes
 
 
 def test_recording_cost_is_batched(tmp_path: Path) -> None:

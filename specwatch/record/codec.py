@@ -33,6 +33,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
         ev.GpuTicked,
         ev.BenchProgress,
         ev.BenchFinished,
+        ev.RecordingStopped,
     )
 }
 """Every event a recording holds, by the name stored in its ``kind`` column."""

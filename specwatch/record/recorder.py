@@ -14,12 +14,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specwatch import __version__
 from specwatch.record.codec import encode, event_time
 from specwatch.record.store import FORMAT_VERSION, STATE_KINDS, local_iso, open_for_writing
-from specwatch.session.events import SessionEvent
+from specwatch.session.events import RecordingStopped, SessionEvent
 from specwatch.sources.endpoint import Endpoint, redact
+
+if TYPE_CHECKING:
+    from specwatch.session.live import LiveSession
 
 FLUSH_S = 1.0
 """Seconds between commits."""
@@ -118,6 +122,20 @@ class Recorder:
             self._conn.execute(f"PRAGMA max_page_count={max(1, self.max_bytes // page)}")
         self._thread = threading.Thread(target=self._run, name="specwatch-record", daemon=True)
         self._thread.start()
+
+    def attach_to(self, session: LiveSession) -> None:
+        """Record ``session``; when recording stops on an error, the session says so to its
+        subscribers (:class:`~specwatch.session.events.RecordingStopped`), so a front end can
+        show it. An ``on_stop`` given before is still called."""
+        before = self.on_stop
+
+        def stopped(reason: str) -> None:
+            if before is not None:
+                before(reason)
+            session.emit(RecordingStopped(session.clock(), reason))
+
+        self.on_stop = stopped
+        session.subscribe(self)
 
     def __call__(self, event: SessionEvent) -> None:
         """Queue one event (cheap; called on the session's threads)."""

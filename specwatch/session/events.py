@@ -112,6 +112,14 @@ class BenchFinished:
     failure: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class RecordingStopped:
+    """The session's recorder stopped on an error (a full disk); ``reason`` is one line."""
+
+    t: float
+    reason: str
+
+
 SessionEvent = (
     ServerWaiting
     | ServerReady
@@ -122,5 +130,6 @@ SessionEvent = (
     | GpuTicked
     | BenchProgress
     | BenchFinished
+    | RecordingStopped
 )
 """Everything a session emits."""

@@ -16,74 +16,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from specwatch.sim.fake_nvml_structs import (
+    FakeFieldValue,
+    FakeHandle,
+    FakeMemory,
+    FakePciInfo,
+    FakeUtilization,
+    FakeValue,
+    FakeViolationTime,
+)
 from specwatch.sim.gpus import SimGpus, SimGpuState
 from specwatch.sources import nvml as N
 
 DRIVER_VERSION = "570.133.20"
 NVML_VERSION = "12.570.133.20"
 CUDA_DRIVER_VERSION = 12080
-
-
-@dataclass(frozen=True, slots=True)
-class FakeHandle:
-    """What ``nvmlDeviceGetHandleByIndex`` returns."""
-
-    index: int
-
-
-@dataclass(frozen=True, slots=True)
-class FakePciInfo:
-    """The part of ``nvmlPciInfo_t`` specwatch reads (``busId`` is bytes, as in pynvml)."""
-
-    busId: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class FakeUtilization:
-    """``c_nvmlUtilization_t``."""
-
-    gpu: int
-    memory: int
-
-
-@dataclass(frozen=True, slots=True)
-class FakeMemory:
-    """``c_nvmlMemory_t``."""
-
-    total: int
-    free: int
-    used: int
-
-
-@dataclass(frozen=True, slots=True)
-class FakeViolationTime:
-    """``c_nvmlViolationTime_t`` (nanoseconds)."""
-
-    referenceTime: int
-    violationTime: int
-
-
-@dataclass(frozen=True, slots=True)
-class FakeValue:
-    """``c_nvmlValue_t`` with the members specwatch may read."""
-
-    dVal: float = 0.0
-    uiVal: int = 0
-    ulVal: int = 0
-    ullVal: int = 0
-    sllVal: int = 0
-    siVal: int = 0
-    usVal: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class FakeFieldValue:
-    """``c_nvmlFieldValue_t``."""
-
-    fieldId: int
-    nvmlReturn: int
-    valueType: int
-    value: FakeValue
 
 
 @dataclass

@@ -277,13 +277,18 @@ class SimServer(LoopThread):
         try:
             while True:
                 events = await self.world.next_events(req, index)
-                if req.aborted:
+                # One consistent view: a restart on another thread can abort the request
+                # between these reads, and a stream that then rendered its last chunk as
+                # finished ("abort") would end cleanly instead of being dropped.
+                with self.world.locked():
+                    aborted, done, total = req.aborted, req.done, len(req.events)
+                if aborted:
                     self._abort(request)
                     return resp
                 if not events:
                     break
                 index += len(events)
-                last_index = len(req.events) if req.done else -1
+                last_index = total if done else -1
                 if per_token:
                     groups = [
                         [
@@ -313,8 +318,11 @@ class SimServer(LoopThread):
                             self.abandon(req)
                             self._abort(request)
                             return resp
-                if req.done and index >= len(req.events):
+                if done and index >= total:
                     break
+            if req.aborted:
+                self._abort(request)
+                return resp
             for payload in tail():
                 await resp.write(payload)
             await resp.write_eof()

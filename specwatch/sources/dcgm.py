@@ -6,48 +6,41 @@
 numbered across them in the order of the URLs, and each keeps its node name (the ``Hostname``
 label, else the URL's host) in :attr:`DcgmGpuSource.gpu_info`.
 
-The exporter does not publish its collection interval (30 s by default), so it is inferred
-from how often the values change between polls; a collection coarser than the view gives
-:attr:`DcgmGpuSource.collection_warning`. The violation counters are cumulative, so a
-throttle that came and went between two collections still shows in their growth: its reason
-bit is added to ``clock_event_reasons`` until the next collection (``fold_violations``).
+The exporter's collection interval is inferred from how often the values change between polls
+(:mod:`specwatch.sources.dcgm_collection`); a collection coarser than the view gives
+:attr:`DcgmGpuSource.collection_warning`. A throttle that came and went between two
+collections still shows in the growth of its violation counter: its reason bit is added to
+``clock_event_reasons`` until the next collection (``fold_violations``).
 """
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick, SystemInfo
 from specwatch.core.ring import Ring
+from specwatch.sources.dcgm_collection import CollectionTracker, coarse_warning
 from specwatch.sources.dcgm_fetch import (
     DEFAULT_MAX_BYTES,
     DEFAULT_TIMEOUT_S,
     DcgmFetchError,
     fetch_metrics,
 )
+from specwatch.sources.dcgm_fields import VIOLATION_BITS
 from specwatch.sources.dcgm_parse import (
-    BY_NAME,
-    VIOLATION_BITS,
     DcgmGpu,
     dcgm_url,
     extras,
     not_exported,
     parse_dcgm,
-    signature,
     to_sample,
     to_static,
     url_host,
 )
-
-COARSE_FACTOR = 1.5
-"""A collection interval this many view intervals or more is warned about."""
-_GAPS_KEPT = 8
 
 Fetch = Callable[[str, float, int], str]
 """``(url, timeout_s, max_bytes) -> body``; raises :class:`DcgmFetchError` (tests inject one)."""
@@ -108,15 +101,7 @@ class _Endpoint:
     gpus: dict[str, DcgmGpu] = field(default_factory=dict)
     error: str | None = "not polled yet"
     parse_error: str | None = None
-    last_sig: int | None = None
-    last_change_t: float | None = None
-    changes_seen: int = 0
-    gaps: deque[float] = field(default_factory=lambda: deque(maxlen=_GAPS_KEPT))
-    counters: dict[str, dict[str, float]] = field(default_factory=dict)
-    shares: dict[str, dict[str, float]] = field(default_factory=dict)
-
-    def interval(self) -> float | None:
-        return statistics.median(self.gaps) if len(self.gaps) >= 2 else None
+    collection: CollectionTracker = field(default_factory=CollectionTracker)
 
 
 class DcgmGpuSource:
@@ -285,8 +270,10 @@ class DcgmGpuSource:
                 error=e.error,
                 parse_error=e.parse_error,
                 gpus=len(e.keys),
-                collection_interval_s=e.interval(),
-                unchanged_s=None if e.last_change_t is None else now - e.last_change_t,
+                collection_interval_s=e.collection.interval(),
+                unchanged_s=None
+                if e.collection.last_change_t is None
+                else now - e.collection.last_change_t,
             )
             for e in self._endpoints
         )
@@ -294,30 +281,15 @@ class DcgmGpuSource:
     @property
     def collection_interval_s(self) -> float | None:
         """The coarsest inferred exporter collection interval (``None`` until inferred)."""
-        known = [i for i in (e.interval() for e in self._endpoints) if i is not None]
+        known = [i for i in (e.collection.interval() for e in self._endpoints) if i is not None]
         return max(known) if known else None
 
     @property
     def collection_warning(self) -> str | None:
         """A note when an exporter collects more coarsely than the view interval."""
-        view = self._interval_s
-        notes: list[str] = []
-        now = self._clock()
-        for e in self._endpoints:
-            interval = e.interval()
-            if interval is not None and interval >= COARSE_FACTOR * view:
-                notes.append(f"{e.node} updates about every {interval:.3g} s")
-            elif interval is None and e.last_change_t is not None:
-                still = now - e.last_change_t
-                if still >= max(2 * view, COARSE_FACTOR * view) and e.changes_seen < 3:
-                    notes.append(f"{e.node} unchanged for {still:.3g} s")
-        if not notes:
-            return None
-        return (
-            f"dcgm-exporter: {'; '.join(notes)}, coarser than the {view:g} s view (throttles "
-            "between collections show through the violation counters); run the exporter with "
-            "-c 1000 (DCGM_EXPORTER_INTERVAL) for 1 s readings"
-        )
+        view, now = self._interval_s, self._clock()
+        notes = [e.collection.coarse_note(e.node, view, now) for e in self._endpoints]
+        return coarse_warning([n for n in notes if n is not None], view)
 
     # --- polling ------------------------------------------------------------------------
 
@@ -338,7 +310,7 @@ class DcgmGpuSource:
                 reason = f"N/A: {endpoint.node}: {why}"
                 samples.append(GpuSample(index=index, t=t, missing=_all_sample_fields(reason)))
                 continue
-            shares = endpoint.shares.get(key, {})
+            shares = endpoint.collection.shares.get(key, {})
             bits = 0
             if self._fold:
                 for name, share in shares.items():
@@ -400,23 +372,7 @@ class DcgmGpuSource:
         first = parsed.gpus[0]
         if first.hostname:
             endpoint.node = first.hostname
-        sig = signature(parsed.gpus)
-        if sig == endpoint.last_sig:
-            return
-        if endpoint.last_change_t is not None:
-            gap = t - endpoint.last_change_t
-            if endpoint.changes_seen >= 1 and gap > 0:
-                endpoint.gaps.append(gap)
-            endpoint.changes_seen += 1
-            if gap > 0:
-                endpoint.shares = {
-                    g.key: _shares(endpoint.counters.get(g.key, {}), g, gap) for g in parsed.gpus
-                }
-        endpoint.last_sig = sig
-        endpoint.last_change_t = t
-        endpoint.counters = {
-            g.key: {n: v for n, v in g.values.items() if n in VIOLATION_BITS} for g in parsed.gpus
-        }
+        endpoint.collection.observe(parsed.gpus, t)
 
     def _number_new_gpus(self) -> bool:
         known = set(self._slots)
@@ -485,19 +441,6 @@ class DcgmGpuSource:
             if now >= due:
                 return
             self._wake.wait(due - now)
-
-
-def _shares(before: Mapping[str, float], gpu: DcgmGpu, gap_s: float) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for name in VIOLATION_BITS:
-        now = gpu.values.get(name)
-        was = before.get(name)
-        if now is None or was is None:
-            continue
-        grown_s = max(0.0, now - was) * BY_NAME[name].scale * 1e-9
-        short = name.removeprefix("DCGM_FI_DEV_").removesuffix("_VIOLATION").lower()
-        out[short] = min(1.0, grown_s / gap_s)
-    return out
 
 
 def _all_sample_fields(reason: str) -> dict[str, str]:

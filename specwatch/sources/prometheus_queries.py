@@ -20,7 +20,8 @@ from typing import Any
 
 from specwatch.core.fleet import POD_LABELS, FleetGpu, FleetServer, ServerRates
 from specwatch.core.server import Dialect, MetricsWindow
-from specwatch.sources.dcgm_parse import FIELDS, OLD_NAMES, gpus_from_samples, to_sample, to_static
+from specwatch.sources.dcgm_fields import FIELDS, OLD_NAMES
+from specwatch.sources.dcgm_parse import gpus_from_samples, to_sample, to_static
 from specwatch.sources.prometheus_api import VectorSample
 
 FIELD_LABEL = "specwatch_field"
@@ -67,7 +68,7 @@ _RUNNING = {
 }
 
 GPU_SERIES = (*(f.dcgm for f in FIELDS), *OLD_NAMES)
-"""Every DCGM field specwatch reads (:data:`specwatch.sources.dcgm_parse.FIELDS`, one home)."""
+"""Every DCGM field specwatch reads (:data:`specwatch.sources.dcgm_fields.FIELDS`, one home)."""
 
 
 def label_matcher(text: str | None) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from textual.message import Message
+from textual.notifications import Notification, Notify
 
 from specwatch.session import events as ev
 from specwatch.ui.messages import (
@@ -58,6 +59,8 @@ def message_for(event: ev.SessionEvent) -> Message | None:
         return BenchProgress(e.t, e.kind, e.index, e.total, e.message, e.tok_s)
     if isinstance(event, ev.BenchFinished):
         return bench_finished_message(event)
+    if isinstance(event, ev.RecordingStopped):
+        return Notify(Notification(event.reason, "recording", "error", timeout=3600))
     return None
 
 

@@ -216,7 +216,7 @@ def with_recorder(session: LiveSession, path: Path, interval_s: float | None = N
 
     recorder = Recorder(path, session.endpoints, clock=session.clock, interval_s=interval_s)
     recorder.start()
-    session.subscribe(recorder)
+    recorder.attach_to(session)
     session.demo = _StopBoth(session.demo, recorder)
     return recorder
 
