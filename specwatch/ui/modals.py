@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.cells import cell_len
-from rich.console import Group, RenderableType
+from rich.console import RenderableType
 from rich.measure import Measurement
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -25,7 +26,8 @@ TABLE_GAP = "   "
 MARGIN = 1
 """Columns and rows left free around a modal, so the live view still shows at its edges."""
 CHROME = 5
-"""Columns a modal adds around its body: the border, the padding and the scrollbar gutter."""
+"""Columns a modal adds around its body: the border, the padding and room for a scrollbar (a
+stable gutter would reserve a row for the horizontal one as well)."""
 
 
 def is_table_row(line: str) -> bool:
@@ -45,9 +47,13 @@ def fitted_width(body: str, available: int) -> int:
     return max(table, min(prose, available), 1)
 
 
-def text_body(body: str) -> Group:
-    """``body`` as one renderable line each: table rows unwrapped, other lines wrapped."""
-    return Group(*(Text(x, no_wrap=is_table_row(x)) for x in body.splitlines() or [""]))
+def text_body(body: str) -> Table:
+    """``body`` as one row per line: table rows unwrapped, other lines wrapped."""
+    grid = Table.grid()
+    grid.add_column()
+    for line in body.splitlines() or [""]:
+        grid.add_row(Text(line, no_wrap=is_table_row(line)))
+    return grid
 
 
 class ScrollModal(ModalScreen[None]):
@@ -62,7 +68,6 @@ class ScrollModal(ModalScreen[None]):
         background: $surface;
         padding: 0 1;
         scrollbar-size-vertical: 1;
-        scrollbar-gutter: stable;
     }
     ScrollModal > ScrollableContainer > Static { width: auto; height: auto; }
     """
