@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.app import App
@@ -18,6 +19,7 @@ from textual.widgets import OptionList, Static
 from specwatch.bench.snapshot import write_snapshot
 from specwatch.ui.app import AppSettings, SpecwatchApp
 from specwatch.ui.fleet_app import FleetApp
+from specwatch.ui.fleet_table import FLEET_COLUMNS
 from specwatch.ui.help_text import help_renderable
 from specwatch.ui.modals import HelpScreen, ScrollModal, TextModal, fitted_width, is_table_row
 from specwatch.ui.panes.load import LATENCY_ROWS
@@ -36,13 +38,13 @@ def make_app(**kw: object) -> SpecwatchApp:
     return SpecwatchApp(settings, model=build_scene())
 
 
-def box_of(app: App[object]) -> ScrollableContainer:
+def box_of(app: App[Any]) -> ScrollableContainer:
     screen = app.screen
     assert isinstance(screen, ScrollModal)
     return screen.box
 
 
-def lines_of(region: Region, app: App[object]) -> list[str]:
+def lines_of(region: Region, app: App[Any]) -> list[str]:
     strips = app.screen._compositor.render_strips()
     return [s.text[region.x : region.right] for s in strips[region.y : region.bottom]]
 
@@ -145,12 +147,12 @@ async def test_the_jump_input_is_a_small_box() -> None:
 # --- the command palette ----------------------------------------------------------------------
 
 
-def textual_theme_names(app: App[object]) -> set[str]:
+def textual_theme_names(app: App[Any]) -> set[str]:
     ours = set(load_themes([repo_theme_dir()]).themes)
     return {name.lower() for name in app.available_themes} - ours
 
 
-async def palette_entries(pilot: Pilot[object], query: str = "") -> list[str]:
+async def palette_entries(pilot: Pilot[Any], query: str = "") -> list[str]:
     await pilot.press("ctrl+p")
     await pilot.pause()
     if query:
@@ -166,7 +168,7 @@ async def palette_entries(pilot: Pilot[object], query: str = "") -> list[str]:
 
 @pytest.mark.parametrize("which", ["monitor", "fleet"])
 async def test_palette_lists_each_command_once_and_only_our_themes(which: str) -> None:
-    app: App[object] = make_app() if which == "monitor" else FleetApp(watch_terminal=False)  # type: ignore[assignment]
+    app: App[Any] = make_app() if which == "monitor" else FleetApp(watch_terminal=False)
     async with app.run_test(size=(160, 48)) as pilot:
         commands = list(app.get_system_commands(app.screen))
         titles = [c.title for c in commands]
@@ -213,6 +215,9 @@ def test_help_names_the_fleet_and_replay_keys() -> None:
         shown = {"up": "↑", "down": "↓", "question_mark": "?"}.get(first, first)
         assert shown in text, binding.key
     assert "esc there goes back to the fleet" in text
+    plain_words = {"instance", "dialect", "model"}  # server, dialect, model need no legend
+    for column in FLEET_COLUMNS:
+        assert column.key in plain_words or column.header in text, column.header
     assert "replay: jump to a time" in text
 
 

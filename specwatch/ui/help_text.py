@@ -28,6 +28,11 @@ FLEET_KEYS: Rows = (
     ("enter", "open the chosen server's own screen; esc there goes back to the fleet"),
     ("r", "fleet screen: refresh now (the r key marks the reference elsewhere)"),
     ("STALE", "fleet status line: the last reading is older than three refreshes"),
+    ("accept, step ms", "fleet table: accept length and verify-step latency, last window"),
+    ("run/wait", "fleet table: requests running / waiting"),
+    ("SM clk / hot", "fleet table: the node's slowest SM clock, % of max / its hottest GPU"),
+    ("GPUs", "the node's GPUs and how they were matched to the server (pair, pod, host)"),
+    ("(gone)", "a server missing from the latest reading: its last figures, dimmed"),
 )
 
 REPLAY_KEYS: Rows = (
