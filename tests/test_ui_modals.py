@@ -84,6 +84,17 @@ async def test_help_is_fitted_and_scrolls_within_the_screen(size: tuple[int, int
         assert box.max_scroll_y > 0 and box.max_scroll_x == 0
 
 
+async def test_help_fits_again_when_the_terminal_shrinks() -> None:
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert box_of(app).region.height == 46
+        await pilot.resize_terminal(70, 20)
+        await pilot.pause()
+        assert box_of(app).region == Region(1, 1, 68, 18)
+
+
 @pytest.mark.parametrize("size", SIZES)
 async def test_metric_sources_modal_is_sized_to_its_lines(size: tuple[int, int]) -> None:
     app = make_app()
