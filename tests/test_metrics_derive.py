@@ -172,7 +172,9 @@ async def test_sglang_0523_windowed_from_counters(fake_server: FakeServer) -> No
     assert w2.step_latency_p50_s is None and "per token" in w2.notes["step_latency_p50_s"]
 
 
-async def test_sglang_0523_no_request_finished_falls_back_to_gauge(fake_server: FakeServer) -> None:
+async def test_sglang_0523_no_request_finished_holds_instead_of_the_gauge(
+    fake_server: FakeServer,
+) -> None:
     a = dict(
         decode=1000, passes=300, gen=900, requests=10, verify=250, running=1, itl_n=900, itl_sum=3.0
     )
@@ -181,10 +183,12 @@ async def test_sglang_0523_no_request_finished_falls_back_to_gauge(fake_server: 
         fake_server, _info(Dialect.SGLANG, "0.5.23", SGL_SPEC), sglang_0523(a), sglang_0523(b), 1.0
     )
     assert w2.gen_tok_s == pytest.approx(300.0)
-    assert w2.accept_length == 2.5
-    assert "gauge" in w2.sources["accept_length"]
-    assert "no request finished" in w2.notes["accept_length"]
-    assert w2.draft_acceptance_rate == 0.5  # 0.5.16+: the gauge is drafts-only
+    # the gauges (2.5, 0.5) are there, but this server's source is the counters: nothing to show
+    assert w2.accept_length is None and "accept_length" not in w2.sources
+    assert w2.notes["accept_length"].startswith("no verify step finished in this window")
+    assert w2.draft_acceptance_rate is None
+    assert "no verify step finished" in w2.notes["draft_acceptance_rate"]
+    assert w2.lifetime_accept_length == pytest.approx(890 / 250)
     # busy at both ends: Δt / Δdecode passes (prefill passes excluded)
     assert w2.step_latency_s == pytest.approx(1.0 / 100)
     assert "cuda_graph_passes_total" in w2.sources["step_latency_s"]

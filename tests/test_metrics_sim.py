@@ -112,6 +112,64 @@ async def test_window_around_streams_matches_truth(dialect: str, version: str | 
         assert w.step_latency_s is None and "timings" in w.notes["step_latency_s"]
 
 
+HELD = "no verify step finished in this window"
+
+
+async def test_sglang_accept_length_keeps_one_source_and_holds_between_requests() -> None:
+    """A window holding whole requests reports their accept length exactly; a window in which
+    none finished reports nothing (the UI holds the last value), never the 40-step gauge."""
+    reported: list[tuple[MetricsWindow, float]] = []
+    held: list[MetricsWindow] = []
+    with running_sim("sglang", "0.5.23", warmup_requests=0, seed=11) as sim:
+        async with sim.client() as client:
+            info = await detect(client)
+            watcher = MetricsWatcher(client, info, clock=sim.clock.now)
+            sim.advance(1.0)
+            await watcher.scrape()
+            for n in (128, 200, 64, 150):
+                done = len(sim.world.truth.requests())
+                assert (await drive_stream(sim, client, info, n)).error is None
+                sim.advance(0.5)
+                w = await _scrape_ok(watcher)
+                finished = sim.world.truth.requests()[done:]
+                steps = sum(r.steps for r in finished)
+                reported.append((w, 1.0 + sum(r.accepted_drafts for r in finished) / steps))
+                sim.advance(1.0)
+                held.append(await _scrape_ok(watcher))
+            gauge = watcher.last_scrape.total("sglang:spec_accept_length")  # type: ignore[union-attr]
+    assert gauge is not None and gauge > 1.0  # a gauge the old rule would have switched to
+    assert {w.sources["accept_length"] for w, _ in reported} == {
+        w.sources["accept_length"] for w, _ in reported[:1]
+    }
+    assert "spec_verify_calls_total" in reported[0][0].sources["accept_length"]
+    for w, truth in reported:
+        assert w.accept_length == pytest.approx(truth, rel=REL)
+    for w in held:
+        assert w.gen_tok_s == 0.0 and w.accept_length is None
+        assert w.notes["accept_length"].startswith(HELD)
+        assert "accept_length" not in w.sources
+
+
+async def test_sglang_background_windows_never_switch_source() -> None:
+    """Consecutive 1 s windows under load: one accept-length source throughout, or a hold."""
+    windows: list[MetricsWindow] = []
+    with running_sim("sglang", "0.5.23", background_concurrency=6, seed=5) as sim:
+        async with sim.client() as client:
+            info = await detect(client)
+            watcher = MetricsWatcher(client, info, clock=sim.clock.now)
+            sim.advance(5.0)
+            await watcher.scrape()
+            for _ in range(30):
+                sim.advance(1.0)
+                windows.append(await _scrape_ok(watcher))
+    sources = {w.sources["accept_length"] for w in windows if w.accept_length is not None}
+    assert len(sources) == 1 and "spec_verify_calls_total" in sources.pop()
+    assert sum(w.accept_length is not None for w in windows) >= 15
+    for w in windows:
+        if w.accept_length is None:
+            assert w.notes["accept_length"].startswith(HELD)
+
+
 async def test_llamacpp_mid_stream_window_says_counters_wait() -> None:
     with running_sim("llamacpp", warmup_requests=0) as sim:
         async with sim.client() as client:

@@ -37,6 +37,7 @@ from specwatch.ui.messages import (
 )
 from specwatch.ui.modals import HelpScreen, TextModal
 from specwatch.ui.model import WINDOWS, MonitorModel
+from specwatch.ui.palette import textual_commands
 from specwatch.ui.panes import (
     BenchBar,
     GpusPane,
@@ -396,36 +397,37 @@ class SpecwatchApp(App[int]):
             body = "no /metrics window yet"
         else:
             lines = [f"{k}: {v}" for k, v in sorted(w.sources.items())]
-            lines += ["", "notes:"] + [f"{k}: {v}" for k, v in sorted(w.notes.items())]
+            if w.notes:
+                lines += ["", "notes:"] + [f"{k}: {v}" for k, v in sorted(w.notes.items())]
             body = "\n".join(lines)
         self.push_screen(TextModal("metric sources", body))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:  # type: ignore[type-arg]
-        """The command palette: the app's own commands, then Textual's."""
+        """The command palette: the app's own commands, then Textual's (each once)."""
         yield SystemCommand(
             "Compare snapshots…",
-            f"code or GPU? compare the two latest snapshots in {self.settings.snapshot_dir}",
+            f"Code or GPU? Compare the two latest snapshots in {self.settings.snapshot_dir}",
             self.action_compare,
         )
-        yield SystemCommand("Benchmark", "start (or stop) a benchmark", self.action_benchmark)
-        yield SystemCommand("Metric sources", "where each number comes from", self.action_sources)
+        yield SystemCommand("Benchmark", "Start (or stop) a benchmark", self.action_benchmark)
+        yield SystemCommand("Metric sources", "Where each number comes from", self.action_sources)
         yield SystemCommand(
             "Resume" if self.model.paused else "Pause",
-            "pause or resume drawing",
+            "Pause or resume drawing (sampling continues)",
             self.action_toggle_pause,
         )
         yield SystemCommand(
             "Mark reference",
-            "judge the live verdict against the last 30 s",
+            "Judge the live verdict against the last 30 s",
             self.action_mark_reference,
         )
+        yield SystemCommand(
+            "Next theme", "Switch to the next specwatch theme", self.action_cycle_theme
+        )
+        yield SystemCommand("Help", "Keys and what each word on the screen means", self.action_help)
         where = self.settings.screenshot_dir or default_screenshot_dir()
-        yield SystemCommand("Screenshot", f"save an SVG in {where}", self.action_save_svg)
-        # Textual's own commands, without its screenshot (ours says where it goes) and its theme
-        # picker (twenty built-in themes mixed with specwatch's; the t key cycles ours).
-        for command in super().get_system_commands(screen):
-            if command.title not in ("Screenshot", "Theme", "Change theme"):
-                yield command
+        yield SystemCommand("Screenshot", f"Save an SVG in {where}", self.action_save_svg)
+        yield from textual_commands(super().get_system_commands(screen))
 
     # --- leaving when the terminal goes away ----------------------------------------------------
 

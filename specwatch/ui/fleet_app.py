@@ -10,14 +10,15 @@ screen for it and brings the fleet back when that one is left with Escape.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.message import Message
+from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from specwatch.core.fleet_rows import FleetRow, fleet_rows, with_gone
@@ -26,6 +27,8 @@ from specwatch.session.fleet import FleetError, FleetEvent, FleetRefreshed, Flee
 from specwatch.sources.prometheus import FleetReading
 from specwatch.ui import hangup
 from specwatch.ui.fleet_pane import FleetPane
+from specwatch.ui.modals import HelpScreen
+from specwatch.ui.palette import textual_commands
 from specwatch.ui.themes import cycle_order, load_themes
 
 STALE_AFTER = 3.0
@@ -124,6 +127,7 @@ class FleetApp(App[FleetChoice | int]):
         Binding("enter", "drill", "Open"),
         Binding("r", "refresh_now", "Refresh"),
         Binding("t", "cycle_theme", "Theme"),
+        Binding("question_mark,f1", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -276,6 +280,20 @@ class FleetApp(App[FleetChoice | int]):
         if names:
             i = names.index(self.theme) + 1 if self.theme in names else 0
             self.theme = names[i % len(names)]
+
+    def action_help(self) -> None:
+        """Keys (the fleet screen's among them) and what each word means."""
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:  # type: ignore[type-arg]
+        """The command palette: the fleet's commands, then Textual's (each once)."""
+        yield SystemCommand("Refresh", "Read the fleet again now", self.action_refresh_now)
+        yield SystemCommand(
+            "Next theme", "Switch to the next specwatch theme", self.action_cycle_theme
+        )
+        yield SystemCommand("Help", "Keys and what each word on the screen means", self.action_help)
+        yield from textual_commands(super().get_system_commands(screen))
 
 
 __all__ = [

@@ -1,95 +1,109 @@
-"""Modal screens: help (keys and the clock-event legend), and a text result modal."""
+"""Modal screens fitted to their content: the help, and a text modal (results, comparisons)."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.console import RenderableType
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
+from textual.containers import ScrollableContainer
+from textual.events import Resize
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from specwatch.core.reasons import REASONS
+from specwatch.ui.help_text import help_renderable
 
-KEYS: tuple[tuple[str, str], ...] = (
-    ("p", "pause / resume drawing (sampling continues)"),
-    ("t", "next theme"),
-    ("i", "next sampling interval (GPU and /metrics)"),
-    ("w", "next graph window: 1m, 5m, 15m, 1h"),
-    ("b", "benchmark with the current settings (again: stop it)"),
-    ("r", "mark the reference: the live verdict judges against the last 30 s from now on"),
-    ("s", "save an SVG screenshot (~/.local/share/specwatch/screenshots, or --screenshot-dir)"),
-    ("? / F1", "this help"),
-    ("ctrl+p", "command palette (compare snapshots, themes…)"),
-    ("q", "quit"),
-)
+HELP_WIDTH = 100
+"""The widest the help is drawn."""
 
-MARKS: tuple[tuple[str, str], ...] = (
-    ("╌ loading #N", "server not ready yet: attempt N, seconds waited (short: L#N, L)"),
-    ("· warmup", "from ready until two windows agree within 15% (short: W)"),
-    ("━ B1…", "benchmark runs started with b"),
-    ("R / ✕", "server restarted (counters went back) / connection lost"),
-    ("◂", "the straggler: lowest SM clock (then hottest) sets a TP step's pace"),
-    ("5x16!", "PCIe link below its maximum under load"),
-    ("memclk / HBM", "memory clock, MHz / HBM (memory) temperature, °C"),
-    ("P", "performance state: P0 is full speed, P8 idle"),
-    ("clk% / hot°C", "mean SM clock as % of max / hottest GPU, on the token-rate graph"),
-    ("life", "since the server started (the other figures are the last window)"),
-    ("effective", "verify-step latency / accept length: ms per generated token"),
-    ("plain", "ms per token without speculation (--baseline or --baseline-itl)"),
-    ("break-even", "accept length at which speculation starts to pay"),
-    ("cpu", "in the status line: specwatch's own CPU use, not the server's"),
-    ("verdict", "top line: now vs the reference, in compare's words (r marks a new reference)"),
-)
+TABLE_GAP = "   "
+"""A run of spaces inside a line that marks it as a table row (aligned columns)."""
+MARGIN = 1
+"""Columns and rows left free around a modal, so the live view still shows at its edges."""
+CHROME = 5
+"""Columns a modal adds around its body: the border, the padding and room for a scrollbar (a
+stable gutter would reserve a row for the horizontal one as well)."""
 
 
-def help_renderable() -> Table:
-    """The help text as a Rich table: keys, reason words, graph marks."""
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(no_wrap=True, style="bold")
+def is_table_row(line: str) -> bool:
+    """A line with aligned columns (three spaces inside it): it scrolls sideways, never wraps."""
+    return TABLE_GAP in line.strip()
+
+
+def fitted_width(body: str, available: int) -> int:
+    """The body's width in a modal with ``available`` columns for it.
+
+    Table rows keep their full width (the modal scrolls sideways beyond the screen); other lines
+    wrap at the screen's width, and need no more than their longest line.
+    """
+    lines = body.splitlines() or [""]
+    table = max((cell_len(x) for x in lines if is_table_row(x)), default=0)
+    prose = max((cell_len(x) for x in lines if not is_table_row(x)), default=0)
+    return max(table, min(prose, available), 1)
+
+
+def text_body(body: str) -> Table:
+    """``body`` as one row per line: table rows unwrapped, other lines wrapped."""
+    grid = Table.grid()
     grid.add_column()
-    grid.add_row(Text("Keys", style="bold underline"), "")
-    for key, what in KEYS:
-        grid.add_row(key, what)
-    grid.add_row("", "")
-    grid.add_row(Text("Clock events", style="bold underline"), "why the SM clock is below max")
-    for r in REASONS:
-        harmless = "" if r.harmful or "harmless" in r.meaning else " (harmless)"
-        grid.add_row(r.short, r.meaning + harmless)
-    grid.add_row("", "")
-    grid.add_row(Text("Graph marks", style="bold underline"), "")
-    for mark, what in MARKS:
-        grid.add_row(mark, what)
+    for line in body.splitlines() or [""]:
+        grid.add_row(Text(line, no_wrap=is_table_row(line)))
     return grid
 
 
 class ScrollModal(ModalScreen[None]):
-    """A titled, scrollable box in the middle of the screen; a key from ``BINDINGS`` closes it."""
+    """A titled box fitted to its content in the middle of the screen; it scrolls both ways
+    when the content is larger than the screen. A key from ``BINDINGS`` closes it."""
 
     DEFAULT_CSS = """
     ScrollModal { align: center middle; }
-    ScrollModal > VerticalScroll {
-        width: 90%;
-        height: 90%;
+    ScrollModal > ScrollableContainer {
+        width: auto;
+        height: auto;
         background: $surface;
         padding: 0 1;
+        scrollbar-size-vertical: 1;
     }
+    ScrollModal > ScrollableContainer > Static { width: auto; height: auto; }
     """
 
     def __init__(self, title: str, content: RenderableType) -> None:
         super().__init__()
         self.title_text = title
         self._content = content
+        self.box = ScrollableContainer()
+        self.box.border_title = f"{title} (esc closes)"
 
     def compose(self) -> ComposeResult:
         """The body in a scroll view, titled with how to close it."""
-        with VerticalScroll() as scroll:
-            scroll.border_title = f"{self.title_text} (esc closes)"
+        with self.box:
             yield Static(self._content)
+
+    def body_width(self, available: int) -> int:
+        """How wide the body is drawn when ``available`` columns are free for it."""
+        measured = Measurement.get(self.app.console, self.app.console.options, self._content)
+        return max(measured.minimum, min(measured.maximum, available))
+
+    def on_mount(self) -> None:
+        """Fit the box to the screen it opened on."""
+        self.fit(self.app.size.width, self.app.size.height)
+
+    def on_resize(self, event: Resize) -> None:
+        """Fit the box again when the terminal changes size."""
+        self.fit(event.size.width, event.size.height)
+
+    def fit(self, width: int, height: int) -> None:
+        """Size the box to its content, within the screen less a margin on each side."""
+        room = max(1, width - 2 * MARGIN - CHROME)
+        body = self.body_width(room)
+        self.box.query_one(Static).styles.width = body
+        self.box.styles.width = min(body, room) + CHROME
+        self.box.styles.max_height = max(3, height - 2 * MARGIN)
 
     def action_close(self) -> None:
         """Close the modal."""
@@ -104,28 +118,40 @@ class HelpScreen(ScrollModal):
     ]
 
     DEFAULT_CSS = """
-    HelpScreen > VerticalScroll {
-        max-width: 92;
-        border: round $primary;
-    }
+    HelpScreen > ScrollableContainer { border: round $primary; }
     """
 
     def __init__(self) -> None:
         super().__init__("specwatch help", help_renderable())
 
+    def body_width(self, available: int) -> int:
+        """Up to 100 columns: a wider help table only makes its sentences long."""
+        return super().body_width(min(available, HELP_WIDTH))
+
 
 class TextModal(ScrollModal):
-    """A titled, scrollable block of text (benchmark results, comparisons)."""
+    """A titled block of text (benchmark results, comparisons, metric sources)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,enter", "close", "Close")]
 
     DEFAULT_CSS = """
-    TextModal > VerticalScroll {
-        max-width: 100;
-        border: round $accent;
-    }
+    TextModal > ScrollableContainer { border: round $accent; }
     """
 
     def __init__(self, title: str, body: str) -> None:
-        super().__init__(title, Text(body))
+        super().__init__(title, text_body(body))
         self.body = body
+
+    def body_width(self, available: int) -> int:
+        """Table rows at full width; the other lines up to ``available``."""
+        return fitted_width(self.body, available)
+
+
+__all__ = [
+    "HelpScreen",
+    "ScrollModal",
+    "TextModal",
+    "fitted_width",
+    "help_renderable",
+    "is_table_row",
+]

@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
@@ -37,15 +38,25 @@ class JumpModal(ModalScreen[str | None]):
 
     DEFAULT_CSS = """
     JumpModal { align: center middle; }
-    JumpModal > Label { width: 60; background: $panel; padding: 0 1; }
-    JumpModal > Input { width: 60; }
+    JumpModal > Vertical {
+        width: 74;
+        max-width: 100%;
+        height: auto;
+        border: round $accent;
+        background: $surface;
+        padding: 0 1;
+    }
+    JumpModal Label { width: 100%; }
+    JumpModal Input { width: 100%; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
     def compose(self) -> ComposeResult:
-        """A prompt and the input."""
-        yield Label("jump to (ISO 8601, local zone unless given; or -10m before the end)")
-        yield Input(placeholder="2026-12-01T14:03:00 or -10m", id="when")
+        """A prompt and the input in a box fitted to them."""
+        with Vertical() as box:
+            box.border_title = "jump to (esc cancels)"
+            yield Label("ISO 8601, local zone unless given; or -10m before the end")
+            yield Input(placeholder="2026-12-01T14:03:00 or -10m", id="when")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Close with the text typed."""

@@ -3,7 +3,9 @@
 Live token counters since 0.5.10 (``realtime_tokens_total``, possibly only on log ticks before
 0.5.23), finished-request spec counters since 0.5.16 (``spec_verify_calls_total``), a
 drafts-only ``spec_accept_rate`` gauge since 0.5.16; the gauges cover the last
-``--decode-log-interval`` steps and are the fallback.
+``--decode-log-interval`` steps. The accept length has one source per server, chosen once: the
+finished-request counters where the server has them, else the gauges; a window in which the
+counters did not move reports nothing (the UI holds the last value) instead of another source.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ _LATENCY = {
 def derive_sglang(
     b: WindowBuilder, cur: Scrape, prev: Scrape | None, dt: float, info: ServerInfo
 ) -> None:
-    """SGLang's window: live tokens, finished-request spec counters, gauges as fallback."""
+    """SGLang's window: live tokens; finished-request spec counters, or gauges without them."""
     version = version_tuple(info.version)
     b.set("requests_running", cur.total(_S + "num_running_reqs"), _S + "num_running_reqs")
     b.set("requests_waiting", cur.total(_S + "num_queue_reqs"), _S + "num_queue_reqs")
@@ -81,9 +83,10 @@ def derive_sglang(
     if gauge_len is not None and gauge_len < 1.0:
         # an accept length below 1 is impossible: the gauge has not been set yet
         gauge_len = gauge_rate = None
-        b.notes["accept_length"] = (
-            "SGLang sets its accept-length gauge every 40 decode steps; not yet since start"
-        )
+        if not cur.has(verify_name):  # the gauge is this server's source
+            b.notes["accept_length"] = (
+                "SGLang sets its accept-length gauge every 40 decode steps; not yet since start"
+            )
     if prev is None:
         return
     # live tokens
@@ -111,25 +114,9 @@ def derive_sglang(
         why = "speculative decoding is off"
         b.note("accept_length", why)
         b.note("draft_acceptance_rate", why)
+    elif cur.has(verify_name):
+        _sglang_windowed_spec(b, cur, prev, per_round, info, finished_source)
     else:
-        d_verify = delta(cur, prev, verify_name)
-        if d_verify is not None and d_verify > 0:
-            d_gen = delta(cur, prev, gen_name)
-            d_req = delta(cur, prev, req_name)
-            length = ratio(minus(d_gen, d_req), d_verify)
-            b.set("accept_length", length, finished_source)
-            if length is not None and per_round:
-                b.set(
-                    "draft_acceptance_rate",
-                    (length - 1.0) / per_round,
-                    f"(windowed accept length − 1) / {per_round} drafts per round"
-                    + (" (tree size with topk > 1)" if (info.spec.topk or 1) > 1 else ""),
-                )
-        elif d_verify is not None:
-            b.notes["accept_length"] = (
-                "no request finished in this window (SGLang spec counters move at request end); "
-                "showing the gauge"
-            )
         _sglang_gauges(b, gauge_len, gauge_rate, version, per_round)
     # step latency
     passes = delta(cur, prev, _S + "cuda_graph_passes_total", {"mode": _DECODE_MODES})
@@ -167,6 +154,43 @@ def derive_sglang(
     b.note("step_latency_p50_s", "SGLang's ITL histogram is per token, not per step")
     if ttft is not None:
         b.set("ttft_s", ttft.mean, f"Δ{_S}time_to_first_token_seconds _sum/_count")
+
+
+def _sglang_windowed_spec(
+    b: WindowBuilder,
+    cur: Scrape,
+    prev: Scrape,
+    per_round: int | None,
+    info: ServerInfo,
+    finished_source: str,
+) -> None:
+    """Accept length from the finished-request counters (0.5.16+), and only from them.
+
+    A server that has them is always read this way: a window in which no request finished is
+    left empty, so the UI holds the last reading, rather than switching to the 40-step gauge,
+    which measures other steps and would make the number jump between two sources.
+    """
+    verify_name = _S + "spec_verify_calls_total"
+    d_verify = delta(cur, prev, verify_name)
+    if d_verify is None or d_verify <= 0:
+        why = (
+            "no verify step finished in this window (SGLang's spec counters move when a request"
+            " ends): the last reading is held"
+        )
+        b.note("accept_length", why)
+        b.note("draft_acceptance_rate", why)
+        return
+    d_gen = delta(cur, prev, _S + "generation_tokens_total")
+    d_req = delta(cur, prev, _S + "num_requests_total")
+    length = ratio(minus(d_gen, d_req), d_verify)
+    b.set("accept_length", length, finished_source)
+    if length is not None and per_round:
+        b.set(
+            "draft_acceptance_rate",
+            (length - 1.0) / per_round,
+            f"(windowed accept length − 1) / {per_round} drafts per round"
+            + (" (tree size with topk > 1)" if (info.spec.topk or 1) > 1 else ""),
+        )
 
 
 def _sglang_gauges(
