@@ -92,9 +92,56 @@ def _add_version(p: argparse.ArgumentParser) -> None:
     p.add_argument("-V", "--version", action="version", version=f"specwatch {__version__}")
 
 
+def _fill_probe(p: argparse.ArgumentParser) -> None:
+    from specwatch.sources.dcgm_cli import add_dcgm_argument
+    from specwatch.sources.probe_cli import add_probe_arguments
+
+    _add_server_args(p)
+    add_probe_arguments(p)
+    add_dcgm_argument(p)
+
+
+def _fill_bench(p: argparse.ArgumentParser) -> None:
+    from specwatch.bench.cli import add_bench_arguments
+    from specwatch.sources.dcgm_cli import add_dcgm_argument
+
+    _add_server_args(p, fleet=False)
+    add_bench_arguments(p)
+    add_dcgm_argument(p)
+
+
+def _fill_compare(p: argparse.ArgumentParser) -> None:
+    from specwatch.bench.compare_cli import add_compare_arguments
+
+    add_compare_arguments(p)
+
+
+def _fill_record(p: argparse.ArgumentParser) -> None:
+    from specwatch.record.cli import add_record_arguments
+    from specwatch.sources.dcgm_cli import add_dcgm_argument
+
+    _add_server_args(p, fleet=False)
+    add_record_arguments(p)
+    add_dcgm_argument(p)
+
+
+def _fill_replay(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="a recording")
+    p.add_argument("--theme", default=None, help="as for the live monitor")
+    p.add_argument(
+        "--speed", type=float, default=1.0, metavar="X", help="replay speed (1..60; default 1)"
+    )
+
+
+def _fill_export(p: argparse.ArgumentParser) -> None:
+    from specwatch.record.cli import add_export_arguments
+
+    add_export_arguments(p)
+
+
 def build_tui_parser() -> argparse.ArgumentParser:
     """The live monitor's parser, with its positional ``URL`` (``specwatch localhost:8000``)."""
-    from specwatch.ui.options import add_tui_arguments
+    from specwatch.ui.arguments import add_tui_arguments
 
     parser = argparse.ArgumentParser(
         prog="specwatch", usage=USAGE, description=DESCRIPTION, epilog=EPILOG
@@ -120,47 +167,24 @@ def build_parser() -> argparse.ArgumentParser:
         dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}", parser_class=_LazyParser
     )
 
-    from specwatch.sources.dcgm_cli import add_dcgm_argument
-    from specwatch.ui.options import add_tui_arguments
+    from specwatch.ui.arguments import add_tui_arguments
 
     add_tui_arguments(parser)
 
-    sub.add_parser("sim", help="run the simulated server standalone", fill=_add_sim_arguments)
+    def add(name: str, help: str, fill: Callable[[argparse.ArgumentParser], None]) -> None:
+        sub.add_parser(name, help=help, fill=fill)
 
-    p_probe = sub.add_parser("probe", help="detect a server, stream once, read the GPUs, print")
-    _add_server_args(p_probe)
-    from specwatch.sources.probe_cli import add_probe_arguments
-
-    add_probe_arguments(p_probe)
-    add_dcgm_argument(p_probe)
-
-    p_bench = sub.add_parser("bench", help="benchmark: warmup runs, then N streamed runs")
-    _add_server_args(p_bench, fleet=False)
-    from specwatch.bench.cli import add_bench_arguments, add_compare_arguments
-
-    add_bench_arguments(p_bench)
-    add_dcgm_argument(p_bench)
-    add_compare_arguments(
-        sub.add_parser("compare", help="compare two snapshots: is it the GPUs or the code?")
-    )
-    from specwatch.record.cli import add_export_arguments, add_record_arguments
-
-    p_record = sub.add_parser("record", help="record the live session into a SQLite file")
-    _add_server_args(p_record, fleet=False)
-    add_record_arguments(p_record)
-    add_dcgm_argument(p_record)
-    p_replay = sub.add_parser("replay", help="watch a recording in the TUI, with time controls")
-    p_replay.add_argument("file", metavar="FILE", help="a recording")
-    p_replay.add_argument("--theme", default=None, help="as for the live monitor")
-    p_replay.add_argument(
-        "--speed", type=float, default=1.0, metavar="X", help="replay speed (1..60; default 1)"
-    )
-    add_export_arguments(
-        sub.add_parser("export", help="a recording as a tidy time series (CSV or JSON Lines)")
-    )
-    sub.add_parser(
+    add("sim", "run the simulated server standalone", _add_sim_arguments)
+    add("probe", "detect a server, stream once, read the GPUs, print", _fill_probe)
+    add("bench", "benchmark: warmup runs, then N streamed runs", _fill_bench)
+    add("compare", "compare two snapshots: is it the GPUs or the code?", _fill_compare)
+    add("record", "record the live session into a SQLite file", _fill_record)
+    add("replay", "watch a recording in the TUI, with time controls", _fill_replay)
+    add("export", "a recording as a tidy time series (CSV or JSON Lines)", _fill_export)
+    add(
         "dcgm-counters",
-        help="print the dcgm-exporter counters CSV specwatch reads (run the exporter with -f FILE)",
+        "print the dcgm-exporter counters CSV specwatch reads (run the exporter with -f FILE)",
+        lambda p: None,
     )
     return parser
 
@@ -189,24 +213,26 @@ def parse_args(
         SystemExit: Bad arguments (argparse's message and status 2).
         ConfigError: The config file cannot be used.
     """
-    from specwatch.cli_settings import settle
-
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     first = _first_positional(parser, argv)
     if first is not None and first not in SUBCOMMANDS:
         parser = build_tui_parser()
     args = parser.parse_args(argv)
+    from specwatch.cli_settings import settle
+
     return settle(args, os.environ if env is None else env)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
-    from specwatch.core.config import ConfigError
-
     try:
         args = parse_args(argv)
-    except ConfigError as e:
+    except Exception as e:
+        from specwatch.core.config import ConfigError  # not imported for ``--help``
+
+        if not isinstance(e, ConfigError):
+            raise
         print(f"specwatch: {e}", file=sys.stderr)
         return 2
     try:

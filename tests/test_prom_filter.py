@@ -136,3 +136,25 @@ def test_remembered_series_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     for _ in range(3):
         assert reader.parse(GROUP).total("vllm:x_total") == 12.0
         assert len(reader._series) <= 2
+
+
+def _values(scrape: Scrape) -> list[tuple[str, dict[str, str], float]]:
+    return [(s.name, dict(s.labels), s.value) for s in scrape.samples]
+
+
+def test_later_scrapes_read_changed_lines_as_the_parser_does() -> None:
+    head = "# TYPE a_total counter\n"
+    first = head + 'a_total{e="0"} 1\na_total{e="1"} 2\n'
+    later = (
+        head + 'a_total{e="0"} 1\na_total{e="1"} 5\n',  # one value moved
+        head + 'a_total{e="0"} 1\na_total{e="2"} 7\n',  # a series replaced, same line count
+        head + 'a_total{e="0"} 1\na_total{e="1"} 9 1700000000000\n',  # a timestamp appears
+        head + 'a_total{e="0"} 1\na_total{e="1"} 1_0\n',  # what the parser refuses
+        head + 'a_total{e="0"} 3\na_total{e="1"} 4\n',
+    )
+    reader = MetricsReader(("a_",))
+    reader.parse(first)
+    for text in later:
+        got, full = reader.parse(text), parse_metrics(text)
+        assert _values(got) == _values(full)
+        assert (got.error is None) == (full.error is None)

@@ -16,6 +16,7 @@ from typing import Any
 from specwatch import __version__
 from specwatch.core.fleet import FleetGpu, FleetServer, parse_node_pair
 from specwatch.session.fleet import FleetSource
+from specwatch.sources.fleet_cli import add_fleet_arguments
 from specwatch.sources.prometheus import FleetReading
 
 SERVER_FIELDS = (
@@ -47,35 +48,6 @@ class FleetOptions:
     def is_fleet(self) -> bool:
         """A fleet view applies: a Prometheus, or more than one server."""
         return self.prometheus is not None or len(self.urls) > 1
-
-
-def add_fleet_arguments(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """Add ``--prometheus``, ``--server-match``, ``--gpu-match`` and ``--node`` (repeatable)."""
-    p.add_argument(
-        "--prometheus",
-        default=None,
-        metavar="URL",
-        help="read servers and GPUs from this Prometheus (a bare host means port 9090)",
-    )
-    p.add_argument(
-        "--server-match",
-        default=None,
-        metavar="'{job=\"vllm\"}'",
-        help="Prometheus label matcher narrowing the servers",
-    )
-    p.add_argument(
-        "--gpu-match",
-        default=None,
-        metavar="'{Hostname=~\"gpu-.*\"}'",
-        help="Prometheus label matcher narrowing the dcgm-exporter series",
-    )
-    p.add_argument(
-        "--node",
-        action="append",
-        default=[],
-        metavar="SERVER_URL=DCGM_URL",
-        help="pair a server with its node's dcgm-exporter (repeatable; default: join by host)",
-    )
 
 
 def _as_tuple(value: object) -> tuple[str, ...]:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from importlib import resources
 
 COUNTERS_FILE = "dcgm-counters.csv"
 
 
 def counters_csv() -> str:
     """The counters CSV shipped with specwatch (dcgm-exporter ``-f`` format)."""
+    from importlib import resources
+
     return resources.files("specwatch.sources").joinpath(COUNTERS_FILE).read_text(encoding="utf-8")
 
 

@@ -10,6 +10,8 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from typing import NamedTuple
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -77,6 +79,10 @@ class Histogram:
         return prev_le
 
 
+_NAME = itemgetter(0)
+"""A :class:`Sample`'s name."""
+
+
 @dataclass(frozen=True, slots=True)
 class Scrape:
     """One parsed ``/metrics`` body."""
@@ -90,13 +96,15 @@ class Scrape:
 
     def __post_init__(self) -> None:
         # A dialect asks for a few dozen names per scrape; an index beats a scan per question.
+        # Samples of one name come in runs (a family's lines are grouped), so grouping runs
+        # in C beats a lookup per sample on a 400 KB exposition.
         index: dict[str, list[Sample]] = {}
-        for s in self.samples:
-            got = index.get(s.name)
+        for name, run in groupby(self.samples, _NAME):
+            got = index.get(name)
             if got is None:
-                index[s.name] = [s]
+                index[name] = list(run)
             else:
-                got.append(s)
+                got.extend(run)
         object.__setattr__(self, "_by_name", index)
 
     def names(self) -> set[str]:

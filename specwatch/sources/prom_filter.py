@@ -11,6 +11,8 @@ goes to the parser again, so what the parser rejects is still reported as unpars
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import compress
+from operator import ne
 from typing import cast
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -38,11 +40,14 @@ class MetricsReader:
         self._decided: dict[str, int] = {}
         self._series: dict[str, Sample] = {}
         """Series text (the line up to its value) -> the last sample read from it."""
+        self._groups: dict[str, _Group] = {}
+        """Family -> its group as last read."""
 
     def parse(self, text: str) -> Scrape:
         """The samples of the wanted families in ``text`` (see :class:`Scrape`)."""
         if len(self._series) > MAX_SERIES:
             self._series.clear()
+            self._groups.clear()
         state = _State()
         wanted = self.wanted
         # A family's lines follow its "# TYPE" line as one group (the format requires it), so
@@ -73,7 +78,7 @@ class MetricsReader:
             if body >= stop:
                 continue
             if family and family.startswith(wanted):
-                self._wanted_lines(text[body:stop], state)
+                self._wanted_group(family, text[body:stop], state)
             elif family and text.count("\n", body, stop) + 1 == text.count(
                 "\n" + family, body - 1, stop
             ):
@@ -88,15 +93,32 @@ class MetricsReader:
         bad = state.bad
         return Scrape(tuple(state.samples), types, unparseable_note(bad) if bad else None)
 
-    def _wanted_lines(self, body: str, state: _State) -> None:
-        """The lines of a wanted family: a lookup and a ``float()`` for each known series.
-
-        Done for the whole group at once; any line the shortcut cannot take sends the group
-        line by line to :meth:`_line`.
-        """
+    def _wanted_group(self, family: str, body: str, state: _State) -> None:
+        """A wanted family's group. Most lines read as they did at the last scrape (idle
+        engines, settled buckets): those keep their samples, found by comparing the lines in
+        C; only the lines that changed are read, and only while their series stay the same."""
         lines = body.split("\n")
         if not lines[-1]:
             lines.pop()
+        last = self._groups.get(family)
+        if last is not None and len(last.lines) == len(lines):
+            samples = _changed_values(lines, last)
+            if samples is not None:
+                self._groups[family] = _Group(lines, last.series, samples)
+                state.samples.extend(samples)
+                return
+        read = self._wanted_lines(lines, state)
+        if read is None:
+            self._groups.pop(family, None)
+        else:
+            self._groups[family] = _Group(lines, [ln.rpartition(" ")[0] for ln in lines], read)
+
+    def _wanted_lines(self, lines: list[str], state: _State) -> list[Sample] | None:
+        """The lines of a wanted family: a lookup and a ``float()`` for each known series.
+
+        Done for the whole group at once; any line the shortcut cannot take sends the group
+        line by line to :meth:`_line` (and returns ``None``).
+        """
         split = [line.rpartition(" ") for line in lines]
         cache = self._series
         series = [parts[0] for parts in split]
@@ -111,7 +133,7 @@ class MetricsReader:
         if values is None:
             for line in lines:
                 self._line(line, state)
-            return
+            return None
         make = tuple.__new__
         # A series whose value did not move keeps its sample (idle engines, settled buckets).
         found = cast("list[Sample]", known)  # no None in it: checked above
@@ -121,6 +143,7 @@ class MetricsReader:
         ]
         cache.update(zip(series, samples, strict=True))
         state.samples.extend(samples)
+        return samples
 
     def _line(self, line: str, state: _State) -> None:
         """One line the fast path could not take: decide by name, parse with the parser."""
@@ -170,6 +193,36 @@ class MetricsReader:
                 # what precedes the last space of the line is the series, the rest its value
                 self._series[line.rpartition(" ")[0]] = sample
         return True
+
+
+class _Group:
+    """A wanted family's lines, their series (each line up to its value) and samples."""
+
+    __slots__ = ("lines", "samples", "series")
+
+    def __init__(self, lines: list[str], series: list[str], samples: list[Sample]) -> None:
+        self.lines = lines
+        self.series = series
+        self.samples = samples
+
+
+def _changed_values(lines: list[str], last: _Group) -> list[Sample] | None:
+    """``last``'s samples with the changed lines' values read; ``None`` when a changed line
+    is not a known series followed by a plain number (the caller reads the group afresh)."""
+    samples = list(last.samples)
+    series = last.series
+    make = tuple.__new__
+    for i in compress(range(len(lines)), map(ne, lines, last.lines)):
+        name, _, number = lines[i].rpartition(" ")
+        if name != series[i] or "_" in number:
+            return None
+        try:
+            value = float(number)
+        except ValueError:
+            return None
+        k = samples[i]
+        samples[i] = make(Sample, (k[0], k[1], value, k[3]))
+    return samples
 
 
 class _State:

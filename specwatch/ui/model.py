@@ -18,6 +18,7 @@ from specwatch.core.ring import TimeSeries
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.session.live_verdict import LiveVerdict
 from specwatch.sources.server_identity import commit_label
+from specwatch.ui.arguments import WINDOWS as WINDOWS
 from specwatch.ui.model_checks import check_tick, check_window, is_number
 
 HISTORY = 4000
@@ -35,8 +36,6 @@ WARMUP_SETTLED = 0.15
 
 NVML_SMOOTHING = 0.2
 """Weight of the newest tick in the smoothed NVML cost."""
-
-WINDOWS: dict[str, float] = {"1m": 60.0, "5m": 300.0, "15m": 900.0, "1h": 3600.0}
 
 
 @dataclass(slots=True)

@@ -7,149 +7,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specwatch.core.server import Dialect
-from specwatch.ui.model import WINDOWS
+from specwatch.ui.arguments import DIALECTS, add_tui_arguments
 
 if TYPE_CHECKING:
     from specwatch.record.recorder import Recorder
     from specwatch.session import LiveSession
     from specwatch.session.live import Stoppable
     from specwatch.ui.app import AppSettings
-
-DIALECTS = tuple(d.value for d in Dialect)
-"""The servers the demo can simulate: every dialect specwatch speaks."""
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be above 0: {text!r}")
-    return value
-
-
-def _interval(text: str) -> float:
-    value = _positive(text)
-    if value < 0.1:
-        raise argparse.ArgumentTypeError(
-            "sampling faster than every 0.1 s would cost more than it shows"
-        )
-    return value
-
-
-def add_tui_arguments(p: argparse.ArgumentParser) -> None:
-    """Add the TUI's options to the top-level parser."""
-    g = p.add_argument_group("live monitor (the default command)")
-    g.add_argument(
-        "-u",
-        "--url",
-        action="append",
-        help="server address: localhost:8000, host:port, http://... or https://... (default: "
-        "$SPECWATCH_URL, the config file's url, else http://localhost:8000; repeatable: more "
-        "than one opens the fleet screen)",
-    )
-    g.add_argument(
-        "--api-key",
-        default=None,
-        help="Bearer token (default: env SPECWATCH_API_KEY, else OPENAI_API_KEY); never stored",
-    )
-    g.add_argument(
-        "--demo",
-        action="store_true",
-        help="watch a simulated server with 8 simulated GPUs (started in-process, over HTTP)",
-    )
-    g.add_argument(
-        "--demo-dialect",
-        choices=DIALECTS,
-        default="sglang",
-        help="which server the demo simulates (default: sglang)",
-    )
-    g.add_argument(
-        "--demo-dcgm",
-        action="store_true",
-        help="the demo's GPUs read over HTTP from a simulated dcgm-exporter instead of NVML",
-    )
-    g.add_argument(
-        "--demo-scenario",
-        choices=("drift", "regression"),
-        default=None,
-        help="replay the story in the demo: the GPUs stay cold, then warm up (drift) or the "
-        "verify step gets 8%% slower (regression) about 50 s after loading",
-    )
-    g.add_argument(
-        "--reference",
-        type=Path,
-        default=None,
-        metavar="SNAPSHOT.json",
-        help="judge the live verdict against this benchmark snapshot (default: the first "
-        "steady 30 s after warmup; the r key marks a new one)",
-    )
-    g.add_argument(
-        "--screenshot-dir",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="where the s key saves SVG screenshots (default: "
-        "$XDG_DATA_HOME/specwatch/screenshots)",
-    )
-    g.add_argument("--demo-seed", type=int, default=0, help=argparse.SUPPRESS)
-    from specwatch.sources.dcgm_cli import add_dcgm_argument
-
-    add_dcgm_argument(g)
-    from specwatch.session.fleet_probe import add_fleet_arguments
-
-    add_fleet_arguments(g)
-    g.add_argument(
-        "--theme",
-        default=None,
-        help="dark, light, high-contrast, ansi-16, or a theme file's name from "
-        "~/.config/specwatch/themes (default: the config file's theme, else the one last "
-        "chosen with the t key, else dark)",
-    )
-    g.add_argument(
-        "-i",
-        "--interval",
-        type=_interval,
-        default=None,
-        metavar="S",
-        help="seconds between GPU samples (default: 1)",
-    )
-    g.add_argument(
-        "--metrics-interval",
-        type=_interval,
-        default=None,
-        metavar="S",
-        help="seconds between /metrics scrapes (default: 1)",
-    )
-    g.add_argument(
-        "--baseline-itl",
-        type=_positive,
-        default=None,
-        metavar="MS",
-        help="per-token latency without speculation, ms (for the verify-latency verdict)",
-    )
-    g.add_argument(
-        "--baseline",
-        type=Path,
-        default=None,
-        metavar="SNAPSHOT.json",
-        help="a benchmark snapshot taken without speculation, as the verdict's baseline",
-    )
-    g.add_argument(
-        "--record",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="also record the session into FILE (replay it with: specwatch replay FILE)",
-    )
-    g.add_argument(
-        "--window",
-        choices=tuple(WINDOWS),
-        default="5m",
-        help="token-rate graph window (default: 5m; the w key cycles)",
-    )
 
 
 def _baseline(args: argparse.Namespace) -> tuple[float | None, str, str | None]:
@@ -401,3 +265,14 @@ def keep_chosen_theme(started: str, ended: str) -> bool:
     from specwatch.core.config import keep_theme
 
     return keep_theme(ended)
+
+
+__all__ = [
+    "DIALECTS",
+    "add_tui_arguments",
+    "build_session",
+    "build_settings",
+    "fill_defaults",
+    "first_url",
+    "run_tui",
+]

@@ -1,0 +1,58 @@
+"""``specwatch --help`` stays light: argparse and specwatch's argument modules, nothing more."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from specwatch.core.server import Dialect
+from specwatch.ui.arguments import DIALECTS, WINDOWS
+from specwatch.ui.model import WINDOWS as MODEL_WINDOWS
+
+ALLOWED = {
+    "specwatch",
+    "specwatch.__main__",
+    "specwatch.cli",
+    "specwatch.ui",
+    "specwatch.ui.arguments",
+    "specwatch.sources",
+    "specwatch.sources.dcgm_cli",
+    "specwatch.sources.fleet_cli",
+}
+HEAVY = ("httpx", "asyncio", "dataclasses", "tomllib", "prometheus_client", "textual", "rich")
+
+
+def _loaded_by_help(argv: list[str]) -> list[str]:
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from specwatch.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        f"    main({argv!r})\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_help_imports_only_the_argument_modules() -> None:
+    loaded = _loaded_by_help(["--help"])
+    ours = {m for m in loaded if m == "specwatch" or m.startswith("specwatch.")}
+    assert ours - ALLOWED == set()
+    assert [m for m in loaded if m.split(".")[0] in HEAVY] == []
+
+
+def test_a_subcommand_help_fills_only_its_own_parser() -> None:
+    loaded = _loaded_by_help(["compare", "--help"])
+    assert "specwatch.bench.compare_cli" in loaded
+    assert "specwatch.record.cli" not in loaded and "specwatch.sources.probe_cli" not in loaded
+
+
+def test_the_demo_dialects_are_every_dialect() -> None:
+    assert tuple(d.value for d in Dialect) == DIALECTS
+
+
+def test_the_model_uses_the_windows_the_options_offer() -> None:
+    assert MODEL_WINDOWS is WINDOWS
