@@ -102,7 +102,7 @@ def _fill_probe(p: argparse.ArgumentParser) -> None:
 
 
 def _fill_bench(p: argparse.ArgumentParser) -> None:
-    from specwatch.bench.cli import add_bench_arguments
+    from specwatch.bench.arguments import add_bench_arguments
     from specwatch.sources.dcgm_cli import add_dcgm_argument
 
     _add_server_args(p, fleet=False)

@@ -137,3 +137,9 @@ def test_series_buckets_tokens_and_gpu_state() -> None:
     assert [p.phase for p in series] == ["warmup", "run", "run"]
     assert series[0].gpus[0].sm_clock_mhz == 1980 and series[1].gpus[0].sm_clock_mhz == 1700
     assert series[2].gpus == ()
+
+
+def test_the_light_options_module_names_the_snapshot_directory_the_writer_uses() -> None:
+    from specwatch.bench import arguments, snapshot
+
+    assert str(snapshot.DEFAULT_DIR) == arguments.DEFAULT_DIR

@@ -10,8 +10,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import ClassVar
 
 from textual.app import App, ComposeResult, SystemCommand
@@ -49,45 +47,16 @@ from specwatch.ui.panes import (
     VerdictLine,
     VerifyPane,
 )
+from specwatch.ui.settings import REDRAW_S, AppSettings, default_screenshot_dir
 from specwatch.ui.themes import cycle_order, load_themes
 
 INTERVALS = (0.5, 1.0, 2.0, 5.0)
 """Sampling intervals the ``i`` key cycles through, seconds."""
-REDRAW_S = 2.0
-"""The longest pause between redraws. Panes redraw every two sampling intervals, within
-[:data:`MIN_REDRAW_S`, ``REDRAW_S``], and only the cells whose data changed; sampling itself runs
-at the full rate, so history and benchmarks lose nothing. (nvitop also redraws every 2 s.)"""
 MIN_REDRAW_S = 0.5
 CPU_EVERY_S = 5.0
 TALL_ENOUGH_FOR_STRIPS = 22
 WIDE_ENOUGH_FOR_PALETTE = 72
 """Below this width the footer drops its command-palette hint (Ctrl+P still works)."""
-
-
-@dataclass(slots=True)
-class AppSettings:
-    """Everything the app needs to know that does not come from a live source."""
-
-    theme: str = "dark"
-    window: str = "5m"
-    interval_s: float = 1.0
-    metrics_interval_s: float = 1.0
-    baseline_ms: float | None = None
-    baseline_source: str = ""
-    redraw_s: float = REDRAW_S
-    theme_dirs: list[Path] | None = None
-    """``None``: the package, the repo and the user config directory."""
-    snapshot_dir: Path = field(default_factory=lambda: Path("specwatch-snapshots"))
-    screenshot_dir: Path | None = None
-    """``None``: ``screenshots`` under the user's data directory (``$XDG_DATA_HOME/specwatch``)."""
-    watch_terminal: bool = True
-    """Exit on SIGHUP or when the terminal stops answering (off in tests)."""
-    live_cpu: bool = True
-    """Measure the monitor's own CPU use (off for deterministic screenshots)."""
-    show_overhead: bool = True
-    """Show the monitor's CPU and NVML cost in the status line (off for screenshots)."""
-    bench_config: object | None = None
-    """A ``specwatch.bench.runner.BenchConfig`` for the ``b`` key; ``None``: bench defaults."""
 
 
 class SpecwatchApp(App[int]):
@@ -495,12 +464,6 @@ class SpecwatchApp(App[int]):
         os._exit(hangup.HANGUP_EXIT)
 
 
-def default_screenshot_dir() -> Path:
-    """``$XDG_DATA_HOME/specwatch/screenshots`` (``~/.local/share/...`` by default)."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "specwatch" / "screenshots"
-
-
 def remove_sighup() -> None:
     """Restore the default SIGHUP and SIGTERM dispositions (after the app has exited)."""
     for signum in (signal.SIGHUP, signal.SIGTERM):
@@ -508,4 +471,10 @@ def remove_sighup() -> None:
             signal.signal(signum, signal.SIG_DFL)
 
 
-__all__ = ["INTERVALS", "AppSettings", "SpecwatchApp"]
+__all__ = [
+    "INTERVALS",
+    "REDRAW_S",
+    "AppSettings",
+    "SpecwatchApp",
+    "default_screenshot_dir",
+]
