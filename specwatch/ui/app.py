@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import os
 import signal
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import ClassVar
 
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.events import Resize
@@ -20,7 +17,6 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from specwatch.session import LiveSession
-from specwatch.ui import hangup
 from specwatch.ui.live import SessionRelay
 from specwatch.ui.messages import (
     BenchFinished,
@@ -48,6 +44,7 @@ from specwatch.ui.panes import (
     VerifyPane,
 )
 from specwatch.ui.settings import REDRAW_S, AppSettings, default_screenshot_dir
+from specwatch.ui.terminal_watch import TerminalWatchApp
 from specwatch.ui.themes import cycle_order, load_themes
 
 INTERVALS = (0.5, 1.0, 2.0, 5.0)
@@ -59,7 +56,7 @@ WIDE_ENOUGH_FOR_PALETTE = 72
 """Below this width the footer drops its command-palette hint (Ctrl+P still works)."""
 
 
-class SpecwatchApp(App[int]):
+class SpecwatchApp(TerminalWatchApp):
     """Live GPU state, token rate and speculative decoding for one inference server."""
 
     CSS_PATH = "app.tcss"
@@ -399,69 +396,6 @@ class SpecwatchApp(App[int]):
         yield from textual_commands(super().get_system_commands(screen))
 
     # --- leaving when the terminal goes away ----------------------------------------------------
-
-    def _watch_terminal(self) -> None:
-        loop = asyncio.get_running_loop()
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signal.SIGHUP, self.hang_up)
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signal.SIGTERM, self.terminate)
-        self.set_interval(1.0, self._check_terminal)
-
-    def _check_terminal(self) -> None:
-        if not hangup.terminal_alive():
-            self.hang_up()
-
-    def hang_up(self) -> None:
-        """The terminal is gone: exit now, and make sure the process ends within seconds.
-
-        The app starts its normal exit. If the terminal turns out to be hung up, restoring it
-        cannot succeed and Textual's shutdown would stall on it, so a thread waits for the
-        benchmark to save its finished runs, stops the sampler and ends the process; the
-        backstop covers anything that hangs.
-        """
-        if self._hung_up:
-            return
-        self._hung_up = True
-        hangup.start_backstop()
-        if self.session is not None:
-            self.session.cancel_benchmark()
-        threading.Thread(target=self._leave_now, name="specwatch-hangup", daemon=True).start()
-        self.exit(hangup.HANGUP_EXIT)
-
-    def terminate(self) -> None:
-        """SIGTERM (``timeout``, ``docker stop``, systemd): leave like ``q``, terminal restored.
-
-        Without a handler the default disposition would end the process on the spot, leaving
-        the terminal in the alternate screen with mouse tracking on and the cursor hidden. The
-        terminal still answers here, so Textual's normal exit restores it; a running benchmark
-        is asked to stop. The backstop only covers a shutdown that hangs.
-        """
-        if self._hung_up:
-            return
-        self._hung_up = True
-        hangup.start_backstop(hangup.BACKSTOP_S * 2, lambda _code: os._exit(hangup.TERM_EXIT))
-        if self.session is not None:
-            self.session.cancel_benchmark()
-        self.exit(hangup.TERM_EXIT)
-
-    def _leave_now(self) -> None:
-        # SIGHUP can arrive a moment before the kernel finishes hanging the terminal up.
-        for _ in range(5):
-            if not hangup.terminal_alive():
-                break
-            time.sleep(0.1)
-        else:
-            return  # the terminal answers: the normal exit restores it and ends the process
-        session = self.session
-        job = session.bench if session is not None else None
-        if job is not None:
-            job.done.wait(hangup.BACKSTOP_S - 0.5)
-        # NVML is shut down if that is quick; the rest (HTTP, an in-process demo) dies with us.
-        if session is not None:
-            with contextlib.suppress(Exception):
-                session.gpus.stop(timeout_s=0.5)
-        os._exit(hangup.HANGUP_EXIT)
 
 
 def remove_sighup() -> None:
