@@ -164,7 +164,11 @@ async def test_story_scenario_is_called_within_a_minute(scenario: str, outcome: 
     sim = ManualSim(world, server, clock, url)
     verdict = LiveVerdict()
     seen = Collector()
-    session = sim.session(FakeNvml(world.gpus, clock=clock.now))
+    # The poller stamps a window with the clock when its request starts; the test moves the
+    # clock right after it sees a scrape. A scrape already in flight at that moment would be
+    # stamped before the step and served after it, a window with the wrong width. A scrape
+    # interval well above the test's 20 ms polling keeps the poller asleep while time moves.
+    session = sim.session(FakeNvml(world.gpus, clock=clock.now), metrics_interval_s=0.15)
     session.subscribe(verdict.feed)
     session.subscribe(seen)
     try:
