@@ -41,6 +41,7 @@ from specwatch.sources.dcgm_parse import (
     to_static,
     url_host,
 )
+from specwatch.sources.tick_loop import TickLoop
 
 Fetch = Callable[[str, float, int], str]
 """``(url, timeout_s, max_bytes) -> body``; raises :class:`DcgmFetchError` (tests inject one)."""
@@ -104,7 +105,7 @@ class _Endpoint:
     collection: CollectionTracker = field(default_factory=CollectionTracker)
 
 
-class DcgmGpuSource:
+class DcgmGpuSource(TickLoop):
     """GPUs read from dcgm-exporter endpoints, as ``GpuInventory`` and ``GpuTick``.
 
     Args:
@@ -419,28 +420,6 @@ class DcgmGpuSource:
             )
         statics = tuple(self._statics)
         return GpuInventory(available=True, system=system, gpus=statics)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            tick = self.sample()
-            if self.on_tick is not None:
-                try:
-                    self.on_tick(tick)
-                except Exception as exc:
-                    self.callback_error = f"{type(exc).__name__}: {exc}"
-            self._wait_after(started)
-
-    def _wait_after(self, started: float) -> None:
-        while True:
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            due = started + self._interval_s
-            now = time.monotonic()
-            if now >= due:
-                return
-            self._wake.wait(due - now)
 
 
 def _all_sample_fields(reason: str) -> dict[str, str]:

@@ -30,12 +30,13 @@ from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.tick_history import GpuTickHistory
 from specwatch.sources.nvml_binding import describe, real_nvml
 from specwatch.sources.nvml_reads import SLOW_REFRESH_S, GpuState, NvmlReader
+from specwatch.sources.tick_loop import TickLoop
 
 MIN_RECOMMENDED_INTERVAL_S = 0.25
 """Below this, sampling has been measured to slow decode on a busy server."""
 
 
-class GpuSampler:
+class GpuSampler(TickLoop):
     """Samples every GPU through NVML, on demand or on a background thread.
 
     Args:
@@ -268,34 +269,6 @@ class GpuSampler:
             self.inventory = dataclasses.replace(inv, gpus=statics)
         cost_ms = (time.perf_counter() - started) * 1000.0
         return GpuTick(t=t, wall_time=wall, samples=tuple(samples), cost_ms=cost_ms)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            tick = self.sample()
-            if self.on_tick is not None:
-                try:
-                    self.on_tick(tick)
-                except Exception as exc:
-                    self.callback_error = f"{type(exc).__name__}: {exc}"
-            self._wait_after(started)
-
-    def _wait_after(self, started: float) -> None:
-        while True:
-            self._wake.clear()
-            # Checked after clearing: stop() sets the stop flag before the wake event.
-            if self._stop.is_set():
-                return
-            due = started + self._interval_s
-            now = time.monotonic()
-            if now >= due:
-                if now - due > self._interval_s:
-                    # A tick overran by more than an interval: pause a full interval rather
-                    # than firing back to back.
-                    started = now
-                    continue
-                return
-            self._wake.wait(due - now)
 
 
 def _check_interval(interval_s: float) -> None:

@@ -1,0 +1,63 @@
+"""The background loop shared by the GPU readers: sample, hand the tick over, wait the rest.
+
+The NVML sampler and the dcgm-exporter source run the same loop on their own thread; only how
+a tick is read differs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from specwatch.core.gpu import GpuTick
+
+
+class TickLoop:
+    """Runs :meth:`sample` every ``_interval_s`` seconds until ``_stop`` is set.
+
+    A subclass sets ``_stop``, ``_wake``, ``_interval_s``, ``on_tick`` and ``callback_error`` in its
+    constructor and implements :meth:`sample`; setting ``_wake`` cuts a wait short (a new
+    interval, or stop).
+    """
+
+    _stop: threading.Event
+    _wake: threading.Event
+    _interval_s: float
+    on_tick: Callable[[GpuTick], None] | None
+    callback_error: str | None
+
+    def sample(self) -> GpuTick:
+        """Read one tick (never raises)."""
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            tick = self.sample()
+            if self.on_tick is not None:
+                try:
+                    self.on_tick(tick)
+                except Exception as exc:
+                    self.callback_error = f"{type(exc).__name__}: {exc}"
+            self._wait_after(started)
+
+    def _wait_after(self, started: float) -> None:
+        while True:
+            self._wake.clear()
+            # Checked after clearing: stop() sets the stop flag before the wake event.
+            if self._stop.is_set():
+                return
+            due = started + self._interval_s
+            now = time.monotonic()
+            if now >= due:
+                if now - due > self._interval_s:
+                    # A tick overran by more than an interval: pause a full interval rather
+                    # than firing back to back.
+                    started = now
+                    continue
+                return
+            self._wake.wait(due - now)
+
+
+__all__ = ["TickLoop"]
