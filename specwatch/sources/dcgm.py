@@ -41,7 +41,7 @@ from specwatch.sources.dcgm_parse import (
     to_static,
     url_host,
 )
-from specwatch.sources.tick_loop import TickLoop
+from specwatch.sources.tick_loop import TickLoop, check_interval
 
 Fetch = Callable[[str, float, int], str]
 """``(url, timeout_s, max_bytes) -> body``; raises :class:`DcgmFetchError` (tests inject one)."""
@@ -133,8 +133,7 @@ class DcgmGpuSource(TickLoop):
         fetch: Fetch | None = None,
         fold_violations: bool = True,
     ) -> None:
-        if not interval_s > 0:
-            raise ValueError(f"interval must be positive, got {interval_s!r}")
+        check_interval(interval_s)
         specs = [urls] if isinstance(urls, str) else list(urls)
         if not specs:
             raise ValueError("no dcgm-exporter address given")
@@ -215,26 +214,6 @@ class DcgmGpuSource(TickLoop):
     def __enter__(self) -> DcgmGpuSource:
         self.open()
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def running(self) -> bool:
-        """Whether the background thread is alive."""
-        return self._thread is not None and self._thread.is_alive()
-
-    @property
-    def interval_s(self) -> float:
-        """Seconds between background polls."""
-        return self._interval_s
-
-    def set_interval(self, interval_s: float) -> None:
-        """Change the poll interval; a running thread applies it to the wait in progress."""
-        if not interval_s > 0:
-            raise ValueError(f"interval must be positive, got {interval_s!r}")
-        self._interval_s = interval_s
-        self._wake.set()
 
     @property
     def interval_warning(self) -> str | None:

@@ -30,7 +30,7 @@ from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.tick_history import GpuTickHistory
 from specwatch.sources.nvml_binding import describe, real_nvml
 from specwatch.sources.nvml_reads import SLOW_REFRESH_S, GpuState, NvmlReader
-from specwatch.sources.tick_loop import TickLoop
+from specwatch.sources.tick_loop import TickLoop, check_interval
 
 MIN_RECOMMENDED_INTERVAL_S = 0.25
 """Below this, sampling has been measured to slow decode on a busy server."""
@@ -57,7 +57,7 @@ class GpuSampler(TickLoop):
         clock: Callable[[], float] = time.monotonic,
         history: int = 3600,
     ) -> None:
-        _check_interval(interval_s)
+        check_interval(interval_s)
         self._nv: Any = real_nvml() if nvml is None else nvml
         self._interval_s = interval_s
         self.on_tick = on_tick
@@ -174,14 +174,6 @@ class GpuSampler(TickLoop):
         self.open()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def running(self) -> bool:
-        """Whether the background thread is alive."""
-        return self._thread is not None and self._thread.is_alive()
-
     def _shutdown_locked(self) -> None:
         if self._initialized and not self._shut_down:
             self._shut_down = True
@@ -191,21 +183,6 @@ class GpuSampler(TickLoop):
                 self._nv.nvmlShutdown()
 
     # --- interval ------------------------------------------------------------------------
-
-    @property
-    def interval_s(self) -> float:
-        """Seconds between background ticks."""
-        return self._interval_s
-
-    def set_interval(self, interval_s: float) -> None:
-        """Change the tick interval; a running thread applies it to the wait in progress.
-
-        Raises:
-            ValueError: When ``interval_s`` is not a positive number.
-        """
-        _check_interval(interval_s)
-        self._interval_s = interval_s
-        self._wake.set()
 
     @property
     def interval_warning(self) -> str | None:
@@ -269,11 +246,6 @@ class GpuSampler(TickLoop):
             self.inventory = dataclasses.replace(inv, gpus=statics)
         cost_ms = (time.perf_counter() - started) * 1000.0
         return GpuTick(t=t, wall_time=wall, samples=tuple(samples), cost_ms=cost_ms)
-
-
-def _check_interval(interval_s: float) -> None:
-    if not interval_s > 0:
-        raise ValueError(f"interval must be positive, got {interval_s!r}")
 
 
 __all__ = ["MIN_RECOMMENDED_INTERVAL_S", "GpuSampler"]

@@ -24,12 +24,40 @@ class TickLoop:
     _stop: threading.Event
     _wake: threading.Event
     _interval_s: float
+    _thread: threading.Thread | None
     on_tick: Callable[[GpuTick], None] | None
     callback_error: str | None
 
     def sample(self) -> GpuTick:
         """Read one tick (never raises)."""
         raise NotImplementedError
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the background thread (and release what the reader holds)."""
+        raise NotImplementedError
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        """Whether the background thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def interval_s(self) -> float:
+        """Seconds between background ticks."""
+        return self._interval_s
+
+    def set_interval(self, interval_s: float) -> None:
+        """Change the interval; a running thread applies it to the wait in progress.
+
+        Raises:
+            ValueError: When ``interval_s`` is not a positive number.
+        """
+        check_interval(interval_s)
+        self._interval_s = interval_s
+        self._wake.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -60,4 +88,10 @@ class TickLoop:
             self._wake.wait(due - now)
 
 
-__all__ = ["TickLoop"]
+def check_interval(interval_s: float) -> None:
+    """Raise ``ValueError`` unless ``interval_s`` is a positive number of seconds."""
+    if not interval_s > 0:
+        raise ValueError(f"interval must be positive, got {interval_s!r}")
+
+
+__all__ = ["TickLoop", "check_interval"]
