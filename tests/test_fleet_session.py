@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from specwatch.core.fleet import target_of
+from specwatch.core.fleet import FleetGpu, target_of
 from specwatch.session.fleet import (
     FleetError,
     FleetEvent,
@@ -116,6 +117,43 @@ async def test_gpu_sampler_reads_one_node(fleet: SimFleet) -> None:
     tick = await asyncio.to_thread(sampler.sample)
     assert tick.error is None and len(tick.samples) == 2
     assert sampler.ticks_since(tick.t) == [tick]
+    await asyncio.to_thread(sampler.stop)
+
+
+@needs_prometheus
+async def test_gpu_sampler_thread_survives_its_callback_and_keeps_one_client(
+    fleet: SimFleet,
+) -> None:
+    keys = [g.key for g in (await _first_gpus(fleet))]
+    sampler = PrometheusGpuSampler(
+        prometheus_endpoint(fleet.prom.url), gpus_with_keys(keys), interval_s=0.05
+    )
+    ticks: list[object] = []
+    enough = threading.Event()
+
+    def on_tick(tick: object) -> None:
+        ticks.append(tick)
+        if len(ticks) >= 3:
+            enough.set()
+        raise RuntimeError("a broken subscriber")
+
+    sampler.on_tick = on_tick
+    sampler.start()
+    try:
+        assert await asyncio.to_thread(enough.wait, 30.0)
+        assert sampler.running and sampler.callback_error == "RuntimeError: a broken subscriber"
+        client = sampler._client
+        assert client is not None and client.requests >= 3
+    finally:
+        await asyncio.to_thread(sampler.stop)
+    assert not sampler.running and sampler._client is None
+
+
+async def _first_gpus(fleet: SimFleet) -> list[FleetGpu]:
+    source, close = build_fleet_source(FleetOptions(prometheus=fleet.prom.url))
+    reading = await source.refresh()
+    await close()
+    return list(reading.gpus)
 
 
 async def test_direct_fleet_with_dcgm_and_node_pairs() -> None:

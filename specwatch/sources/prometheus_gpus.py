@@ -4,12 +4,15 @@
 the NVML and dcgm-exporter samplers do, so a benchmark records the benchmarked server's GPUs
 from Prometheus in its per-run summaries (and ``compare`` reads them as any other), and the
 fleet screen's drill-in shows a node's GPUs without reaching its exporter. Each poll is one
-instant query (the fleet's GPU query), narrowed to the node's GPUs by :attr:`select`.
+instant query (the fleet's GPU query), narrowed to the node's GPUs by :attr:`select`, on one
+event loop and one kept-alive client for the sampler's life (a loop and a client per poll cost
+more than the query).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +26,7 @@ from specwatch.core.server import Dialect, MetricsWindow
 from specwatch.sources.endpoint import Endpoint
 from specwatch.sources.prometheus_api import PrometheusClient
 from specwatch.sources.prometheus_queries import derive_gpus, gpu_query, label_matcher
+from specwatch.sources.tick_loop import TickLoop, check_interval
 
 _T = TypeVar("_T")
 Select = Callable[[Sequence[FleetGpu]], Sequence[FleetGpu]]
@@ -45,7 +49,7 @@ def gpus_of_server(url: str, pairs: Sequence[tuple[str, str]] = ()) -> Select:
     return select
 
 
-class PrometheusGpuSampler:
+class PrometheusGpuSampler(TickLoop):
     """A node's GPUs from Prometheus, numbered 0.. in key order, as ticks.
 
     Args:
@@ -55,7 +59,8 @@ class PrometheusGpuSampler:
         interval_s: Seconds between background polls.
         clock: Monotonic seconds for tick timestamps (the benchmark's clock).
         history: How many ticks are kept.
-        on_tick: Called on the poller thread after each background tick.
+        on_tick: Called on the poller thread after each background tick; an exception from it
+            is kept in ``callback_error``, and polling goes on.
     """
 
     def __init__(
@@ -68,18 +73,24 @@ class PrometheusGpuSampler:
         history: int = 3600,
         on_tick: Callable[[GpuTick], None] | None = None,
     ) -> None:
+        check_interval(interval_s)
         self.endpoint = endpoint
         self.select = select
         self.query = gpu_query(label_matcher(gpu_match))
-        self.interval_s = interval_s
+        self._interval_s = interval_s
         self.clock = clock
         self.on_tick = on_tick
+        self.callback_error: str | None = None
+        """The last exception raised by ``on_tick``, as text."""
         self.inventory: GpuInventory | None = None
         self.latest: GpuTick | None = None
         self.history: Ring[GpuTick] = Ring(history)
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: PrometheusClient | None = None
 
     def _poll(self) -> GpuTick:
         started = time.perf_counter()
@@ -87,7 +98,9 @@ class PrometheusGpuSampler:
         error: str | None = None
         gpus: Sequence[FleetGpu] = ()
         try:
-            gpus = asyncio.run(self._read(t))
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+            gpus = self._loop.run_until_complete(self._read(t))
         except Exception as exc:  # Prometheus down: a tick that says so, never a raise
             error = str(exc)[:300] or type(exc).__name__
         ordered = sorted(gpus, key=lambda g: g.key)
@@ -105,8 +118,20 @@ class PrometheusGpuSampler:
         return GpuTick(t, time.time(), tuple(samples), cost, error)
 
     async def _read(self, t: float) -> Sequence[FleetGpu]:
-        async with PrometheusClient(self.endpoint) as client:
-            return self.select(derive_gpus(await client.query(self.query), t))
+        if self._client is None:
+            self._client = PrometheusClient(self.endpoint)
+        return self.select(derive_gpus(await self._client.query(self.query), t))
+
+    def _close_locked(self) -> None:
+        loop, client = self._loop, self._client
+        self._loop = self._client = None
+        if loop is None:
+            return
+        if client is not None:
+            # Nothing useful can be done about a client that fails to close.
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(client.aclose())
+        loop.close()
 
     def open(self) -> GpuInventory:
         """Poll once and number the node's GPUs. Never raises."""
@@ -127,38 +152,30 @@ class PrometheusGpuSampler:
         """Kept ticks at or after ``t``."""
         return [k for k in self.history if k.t >= t]
 
-    @property
-    def running(self) -> bool:
-        """Whether the background thread polls."""
-        return self._thread is not None and self._thread.is_alive()
-
     def start(self) -> None:
         """Poll on a daemon thread every :attr:`interval_s` (never overlapping)."""
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._run, name="specwatch-prom-gpu", daemon=True
-            )
-            self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            tick = self.sample()
-            if self.on_tick is not None:
-                self.on_tick(tick)
-            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+        if self.running:
+            return
+        self._stop.clear()
+        self._wake.clear()
+        self._thread = threading.Thread(target=self._run, name="specwatch-prom-gpu", daemon=True)
+        self._thread.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop the background thread."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=timeout_s)
-            self._thread = None
+        """Stop the background thread and close the kept connection. Safe to call repeatedly.
 
-    def set_interval(self, interval_s: float) -> None:
-        """Change the time between polls."""
-        self.interval_s = interval_s
+        A later ``sample()`` or ``start()`` opens a new one.
+        """
+        self._stop.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=timeout_s)
+            if thread.is_alive():
+                return
+            self._thread = None
+        with self._lock:
+            self._close_locked()
 
 
 def _with_index(value: _T, index: int) -> _T:
