@@ -18,12 +18,12 @@ from specwatch.sources.dcgm_parse import BLANK, NOT_EXPORTED
 from specwatch.sources.nvml import GpuSampler
 
 
-def _expo(sm: int, power_violation_us: int, reasons: int = 0, host: str = "n1") -> str:
+def _expo(sm: int, power_violation_ns: int, reasons: int = 0, host: str = "n1") -> str:
     labels = f'gpu="0", UUID="GPU-x", Hostname="{host}", modelName="Sim"'
     return (
         f"DCGM_FI_DEV_SM_CLOCK{{{labels}}} {sm}\n"
         f"DCGM_FI_DEV_CLOCKS_EVENT_REASONS{{{labels}}} {reasons}\n"
-        f"DCGM_FI_DEV_POWER_VIOLATION{{{labels}}} {power_violation_us}\n"
+        f"DCGM_FI_DEV_POWER_VIOLATION{{{labels}}} {power_violation_ns}\n"
     )
 
 
@@ -50,7 +50,7 @@ def test_collection_interval_inferred_and_warned_and_violations_folded() -> None
     # third collections 1 s of power violation happened while the exported reasons show none.
     bodies: list[str | Exception] = []
     for collection in range(5):
-        violation = 1_000_000 if collection >= 3 else 0
+        violation = 1_000_000_000 if collection >= 3 else 0  # ns
         bodies += [_expo(1900 + collection, violation)] * 5
     fetch = Scripted({url: bodies})
     source = DcgmGpuSource("n1", interval_s=1.0, clock=clock.now, fetch=fetch)
@@ -252,7 +252,7 @@ def test_same_gpus_agree_through_nvml_fake_and_dcgm(sim: tuple[SimGpus, ManualCl
         assert abs(sd.mem_used_bytes - sn.mem_used_bytes) < 1024**2  # MiB resolution
         for name in ("power_violation_ns", "thermal_violation_ns"):
             n, d = getattr(sn, name), getattr(sd, name)
-            assert n is not None and d is not None and 0 <= n - d < 1000  # µs resolution
+            assert n is not None and d is not None and d == n  # ns both, nothing lost
         assert sd.missing.get("pstate", "").startswith("n/s")
         assert sd.fan_pct is None and sn.fan_pct is None
     assert tick_d.samples[1].pcie_width == 8

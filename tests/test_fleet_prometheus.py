@@ -174,7 +174,7 @@ async def test_gpus_read_and_joined_by_host(fleet: Fleet) -> None:
     assert gpu.sample.sm_clock_mhz == 1756 and gpu.static.max_sm_clock_mhz == 1981
     assert gpu.sample.temp_c == 62 and gpu.sample.power_w == pytest.approx(513.5)
     assert gpu.sample.energy_j == pytest.approx(123_456.790)
-    assert gpu.sample.power_violation_ns == 2_501_000
+    assert gpu.sample.power_violation_ns == 2501  # ns, as exported
     assert gpu.sample.mem_total_bytes == (70_001 + 11_001) * 1024 * 1024
     assert gpu.sample.hbm_temp_c is None and gpu.sample.missing["hbm_temp_c"].startswith("n/s")
     assert gpu.sample.clock_event_reasons is None

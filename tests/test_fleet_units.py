@@ -184,7 +184,7 @@ def test_derive_gpus_uses_the_dcgm_parser_field_map() -> None:
         VectorSample({**base, "__name__": "DCGM_FI_DEV_THERMAL_VIOLATION"}, 0.0, 7.0),
     ]
     (gpu,) = derive_gpus(samples, 1.0)
-    assert gpu.sample.clock_event_reasons == 4 and gpu.sample.thermal_violation_ns == 7000
+    assert gpu.sample.clock_event_reasons == 4 and gpu.sample.thermal_violation_ns == 7
     assert gpu.key == "n:9400/0"
     assert "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" in gpu_query()
 

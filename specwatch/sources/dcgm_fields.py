@@ -19,9 +19,9 @@ class FieldMap:
     target: str
     """A ``GpuSample`` or ``GpuStatic`` attribute, or an ``extra:`` key."""
     scale: float = 1.0
-    """Multiplier to specwatch's unit (µs -> ns is 1000, MiB -> bytes 2^20, mJ -> J 1e-3)."""
+    """Multiplier to specwatch's unit (MiB -> bytes 2^20, mJ -> J 1e-3)."""
     counter: bool = False
-    """Cumulative 64-bit counter: only 64-bit sentinels apply (2^31 µs is a real reading)."""
+    """Cumulative 64-bit counter: only 64-bit sentinels apply (2^31 ns is a real reading)."""
     integer: bool = True
     help: str = ""
 
@@ -73,47 +73,44 @@ FIELDS: tuple[FieldMap, ...] = (
     FieldMap("DCGM_FI_DEV_PCIE_MAX_LINK_GEN", "max_pcie_gen", help="Maximum PCIe generation."),
     FieldMap("DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", "max_pcie_width", help="Maximum PCIe link width."),
     FieldMap("DCGM_FI_DEV_FAN_SPEED", "fan_pct", help="Fan speed (in %)."),
+    # The violation counters are nanoseconds, as NVML's violationTime: DCGM's field reference
+    # says so; the "(in us)" of dcgm-exporter's stock CSV was a wrong comment (fixed there in
+    # late 2025), and scaling by 1000 made 0.1% of throttling read as 100%.
     FieldMap(
         "DCGM_FI_DEV_POWER_VIOLATION",
         "power_violation_ns",
-        scale=1000,
         counter=True,
-        help="Throttling duration due to power constraints (in us).",
+        help="Throttling duration due to power constraints (in ns).",
     ),
     FieldMap(
         "DCGM_FI_DEV_THERMAL_VIOLATION",
         "thermal_violation_ns",
-        scale=1000,
         counter=True,
-        help="Throttling duration due to thermal constraints (in us).",
+        help="Throttling duration due to thermal constraints (in ns).",
     ),
     FieldMap(
         "DCGM_FI_DEV_SYNC_BOOST_VIOLATION",
         "extra:sync_boost_violation_ns",
-        scale=1000,
         counter=True,
-        help="Throttling duration due to sync-boost constraints (in us).",
+        help="Throttling duration due to sync-boost constraints (in ns).",
     ),
     FieldMap(
         "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION",
         "extra:board_limit_violation_ns",
-        scale=1000,
         counter=True,
-        help="Throttling duration due to board limit constraints (in us).",
+        help="Throttling duration due to board limit constraints (in ns).",
     ),
     FieldMap(
         "DCGM_FI_DEV_LOW_UTIL_VIOLATION",
         "extra:low_util_violation_ns",
-        scale=1000,
         counter=True,
-        help="Throttling duration due to low utilization (in us).",
+        help="Throttling duration due to low utilization (in ns).",
     ),
     FieldMap(
         "DCGM_FI_DEV_RELIABILITY_VIOLATION",
         "extra:reliability_violation_ns",
-        scale=1000,
         counter=True,
-        help="Throttling duration due to reliability constraints (in us).",
+        help="Throttling duration due to reliability constraints (in ns).",
     ),
     FieldMap("DCGM_FI_DEV_XID_ERRORS", "extra:xid", help="Value of the last XID error."),
     FieldMap(
