@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from specwatch.bench.arguments import add_bench_arguments
@@ -27,13 +26,7 @@ from specwatch.bench.progress_line import ProgressLine
 from specwatch.bench.prompts import PromptsError, load_prompts
 from specwatch.bench.report import code_lines, comparison_lines, results_lines, safe
 from specwatch.bench.runner import BenchConfig, BenchEvent, BenchResult, run_benchmark
-from specwatch.bench.shield import (
-    STOP_SIGNALS,
-    SignalLog,
-    blocked,
-    shield_signals,
-    signal_name,
-)
+from specwatch.bench.shield import SignalLog, loop_signals, print_lines, shield_signals, signal_name
 from specwatch.bench.snapshot import (
     DEFAULT_DIR,
     SnapshotError,
@@ -80,29 +73,6 @@ def results_block(result: BenchResult) -> list[str]:
     return [*lines[:at], note, *lines[at:]]
 
 
-@contextlib.contextmanager
-def _signals(on_signal: Callable[[int], None], log: SignalLog) -> Iterator[None]:
-    """Route SIGINT, SIGTERM and SIGHUP to ``on_signal`` on the running loop while inside;
-    on leaving, hand them to ``log`` with no gap (see :mod:`specwatch.bench.shield`)."""
-    loop = asyncio.get_running_loop()
-    installed: list[int] = []
-    for sig in STOP_SIGNALS:
-        try:
-            loop.add_signal_handler(sig, on_signal, int(sig))
-            installed.append(int(sig))
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass  # no loop signal support here: KeyboardInterrupt cancels the task instead
-    try:
-        yield
-    finally:
-        with blocked():
-            for sig in installed:
-                loop.remove_signal_handler(sig)
-            for sig in STOP_SIGNALS:
-                with contextlib.suppress(ValueError, OSError):
-                    signal.signal(sig, log)
-
-
 async def _bench(
     args: argparse.Namespace,
     endpoint: Endpoint,
@@ -138,7 +108,7 @@ async def _bench(
     def say(line: str) -> None:
         # A closed pipe (``| head``) or a vanished terminal must not cost the runs.
         live.clear()
-        _print_lines(progress, [safe(line)])
+        print_lines(progress, [safe(line)])
 
     def on_event(e: BenchEvent) -> None:
         if e.kind == "warmup_done":
@@ -177,7 +147,7 @@ async def _bench(
         + (f", concurrency={config.concurrency}" if config.concurrency > 1 else "")
     )
     say("")
-    with _signals(on_signal, log):
+    with loop_signals(on_signal, log):
         async with ServerClient(
             endpoint, timeout_s=args.timeout, deadline_s=getattr(args, "deadline", None)
         ) as client:
@@ -344,7 +314,7 @@ def _measure_and_save(
     stopped_by = stopped_by or log.first
     if result is None or (result.interrupted and not result.runs):
         # Nothing measured yet: an empty snapshot would only clutter the directory.
-        _print_lines(err, ["specwatch bench: interrupted before the first run; nothing saved"])
+        print_lines(err, ["specwatch bench: interrupted before the first run; nothing saved"])
         return 128 + (stopped_by or signal.SIGINT)
     identity = with_server_build(identity, result)
     snap = build_snapshot(
@@ -360,17 +330,15 @@ def _measure_and_save(
     except SnapshotError as exc:
         saved = f"specwatch bench: {exc}"
         status = EXIT_FAILED
-    _print_lines(progress, [*results_block(result), *code_lines(identity)])
-    _print_lines(err if status else progress, [saved])
+    print_lines(progress, [*results_block(result), *code_lines(identity)])
+    print_lines(err if status else progress, [saved])
     if args.json:
-        _print_lines(out, [dumps(snap).decode().rstrip("\n")])
+        print_lines(out, [dumps(snap).decode().rstrip("\n")])
     stopped_by = stopped_by or log.first
     if stopped_by is not None and stopped_by != signal.SIGINT:
         kept = f"{len(result.runs)} of {config.runs} runs"
         where = "saved" if not status else "NOT saved"
-        _print_lines(
-            err, [f"specwatch bench: stopped by {signal_name(stopped_by)}; {kept} {where}"]
-        )
+        print_lines(err, [f"specwatch bench: stopped by {signal_name(stopped_by)}; {kept} {where}"])
     if result.interrupted or stopped_by is not None:
         return 128 + (stopped_by or signal.SIGINT)
     if result.error is not None or not result.runs:
@@ -405,25 +373,6 @@ def _prometheus_sampler(args: argparse.Namespace) -> object:
         args.gpu_match,
         interval_s=args.gpu_interval,
     )
-
-
-def _print_lines(stream: TextIO, lines: Sequence[str]) -> None:
-    """Print, ignoring a terminal that went away (SIGHUP) or a closed pipe."""
-    try:
-        for line in lines:
-            print(line, file=stream)
-        stream.flush()
-    except BrokenPipeError:
-        # Point the descriptor at /dev/null: later prints, and the flush at exit, then
-        # succeed silently instead of failing again (the advice of Python's signal docs).
-        with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            try:
-                os.dup2(devnull, stream.fileno())
-            finally:
-                os.close(devnull)
-    except (OSError, ValueError):
-        pass
 
 
 __all__ = [

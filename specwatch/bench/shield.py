@@ -4,15 +4,19 @@
 ends, :func:`shield_signals` takes over at once (with the signals blocked in between, so none
 can slip through to Python's default ``KeyboardInterrupt``): a signal arriving while the
 snapshot is written is recorded and the writing goes on. A snapshot is written to a temporary
-file and linked into place, so it is complete or absent whatever happens.
+file and linked into place, so it is complete or absent whatever happens. Output goes through
+:func:`print_lines`, which outlives a terminal that hung up.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
+from typing import TextIO
 
 STOP_SIGNALS: tuple[int, ...] = tuple(
     int(s) for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s
@@ -77,4 +81,54 @@ def signal_name(sig: int) -> str:
         return f"signal {sig}"
 
 
-__all__ = ["STOP_SIGNALS", "SignalLog", "blocked", "shield_signals", "signal_name"]
+@contextlib.contextmanager
+def loop_signals(on_signal: Callable[[int], None], log: SignalLog) -> Iterator[None]:
+    """Route SIGINT, SIGTERM and SIGHUP to ``on_signal`` on the running loop while inside;
+    on leaving, hand them to ``log`` with no gap (see :mod:`specwatch.bench.shield`)."""
+    loop = asyncio.get_running_loop()
+    installed: list[int] = []
+    for sig in STOP_SIGNALS:
+        try:
+            loop.add_signal_handler(sig, on_signal, int(sig))
+            installed.append(int(sig))
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass  # no loop signal support here: KeyboardInterrupt cancels the task instead
+    try:
+        yield
+    finally:
+        with blocked():
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            for sig in STOP_SIGNALS:
+                with contextlib.suppress(ValueError, OSError):
+                    signal.signal(sig, log)
+
+
+def print_lines(stream: TextIO, lines: Sequence[str]) -> None:
+    """Print, ignoring a terminal that went away (SIGHUP) or a closed pipe."""
+    try:
+        for line in lines:
+            print(line, file=stream)
+        stream.flush()
+    except BrokenPipeError:
+        # Point the descriptor at /dev/null: later prints, and the flush at exit, then
+        # succeed silently instead of failing again (the advice of Python's signal docs).
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, stream.fileno())
+            finally:
+                os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+__all__ = [
+    "STOP_SIGNALS",
+    "SignalLog",
+    "blocked",
+    "loop_signals",
+    "print_lines",
+    "shield_signals",
+    "signal_name",
+]
