@@ -17,7 +17,8 @@ from specwatch.session.events import MetricsScraped, ServerReady, SessionEvent
 from specwatch.session.server_poller import ServerPoller
 from specwatch.sim.hostile import hostile_server
 from specwatch.sources.endpoint import parse_endpoint
-from specwatch.sources.probe import probe, probe_to_dict, render_text
+from specwatch.sources.probe import probe, probe_to_dict
+from specwatch.sources.probe_text import render_text
 
 ESC = "\x1b"
 

@@ -21,8 +21,8 @@ from specwatch.sources.probe import (
     EXIT_UNREACHABLE,
     probe,
     probe_to_dict,
-    render_text,
 )
+from specwatch.sources.probe_text import render_text
 
 
 @contextmanager

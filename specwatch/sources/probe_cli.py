@@ -71,8 +71,8 @@ def run_probe(args: argparse.Namespace) -> int:
         EXIT_USAGE,
         probe,
         probe_to_dict,
-        render_text,
     )
+    from specwatch.sources.probe_text import render_text
 
     fleet = fleet_options(args, timeout_s=min(args.timeout, 10.0))
     if fleet.is_fleet:
