@@ -66,6 +66,7 @@ class FakeNvml:
         self._failures: list[_Failure] = []
         self._lock = threading.Lock()
         self._instant = -float("inf")
+        self._seen: tuple[float, int, list[SimGpuState]] | None = None
 
     # --- test controls ----------------------------------------------------------------
 
@@ -132,7 +133,13 @@ class FakeNvml:
         self._enter(function, index)
         if index is None or not 0 <= index < len(self.gpus):
             raise N.nvml_error(N.ERROR_INVALID_ARGUMENT)
-        state = self.gpus.states(self._now())[index]
+        now = self._now()
+        changes = self.gpus.changes
+        seen = self._seen
+        # Read the counter first: a change racing this read only costs one more states() call.
+        if seen is None or seen[0] != now or seen[1] != changes:
+            seen = self._seen = (now, changes, self.gpus.states(now))
+        state = seen[2][index]
         if state.lost:
             raise N.nvml_error(N.ERROR_GPU_IS_LOST)
         return state

@@ -176,6 +176,8 @@ class SimGpus:
         self._lock = threading.RLock()
         self._states: list[SimGpuState] | None = None
         """The boards' states as of the last change (``None``: something changed since)."""
+        self.changes = 0
+        """Counts changes of the boards (time moving on, a knob turned): a cheap "anything new?"."""
 
     def __len__(self) -> int:
         return len(self.gpus)
@@ -184,7 +186,7 @@ class SimGpus:
         """Integrate up to ``t``; then, if given, set the load (0..1) that applies from ``t``."""
         with self._lock:
             if self._t < t:
-                self._states = None
+                self._changed()
             while self._t < t:
                 dt = min(_SUBSTEP_S, t - self._t)
                 for g in self.gpus:
@@ -195,7 +197,7 @@ class SimGpus:
                 for g in self.gpus:
                     if g.load != load:
                         g.load = load
-                        self._states = None
+                        self._changed()
 
     def states(self, t: float | None = None) -> list[SimGpuState]:
         """Every board's state, first integrating to ``t`` when given.
@@ -250,18 +252,22 @@ class SimGpus:
     def set_lost(self, index: int, lost: bool = True) -> None:
         """Make a GPU fall off the bus (or come back)."""
         with self._lock:
-            self._states = None
+            self._changed()
             self.gpus[index].lost = lost
 
     def set_memory_used(self, used_bytes: int) -> None:
         """Set memory in use on every GPU (the model weights and KV cache)."""
         with self._lock:
-            self._states = None
+            self._changed()
             for g in self.gpus:
                 g.mem_used_bytes = used_bytes
 
-    def _select(self, index: int | None) -> list[SimGpu]:
+    def _changed(self) -> None:
         self._states = None
+        self.changes += 1
+
+    def _select(self, index: int | None) -> list[SimGpu]:
+        self._changed()
         return self.gpus if index is None else [self.gpus[index]]
 
 

@@ -8,8 +8,7 @@ function of a call when the driver lacks one.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
 from specwatch.core.gpu import GpuSample, GpuStatic, SystemInfo
@@ -38,23 +37,21 @@ from specwatch.sources.nvml_calls import (
     as_text,
     opt,
 )
+from specwatch.sources.nvml_state import (
+    FAN_SLOT,
+    SAMPLE_FIELDS,
+    SLOT,
+    BoundCall,
+    Failed,
+    GpuLost,
+    GpuState,
+    NotInBinding,
+    resolve,
+)
 
 SLOW_REFRESH_S = 5.0
 """How long slow fields (fan, persistence, power limit, application clock) are cached."""
 
-_SAMPLE_FIELDS: tuple[str, ...] = tuple(
-    f.name for f in dataclasses.fields(GpuSample) if f.name not in {"index", "t", "lost", "missing"}
-)
-_SLOT = {name: i for i, name in enumerate(_SAMPLE_FIELDS)}
-_FAN_SLOT = _SLOT["fan_pct"]
-if [f.name for f in dataclasses.fields(GpuSample)] != [
-    "index",
-    "t",
-    *_SAMPLE_FIELDS,
-    "lost",
-    "missing",
-]:  # pragma: no cover
-    raise RuntimeError("GpuSample changed: samples are built positionally in nvml_reads")
 _STATIC_FIELDS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(GpuStatic) if f.name not in {"index", "missing"}
 )
@@ -63,84 +60,6 @@ _STATIC_CALLS = tuple(
     (NvmlCall(f"static:{name}", (function,), (name,), args), convert)
     for name, function, args, convert in STATIC_READS
 )
-
-
-class _GpuLost(Exception):
-    """Raised inside a GPU's tick to abandon its remaining fields."""
-
-
-class _NotInBinding(Exception):
-    """Raised in place of a function this nvidia-ml-py does not have."""
-
-    def __init__(self, function: str) -> None:
-        super().__init__(function)
-        self.function = function
-
-
-@dataclass(frozen=True, slots=True)
-class _Failed:
-    """A call that gave no value: why, and whether it will never be made again."""
-
-    reason: str
-    unsupported: bool
-
-
-def _resolve(nv: Any, function: str) -> Callable[..., Any]:
-    fn: Callable[..., Any] | None = getattr(nv, function, None)
-    if fn is not None:
-        return fn
-
-    def absent(*_: Any) -> Any:
-        raise _NotInBinding(function)
-
-    return absent
-
-
-class BoundCall:
-    """One :class:`NvmlCall` for one GPU, its function in the fallback chain looked up once."""
-
-    __slots__ = ("args", "call", "fn", "outs", "pos", "standing")
-
-    def __init__(self, nv: Any, call: NvmlCall, standing: bool) -> None:
-        self.call = call
-        self.pos = 0
-        self.fn = _resolve(nv, call.functions[0])
-        self.args = call.args
-        # Static calls convert apart (their fields are not a sample's).
-        self.outs = tuple(
-            (_SLOT[name], convert, name)
-            for name, convert in zip(call.fields, call.converts, strict=False)
-        )
-        self.standing = standing
-        """Whether a "n/s" answer is a standing reason (else: this tick's only)."""
-
-
-@dataclass
-class GpuState:
-    """Per-GPU mutable sampler state (only touched under the poll lock)."""
-
-    index: int
-    handle: Any = None
-    handle_lost: bool = False
-    """Taking the handle failed with ``GPU_IS_LOST``."""
-    handle_error: str | None = None
-    unsupported: dict[str, str] = field(default_factory=dict)
-    """Call key (``field:ID`` for a field value) -> "n/s: ..." reason; never asked again."""
-    fan: tuple[float, int | None] | None = None
-    """(read at, value) of the last good fan reading."""
-    static: GpuStatic | None = None
-    static_read_at: float = 0.0
-    plan: tuple[BoundCall, ...] | None = None
-    """The classic calls made every tick (``None`` until the first tick)."""
-    backups: dict[str, BoundCall] = field(default_factory=dict)
-    fields: tuple[FieldRead, ...] = ()
-    """What the field-values call still asks for."""
-    field_ids: list[int] = field(default_factory=list)
-    field_call: BoundCall | None = None
-    fan_call: BoundCall | None = None
-    standing: dict[str, str] = field(default_factory=dict)
-    """The "n/s" reasons of per-tick fields, shared by samples (replaced, never changed)."""
-    static_calls: dict[str, BoundCall] = field(default_factory=dict)
 
 
 class NvmlReader:
@@ -197,7 +116,7 @@ class NvmlReader:
             name = call.fields[0]
             try:
                 raw = self._call(gpu, call, missing)
-            except _GpuLost:
+            except GpuLost:
                 for rest in _STATIC_FIELDS:
                     if rest not in values:
                         missing.setdefault(rest, "N/A: GPU is lost")
@@ -230,7 +149,7 @@ class NvmlReader:
                 continue
             try:
                 raw = self._call(gpu, call, missing)
-            except _GpuLost:
+            except GpuLost:
                 return False
             values[name] = opt(convert, raw)
         new = dataclasses.replace(old, missing=missing, **values)
@@ -244,7 +163,7 @@ class NvmlReader:
             The raw value, or ``UNAVAILABLE`` when it did not come back.
 
         Raises:
-            _GpuLost: On ``NVML_ERROR_GPU_IS_LOST``.
+            GpuLost: On ``NVML_ERROR_GPU_IS_LOST``.
         """
         known = gpu.unsupported.get(call.key)
         if known is not None:
@@ -257,7 +176,7 @@ class NvmlReader:
             return bound.fn(gpu.handle, *bound.args)
         except Exception as exc:
             got = self._recover(gpu, bound, exc)
-        if type(got) is _Failed:
+        if type(got) is Failed:
             _mark(missing, call.fields, got.reason)
             return UNAVAILABLE
         return got
@@ -266,15 +185,15 @@ class NvmlReader:
         """After ``bound``'s function raised ``exc``: walk its fallback chain, else say why.
 
         Returns:
-            The raw value from a later function of the chain, or a ``_Failed`` (an "n/s"
+            The raw value from a later function of the chain, or a ``Failed`` (an "n/s"
             answer is remembered in ``gpu.unsupported``).
 
         Raises:
-            _GpuLost: On ``NVML_ERROR_GPU_IS_LOST``.
+            GpuLost: On ``NVML_ERROR_GPU_IS_LOST``.
         """
         call = bound.call
         while True:
-            if isinstance(exc, _NotInBinding):
+            if isinstance(exc, NotInBinding):
                 code: int | None = ERROR_FUNCTION_NOT_FOUND
                 text = f"{exc.function} is not in this nvidia-ml-py"
                 hint = ""
@@ -284,21 +203,21 @@ class NvmlReader:
                 hint = f" ({call.functions[bound.pos]}: driver older than nvidia-ml-py)"
             if code in FALLBACK_CODES and bound.pos + 1 < len(call.functions):
                 bound.pos += 1
-                bound.fn = _resolve(self._nv, call.functions[bound.pos])
+                bound.fn = resolve(self._nv, call.functions[bound.pos])
                 try:
                     return bound.fn(gpu.handle, *bound.args)
                 except Exception as again:
                     exc = again
                     continue
             if code == ERROR_GPU_IS_LOST:
-                raise _GpuLost() from exc
+                raise GpuLost() from exc
             if code in UNSUPPORTED_CODES:
                 reason = f"n/s: {text}"
                 if code == ERROR_FUNCTION_NOT_FOUND:
                     reason += hint
                 gpu.unsupported[call.key] = reason
-                return _Failed(reason, True)
-            return _Failed(f"N/A: {text}", False)
+                return Failed(reason, True)
+            return Failed(f"N/A: {text}", False)
 
     def sample_gpu_safely(self, gpu: GpuState, t: float) -> GpuSample:
         """One GPU's sample at ``t``; never raises."""
@@ -307,7 +226,7 @@ class NvmlReader:
         except Exception as exc:
             # A binding or fake returning something unexpected must not end the sampler.
             reason = f"N/A: internal error: {describe(exc)}"
-            return GpuSample(index=gpu.index, t=t, missing=dict.fromkeys(_SAMPLE_FIELDS, reason))
+            return GpuSample(index=gpu.index, t=t, missing=dict.fromkeys(SAMPLE_FIELDS, reason))
 
     def _sample_gpu(self, gpu: GpuState, t: float) -> GpuSample:
         handle = gpu.handle
@@ -317,11 +236,11 @@ class NvmlReader:
                 index=gpu.index,
                 t=t,
                 lost=gpu.handle_lost,
-                missing=dict.fromkeys(_SAMPLE_FIELDS, reason),
+                missing=dict.fromkeys(SAMPLE_FIELDS, reason),
             )
         if gpu.plan is None:
             self._prepare(gpu)
-        vals: list[Any] = [None] * len(_SAMPLE_FIELDS)
+        vals: list[Any] = [None] * len(SAMPLE_FIELDS)
         problems: dict[str, str] = {}
         try:
             if gpu.fields:
@@ -340,18 +259,19 @@ class NvmlReader:
                         problems[name] = f"N/A: unreadable value: {describe(exc)}"
             fan = gpu.fan
             if fan is not None and t - fan[0] < SLOW_REFRESH_S:
-                vals[_FAN_SLOT] = fan[1]
+                vals[FAN_SLOT] = fan[1]
             else:
                 self._read_fan(gpu, t, vals, problems)
-        except _GpuLost:
+        except GpuLost:
             return GpuSample(
                 index=gpu.index,
                 t=t,
                 lost=True,
-                missing=dict.fromkeys(_SAMPLE_FIELDS, "N/A: GPU is lost"),
+                missing=dict.fromkeys(SAMPLE_FIELDS, "N/A: GPU is lost"),
             )
         missing = {**gpu.standing, **problems} if problems else gpu.standing
-        return GpuSample(gpu.index, t, *vals, missing=missing)
+        vals += (False, missing)  # lost, missing: positional is the cheapest way in
+        return GpuSample(gpu.index, t, *vals)
 
     def _prepare(self, gpu: GpuState) -> None:
         """Look up every per-tick function once for ``gpu``."""
@@ -371,7 +291,7 @@ class NvmlReader:
     ) -> Any:
         """Handle ``bound`` raising ``exc``: its fallback's value, or ``UNAVAILABLE``."""
         got = self._recover(gpu, bound, exc)
-        if type(got) is not _Failed:
+        if type(got) is not Failed:
             return got
         fields = bound.call.fields
         if got.unsupported and bound.standing:
@@ -412,7 +332,7 @@ class NvmlReader:
             raw = call.fn(gpu.handle, gpu.field_ids)
         except Exception as exc:
             got = self._recover(gpu, call, exc)
-            if type(got) is _Failed:
+            if type(got) is Failed:
                 for f in fields:
                     if got.unsupported:
                         self._field_unsupported(gpu, f, got.reason)
@@ -437,17 +357,17 @@ class NvmlReader:
                 if code == SUCCESS:
                     attr = VALUE_ATTR.get(fv.valueType)
                     if attr is not None:
-                        vals[_SLOT[f.name]] = f.convert(getattr(fv.value, attr))
+                        vals[SLOT[f.name]] = f.convert(getattr(fv.value, attr))
                         continue
                     reason = "N/A: unknown field value type"
                 elif code == ERROR_GPU_IS_LOST:
-                    raise _GpuLost()
+                    raise GpuLost()
                 elif code in FIELD_UNSUPPORTED_CODES:
                     self._field_unsupported(gpu, f, f"n/s: {error_text(code)}")
                     continue
                 else:
                     reason = f"N/A: {error_text(code)}"
-            except _GpuLost:
+            except GpuLost:
                 raise
             except Exception as exc:
                 reason = f"N/A: unreadable value: {describe(exc)}"
@@ -489,8 +409,8 @@ class NvmlReader:
         self._run(gpu, call, vals, problems)
         # Only a good reading is cached; an unsupported fan has a standing reason and is never
         # asked again, a transient failure retries next tick.
-        if "fan_pct" not in problems and vals[_FAN_SLOT] is not None:
-            gpu.fan = (t, vals[_FAN_SLOT])
+        if "fan_pct" not in problems and vals[FAN_SLOT] is not None:
+            gpu.fan = (t, vals[FAN_SLOT])
         else:
             gpu.fan = None
 
