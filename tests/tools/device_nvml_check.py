@@ -83,7 +83,11 @@ def compare_fields(nv: Any, gpus: int) -> None:
     """Print each field value the sampler reads next to the classic call it replaces."""
     for index in range(gpus):
         handle = nv.nvmlDeviceGetHandleByIndex(index)
-        values = nv.nvmlDeviceGetFieldValues(handle, [f[1] for f in FIELD_VS_CLASSIC])
+        try:
+            values = nv.nvmlDeviceGetFieldValues(handle, [f[1] for f in FIELD_VS_CLASSIC])
+        except Exception as exc:
+            print(f"gpu {index} nvmlDeviceGetFieldValues: {N.describe(exc)}")
+            continue
         for (name, field_id, function, args, read), fv in zip(
             FIELD_VS_CLASSIC, values, strict=True
         ):
