@@ -16,6 +16,13 @@ from specwatch.sources import nvml as N
 from specwatch.sources.nvml import GpuSampler, nvml_error
 
 GPUS = 4
+FIELD_IDS = (
+    N.FI_DEV_MEMORY_TEMP,
+    N.FI_DEV_POWER_INSTANT,
+    N.FI_DEV_TOTAL_ENERGY_CONSUMPTION,
+    N.FI_DEV_PERF_POLICY_POWER,
+    N.FI_DEV_PERF_POLICY_THERMAL,
+)
 WAIT_S = 10.0
 """Upper bound for queue waits: a failing test stops here instead of hanging."""
 
@@ -229,23 +236,32 @@ def test_transient_field_value_error_falls_back_for_power() -> None:
     sample = step(sampler, clock).samples[0]
     assert sample.hbm_temp_c is None and sample.missing["hbm_temp_c"] == "N/A: Timeout"
     assert sample.power_w is not None and "power_w" not in sample.missing
+    assert sample.energy_j is not None and sample.power_violation_ns is not None
     assert fake.calls["nvmlDeviceGetPowerUsage"] == 1
+    assert fake.calls["nvmlDeviceGetTotalEnergyConsumption"] == 1
+    assert fake.calls["nvmlDeviceGetViolationStatus"] == 2
     assert step(sampler, clock).samples[0].hbm_temp_c is not None
+    assert fake.calls["nvmlDeviceGetPowerUsage"] == 1
 
 
 def test_unsupported_fields_in_field_values() -> None:
     sampler, fake, _, clock = make()
     sampler.open()
-    fake.fail(f"field:{N.FI_DEV_MEMORY_TEMP}", N.ERROR_NOT_SUPPORTED)
-    fake.fail(f"field:{N.FI_DEV_POWER_INSTANT}", N.ERROR_NOT_SUPPORTED)
+    for field_id in FIELD_IDS:
+        fake.fail(f"field:{field_id}", N.ERROR_NOT_SUPPORTED)
     for _ in range(3):
         sample = step(sampler, clock).samples[0]
         assert sample.hbm_temp_c is None
         assert sample.missing["hbm_temp_c"] == "n/s: Not Supported"
         assert sample.power_w is not None and "power_w" not in sample.missing
-    # Once both fields are known unsupported, nvmlDeviceGetFieldValues is not called again.
+        assert sample.energy_j is not None and sample.power_violation_ns is not None
+        assert sample.thermal_violation_ns is not None
+    # Once every field is known unsupported, nvmlDeviceGetFieldValues is not called again and
+    # the classic calls read what it read.
     assert fake.calls["nvmlDeviceGetFieldValues"] == GPUS
     assert fake.calls["nvmlDeviceGetPowerUsage"] == 3 * GPUS
+    assert fake.calls["nvmlDeviceGetTotalEnergyConsumption"] == 3 * GPUS
+    assert fake.calls["nvmlDeviceGetViolationStatus"] == 2 * 3 * GPUS
 
 
 def test_function_not_found_for_event_reasons_falls_back_to_throttle_reasons() -> None:
@@ -263,6 +279,8 @@ def test_function_not_found_for_event_reasons_falls_back_to_throttle_reasons() -
 def test_function_not_found_without_fallback_is_ns_with_a_hint() -> None:
     sampler, fake, _, clock = make()
     sampler.open()
+    # Energy comes in the field values unless the driver lacks the field.
+    fake.fail(f"field:{N.FI_DEV_TOTAL_ENERGY_CONSUMPTION}", N.ERROR_NOT_SUPPORTED)
     fake.fail("nvmlDeviceGetTotalEnergyConsumption", N.ERROR_FUNCTION_NOT_FOUND)
     for _ in range(2):
         sample = step(sampler, clock).samples[0]

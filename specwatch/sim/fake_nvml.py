@@ -28,6 +28,10 @@ from specwatch.sim.fake_nvml_structs import (
 from specwatch.sim.gpus import SimGpus, SimGpuState
 from specwatch.sources import nvml as N
 
+SAME_INSTANT_S = 0.005
+"""Reads this close after the last new instant see that instant (the driver, too, refreshes
+most readings only every few to hundreds of milliseconds); it spares the model a step per call."""
+
 DRIVER_VERSION = "570.133.20"
 NVML_VERSION = "12.570.133.20"
 CUDA_DRIVER_VERSION = 12080
@@ -61,6 +65,8 @@ class FakeNvml:
         self._init_count = 0
         self._failures: list[_Failure] = []
         self._lock = threading.Lock()
+        self._instant = -float("inf")
+        self._seen: tuple[float, int, list[SimGpuState]] | None = None
 
     # --- test controls ----------------------------------------------------------------
 
@@ -110,16 +116,30 @@ class FakeNvml:
         self.calls[function] += 1
         if needs_init and self._init_count <= 0:
             raise N.nvml_error(N.ERROR_UNINITIALIZED)
-        code = self._injected(function, index)
-        if code is not None:
-            raise N.nvml_error(code)
+        if self._failures:
+            code = self._injected(function, index)
+            if code is not None:
+                raise N.nvml_error(code)
+
+    def _now(self) -> float:
+        now = self.clock()
+        if 0.0 <= now - self._instant < SAME_INSTANT_S:
+            return self._instant
+        self._instant = now
+        return now
 
     def _device(self, function: str, handle: Any) -> SimGpuState:
-        index = handle.index if isinstance(handle, FakeHandle) else None
+        index = handle.index if type(handle) is FakeHandle else None
         self._enter(function, index)
         if index is None or not 0 <= index < len(self.gpus):
             raise N.nvml_error(N.ERROR_INVALID_ARGUMENT)
-        state = self.gpus.states(self.clock())[index]
+        now = self._now()
+        changes = self.gpus.changes
+        seen = self._seen
+        # Read the counter first: a change racing this read only costs one more states() call.
+        if seen is None or seen[0] != now or seen[1] != changes:
+            seen = self._seen = (now, changes, self.gpus.states(now))
+        state = seen[2][index]
         if state.lost:
             raise N.nvml_error(N.ERROR_GPU_IS_LOST)
         return state
@@ -262,25 +282,24 @@ class FakeNvml:
     def nvmlDeviceGetFieldValues(
         self, handle: Any, field_ids: Sequence[int]
     ) -> list[FakeFieldValue]:
-        """Field values; memory temperature and instant power are supported."""
+        """Field values, each with its own ``nvmlReturn`` and value type, as the driver gives.
+
+        Supported: memory temperature, instant power, total energy and the power and thermal
+        perf-policy (violation) counters; any other id is ``NOT_SUPPORTED``. ``fail("field:ID")``
+        sets one field's return code.
+        """
         state = self._device("nvmlDeviceGetFieldValues", handle)
+        stamp = int(self.clock() * 1e6)
         out: list[FakeFieldValue] = []
         for field_id in field_ids:
-            code = self._injected(f"field:{field_id}", state.index)
-            if code is not None:
-                out.append(FakeFieldValue(field_id, code, N.VALUE_TYPE_UNSIGNED_INT, FakeValue()))
-            elif field_id == N.FI_DEV_MEMORY_TEMP:
-                value = FakeValue(uiVal=round(state.hbm_temp_c))
-                out.append(FakeFieldValue(field_id, N.SUCCESS, N.VALUE_TYPE_UNSIGNED_INT, value))
-            elif field_id == N.FI_DEV_POWER_INSTANT:
-                value = FakeValue(uiVal=round(state.power_w * 1000))
-                out.append(FakeFieldValue(field_id, N.SUCCESS, N.VALUE_TYPE_UNSIGNED_INT, value))
+            code = self._injected(f"field:{field_id}", state.index) if self._failures else None
+            read = _FIELDS.get(field_id)
+            if code is None and read is not None:
+                value_type, value = read(state)
+                out.append(FakeFieldValue(field_id, N.SUCCESS, value_type, value, stamp))
             else:
-                out.append(
-                    FakeFieldValue(
-                        field_id, N.ERROR_NOT_SUPPORTED, N.VALUE_TYPE_UNSIGNED_INT, FakeValue()
-                    )
-                )
+                code = N.ERROR_NOT_SUPPORTED if code is None else code
+                out.append(FakeFieldValue(field_id, code, 0, _NO_VALUE, stamp))
         return out
 
     def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
@@ -345,6 +364,33 @@ class FakeNvml:
         """PCIe throughput, KB/s (slow on real hardware; the sampler must not call it)."""
         self._device("nvmlDeviceGetPcieThroughput", handle)
         return 0
+
+
+_NO_VALUE = FakeValue()
+
+_FIELDS: dict[int, Callable[[SimGpuState], tuple[int, FakeValue]]] = {
+    # Value types as the driver reports them for these ids.
+    N.FI_DEV_MEMORY_TEMP: lambda s: (
+        N.VALUE_TYPE_UNSIGNED_INT,
+        FakeValue(uiVal=round(s.hbm_temp_c)),
+    ),
+    N.FI_DEV_POWER_INSTANT: lambda s: (
+        N.VALUE_TYPE_UNSIGNED_INT,
+        FakeValue(uiVal=round(s.power_w * 1000)),
+    ),
+    N.FI_DEV_TOTAL_ENERGY_CONSUMPTION: lambda s: (
+        N.VALUE_TYPE_UNSIGNED_LONG_LONG,
+        FakeValue(ullVal=int(s.energy_j * 1000)),
+    ),
+    N.FI_DEV_PERF_POLICY_POWER: lambda s: (
+        N.VALUE_TYPE_UNSIGNED_LONG_LONG,
+        FakeValue(ullVal=s.power_violation_ns),
+    ),
+    N.FI_DEV_PERF_POLICY_THERMAL: lambda s: (
+        N.VALUE_TYPE_UNSIGNED_LONG_LONG,
+        FakeValue(ullVal=s.thermal_violation_ns),
+    ),
+}
 
 
 class _UnavailableNvml:

@@ -69,6 +69,10 @@ class FakeFieldValue:
     nvmlReturn: int
     valueType: int
     value: FakeValue
+    timestamp: int = 0
+    """Microseconds, when the driver took the value."""
+    scopeId: int = 0
+    latencyUsec: int = 0
 
 
 __all__ = [

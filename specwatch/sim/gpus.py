@@ -174,6 +174,10 @@ class SimGpus:
         self.gpus = [SimGpu(i, self.spec, rng) for i in range(count)]
         self._t = start_t
         self._lock = threading.RLock()
+        self._states: list[SimGpuState] | None = None
+        """The boards' states as of the last change (``None``: something changed since)."""
+        self.changes = 0
+        """Counts changes of the boards (time moving on, a knob turned): a cheap "anything new?"."""
 
     def __len__(self) -> int:
         return len(self.gpus)
@@ -181,21 +185,33 @@ class SimGpus:
     def advance_to(self, t: float, load: float | None = None) -> None:
         """Integrate up to ``t``; then, if given, set the load (0..1) that applies from ``t``."""
         with self._lock:
+            if self._t < t:
+                self._changed()
             while self._t < t:
                 dt = min(_SUBSTEP_S, t - self._t)
                 for g in self.gpus:
                     g.integrate(dt)
                 self._t += dt
             if load is not None:
+                load = max(0.0, min(1.0, load))
                 for g in self.gpus:
-                    g.load = max(0.0, min(1.0, load))
+                    if g.load != load:
+                        g.load = load
+                        self._changed()
 
     def states(self, t: float | None = None) -> list[SimGpuState]:
-        """Every board's state, first integrating to ``t`` when given."""
+        """Every board's state, first integrating to ``t`` when given.
+
+        The list is built once per change of the boards (time moving on, a knob turned) and
+        shared by the readers until the next change: treat it as read-only.
+        """
         with self._lock:
-            if t is not None:
+            if t is not None and t > self._t:
                 self.advance_to(t)
-            return [g.state() for g in self.gpus]
+            states = self._states
+            if states is None:
+                states = self._states = [g.state() for g in self.gpus]
+            return states
 
     def pace_factor(self) -> float:
         """How much slower than at full boost a tensor-parallel step runs now (>= 1.0).
@@ -236,15 +252,22 @@ class SimGpus:
     def set_lost(self, index: int, lost: bool = True) -> None:
         """Make a GPU fall off the bus (or come back)."""
         with self._lock:
+            self._changed()
             self.gpus[index].lost = lost
 
     def set_memory_used(self, used_bytes: int) -> None:
         """Set memory in use on every GPU (the model weights and KV cache)."""
         with self._lock:
+            self._changed()
             for g in self.gpus:
                 g.mem_used_bytes = used_bytes
 
+    def _changed(self) -> None:
+        self._states = None
+        self.changes += 1
+
     def _select(self, index: int | None) -> list[SimGpu]:
+        self._changed()
         return self.gpus if index is None else [self.gpus[index]]
 
 

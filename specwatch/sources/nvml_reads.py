@@ -8,74 +8,58 @@ function of a call when the driver lacks one.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
 from specwatch.core.gpu import GpuSample, GpuStatic, SystemInfo
 from specwatch.sources.nvml_binding import (
-    CLOCK_MEM,
-    CLOCK_SM,
     ERROR_FUNCTION_NOT_FOUND,
     ERROR_GPU_IS_LOST,
     FALLBACK_CODES,
-    FI_DEV_MEMORY_TEMP,
-    FI_DEV_POWER_INSTANT,
     FIELD_UNSUPPORTED_CODES,
-    PERF_POLICY_POWER,
-    PERF_POLICY_THERMAL,
     SUCCESS,
-    TEMPERATURE_GPU,
     UNSUPPORTED_CODES,
     describe,
     error_code,
     error_text,
 )
 from specwatch.sources.nvml_calls import (
+    BACKUP_CALLS,
+    FAN_CALL,
+    FIELD_READS,
+    FIELD_VALUES_CALL,
     STATIC_READS,
+    TICK_CALLS,
     UNAVAILABLE,
+    VALUE_ATTR,
+    FieldRead,
     NvmlCall,
     as_text,
-    device_calls,
-    field_number,
-    mw_to_w,
     opt,
-    safe,
+)
+from specwatch.sources.nvml_state import (
+    FAN_SLOT,
+    SAMPLE_FIELDS,
+    SLOT,
+    BoundCall,
+    Failed,
+    GpuLost,
+    GpuState,
+    NotInBinding,
+    resolve,
 )
 
 SLOW_REFRESH_S = 5.0
 """How long slow fields (fan, persistence, power limit, application clock) are cached."""
 
-_SAMPLE_FIELDS: tuple[str, ...] = tuple(
-    f.name for f in dataclasses.fields(GpuSample) if f.name not in {"index", "t", "lost", "missing"}
-)
 _STATIC_FIELDS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(GpuStatic) if f.name not in {"index", "missing"}
 )
 _SLOW_STATIC_FIELDS = ("persistence_mode", "power_limit_w", "app_sm_clock_mhz")
-
-
-class _GpuLost(Exception):
-    """Raised inside a GPU's tick to abandon its remaining fields."""
-
-
-@dataclass
-class GpuState:
-    """Per-GPU mutable sampler state (only touched under the poll lock)."""
-
-    index: int
-    handle: Any = None
-    handle_lost: bool = False
-    """Taking the handle failed with ``GPU_IS_LOST``."""
-    handle_error: str | None = None
-    unsupported: dict[str, str] = field(default_factory=dict)
-    """Call key -> "n/s: ..." reason; these calls are never made again."""
-    chain_pos: dict[str, int] = field(default_factory=dict)
-    """Call key -> index of the function now used in its fallback chain."""
-    fan: tuple[float, int | None, str | None] | None = None
-    """(read at, value, missing reason) for the cached fan reading."""
-    static: GpuStatic | None = None
-    static_read_at: float = 0.0
+_STATIC_CALLS = tuple(
+    (NvmlCall(f"static:{name}", (function,), (name,), args), convert)
+    for name, function, args, convert in STATIC_READS
+)
 
 
 class NvmlReader:
@@ -83,7 +67,6 @@ class NvmlReader:
 
     def __init__(self, nv: Any) -> None:
         self._nv = nv
-        self._calls = device_calls()
 
     def read_system(self) -> SystemInfo:
         driver = self._system_str("nvmlSystemGetDriverVersion")
@@ -129,11 +112,11 @@ class NvmlReader:
                     index=gpu.index, missing=dict.fromkeys(_STATIC_FIELDS, reason)
                 )
                 return gpu.static
-        for name, function, args, convert in STATIC_READS:
-            call = NvmlCall(f"static:{name}", (function,), (name,))
+        for call, convert in _STATIC_CALLS:
+            name = call.fields[0]
             try:
-                raw = self._call(gpu, call, args, missing)
-            except _GpuLost:
+                raw = self._call(gpu, call, missing)
+            except GpuLost:
                 for rest in _STATIC_FIELDS:
                     if rest not in values:
                         missing.setdefault(rest, "N/A: GPU is lost")
@@ -160,207 +143,274 @@ class NvmlReader:
         gpu.static_read_at = now
         values: dict[str, Any] = {}
         missing = {k: v for k, v in old.missing.items() if k not in _SLOW_STATIC_FIELDS}
-        for name, function, args, convert in STATIC_READS:
+        for call, convert in _STATIC_CALLS:
+            name = call.fields[0]
             if name not in _SLOW_STATIC_FIELDS:
                 continue
-            call = NvmlCall(f"static:{name}", (function,), (name,))
             try:
-                raw = self._call(gpu, call, args, missing)
-            except _GpuLost:
+                raw = self._call(gpu, call, missing)
+            except GpuLost:
                 return False
             values[name] = opt(convert, raw)
         new = dataclasses.replace(old, missing=missing, **values)
         gpu.static = new
         return new != old
 
-    def _call(
-        self, gpu: GpuState, call: NvmlCall, args: tuple[Any, ...], missing: dict[str, str]
-    ) -> Any:
-        """Make one device call; on failure record the reason for ``call.fields``.
+    def _call(self, gpu: GpuState, call: NvmlCall, missing: dict[str, str]) -> Any:
+        """Make one (static) device call; on failure record the reason for ``call.fields``.
 
         Returns:
             The raw value, or ``UNAVAILABLE`` when it did not come back.
 
         Raises:
-            _GpuLost: On ``NVML_ERROR_GPU_IS_LOST``.
+            GpuLost: On ``NVML_ERROR_GPU_IS_LOST``.
         """
         known = gpu.unsupported.get(call.key)
         if known is not None:
             _mark(missing, call.fields, known)
             return UNAVAILABLE
-        pos = gpu.chain_pos.get(call.key, 0)
+        bound = gpu.static_calls.get(call.key)
+        if bound is None:
+            bound = gpu.static_calls[call.key] = BoundCall(self._nv, call, standing=False)
+        try:
+            return bound.fn(gpu.handle, *bound.args)
+        except Exception as exc:
+            got = self._recover(gpu, bound, exc)
+        if type(got) is Failed:
+            _mark(missing, call.fields, got.reason)
+            return UNAVAILABLE
+        return got
+
+    def _recover(self, gpu: GpuState, bound: BoundCall, exc: BaseException) -> Any:
+        """After ``bound``'s function raised ``exc``: walk its fallback chain, else say why.
+
+        Returns:
+            The raw value from a later function of the chain, or a ``Failed`` (an "n/s"
+            answer is remembered in ``gpu.unsupported``).
+
+        Raises:
+            GpuLost: On ``NVML_ERROR_GPU_IS_LOST``.
+        """
+        call = bound.call
         while True:
-            function = call.functions[pos]
-            fn = getattr(self._nv, function, None)
-            exc: BaseException | None = None
-            hint = f" ({function}: driver older than nvidia-ml-py)"
-            if fn is None:
+            if isinstance(exc, NotInBinding):
                 code: int | None = ERROR_FUNCTION_NOT_FOUND
-                text = f"{function} is not in this nvidia-ml-py"
+                text = f"{exc.function} is not in this nvidia-ml-py"
                 hint = ""
             else:
+                code = error_code(exc)
+                text = describe(exc)
+                hint = f" ({call.functions[bound.pos]}: driver older than nvidia-ml-py)"
+            if code in FALLBACK_CODES and bound.pos + 1 < len(call.functions):
+                bound.pos += 1
+                bound.fn = resolve(self._nv, call.functions[bound.pos])
                 try:
-                    return fn(gpu.handle, *args)
-                except Exception as caught:
-                    exc = caught
-                    code = error_code(caught)
-                    text = describe(caught)
-            if code in FALLBACK_CODES and pos + 1 < len(call.functions):
-                pos += 1
-                gpu.chain_pos[call.key] = pos
-                continue
+                    return bound.fn(gpu.handle, *bound.args)
+                except Exception as again:
+                    exc = again
+                    continue
             if code == ERROR_GPU_IS_LOST:
-                raise _GpuLost() from exc
+                raise GpuLost() from exc
             if code in UNSUPPORTED_CODES:
                 reason = f"n/s: {text}"
                 if code == ERROR_FUNCTION_NOT_FOUND:
                     reason += hint
                 gpu.unsupported[call.key] = reason
-                _mark(missing, call.fields, reason)
-                return UNAVAILABLE
-            _mark(missing, call.fields, f"N/A: {text}")
-            return UNAVAILABLE
+                return Failed(reason, True)
+            return Failed(f"N/A: {text}", False)
 
     def sample_gpu_safely(self, gpu: GpuState, t: float) -> GpuSample:
+        """One GPU's sample at ``t``; never raises."""
         try:
             return self._sample_gpu(gpu, t)
         except Exception as exc:
             # A binding or fake returning something unexpected must not end the sampler.
             reason = f"N/A: internal error: {describe(exc)}"
-            return GpuSample(index=gpu.index, t=t, missing=dict.fromkeys(_SAMPLE_FIELDS, reason))
+            return GpuSample(index=gpu.index, t=t, missing=dict.fromkeys(SAMPLE_FIELDS, reason))
 
     def _sample_gpu(self, gpu: GpuState, t: float) -> GpuSample:
-        if gpu.handle is None:
+        handle = gpu.handle
+        if handle is None:
             reason = gpu.handle_error or "N/A: no handle"
             return GpuSample(
                 index=gpu.index,
                 t=t,
                 lost=gpu.handle_lost,
-                missing=dict.fromkeys(_SAMPLE_FIELDS, reason),
+                missing=dict.fromkeys(SAMPLE_FIELDS, reason),
             )
-        values: dict[str, Any] = {}
-        missing: dict[str, str] = {}
+        if gpu.plan is None:
+            self._prepare(gpu)
+        vals: list[Any] = [None] * len(SAMPLE_FIELDS)
+        problems: dict[str, str] = {}
         try:
-            self._read_fast(gpu, t, values, missing)
-        except _GpuLost:
+            if gpu.fields:
+                self._read_fields(gpu, vals, problems)
+            for bound in gpu.plan or ():
+                try:
+                    raw = bound.fn(handle, *bound.args)
+                except Exception as exc:
+                    raw = self._failed(gpu, bound, exc, problems)
+                    if raw is UNAVAILABLE:
+                        continue
+                for slot, convert, name in bound.outs:
+                    try:
+                        vals[slot] = convert(raw)
+                    except Exception as exc:
+                        problems[name] = f"N/A: unreadable value: {describe(exc)}"
+            fan = gpu.fan
+            if fan is not None and t - fan[0] < SLOW_REFRESH_S:
+                vals[FAN_SLOT] = fan[1]
+            else:
+                self._read_fan(gpu, t, vals, problems)
+        except GpuLost:
             return GpuSample(
                 index=gpu.index,
                 t=t,
                 lost=True,
-                missing=dict.fromkeys(_SAMPLE_FIELDS, "N/A: GPU is lost"),
+                missing=dict.fromkeys(SAMPLE_FIELDS, "N/A: GPU is lost"),
             )
-        return GpuSample(index=gpu.index, t=t, missing=missing, **values)
+        missing = {**gpu.standing, **problems} if problems else gpu.standing
+        vals += (False, missing)  # lost, missing: positional is the cheapest way in
+        return GpuSample(gpu.index, t, *vals)
 
-    def _read_fast(
-        self, gpu: GpuState, t: float, values: dict[str, Any], missing: dict[str, str]
+    def _prepare(self, gpu: GpuState) -> None:
+        """Look up every per-tick function once for ``gpu``."""
+        nv = self._nv
+        gpu.plan = tuple(BoundCall(nv, c, standing=True) for c in TICK_CALLS)
+        gpu.backups = {k: BoundCall(nv, c, standing=False) for k, c in BACKUP_CALLS.items()}
+        gpu.field_call = BoundCall(nv, FIELD_VALUES_CALL, standing=False)
+        gpu.fan_call = BoundCall(nv, FAN_CALL, standing=True)
+        self._set_fields(gpu, FIELD_READS)
+
+    def _set_fields(self, gpu: GpuState, fields: tuple[FieldRead, ...]) -> None:
+        gpu.fields = fields
+        gpu.field_ids = [f.field_id for f in fields]
+
+    def _failed(
+        self, gpu: GpuState, bound: BoundCall, exc: BaseException, problems: dict[str, str]
+    ) -> Any:
+        """Handle ``bound`` raising ``exc``: its fallback's value, or ``UNAVAILABLE``."""
+        got = self._recover(gpu, bound, exc)
+        if type(got) is not Failed:
+            return got
+        fields = bound.call.fields
+        if got.unsupported and bound.standing:
+            gpu.standing = {**gpu.standing, **dict.fromkeys(fields, got.reason)}
+            if gpu.plan is not None and bound in gpu.plan:
+                gpu.plan = tuple(b for b in gpu.plan if b is not bound)
+        else:
+            _mark(problems, fields, got.reason)
+        return UNAVAILABLE
+
+    def _run(
+        self, gpu: GpuState, bound: BoundCall, vals: list[Any], problems: dict[str, str]
     ) -> None:
-        c = self._calls
-
-        def read(call: NvmlCall, *args: Any) -> Any:
-            return self._call(gpu, call, args, missing)
-
-        def put(name: str, convert: Callable[[Any], Any], raw: Any) -> None:
+        """Make one call outside the plan (a backup of a field value, the fan)."""
+        known = gpu.unsupported.get(bound.call.key)
+        if known is not None:
+            if not bound.standing:
+                _mark(problems, bound.call.fields, known)
+            return
+        try:
+            raw = bound.fn(gpu.handle, *bound.args)
+        except Exception as exc:
+            raw = self._failed(gpu, bound, exc, problems)
             if raw is UNAVAILABLE:
-                values[name] = None
                 return
+        for slot, convert, name in bound.outs:
             try:
-                values[name] = convert(raw)
+                vals[slot] = convert(raw)
             except Exception as exc:
-                values[name] = None
-                missing[name] = f"N/A: unreadable value: {describe(exc)}"
+                problems[name] = f"N/A: unreadable value: {describe(exc)}"
 
-        put("sm_clock_mhz", int, read(c["sm_clock"], CLOCK_SM))
-        put("mem_clock_mhz", int, read(c["mem_clock"], CLOCK_MEM))
-        put("temp_c", int, read(c["temp"], TEMPERATURE_GPU))
-        self._read_field_values(gpu, values, missing)
-        if values.get("power_w") is None:
-            missing.pop("power_w", None)
-            put("power_w", mw_to_w, read(c["power_usage"]))
-        put("energy_j", lambda v: int(v) / 1000.0, read(c["energy"]))
-        put("pstate", int, read(c["pstate"]))
-        put("clock_event_reasons", int, read(c["reasons"]))
-        util = read(c["util"])
-        put("util_gpu_pct", lambda u: int(u.gpu), util)
-        put("util_mem_pct", lambda u: int(u.memory), util)
-        mem = read(c["memory"])
-        put("mem_used_bytes", lambda m: int(m.used), mem)
-        put("mem_total_bytes", lambda m: int(m.total), mem)
-        put("pcie_gen", int, read(c["pcie_gen"]))
-        put("pcie_width", int, read(c["pcie_width"]))
-        violation = read(c["violation_power"], PERF_POLICY_POWER)
-        put("power_violation_ns", lambda v: int(v.violationTime), violation)
-        violation = read(c["violation_thermal"], PERF_POLICY_THERMAL)
-        put("thermal_violation_ns", lambda v: int(v.violationTime), violation)
-        self._read_fan(gpu, t, values, missing)
-
-    def _read_field_values(
-        self, gpu: GpuState, values: dict[str, Any], missing: dict[str, str]
-    ) -> None:
-        """HBM temperature and instant power in one ``nvmlDeviceGetFieldValues`` call."""
-        wanted: list[tuple[int, str, Callable[[float], Any]]] = [
-            (FI_DEV_MEMORY_TEMP, "hbm_temp_c", lambda v: int(v)),
-            (FI_DEV_POWER_INSTANT, "power_w", lambda v: v / 1000.0),
-        ]
-        asking = []
-        for field_id, name, convert in wanted:
-            key = f"field:{field_id}"
-            if key in gpu.unsupported:
-                if name != "power_w":
-                    missing[name] = gpu.unsupported[key]
-                continue
-            asking.append((field_id, name, convert))
-        if not asking:
-            return
-        call = NvmlCall(
-            "field_values", ("nvmlDeviceGetFieldValues",), tuple(n for _, n, _ in asking)
-        )
-        raw = self._call(gpu, call, ([fid for fid, _, _ in asking],), missing)
-        if raw is UNAVAILABLE:
-            if "field_values" in gpu.unsupported:
-                for fid, _, _ in asking:
-                    gpu.unsupported[f"field:{fid}"] = gpu.unsupported["field_values"]
-            return
+    def _read_fields(self, gpu: GpuState, vals: list[Any], problems: dict[str, str]) -> None:
+        """Every field value in one ``nvmlDeviceGetFieldValues`` call; backups where it failed."""
+        fields = gpu.fields
+        call = gpu.field_call
+        assert call is not None
+        try:
+            raw = call.fn(gpu.handle, gpu.field_ids)
+        except Exception as exc:
+            got = self._recover(gpu, call, exc)
+            if type(got) is Failed:
+                for f in fields:
+                    if got.unsupported:
+                        self._field_unsupported(gpu, f, got.reason)
+                    else:
+                        self._field_failed(gpu, f, got.reason, vals, problems)
+                return
+            raw = got
         try:
             results = list(raw)
         except Exception as exc:
-            _mark(missing, call.fields, f"N/A: unreadable field values: {describe(exc)}")
-            return
-        for (field_id, name, convert), fv in zip(asking, results, strict=False):
-            code = int(getattr(fv, "nvmlReturn", SUCCESS))
-            if code == SUCCESS:
-                number = field_number(fv)
-                if number is None:
-                    missing[name] = "N/A: unknown field value type"
+            results = []
+            unreadable = f"N/A: unreadable field values: {describe(exc)}"
+        else:
+            unreadable = "N/A: no value returned"
+        for i, f in enumerate(fields):
+            if i >= len(results):
+                self._field_failed(gpu, f, unreadable, vals, problems)
+                continue
+            fv = results[i]
+            try:
+                code = fv.nvmlReturn
+                if code == SUCCESS:
+                    attr = VALUE_ATTR.get(fv.valueType)
+                    if attr is not None:
+                        vals[SLOT[f.name]] = f.convert(getattr(fv.value, attr))
+                        continue
+                    reason = "N/A: unknown field value type"
+                elif code == ERROR_GPU_IS_LOST:
+                    raise GpuLost()
+                elif code in FIELD_UNSUPPORTED_CODES:
+                    self._field_unsupported(gpu, f, f"n/s: {error_text(code)}")
+                    continue
                 else:
-                    values[name] = safe(convert, number)
-            elif code == ERROR_GPU_IS_LOST:
-                raise _GpuLost()
-            elif code in FIELD_UNSUPPORTED_CODES:
-                reason = f"n/s: {error_text(code)}"
-                gpu.unsupported[f"field:{field_id}"] = reason
-                missing[name] = reason
-            else:
-                missing[name] = f"N/A: {error_text(code)}"
+                    reason = f"N/A: {error_text(code)}"
+            except GpuLost:
+                raise
+            except Exception as exc:
+                reason = f"N/A: unreadable value: {describe(exc)}"
+            self._field_failed(gpu, f, reason, vals, problems)
 
-    def _read_fan(
-        self, gpu: GpuState, t: float, values: dict[str, Any], missing: dict[str, str]
+    def _field_failed(
+        self,
+        gpu: GpuState,
+        f: FieldRead,
+        reason: str,
+        vals: list[Any],
+        problems: dict[str, str],
     ) -> None:
-        cached = gpu.fan
-        if cached is not None and t - cached[0] < SLOW_REFRESH_S:
-            values["fan_pct"] = cached[1]
-            if cached[2] is not None:
-                missing["fan_pct"] = cached[2]
+        """A field value that failed this tick: its backup call, else the reason."""
+        if f.backup is None:
+            problems[f.name] = reason
+        else:
+            self._run(gpu, gpu.backups[f.backup], vals, problems)
+
+    def _field_unsupported(self, gpu: GpuState, f: FieldRead, reason: str) -> None:
+        """Never ask for ``f`` again; its backup call joins the plan."""
+        gpu.unsupported[f"field:{f.field_id}"] = reason
+        self._set_fields(gpu, tuple(x for x in gpu.fields if x is not f))
+        if f.backup is None:
+            gpu.standing = {**gpu.standing, f.name: reason}
             return
-        local: dict[str, str] = {}
-        raw = self._call(gpu, self._calls["fan"], (), local)
-        value = opt(int, raw)
-        reason = local.get("fan_pct")
-        values["fan_pct"] = value
-        if reason is not None:
-            missing["fan_pct"] = reason
-        # Only a good or unsupported reading is cached; a transient failure retries next tick.
-        if reason is None or reason.startswith("n/s"):
-            gpu.fan = (t, value, reason)
+        bound = gpu.backups[f.backup]
+        known = gpu.unsupported.get(bound.call.key)
+        if known is not None:
+            gpu.standing = {**gpu.standing, **dict.fromkeys(bound.call.fields, known)}
+            return
+        bound.standing = True
+        # The plan is read after the field values: the backup is made this tick already.
+        gpu.plan = (*(gpu.plan or ()), bound)
+
+    def _read_fan(self, gpu: GpuState, t: float, vals: list[Any], problems: dict[str, str]) -> None:
+        call = gpu.fan_call
+        assert call is not None
+        self._run(gpu, call, vals, problems)
+        # Only a good reading is cached; an unsupported fan has a standing reason and is never
+        # asked again, a transient failure retries next tick.
+        if "fan_pct" not in problems and vals[FAN_SLOT] is not None:
+            gpu.fan = (t, vals[FAN_SLOT])
         else:
             gpu.fan = None
 

@@ -29,7 +29,8 @@ from typing import Any
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.tick_history import GpuTickHistory
 from specwatch.sources.nvml_binding import describe, real_nvml
-from specwatch.sources.nvml_reads import SLOW_REFRESH_S, GpuState, NvmlReader
+from specwatch.sources.nvml_reads import SLOW_REFRESH_S, NvmlReader
+from specwatch.sources.nvml_state import GpuState
 from specwatch.sources.tick_loop import TickLoop, check_interval
 
 MIN_RECOMMENDED_INTERVAL_S = 0.25

@@ -18,7 +18,9 @@ import dataclasses
 import queue
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 # Runs from a plain checkout too (no install needed on a fresh device machine).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -26,7 +28,36 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from specwatch.core.gpu import GpuTick
 from specwatch.core.gpu_summary import summarize_ticks
 from specwatch.core.reasons import short_names
+from specwatch.sources import nvml as N
 from specwatch.sources.nvml import CountingNvml, GpuSampler
+from specwatch.sources.nvml_calls import VALUE_ATTR
+
+FIELD_VS_CLASSIC: tuple[tuple[str, int, str | None, tuple[Any, ...], Callable[[Any], int]], ...] = (
+    # (name, field id, classic function, its arguments after the handle, how to read it)
+    ("power mW", N.FI_DEV_POWER_INSTANT, "nvmlDeviceGetPowerUsage", (), int),
+    (
+        "energy mJ",
+        N.FI_DEV_TOTAL_ENERGY_CONSUMPTION,
+        "nvmlDeviceGetTotalEnergyConsumption",
+        (),
+        int,
+    ),
+    (
+        "power violation ns",
+        N.FI_DEV_PERF_POLICY_POWER,
+        "nvmlDeviceGetViolationStatus",
+        (N.PERF_POLICY_POWER,),
+        lambda v: int(v.violationTime),
+    ),
+    (
+        "thermal violation ns",
+        N.FI_DEV_PERF_POLICY_THERMAL,
+        "nvmlDeviceGetViolationStatus",
+        (N.PERF_POLICY_THERMAL,),
+        lambda v: int(v.violationTime),
+    ),
+    ("memory temp C", N.FI_DEV_MEMORY_TEMP, None, (), int),
+)
 
 STATIC_ONCE = (
     "nvmlDeviceGetHandleByIndex",
@@ -46,6 +77,33 @@ def fields(obj: object) -> str:
         if f.name != "missing":
             pairs.append(f"{f.name}={getattr(obj, f.name)!r}")
     return " ".join(pairs)
+
+
+def compare_fields(nv: Any, gpus: int) -> None:
+    """Print each field value the sampler reads next to the classic call it replaces."""
+    for index in range(gpus):
+        handle = nv.nvmlDeviceGetHandleByIndex(index)
+        try:
+            values = nv.nvmlDeviceGetFieldValues(handle, [f[1] for f in FIELD_VS_CLASSIC])
+        except Exception as exc:
+            print(f"gpu {index} nvmlDeviceGetFieldValues: {N.describe(exc)}")
+            continue
+        for (name, field_id, function, args, read), fv in zip(
+            FIELD_VS_CLASSIC, values, strict=True
+        ):
+            if fv.nvmlReturn != N.SUCCESS:
+                field_text = f"{N.error_text(fv.nvmlReturn)} (code {fv.nvmlReturn})"
+            else:
+                attr = VALUE_ATTR.get(fv.valueType)
+                number = getattr(fv.value, attr) if attr else None
+                field_text = f"{number!r} (value type {fv.valueType})"
+            classic = "-"
+            if function is not None:
+                try:
+                    classic = repr(read(getattr(nv, function)(handle, *args)))
+                except Exception as exc:
+                    classic = N.describe(exc)
+            print(f"gpu {index} field {field_id} {name}: {field_text}; classic: {classic}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,6 +139,11 @@ def main(argv: list[str] | None = None) -> int:
         for name, reason in static.missing.items():
             print(f"gpu {static.index} static missing {name}: {reason}")
 
+    # The sampler reads these through nvmlDeviceGetFieldValues: show them beside the classic
+    # calls they replace (units and counters should agree).
+    # Uncounted, so that the call-count checks below see the sampler's calls only.
+    compare_fields(N.real_nvml() if inner is None else inner, len(inventory.gpus))
+    problems: list[str] = []
     got: list[GpuTick] = []
     sampler.start()
     try:
@@ -91,7 +154,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sampler.stop()
 
-    problems: list[str] = []
     for n, tick in enumerate(got):
         print(f"tick {n}: t={tick.t:.3f} cost={tick.cost_ms:.2f} ms error={tick.error}")
         for s in tick.samples:
@@ -119,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in STATIC_ONCE:
         if counter.calls.get(name, 0) > gpus:
             problems.append(f"{name} called {counter.calls[name]} times for {gpus} GPU(s)")
+    if gpus and got and counter.calls.get("nvmlDeviceGetFieldValues", 0) < gpus * len(got):
+        problems.append("the sampler did not read field values once per GPU per tick")
     if counter.calls.get("nvmlDeviceGetPcieThroughput"):
         problems.append("nvmlDeviceGetPcieThroughput was called on the tick path")
     if any(s.lost for t in got for s in t.samples):
