@@ -128,7 +128,7 @@ class _Exchange(asyncio.Protocol):
         self.head_arrived = False
         waiter = self._waiter = self.loop.create_future()
         assert self.transport is not None
-        request = h11.Request(method="GET", target=target, headers=headers)
+        request = _request(target, headers)
         data = self.h11.send(request) or b""
         data += self.h11.send(h11.EndOfMessage()) or b""
         self._last = self.loop.time()
@@ -333,6 +333,20 @@ class LeanGetter:
         if len(errors) > 1 and group is not None:
             cause = group("multiple connection attempts failed", errors)
         raise httpx.ConnectError("All connection attempts failed") from cause
+
+
+_REQUESTS: dict[tuple[bytes, tuple[tuple[bytes, bytes], ...]], h11.Request] = {}
+
+
+def _request(target: bytes, headers: list[tuple[bytes, bytes]]) -> h11.Request:
+    """The GET event for ``target`` (``h11`` validates headers on each new event: made once)."""
+    key = (target, tuple(headers))
+    request = _REQUESTS.get(key)
+    if request is None:
+        request = h11.Request(method="GET", target=target, headers=headers)
+        if len(_REQUESTS) < 256:
+            _REQUESTS[key] = request
+    return request
 
 
 def split_origin(url: httpx.URL) -> tuple[str, int] | None:
