@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import urllib.request
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -21,6 +22,7 @@ from specwatch.core.sanitize import sanitize_line
 from specwatch.sources.banner import banner_message, sniff_banner
 from specwatch.sources.endpoint import Endpoint, redact
 from specwatch.sources.http_body import TooLarge, detached, read_limited
+from specwatch.sources.lean_get import Answer, LeanGetter, split_origin
 from specwatch.sources.limits import (
     BODY_LIMIT_BYTES,
     ERROR_BODY_LIMIT_BYTES,
@@ -39,6 +41,11 @@ from specwatch.sources.server_errors import (
 MAX_REDIRECTS = 5
 SNIFF_AFTER_S = 1.0
 """A request still unanswered after this long makes the client listen for a non-HTTP greeting."""
+LEAN_ACCEPT_ENCODING = b"identity"
+"""What lean GETs accept: compressing each scrape would cost the watched server CPU, and
+decompressing it ours; a server that compresses anyway is still decoded."""
+_DROPPED_HEADERS = frozenset((b"content-encoding", b"content-length", b"transfer-encoding"))
+_T = TypeVar("_T")
 
 
 class ServerClient:
@@ -71,6 +78,14 @@ class ServerClient:
             transport=transport,
         )
         self._sniffed = transport is not None or urlsplit(endpoint.base_url).scheme != "http"
+        origin = split_origin(httpx.URL(endpoint.base_url))
+        self._lean: LeanGetter | None = None
+        """Plain-http GETs bypass ``httpx`` (see :mod:`specwatch.sources.lean_get`); not with a
+        test transport or a proxy from the environment."""
+        if origin is not None and transport is None and not _proxied():
+            self._lean = LeanGetter(*origin, timeout_s)
+        self._lean_headers = _lean_headers(self.http)
+        self._targets: dict[str, tuple[httpx.Request, bytes]] = {}
 
     async def __aenter__(self) -> ServerClient:
         return self
@@ -85,6 +100,8 @@ class ServerClient:
 
     async def aclose(self) -> None:
         """Close the connection pool."""
+        if self._lean is not None:
+            self._lean.close()
         await self.http.aclose()
 
     def error_for(self, exc: BaseException, path: str, during: str = "") -> ServerError:
@@ -135,7 +152,20 @@ class ServerClient:
         Raises:
             ServerError: Unreachable, hung, dropped, or not HTTP.
         """
-        task = asyncio.ensure_future(self._send_retrying(request))
+        return await self._sniffing(self._send_retrying(request), path)
+
+    async def _sniffing(self, work: Awaitable[_T], path: str) -> _T:
+        """Await ``work``; the first time, name a non-HTTP program that answers meanwhile.
+
+        Raises:
+            ServerError: ``work`` failed (``httpx`` or socket error), or the port is not HTTP.
+        """
+        if self._sniffed:
+            try:
+                return await work
+            except (httpx.HTTPError, OSError) as exc:
+                raise self.error_for(exc, path) from None
+        task = asyncio.ensure_future(work)
         try:
             if not self._sniffed:
                 done, _ = await asyncio.wait({task}, timeout=SNIFF_AFTER_S)
@@ -146,7 +176,7 @@ class ServerClient:
                     if banner is not None:
                         message = banner_message(self.endpoint.url(path), banner)
                         raise ServerError(message, kind="garbage", url=self.endpoint.url(path))
-            response = await task
+            result = await task
         except (httpx.HTTPError, OSError) as exc:
             raise self.error_for(exc, path) from None
         finally:
@@ -155,7 +185,7 @@ class ServerClient:
                 with contextlib.suppress(BaseException):
                     await task
         self._sniffed = True
-        return response
+        return result
 
     async def _send_retrying(self, request: httpx.Request) -> httpx.Response:
         try:
@@ -198,6 +228,8 @@ class ServerClient:
         return response
 
     async def _get(self, path: str, limit: int) -> httpx.Response:
+        if self._lean is not None:
+            return await self._lean_get(path, limit)
         target = path
         for _ in range(MAX_REDIRECTS + 1):
             response = await self.send(self.http.build_request("GET", target), path)
@@ -219,6 +251,67 @@ class ServerClient:
                 await response.aclose()
         url = self.endpoint.url(path)
         raise ServerError(f"{url}: more than {MAX_REDIRECTS} redirects", kind="redirect", url=url)
+
+    async def _lean_get(self, path: str, limit: int) -> httpx.Response:
+        """:meth:`_get` on the lean path: same redirects, limits and errors."""
+        assert self._lean is not None
+        target = path
+        for _ in range(MAX_REDIRECTS + 1):
+            request, raw = self._target(target)
+            answer = await self._sniffing(
+                self._lean.get(raw, self._lean_headers, limit, ERROR_BODY_LIMIT_BYTES), path
+            )
+            if answer.stopped == "redirect":
+                head = httpx.Response(answer.status, headers=answer.headers, request=request)
+                target = self.redirect_target(head, path)
+                continue
+            if answer.stopped:
+                raise self.too_large_error(path, TooLarge(answer.size, limit))
+            return await self._lean_response(answer, request, path, limit)
+        url = self.endpoint.url(path)
+        raise ServerError(f"{url}: more than {MAX_REDIRECTS} redirects", kind="redirect", url=url)
+
+    async def _lean_response(
+        self, answer: Answer, request: httpx.Request, path: str, limit: int
+    ) -> httpx.Response:
+        reason = {"reason_phrase": answer.reason}
+        if not any(k.lower() == b"content-encoding" for k, _ in answer.headers):
+            headers = [(k, v) for k, v in answer.headers if k.lower() not in _DROPPED_HEADERS]
+            return httpx.Response(
+                answer.status,
+                headers=headers,
+                content=answer.body,
+                request=request,
+                extensions=reason,
+            )
+        # compressed anyway: decoded by httpx, within the limit, as on the httpx path
+        response = httpx.Response(
+            answer.status,
+            headers=answer.headers,
+            stream=_Chunks(answer.body),
+            request=request,
+            extensions=reason,
+        )
+        error = answer.status >= 400
+        try:
+            body = await read_limited(
+                response, ERROR_BODY_LIMIT_BYTES if error else limit, truncate=error
+            )
+        except TooLarge as exc:
+            raise self.too_large_error(path, exc) from None
+        except (httpx.HTTPError, OSError) as exc:
+            raise self.error_for(exc, path) from None
+        return detached(response, body)
+
+    def _target(self, target: str) -> tuple[httpx.Request, bytes]:
+        """The request for ``target`` (a path or a same-origin URL) and its raw path, cached."""
+        known = self._targets.get(target)
+        if known is None:
+            request = self.http.build_request("GET", target)
+            known = (request, request.url.raw_path)
+            if len(self._targets) < 64:
+                self._targets[target] = known
+        return known
 
     async def get_json(self, path: str) -> Any:
         """GET ``path`` and decode its JSON body.
@@ -273,6 +366,34 @@ class ServerClient:
             yield response
         finally:
             await response.aclose()
+
+
+class _Chunks(httpx.AsyncByteStream):
+    """A body already read, handed to ``httpx``'s decoders in 64 KiB pieces (as read)."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for start in range(0, len(self.body), 65536):
+            yield self.body[start : start + 65536]
+
+
+def _proxied() -> bool:
+    """Whether ``httpx`` would send plain-http requests through a proxy from the environment."""
+    proxies = urllib.request.getproxies()
+    return "http" in proxies or "all" in proxies
+
+
+def _lean_headers(http: httpx.AsyncClient) -> list[tuple[bytes, bytes]]:
+    """The headers ``httpx`` sends (the API key among them), ``Host`` first."""
+    url = httpx.URL(str(http.base_url))
+    headers = [(b"Host", url.netloc)]
+    for key, value in http.headers.raw:
+        if key.lower() == b"accept-encoding":
+            value = LEAN_ACCEPT_ENCODING
+        headers.append((key, value))
+    return headers
 
 
 __all__ = ["ERROR_KINDS", "ServerClient", "ServerError"]

@@ -12,13 +12,15 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import compress
+from operator import is_not
 
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.sources.client import ServerClient, ServerError
 from specwatch.sources.dialects import dialect_for
 from specwatch.sources.dialects.llamacpp import END_ONLY as LLAMACPP_END_ONLY
 from specwatch.sources.limits import METRICS_LIMIT_BYTES
-from specwatch.sources.prom import Scrape, parse_metrics, series_key
+from specwatch.sources.prom import Sample, Scrape, parse_metrics, series_key
 from specwatch.sources.prom_filter import MetricsReader
 from specwatch.sources.untrusted import clean_notes
 from specwatch.sources.window_builder import QUANTILES, WindowBuilder
@@ -26,6 +28,9 @@ from specwatch.sources.window_builder import QUANTILES, WindowBuilder
 _COUNTER_SUFFIXES = ("_total", "_count", "_sum")
 _BREAKDOWN_LABELS = ("mode", "position")
 _RESTART_EPS = 1e-9
+_MONOTONIC_SUFFIXES = (*_COUNTER_SUFFIXES, "_bucket")
+"""Samples that only grow while the server runs."""
+_WATCHED_SUFFIXES = (*_MONOTONIC_SUFFIXES, "_created")
 
 
 def summed_counters(scrape: Scrape) -> dict[str, float]:
@@ -51,8 +56,6 @@ def summed_counters(scrape: Scrape) -> dict[str, float]:
 class _Snapshot:
     t: float
     scrape: Scrape
-    series: dict[str, float]
-    created: dict[str, float]
     start_header: str | None
 
 
@@ -144,13 +147,7 @@ class MetricsWatcher:
         return {"error": f"{self.client.endpoint.url('/metrics')}: HTTP {status} {excerpt}".strip()}
 
     def _window(self, t: float, scrape: Scrape, header: str | None) -> MetricsWindow:
-        series = {
-            series_key(s): s.value
-            for s in scrape.samples
-            if s.name.endswith((*_COUNTER_SUFFIXES, "_bucket"))
-        }
-        created = scrape.series_key_values("_created")
-        snap = _Snapshot(t, scrape, series, created, header)
+        snap = _Snapshot(t, scrape, header)
         prev = self._prev
         dialect = dialect_for(self.info.dialect)
         b = WindowBuilder()
@@ -179,16 +176,40 @@ class MetricsWatcher:
 
 
 def _restarted(prev: _Snapshot, cur: _Snapshot) -> bool:
+    """A new process start header, a ``_created`` that moved or a counter that went back."""
     if prev.start_header and cur.start_header and prev.start_header != cur.start_header:
         return True
-    for key, value in cur.created.items():
-        old = prev.created.get(key)
-        if old is not None and abs(old - value) > _RESTART_EPS:
+    before, now = prev.scrape.samples, cur.scrape.samples
+    if len(before) == len(now):
+        # The reader hands back the very sample object of a series whose line did not change,
+        # in the order of the exposition: only the samples that changed need a look, and
+        # while each of those is the same series as before, no lookup by key is needed.
+        for old, new in compress(zip(before, now, strict=True), map(is_not, before, now)):
+            if old.key != new.key or not new.key:
+                return _restarted_by_key(before, now)
+            if _went_back(new.name, old.value, new.value):
+                return True
+        return False
+    return _restarted_by_key(before, now)
+
+
+def _restarted_by_key(before: tuple[Sample, ...], now: tuple[Sample, ...]) -> bool:
+    """:func:`_restarted` for scrapes whose series do not line up: matched by series key."""
+    earlier = {series_key(s): s for s in before if s.name.endswith(_WATCHED_SUFFIXES)}
+    for sample in now:
+        if not sample.name.endswith(_WATCHED_SUFFIXES):
+            continue
+        old = earlier.get(series_key(sample))
+        if old is not None and _went_back(sample.name, old.value, sample.value):
             return True
-    for key, value in cur.series.items():
-        old = prev.series.get(key)
-        if old is not None and value < old - _RESTART_EPS:
-            return True
+    return False
+
+
+def _went_back(name: str, old: float, new: float) -> bool:
+    if name.endswith("_created"):
+        return abs(old - new) > _RESTART_EPS
+    if name.endswith(_MONOTONIC_SUFFIXES):
+        return new < old - _RESTART_EPS
     return False
 
 

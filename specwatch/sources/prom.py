@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import groupby
 from operator import itemgetter
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -81,6 +81,10 @@ class Histogram:
 
 _NAME = itemgetter(0)
 """A :class:`Sample`'s name."""
+_LABELS = itemgetter(1)
+"""A :class:`Sample`'s labels."""
+_NO_REPLICA_LABEL = frozenset(REPLICA_LABELS).isdisjoint
+"""Whether labels carry none of :data:`REPLICA_LABELS` (one C call per sample)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +97,9 @@ class Scrape:
     error: str | None = None
     """What could not be parsed (the samples above are everything that could)."""
     _by_name: dict[str, list[Sample]] = field(init=False, repr=False, compare=False)
+    _memo: dict[tuple[object, ...], object] = field(init=False, repr=False, compare=False)
+    """Answers already worked out: a window asks the previous scrape what it asked it as the
+    current one a scrape ago (a scrape never changes)."""
 
     def __post_init__(self) -> None:
         # A dialect asks for a few dozen names per scrape; an index beats a scan per question.
@@ -106,6 +113,7 @@ class Scrape:
             else:
                 got.extend(run)
         object.__setattr__(self, "_by_name", index)
+        object.__setattr__(self, "_memo", {})
 
     def names(self) -> set[str]:
         """All sample names present."""
@@ -131,10 +139,13 @@ class Scrape:
 
         ``None`` when no series matches.
         """
+        memo = ("total", name, _where_key(where))
+        if memo in self._memo:
+            return cast("float | None", self._memo[memo])
         chosen = _dedupe_replicas(self.select(name, where))
-        if not chosen:
-            return None
-        return math.fsum(s.value for s in chosen)
+        total = math.fsum(s.value for s in chosen) if chosen else None
+        self._memo[memo] = total
+        return total
 
     def mean(self, name: str, where: LabelMatch | None = None) -> float | None:
         """Mean over engines / DP ranks (for ratio gauges); replicas counted once."""
@@ -145,25 +156,38 @@ class Scrape:
 
     def by_label(self, name: str, label: str, where: LabelMatch | None = None) -> dict[str, float]:
         """``label`` value -> sum over the other labels (replicas counted once)."""
+        memo = ("by_label", name, label, _where_key(where))
+        known = self._memo.get(memo)
+        if known is not None:
+            return dict(cast("dict[str, float]", known))
         out: dict[str, float] = {}
         for s in _dedupe_replicas(self.select(name, where)):
             if label in s.labels:
                 out[s.labels[label]] = out.get(s.labels[label], 0.0) + s.value
+        self._memo[memo] = dict(out)
         return out
 
     def histogram(self, name: str, where: LabelMatch | None = None) -> Histogram | None:
         """The histogram family ``name`` (without suffix) summed over its series."""
+        memo = ("histogram", name, _where_key(where))
+        if memo in self._memo:
+            return cast("Histogram | None", self._memo[memo])
+        found = self._histogram(name, where)
+        self._memo[memo] = found
+        return found
+
+    def _histogram(self, name: str, where: LabelMatch | None) -> Histogram | None:
         count = self.total(f"{name}_count", where)
         if count is None:
             return None
         total = self.total(f"{name}_sum", where) or 0.0
         buckets: dict[float, float] = {}
         for s in _dedupe_replicas(self.select(f"{name}_bucket", where)):
-            try:
-                le = float(s.labels.get("le", "nan"))
-            except ValueError:
-                continue
-            if math.isnan(le):
+            text = s.labels.get("le", "nan")
+            le = _BOUNDS.get(text)
+            if le is None:
+                le = _bound(text)
+            if le is _NO_BOUND:
                 continue
             buckets[le] = buckets.get(le, 0.0) + s.value
         return Histogram(sum=total, count=count, buckets=tuple(sorted(buckets.items())))
@@ -186,6 +210,29 @@ def make_series_key(name: str, labels: Mapping[str, str]) -> str:
         return name
     inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     return f"{name}{{{inner}}}"
+
+
+_NO_BOUND = math.nan
+"""The bound of a bucket without a usable ``le`` (skipped)."""
+_BOUNDS: dict[str, float] = {}
+"""``le`` text -> bound: a server repeats the same few dozen bounds every scrape."""
+
+
+def _bound(text: str) -> float:
+    try:
+        le = float(text)
+    except ValueError:
+        le = _NO_BOUND
+    if math.isnan(le):
+        le = _NO_BOUND
+    if len(_BOUNDS) < 4096:
+        _BOUNDS[text] = le
+    return le
+
+
+def _where_key(where: LabelMatch | None) -> tuple[tuple[str, object], ...] | None:
+    """``where`` as a key of :attr:`Scrape._memo` (patterns compare by pattern and flags)."""
+    return tuple(sorted(where.items(), key=itemgetter(0))) if where else None
 
 
 def _matches(labels: Mapping[str, str], where: LabelMatch | None) -> bool:
@@ -214,7 +261,7 @@ def _rank_key(labels: Mapping[str, str]) -> tuple[int, ...]:
 def _dedupe_replicas(samples: Iterable[Sample]) -> list[Sample]:
     """Keep, of series that differ only in replica labels, the lowest-ranked one."""
     chosen = list(samples)
-    if not any(label in s.labels for s in chosen for label in REPLICA_LABELS):
+    if all(map(_NO_REPLICA_LABEL, map(_LABELS, chosen))):
         return chosen
     best: dict[tuple[tuple[str, str], ...], Sample] = {}
     for s in samples:

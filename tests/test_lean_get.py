@@ -1,0 +1,185 @@
+"""The lean plain-http GET path of :class:`ServerClient` against scripted servers (real sockets)."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+
+from specwatch.sources.client import ServerClient, ServerError
+from specwatch.sources.endpoint import Endpoint
+from specwatch.sources.limits import METRICS_LIMIT_BYTES
+
+Handler = Callable[[int, bytes], bytes | None]
+"""(connection number, request head) -> answer bytes, or ``None`` to close without answering.
+An answer ending in :data:`CLOSE` is sent without it and the connection closed after it."""
+CLOSE = b"<close>"
+
+
+def _answer(body: bytes, *headers: str, status: str = "200 OK") -> bytes:
+    lines = [f"HTTP/1.1 {status}", f"Content-Length: {len(body)}", *headers, "", ""]
+    return "\r\n".join(lines).encode() + body
+
+
+@asynccontextmanager
+async def _server(handler: Handler) -> AsyncIterator[tuple[str, list[bytes], list[int]]]:
+    """Serve ``handler``; yields the URL, the request heads seen and connections opened."""
+    heads: list[bytes] = []
+    opened: list[int] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        opened.append(len(opened))
+        number = len(opened)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                heads.append(head)
+                answer = handler(number, head)
+                if answer is None:
+                    break
+                writer.write(answer.removesuffix(CLOSE))
+                await writer.drain()
+                if answer.endswith(CLOSE):
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}", heads, opened
+    finally:
+        server.close()
+
+
+async def test_keeps_the_connection_and_sends_the_key() -> None:
+    async with (
+        _server(lambda _n, _h: _answer(b"ok 1\n")) as (url, heads, opened),
+        ServerClient(Endpoint(url, "sk-test")) as client,
+    ):
+        assert client._lean is not None  # the lean path is the one under test
+        for _ in range(3):
+            response = await client.get("/metrics")
+            assert response.text == "ok 1\n"
+    assert len(opened) == 1
+    assert len(heads) == 3
+    assert b"authorization: bearer sk-test" in heads[0].lower()
+    assert heads[0].startswith(b"GET /metrics HTTP/1.1\r\n")
+
+
+async def test_a_kept_alive_connection_the_server_closed_is_retried_once() -> None:
+    served: dict[int, int] = {}
+
+    def handler(number: int, _head: bytes) -> bytes | None:
+        served[number] = served.get(number, 0) + 1
+        if number == 1 and served[number] > 1:
+            return None  # the first connection closes on its second request
+        return _answer(b"fine")
+
+    async with (
+        _server(handler) as (url, _heads, opened),
+        ServerClient(Endpoint(url)) as client,
+    ):
+        assert (await client.get("/metrics")).content == b"fine"
+        assert (await client.get("/metrics")).content == b"fine"
+    assert len(opened) == 2
+    assert served == {1: 2, 2: 1}
+
+
+async def test_an_announced_size_over_the_limit_is_refused() -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 999999999\r\n\r\n"
+    async with (
+        _server(lambda _n, _h: head) as (url, _heads, _opened),
+        ServerClient(Endpoint(url)) as client,
+    ):
+        with pytest.raises(ServerError) as caught:
+            await client.get("/metrics", limit=METRICS_LIMIT_BYTES)
+    assert caught.value.kind == "too_large"
+    assert "answer too large (954 MiB, limit 8 MiB)" in str(caught.value)
+
+
+async def test_an_error_answer_is_cut_to_its_excerpt() -> None:
+    body = b"x" * 200_000
+    answer = _answer(body, status="500 Internal Server Error")
+    async with (
+        _server(lambda _n, _h: answer) as (url, _heads, _opened),
+        ServerClient(Endpoint(url)) as client,
+    ):
+        response = await client.get("/metrics", check=False)
+        assert response.status_code == 500
+        assert len(response.content) == 64 * 1024
+        with pytest.raises(ServerError) as caught:
+            await client.get("/metrics")
+    assert "HTTP 500 Internal Server Error: xxx" in str(caught.value)
+
+
+async def test_a_compressed_answer_is_decoded_anyway() -> None:
+    packed = gzip.compress(b"vllm:x 1\n" * 1000)
+    answer = _answer(packed, "Content-Encoding: gzip")
+    async with (
+        _server(lambda _n, _h: answer) as (url, heads, _opened),
+        ServerClient(Endpoint(url)) as client,
+    ):
+        response = await client.get("/metrics")
+        assert response.content == b"vllm:x 1\n" * 1000
+        assert "content-encoding" not in response.headers
+        with pytest.raises(ServerError) as caught:
+            await client.get("/metrics", limit=1000)
+    assert b"accept-encoding: identity" in heads[0].lower()
+    assert "answer too large (over 0.0 MiB" in str(caught.value)
+
+
+async def test_same_origin_redirect_followed_other_origin_refused() -> None:
+    def handler(_n: int, head: bytes) -> bytes:
+        if head.startswith(b"GET /old "):
+            return _answer(b"", "Location: /metrics", status="307 Temporary Redirect")
+        if head.startswith(b"GET /away "):
+            return _answer(b"", "Location: http://10.1.2.3/x", status="302 Found")
+        return _answer(b"here")
+
+    async with (
+        _server(handler) as (url, _heads, _opened),
+        ServerClient(Endpoint(url)) as client,
+    ):
+        assert (await client.get("/old")).content == b"here"
+        with pytest.raises(ServerError) as caught:
+            await client.get("/away")
+    assert caught.value.kind == "redirect"
+    assert "redirects to http://10.1.2.3/x (HTTP 302), another origin" in str(caught.value)
+
+
+async def test_a_silent_server_is_hung_after_the_read_timeout() -> None:
+    async with (
+        _server(lambda _n, _h: b"HTTP/1.1 200 OK\r\n") as (url, _heads, _opened),
+        ServerClient(Endpoint(url), timeout_s=0.3) as client,
+    ):
+        client._sniffed = True  # not a banner question here
+        with pytest.raises(ServerError) as caught:
+            await client.get("/metrics")
+    assert caught.value.kind == "hung"
+    assert "within 0.3 s (server hung?)" in str(caught.value)
+
+
+async def test_garbage_and_a_dropped_body_are_worded_as_before() -> None:
+    def handler(_n: int, head: bytes) -> bytes:
+        if head.startswith(b"GET /garbage "):
+            return b"NOT HTTP AT ALL\r\n\r\n"
+        return b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort" + CLOSE
+
+    async with (
+        _server(handler) as (url, _heads, _opened),
+        ServerClient(Endpoint(url)) as client,
+    ):
+        with pytest.raises(ServerError) as garbage:
+            await client.get("/garbage")
+        with pytest.raises(ServerError) as dropped:
+            await client.get("/short")
+    assert garbage.value.kind == "garbage"
+    assert "the answer is not valid HTTP" in str(garbage.value)
+    assert dropped.value.kind == "closed"
+    assert "closed by the server mid-response" in str(dropped.value)
