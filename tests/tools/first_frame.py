@@ -245,7 +245,7 @@ def main() -> int:
         return f"{statistics.median(known):.3f} s" if known else "none seen"
 
     print(f"medians of {args.runs} runs on a {SIZE[0]}x{SIZE[1]} pty")
-    print(f"{"python -c pass (to exit)":<40} {med(bare)}")
+    print(f"{'python -c pass (to exit)':<40} {med(bare)}")
     floor_label = 'python -c "import textual.app" (to exit)'
     print(f"{floor_label:<40} {med(floor)}")
     print(f"{'specwatch --url: first frame':<40} {med(real)}  (target <= {TARGET_S} s)")
