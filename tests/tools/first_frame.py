@@ -116,6 +116,18 @@ def _child(url: str, report: str, profile: str | None) -> None:
     the process ends.
     """
     stamps: dict[str, float] = {"start": _T_START}
+    gc_s: dict[int, float] = {0: 0.0, 1: 0.0, 2: 0.0}
+    gc_started = [0.0]
+
+    def gc_watch(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            gc_started[0] = time.process_time()
+        elif "paint" not in stamps:
+            gc_s[info["generation"]] += time.process_time() - gc_started[0]
+
+    import gc
+
+    gc.callbacks.append(gc_watch)
     cpu: dict[str, float] = {"start": _C_START, "exec": 0.0}
 
     def stamp(name: str) -> None:
@@ -133,12 +145,15 @@ def _child(url: str, report: str, profile: str | None) -> None:
     import specwatch.cli
 
     stamp("cli")
+    # As specwatch.cli.main does for the monitor before it imports Textual (run_tui).
+    gc.disable()
     import textual.app
 
     stamp("textual")
-    import specwatch.ui.options  # noqa: F401  (what run_tui imports on the way)
-    from specwatch.ui.app import SpecwatchApp
     from textual.css.stylesheet import Stylesheet
+
+    import specwatch.ui.options  # what run_tui imports on the way
+    from specwatch.ui.app import SpecwatchApp
 
     stamp("ui")
 
@@ -154,7 +169,6 @@ def _child(url: str, report: str, profile: str | None) -> None:
             return result
 
         setattr(owner, name, hooked)
-
 
     wrap(SpecwatchApp, "__init__", "init0", "init1")
     wrap(SpecwatchApp, "compose", "compose", None)
@@ -179,15 +193,16 @@ def _child(url: str, report: str, profile: str | None) -> None:
 
     def painted(self: Any, screen: Any, renderable: Any) -> None:
         display(self, screen, renderable)
-        if renderable is not None and self._running and not self._batch_count:
-            if "paint" not in stamps:
-                stamp("paint")
-                stamps["css_parse_s"] = css_s[0]
-                Path(report).write_text(json.dumps({"wall": stamps, "cpu": cpu}))
-                if profiler is not None:
-                    profiler.disable()
-                    profiler.dump_stats(profile)
-                    os._exit(0)
+        ready = renderable is not None and self._running and not self._batch_count
+        if ready and "paint" not in stamps:
+            stamp("paint")
+            stamps["css_parse_s"] = css_s[0]
+            stamps.update({f"gc{g}_s": v for g, v in gc_s.items()})
+            Path(report).write_text(json.dumps({"wall": stamps, "cpu": cpu}))
+            if profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(profile)
+                os._exit(0)
 
     textual.app.App._display = painted  # type: ignore[method-assign]
     sys.argv = ["specwatch", "--url", url]
@@ -210,6 +225,8 @@ def staged(url: str) -> dict[str, tuple[float, float]] | None:
     out = {label: (wall[b] - wall[a], cpu[b] - cpu[a]) for label, a, b in STAGES}
     nan = float("nan")
     out["  of which CSS parse"] = (wall["css_parse_s"], nan)
+    for g in range(3):
+        out[f"garbage collection, generation {g}"] = (nan, wall[f"gc{g}_s"])
     out["exec to first paint"] = (wall["paint"] - t0, cpu["paint"])
     out["exec to 'GPUs' on the terminal"] = (frame, nan)
     return out
