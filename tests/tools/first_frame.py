@@ -59,7 +59,9 @@ STAGES = (
 
 
 def _env() -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=str(ROOT), TERM="xterm-256color", COLORTERM="truecolor")
+    # SPECWATCH_TREE: another checkout's specwatch to measure (a before/after in one run).
+    tree = os.environ.get("SPECWATCH_TREE", str(ROOT))
+    return dict(os.environ, PYTHONPATH=tree, TERM="xterm-256color", COLORTERM="truecolor")
 
 
 def _spawn(argv: list[str]) -> tuple[int, int, float]:
@@ -201,7 +203,7 @@ def _child(url: str, report: str, profile: str | None) -> None:
             Path(report).write_text(json.dumps({"wall": stamps, "cpu": cpu}))
             if profiler is not None:
                 profiler.disable()
-                profiler.dump_stats(profile)
+                profiler.dump_stats(str(profile))
                 os._exit(0)
 
     textual.app.App._display = painted  # type: ignore[method-assign]
