@@ -76,6 +76,9 @@ class ServerClient:
             # the prompt must not go elsewhere).
             follow_redirects=False,
             transport=transport,
+            # Plain http never does TLS (requests stay on base_url, redirects on its origin):
+            # no CA bundle loaded for it (~1-3 MiB resident per client).
+            verify=urlsplit(endpoint.base_url).scheme != "http",
         )
         self._sniffed = transport is not None or urlsplit(endpoint.base_url).scheme != "http"
         origin = split_origin(httpx.URL(endpoint.base_url))

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
@@ -16,22 +17,7 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from specwatch.session import LiveSession
-from specwatch.ui.live import SessionRelay
-from specwatch.ui.messages import (
-    BenchFinished,
-    BenchProgress,
-    GpuInventoryChanged,
-    GpuTicked,
-    MetricsScraped,
-    ServerIdentified,
-    ServerLost,
-    ServerReady,
-    ServerWaiting,
-)
-from specwatch.ui.modals import HelpScreen, TextModal
 from specwatch.ui.model import WINDOWS, MonitorModel
-from specwatch.ui.palette import textual_commands
 from specwatch.ui.panes import (
     BenchBar,
     GpusPane,
@@ -46,6 +32,22 @@ from specwatch.ui.panes import (
 from specwatch.ui.settings import REDRAW_S, AppSettings, default_screenshot_dir
 from specwatch.ui.terminal_watch import TerminalWatchApp
 from specwatch.ui.themes import cycle_order, load_themes
+
+if TYPE_CHECKING:
+    # Off the path to the first frame: the session relay, the modals and the palette are
+    # imported when first used.
+    from specwatch.session import LiveSession
+    from specwatch.ui.messages import (
+        BenchFinished,
+        BenchProgress,
+        GpuInventoryChanged,
+        GpuTicked,
+        MetricsScraped,
+        ServerIdentified,
+        ServerLost,
+        ServerReady,
+        ServerWaiting,
+    )
 
 INTERVALS = (0.5, 1.0, 2.0, 5.0)
 """Sampling intervals the ``i`` key cycles through, seconds."""
@@ -111,6 +113,11 @@ class SpecwatchApp(TerminalWatchApp):
         elif self.theme_names:
             self.theme_errors.append(f"theme {wanted!r} not found; using {self.theme_names[0]!r}")
             self.theme = self.theme_names[0]
+        # Textual parses the stylesheet with the variables of the theme current when the app
+        # was built, then again (~30 ms before the first frame) for the theme set here; with
+        # the variables set now, the first parse is the right one (see refresh_css).
+        self._first_css_variables: dict[str, str] | None = self.get_css_variables()
+        self.stylesheet.set_variables(self._first_css_variables)
         self.model = model or MonitorModel(self.settings.baseline_ms, self.settings.baseline_source)
         self.model.interval_s = self.settings.interval_s
         self.model.show_overhead = self.settings.show_overhead
@@ -124,6 +131,7 @@ class SpecwatchApp(TerminalWatchApp):
         self._cpu_last: tuple[float, float] | None = None
         self._panes: list[ModelPane] = []
         self._hung_up = False
+        self._session_stopped = False
         # Held directly: app-level keys and resizes also arrive while a modal is on top, when
         # a query would search the modal instead of the main screen.
         self.status_line = StatusLine(self.model, id="status")
@@ -157,10 +165,23 @@ class SpecwatchApp(TerminalWatchApp):
             self.notify(error, title="theme skipped", severity="warning", timeout=8)
         if self.settings.watch_terminal and not self.is_headless:
             self._watch_terminal()
-        if self.session is not None:
+        # The first frame first: starting the pollers imports httpx, builds a client and
+        # detects the server on this loop, which would hold the screen back by ~0.3 s.
+        self.call_after_refresh(self._after_first_frame)
+        self.redraw()
+
+    def _after_first_frame(self) -> None:
+        if not gc.isenabled():
+            # ``specwatch.cli`` paused the collector for start-up (it only walked the ~50k
+            # objects that live as long as the app); they go to the permanent generation, so
+            # later full collections skip them too.
+            gc.freeze()
+            gc.enable()
+        if self.session is not None and not self._session_stopped:
+            from specwatch.ui.live import SessionRelay
+
             self.session.subscribe(SessionRelay(self.post_message))
             self.session.start()
-        self.redraw()
 
     def on_resize(self, event: Resize) -> None:
         """Drop the clock and heat strips on short terminals; redraw everything at the new size."""
@@ -169,8 +190,17 @@ class SpecwatchApp(TerminalWatchApp):
         for pane in self._panes:
             pane.force_sync()
 
+    def refresh_css(self, animate: bool = True) -> None:
+        """Textual's CSS refresh, less the first one queued by setting the theme in ``__init__``
+        when the stylesheet already has that theme's variables."""
+        first, self._first_css_variables = self._first_css_variables, None
+        if first is not None and first == self.get_css_variables():
+            return
+        super().refresh_css(animate)
+
     def on_unmount(self) -> None:
         """Stop the session: its pollers, GPU source, demo and a running benchmark."""
+        self._session_stopped = True
         if self.session is not None:
             self.session.stop()
 
@@ -255,6 +285,8 @@ class SpecwatchApp(TerminalWatchApp):
             body += f"\n\nsnapshot saved: {message.snapshot_path}"
         if message.error:
             body += f"\n\n{message.error}"
+        from specwatch.ui.modals import TextModal
+
         self.push_screen(TextModal(message.title, body))
 
     # --- actions --------------------------------------------------------------------------------
@@ -311,6 +343,8 @@ class SpecwatchApp(TerminalWatchApp):
 
     def action_help(self) -> None:
         """Keys and the clock-event legend."""
+        from specwatch.ui.modals import HelpScreen
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
@@ -352,6 +386,7 @@ class SpecwatchApp(TerminalWatchApp):
     def action_compare(self) -> None:
         """Compare the two latest snapshots and show the verdict."""
         from specwatch.ui.bench_glue import compare_latest
+        from specwatch.ui.modals import TextModal
 
         title, body = compare_latest(self.settings.snapshot_dir)
         self.push_screen(TextModal(title, body))
@@ -366,6 +401,8 @@ class SpecwatchApp(TerminalWatchApp):
             if w.notes:
                 lines += ["", "notes:"] + [f"{k}: {v}" for k, v in sorted(w.notes.items())]
             body = "\n".join(lines)
+        from specwatch.ui.modals import TextModal
+
         self.push_screen(TextModal("metric sources", body))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:  # type: ignore[type-arg]
@@ -393,6 +430,8 @@ class SpecwatchApp(TerminalWatchApp):
         yield SystemCommand("Help", "Keys and what each word on the screen means", self.action_help)
         where = self.settings.screenshot_dir or default_screenshot_dir()
         yield SystemCommand("Screenshot", f"Save an SVG in {where}", self.action_save_svg)
+        from specwatch.ui.palette import textual_commands
+
         yield from textual_commands(super().get_system_commands(screen))
 
     # --- leaving when the terminal goes away ----------------------------------------------------

@@ -12,11 +12,14 @@ import os
 import signal
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from textual.app import App
 
-from specwatch.session import LiveSession
 from specwatch.ui import hangup
+
+if TYPE_CHECKING:
+    from specwatch.session import LiveSession
 
 
 class TerminalWatchApp(App[int]):
