@@ -95,6 +95,11 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
     from specwatch.sources.dcgm_cli import add_dcgm_argument
 
     add_dcgm_argument(g)
+    g.add_argument(
+        "--no-gpu",
+        action="store_true",
+        help="watch the server only: read no GPUs (no NVML, no exporter)",
+    )
     from specwatch.sources.fleet_cli import add_fleet_arguments
 
     add_fleet_arguments(g)

@@ -108,9 +108,10 @@ def _build_session(args: argparse.Namespace) -> LiveSession:
     """The demo (started here) or the given server.
 
     The GPUs are read from ``--dcgm`` exporters when given (local NVML is then not touched),
-    else through NVML (the demo's: a fake NVML, or its simulated exporter with ``--demo-dcgm``).
+    not at all with ``--no-gpu``, else through NVML (the demo's: a fake NVML, or its simulated
+    exporter with ``--demo-dcgm``).
     """
-    from specwatch.session import DcgmExporterGpuSource, LiveSession, NvmlGpuSource
+    from specwatch.session import DcgmExporterGpuSource, LiveSession, NoGpus, NvmlGpuSource
     from specwatch.session.gpu_source import GpuSource
     from specwatch.sources.endpoint import parse_endpoint
 
@@ -145,9 +146,15 @@ def _build_session(args: argparse.Namespace) -> LiveSession:
             demo.stop()
             raise
     endpoint = parse_endpoint(first_url(args) or "", args.api_key)
-    source: GpuSource = (
-        DcgmExporterGpuSource(dcgm, args.interval) if dcgm else NvmlGpuSource(args.interval)
-    )
+    source: GpuSource
+    if getattr(args, "no_gpu", False) and dcgm:
+        raise ValueError("--no-gpu reads no GPUs; leave out --dcgm, or --no-gpu")
+    if getattr(args, "no_gpu", False):
+        source = NoGpus("GPUs not read (--no-gpu)")
+    elif dcgm:
+        source = DcgmExporterGpuSource(dcgm, args.interval)
+    else:
+        source = NvmlGpuSource(args.interval)
     return LiveSession([endpoint], source, metrics_interval_s=args.metrics_interval)
 
 
