@@ -115,7 +115,8 @@ def main() -> int:
     drawn = asyncio.run(_measure(args.steps, size, args.gpus, True, prof))
     redraws = (args.steps + REDRAW_EVERY - 1) // REDRAW_EVERY
     per = (drawn - idle) / redraws
-    print(f"{args.width}x{args.height}, {args.gpus} GPUs, {args.steps} s of data, {redraws} redraws")
+    shape = f"{args.width}x{args.height}, {args.gpus} GPUs"
+    print(f"{shape}, {args.steps} s of data, {redraws} redraws")
     print(f"feeding only {idle:.3f} CPU-s, feeding and drawing {drawn:.3f} CPU-s")
     print(f"UI: {per * 1000:.2f} ms per redraw = {per * 30:.3f} CPU-s/min at one redraw per 2 s")
     if prof is not None:
