@@ -138,7 +138,7 @@ class ModelPane(Widget):
         self._pane_styles_key: str | None = None
         self._pane_styles: dict[str, Style] = {}
         self._strips: list[Strip] | None = None
-        self._strips_key: tuple[object, ...] = ()
+        self._strips_key: tuple[int, int] = (0, 0)
         self._sources: list[list[Segment]] = []
         """The segments each cached strip was made from (to keep the strips of equal lines)."""
         self._title_text: str | None = None
@@ -238,18 +238,30 @@ class ModelPane(Widget):
             return []
         return text_lines(renderable, width, self.app.console)
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Check the cached strips against the pane's size once per paint, not once per line."""
+        if self.LINE_API:
+            self._check_strips()
+        return super().render_lines(crop)
+
     def render_line(self, y: int) -> Strip:
         """One content line from the cached strips (rebuilt after a change or resize)."""
         if not self.LINE_API:
             return super().render_line(y)
+        strips = self._strips
+        if strips is None:
+            strips = self._check_strips()
+        if 0 <= y < len(strips):
+            return strips[y]
+        return Strip.blank(self._strips_key[0], self.component_styles()["normal"])
+
+    def _check_strips(self) -> list[Strip]:
         size = self.content_size
         key = (size.width, size.height)
         if self._strips is None or key != self._strips_key:
             self._strips = self._build(size.width, size.height)
             self._strips_key = key
-        if 0 <= y < len(self._strips):
-            return self._strips[y]
-        return Strip.blank(size.width, self.component_styles()["normal"])
+        return self._strips
 
     def _build(self, width: int, height: int, old: list[Strip] | None = None) -> list[Strip]:
         """The pane's lines as strips; a line whose segments equal its predecessor's in ``old``
