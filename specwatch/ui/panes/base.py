@@ -141,6 +141,8 @@ class ModelPane(Widget):
         self._strips_key: tuple[int, int] = (0, 0)
         self._sources: list[list[Segment]] = []
         """The segments each cached strip was made from (to keep the strips of equal lines)."""
+        self._text_key: tuple[object, ...] = ()
+        self._text_lines: list[list[Segment]] = []
         self._title_text: str | None = None
 
     def set_title(self, title: str) -> None:
@@ -214,6 +216,7 @@ class ModelPane(Widget):
         super().notify_style_update()
         self._pane_styles_key = None
         self._strips = None
+        self._text_key = ()
 
     # --- renderable panes ---------------------------------------------------------------------
 
@@ -236,7 +239,12 @@ class ModelPane(Widget):
         renderable = self.render_pane()
         if not isinstance(renderable, Text):
             return []
-        return text_lines(renderable, width, self.app.console)
+        # Most redraws word the pane the same (its numbers are rounded): skip Rich's render.
+        key = (width, renderable.plain, str(renderable.style), tuple(renderable.spans))
+        if key != self._text_key:
+            self._text_lines = text_lines(renderable, width, self.app.console)
+            self._text_key = key
+        return self._text_lines
 
     def render_lines(self, crop: Region) -> list[Strip]:
         """Check the cached strips against the pane's size once per paint, not once per line."""
@@ -285,6 +293,8 @@ class ModelPane(Widget):
             length = sum(s.cell_length for s in segs)
             if length == width:  # the renderables fill the width exactly: no copy needed
                 strips.append(Strip(segs, width))
+            elif length < width:  # what crop_extend does, without its two intermediate strips
+                strips.append(Strip([*segs, Segment(" " * (width - length), base)], width))
             else:
                 strips.append(Strip(segs, length).crop_extend(0, width, base))
         self._sources = lines
