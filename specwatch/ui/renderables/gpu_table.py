@@ -125,7 +125,6 @@ class GpuTable:
         st = self.styles
         tones = st.tones()
         normal = st.normal
-        sep = Segment(" ", normal)
         out: list[list[Segment]] = []
         if self.header:
             text = " ".join(
@@ -148,16 +147,31 @@ class GpuTable:
                 segs.append(Segment(" " + fit(span.text, rest), tones.get(span.tone, normal)))
                 out.append(segs)
                 continue
-            cells = len(layout) - 1  # the separators
-            for key, w, align in layout:
+            # Neighbouring pieces of one style (separators included) share a segment: a
+            # segment costs an escape sequence and a reset each time its line is repainted.
+            cells = 0
+            texts: list[str] = []
+            style = normal
+            for i, (key, w, align) in enumerate(layout):
                 cell = row.get(key, MISSING)
-                if segs:
-                    segs.append(sep)
                 text = _align(cell.text, w, align)
-                cells += cell_len(text)
-                segs.append(Segment(text, tones.get(cell.tone, normal)))
+                cells += cell_len(text) + (1 if i else 0)
+                for piece, piece_style in ((" ", normal), (text, tones.get(cell.tone, normal))):
+                    if not i and piece == " ":
+                        continue
+                    if piece_style is not style and texts:
+                        segs.append(Segment("".join(texts), style))
+                        texts = []
+                    style = piece_style
+                    texts.append(piece)
             if cells < width:
-                segs.append(Segment(" " * (width - cells), normal))
+                if style is not normal and texts:
+                    segs.append(Segment("".join(texts), style))
+                    texts = []
+                style = normal
+                texts.append(" " * (width - cells))
+            if texts:
+                segs.append(Segment("".join(texts), style))
             out.append(segs)
         return out
 
