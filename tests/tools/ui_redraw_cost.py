@@ -5,13 +5,13 @@
     PYTHONPATH=. .venv/bin/python tests/tools/ui_redraw_cost.py --profile /tmp/ui.prof
 
 The app runs headless on the seeded scene (``specwatch.ui.scene``) at the given size. Each step
-adds one second of GPU ticks and ``/metrics`` windows to the model, as the live session does;
-every second step the app redraws (the default rate: redraw every two sampling intervals) and
-the screen's update is turned into the terminal's escape codes (the headless driver skips that,
-the real one does not). The same steps run twice, once with the redraw off, and the difference
-is the UI's own CPU: milliseconds per redraw and CPU-s per minute at one redraw every 2 s.
-``overhead.py`` measures the whole app on a real terminal; this one is quiet enough to compare
-two versions of the drawing code on a busy machine.
+adds one second of GPU ticks and ``/metrics`` windows to the model, as the live session does,
+and lets the app settle; every second step the app then redraws (the default rate: redraw every
+two sampling intervals) and settles again, and the screen's update is turned into the
+terminal's escape codes (the headless driver skips that, the real one does not). The UI's cost
+per redraw is the median CPU of a redraw-and-settle minus the median of a settle alone, which
+keeps the figure steady on a busy machine. ``overhead.py`` measures the whole app on a real
+terminal; this one compares two versions of the drawing code.
 """
 
 from __future__ import annotations
