@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 from rich.segment import Segment
 from rich.style import Style
+from textual.geometry import Region
 from textual.strip import Strip
 
-from specwatch.ui.panes.base import changed_box, changed_span
+from specwatch.core.gpu import GpuTick
+from specwatch.ui.panes import GpusPane
+from specwatch.ui.panes.base import changed_box, changed_regions, changed_span
+from specwatch.ui.scene import build_scene
+from tests.test_ui_app import make_app, settle
 
 STYLES = [Style(color="red"), Style(color="blue"), Style(bold=True)]
 
@@ -72,3 +78,62 @@ def test_box_covers_every_changed_cell() -> None:
         assert box is not None
         for x, y in diffs:
             assert box.contains(x, y), (x, y, box)
+
+
+def differing(a: Strip, b: Strip) -> list[int]:
+    return [x for x, (p, q) in enumerate(zip(cells(a), cells(b), strict=True)) if p != q]
+
+
+def test_regions_are_the_changed_lines_and_cover_their_cells() -> None:
+    rng = random.Random(2)
+    for _ in range(300):
+        width, height = rng.randint(1, 40), rng.randint(1, 8)
+        old_lines = [random_line(rng, width) for _ in range(height)]
+        old = [Strip(line) for line in old_lines]
+        new = [Strip(mutate(rng, line)) for line in old_lines]
+        regions = changed_regions(old, new)
+        changed = {
+            y: [
+                x
+                for x, (a, b) in enumerate(zip(cells(old[y]), cells(new[y]), strict=True))
+                if a != b
+            ]
+            for y in range(height)
+        }
+        assert sorted(r.y for r in regions) == [y for y, xs in changed.items() if xs]
+        for r in regions:
+            assert r.height == 1 and r.width >= 1
+            for x in changed[r.y]:
+                assert r.contains(x, r.y), (x, r)
+
+
+async def test_a_redraw_repaints_only_the_lines_that_changed() -> None:
+    """One GPU's clock moves: its row (and the straggler mark, trend) repaint, not the pane,
+    and the unchanged title does not repaint the whole pane either."""
+    model = build_scene(seconds=200, with_bench=False)
+    app = make_app(model)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        gpus = app.query_one(GpusPane)
+        before = list(gpus._strips or [])
+        calls: list[tuple[Region, ...]] = []
+        original = gpus.refresh
+
+        def refresh(*regions: Region, **kw: bool) -> GpusPane:
+            calls.append(regions)
+            return original(*regions, **kw)
+
+        gpus.refresh = refresh  # type: ignore[method-assign]
+        tick = model.tick
+        assert tick is not None
+        samples = list(tick.samples)
+        samples[3] = dataclasses.replace(samples[3], mem_clock_mhz=1234)
+        model.add_tick(GpuTick(t=tick.t, wall_time=0, samples=tuple(samples), cost_ms=0.4))
+        await settle(pilot)
+        after = gpus._strips or []
+    assert calls and all(regions for regions in calls), calls  # never the whole pane
+    lines = {r.y for regions in calls for r in regions}
+    assert lines == {4}, lines  # the header, then GPUs 0..3
+    assert len(after) == len(before)
+    kept = [y for y in range(len(after)) if after[y] is before[y]]
+    assert kept == [y for y in range(len(after)) if y != 4]

@@ -43,50 +43,73 @@ def _common_prefix(a: str, b: str) -> int:
 
 
 def changed_span(old: Strip, new: Strip) -> tuple[int, int] | None:
-    """The cells ``[start, end)`` where two lines differ, or ``None`` when they are equal."""
+    """The cells ``[start, end)`` where two lines differ, or ``None`` when they are equal.
+
+    Only the first and the last differing segments are compared cell by cell (to narrow the
+    span inside them); the equal segments around them are skipped by tuple comparison.
+    """
     if old is new:
         return None
     a_segs, b_segs = list(old), list(new)
-    if len(a_segs) != len(b_segs):
+    if a_segs == b_segs:
+        return None
+    n = len(a_segs)
+    if n != len(b_segs):
         return (0, max(old.cell_length, new.cell_length))
-    x = 0
-    lo: int | None = None
-    hi = 0
-    for a, b in zip(a_segs, b_segs, strict=True):
+    first = 0
+    while a_segs[first] == b_segs[first]:
+        first += 1
+    last = n - 1
+    while a_segs[last] == b_segs[last]:
+        last -= 1
+    x = sum(seg.cell_length for seg in a_segs[:first])
+    spans: list[tuple[int, int]] = []
+    for a, b in zip(a_segs[first : last + 1], b_segs[first : last + 1], strict=True):
         la = a.cell_length
         if la != b.cell_length:
             return (0, max(old.cell_length, new.cell_length))
-        if a.style != b.style or a.text != b.text:
-            start, end = x, x + la
-            if a.style == b.style and len(a.text) == la and len(b.text) == la:
-                head = _common_prefix(a.text, b.text)
-                tail = _common_prefix(a.text[::-1], b.text[::-1])
-                start, end = x + head, x + max(head, la - tail)
-            lo = start if lo is None else min(lo, start)
-            hi = max(hi, end)
+        if a != b:
+            spans.append((x, x + la))
         x += la
-    return None if lo is None else (lo, hi)
+    (lo, _), (_, hi) = spans[0], spans[-1]
+    a, b = a_segs[first], b_segs[first]
+    if _narrowable(a, b):
+        lo += _common_prefix(a.text, b.text)
+    a, b = a_segs[last], b_segs[last]
+    if _narrowable(a, b):
+        hi -= _common_prefix(a.text[::-1], b.text[::-1])
+    return (lo, max(lo, hi))
+
+
+def _narrowable(a: Segment, b: Segment) -> bool:
+    """Whether two segments can be compared character by character (same style, one cell each)."""
+    return a.style == b.style and len(a.text) == a.cell_length and len(b.text) == b.cell_length
+
+
+def changed_regions(old: list[Strip], new: list[Strip]) -> list[Region]:
+    """One region per changed line (content coordinates), covering that line's changed cells.
+
+    Textual repaints each dirty line of a widget in full and writes each changed line to the
+    terminal, so marking only the changed lines (not the box around them) is what saves work:
+    a graph whose newest column and top-right reading moved repaints a few lines, not all.
+    """
+    out: list[Region] = []
+    blank = Strip([])
+    n_old = len(old)
+    n_new = len(new)
+    for y in range(max(n_old, n_new)):
+        a = old[y] if y < n_old else blank
+        b = new[y] if y < n_new else blank
+        span = changed_span(a, b)
+        if span is not None:
+            out.append(Region(span[0], y, max(1, span[1] - span[0]), 1))
+    return out
 
 
 def changed_box(old: list[Strip], new: list[Strip]) -> Region | None:
     """The smallest box (content coordinates) covering every changed cell, or ``None``."""
-    x0: int | None = None
-    x1 = y0 = y1 = 0
-    blank = Strip([])
-    for y in range(max(len(old), len(new))):
-        a = old[y] if y < len(old) else blank
-        b = new[y] if y < len(new) else blank
-        span = changed_span(a, b)
-        if span is None:
-            continue
-        if x0 is None:
-            x0, x1, y0 = span[0], span[1], y
-        else:
-            x0, x1 = min(x0, span[0]), max(x1, span[1])
-        y1 = y
-    if x0 is None:
-        return None
-    return Region(x0, y0, max(1, x1 - x0), y1 - y0 + 1)
+    regions = changed_regions(old, new)
+    return Region.from_union(regions) if regions else None
 
 
 class ModelPane(Widget):
@@ -115,13 +138,28 @@ class ModelPane(Widget):
         self._pane_styles_key: str | None = None
         self._pane_styles: dict[str, Style] = {}
         self._strips: list[Strip] | None = None
-        self._strips_key: tuple[object, ...] = ()
+        self._strips_key: tuple[int, int] = (0, 0)
+        self._sources: list[list[Segment]] = []
+        """The segments each cached strip was made from (to keep the strips of equal lines)."""
+        self._text_key: tuple[object, ...] = ()
+        self._text_lines: list[list[Segment]] = []
+        self._title_text: str | None = None
+
+    def set_title(self, title: str) -> None:
+        """Set the border title, only when its text changed.
+
+        Setting ``border_title`` repaints the whole widget (border and every line) even when
+        the text is the same, which would undo the partial repaints of :meth:`sync`.
+        """
+        if title != self._title_text:
+            self._title_text = title
+            self.border_title = title
 
     def sync(self) -> bool:
         """Refresh if the model moved since the last draw; returns whether it did.
 
-        Line panes rebuild their lines here and repaint only the box of cells that changed, so
-        a graph whose newest column moved repaints that column, not the whole graph.
+        Line panes rebuild their lines here and repaint only the lines that changed, so a graph
+        whose newest column moved repaints the rows that column touches, not the whole graph.
         """
         if not self.display or not self.is_mounted:
             return False
@@ -135,13 +173,15 @@ class ModelPane(Widget):
             self._strips = None
             self.refresh()
             return True
-        new = self._build(size.width, size.height)
+        new = self._build(size.width, size.height, old)
         self._strips = new
-        box = changed_box(old, new)
-        if box is None:
+        regions = changed_regions(old, new)
+        if not regions:
             return False
-        self.partial_refreshes += box != Region(0, 0, size.width, max(len(old), len(new)))
-        self.refresh(box)
+        self.partial_refreshes += len(regions) < max(len(old), len(new)) or any(
+            r.width < size.width for r in regions
+        )
+        self.refresh(*regions)
         return True
 
     def force_sync(self) -> None:
@@ -176,6 +216,7 @@ class ModelPane(Widget):
         super().notify_style_update()
         self._pane_styles_key = None
         self._strips = None
+        self._text_key = ()
 
     # --- renderable panes ---------------------------------------------------------------------
 
@@ -198,36 +239,65 @@ class ModelPane(Widget):
         renderable = self.render_pane()
         if not isinstance(renderable, Text):
             return []
-        return text_lines(renderable, width, self.app.console)
+        # Most redraws word the pane the same (its numbers are rounded): skip Rich's render.
+        key = (width, renderable.plain, str(renderable.style), tuple(renderable.spans))
+        if key != self._text_key:
+            self._text_lines = text_lines(renderable, width, self.app.console)
+            self._text_key = key
+        return self._text_lines
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Check the cached strips against the pane's size once per paint, not once per line."""
+        if self.LINE_API:
+            self._check_strips()
+        return super().render_lines(crop)
 
     def render_line(self, y: int) -> Strip:
         """One content line from the cached strips (rebuilt after a change or resize)."""
         if not self.LINE_API:
             return super().render_line(y)
+        strips = self._strips
+        if strips is None:
+            strips = self._check_strips()
+        if 0 <= y < len(strips):
+            return strips[y]
+        return Strip.blank(self._strips_key[0], self.component_styles()["normal"])
+
+    def _check_strips(self) -> list[Strip]:
         size = self.content_size
         key = (size.width, size.height)
         if self._strips is None or key != self._strips_key:
             self._strips = self._build(size.width, size.height)
             self._strips_key = key
-        if 0 <= y < len(self._strips):
-            return self._strips[y]
-        return Strip.blank(size.width, self.rich_style)
+        return self._strips
 
-    def _build(self, width: int, height: int) -> list[Strip]:
+    def _build(self, width: int, height: int, old: list[Strip] | None = None) -> list[Strip]:
+        """The pane's lines as strips; a line whose segments equal its predecessor's in ``old``
+        (built at the same size) keeps that strip: most lines of a redraw are unchanged, and a
+        strip is costly to make (Textual gives each its own caches)."""
         self.builds += 1
-        base = self.rich_style
+        base = self.component_styles()["normal"]
         try:
             lines = self.build_lines(width, height)
         except Exception as e:  # one bad value must not take the monitor down
             self.draw_errors += 1
             lines = [[Segment(f"cannot draw: {type(e).__name__}: {e}")]]
+        before = self._sources if old is not None else []
+        kept = min(len(before), len(old or ()))
         strips = []
-        for segs in lines:
+        for y, segs in enumerate(lines):
+            if y < kept and before[y] == segs:
+                assert old is not None
+                strips.append(old[y])
+                continue
             length = sum(s.cell_length for s in segs)
             if length == width:  # the renderables fill the width exactly: no copy needed
                 strips.append(Strip(segs, width))
+            elif length < width:  # what crop_extend does, without its two intermediate strips
+                strips.append(Strip([*segs, Segment(" " * (width - length), base)], width))
             else:
                 strips.append(Strip(segs, length).crop_extend(0, width, base))
+        self._sources = lines
         return strips
 
 
@@ -256,7 +326,7 @@ class TextPane(ModelPane):
 
     def on_mount(self) -> None:
         """Title the pane."""
-        self.border_title = self._title()
+        self.set_title(self._title())
 
     def _title(self) -> str:
         m = self.model
@@ -267,5 +337,5 @@ class TextPane(ModelPane):
     def sync(self) -> bool:
         """Redraw on change, and retitle (stale or live)."""
         if self.display and self.is_mounted:
-            self.border_title = self._title()
+            self.set_title(self._title())
         return super().sync()

@@ -12,7 +12,7 @@ from rich.segment import Segment
 from specwatch.core import gpu_rules
 from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.core.reasons import harmful, short_names
-from specwatch.ui.model import WINDOWS, MonitorModel
+from specwatch.ui.model import WINDOWS, MonitorModel, points_after
 from specwatch.ui.panes.base import ModelPane
 from specwatch.ui.panes.gpu_cells import deficit_cell, pcie_cell
 from specwatch.ui.panes.gpu_summary import SUMMARY_ROWS, summary_lines
@@ -119,7 +119,7 @@ def sm_trends(model: MonitorModel) -> dict[int, list[float | None]]:
     end = model.now
     hold = 3.0 * model.interval_s
     return {
-        i: bucket(series.since(end - span), end, span, TREND_CELLS, hold)
+        i: bucket(points_after(series, end - span), end, span, TREND_CELLS, hold)
         for i, series in model.sm_clock.items()
     }
 
@@ -199,20 +199,31 @@ class GpusPane(ModelPane):
     """
 
     _drawn_shape: tuple[object, ...] = ()
+    _rows_key: tuple[object, ...] = ()
+    _rows_value: list[dict[str, Cell]] = []  # noqa: RUF012 (replaced, never mutated)
 
     def on_mount(self) -> None:
         """Title the pane."""
-        self.border_title = "GPUs"
+        self.set_title("GPUs")
 
     def _table_styles(self) -> TableStyles:
         return TableStyles(normal=self.component_styles()["normal"], **self.tone_styles())
 
+    def table_rows(self) -> list[dict[str, Cell]]:
+        """The table's rows (node headings included), built once per change of the model.
+
+        The height check, the layout and the draw all ask for them within one redraw; the SM
+        trends behind them scan every GPU's history.
+        """
+        m = self.model
+        key = (m.gpu_version, id(m.tick), id(m.inventory), m.graph_window, m.interval_s, m.now)
+        if key != self._rows_key:
+            self._rows_value = with_node_headings(m, gpu_rows(m))
+            self._rows_key = key
+        return self._rows_value
+
     def _full_height(self) -> int:
-        return (
-            len(with_node_headings(self.model, gpu_rows(self.model)))
-            + 1
-            + (1 if origin_note(self.model) else 0)
-        )
+        return len(self.table_rows()) + 1 + (1 if origin_note(self.model) else 0)
 
     def summarised(self) -> bool:
         """Whether the rows collapse to a summary: the graph would get too few tok/s rows.
@@ -258,13 +269,13 @@ class GpusPane(ModelPane):
         )
         if shape != self._drawn_shape:
             self._drawn_shape = shape
-            self.border_title = self._title()
+            self.set_title(self._title())
             self.force_sync()
             self.refresh(layout=True)
             return True
         changed = super().sync()
         if changed:
-            self.border_title = self._title()
+            self.set_title(self._title())
         return changed
 
     def _title(self) -> str:
@@ -299,13 +310,13 @@ class GpusPane(ModelPane):
                 [Segment(f"no GPU readings: {reason}", st.warn)],
                 [Segment("the server panes below still work", st.dim)],
             ]
-        rows = gpu_rows(model)
+        rows = self.table_rows()
         if not rows:
             return [[Segment("waiting for the first GPU sample…", st.dim)]]
         if self.summarised():
             return GpuSummary(summary_lines(model), st).lines(width)
         headers = {"trend": f"SM {model.graph_window}"}
-        lines = GpuTable(with_node_headings(model, rows), st, headers=headers).lines(width)
+        lines = GpuTable(rows, st, headers=headers).lines(width)
         note = origin_note(model)
         if note:
             lines.append([Segment(fit(note, width), st.dim)])

@@ -9,7 +9,7 @@ from rich.segment import Segment
 from textual.reactive import reactive
 
 from specwatch.ui.axis import AxisHold
-from specwatch.ui.model import WINDOWS, MonitorModel
+from specwatch.ui.model import WINDOWS, MonitorModel, points_after
 from specwatch.ui.panes.base import ModelPane
 from specwatch.ui.renderables import (
     GraphMark,
@@ -53,9 +53,9 @@ def graph_for(
     hold_gpu = GAP_SAMPLES * model.interval_s
     tok, tok_age = model.reading("gen_tok_s")
     graph = TokenRateGraph(
-        tok_s=bucket(model.tok_s.since(start), end, span, cw, hold_rate),
-        clock_pct=bucket(model.clock_pct.since(start), end, span, cw, hold_gpu),
-        hottest_c=bucket(model.hottest_c.since(start), end, span, cw, hold_gpu),
+        tok_s=bucket(points_after(model.tok_s, start), end, span, cw, hold_rate),
+        clock_pct=bucket(points_after(model.clock_pct, start), end, span, cw, hold_gpu),
+        hottest_c=bucket(points_after(model.hottest_c, start), end, span, cw, hold_gpu),
         marks=marks,
         height=height,
         window_label=window,
@@ -152,7 +152,7 @@ class TokenRatePane(ModelPane):
         info = self.model.server
         if info is not None and info.metrics_enabled is False:
             title += " · no /metrics: no token rate"  # else an empty graph looks like no traffic
-        self.border_title = title
+        self.set_title(title)
 
     def sync(self) -> bool:
         """Redraw on change, and retitle (the server may have turned out to lack /metrics)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.segment import Segment
 from rich.style import Style
@@ -51,6 +52,9 @@ GPU_COLUMNS: tuple[Column, ...] = (
 )
 """Display order; ``reasons`` takes the width left over."""
 
+MISSING = Cell("", "dim")
+"""A cell the row does not have."""
+
 SPAN = "span"
 """A row key whose cell fills the whole row after the GPU column (e.g. a lost GPU)."""
 
@@ -86,6 +90,10 @@ class TableStyles:
 
     def tone(self, tone: str) -> Style:
         """The style for a tone key."""
+        return self.tones().get(tone, self.normal)
+
+    def tones(self) -> dict[str, Style]:
+        """Every tone key's style (``normal`` for any other key)."""
         return {
             "dim": self.dim,
             "warn": self.warn,
@@ -94,7 +102,7 @@ class TableStyles:
             "temp": self.temp,
             "flag": self.flag,
             "mark": self.mark,
-        }.get(tone, self.normal)
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +121,10 @@ class GpuTable:
         used = sum(c.width for c in cols) + len(cols) - 1
         extra = max(0, width - used)
         widths = {c.key: c.width + (extra if c.key == "reasons" else 0) for c in cols}
+        layout = [(c.key, widths[c.key], c.align) for c in cols]
         st = self.styles
+        tones = st.tones()
+        normal = st.normal
         out: list[list[Segment]] = []
         if self.header:
             text = " ".join(
@@ -127,20 +138,40 @@ class GpuTable:
                 first = cols[0]
                 gpu = row.get(first.key, Cell(""))
                 segs.append(
-                    Segment(_align(gpu.text, widths[first.key], first.align), st.tone(gpu.tone))
+                    Segment(
+                        _align(gpu.text, widths[first.key], first.align),
+                        tones.get(gpu.tone, normal),
+                    )
                 )
                 rest = width - widths[first.key] - 1
-                segs.append(Segment(" " + fit(span.text, rest), st.tone(span.tone)))
+                segs.append(Segment(" " + fit(span.text, rest), tones.get(span.tone, normal)))
                 out.append(segs)
                 continue
-            for i, c in enumerate(cols):
-                cell = row.get(c.key, Cell("", "dim"))
-                if i:
-                    segs.append(Segment(" ", st.normal))
-                segs.append(Segment(_align(cell.text, widths[c.key], c.align), st.tone(cell.tone)))
-            pad = width - sum(s.cell_length for s in segs)
-            if pad > 0:
-                segs.append(Segment(" " * pad, st.normal))
+            # Neighbouring pieces of one style (separators included) share a segment: a
+            # segment costs an escape sequence and a reset each time its line is repainted.
+            cells = 0
+            texts: list[str] = []
+            style = normal
+            for i, (key, w, align) in enumerate(layout):
+                cell = row.get(key, MISSING)
+                text = _align(cell.text, w, align)
+                cells += cell_len(text) + (1 if i else 0)
+                for piece, piece_style in ((" ", normal), (text, tones.get(cell.tone, normal))):
+                    if not i and piece == " ":
+                        continue
+                    if piece_style is not style and texts:
+                        segs.append(Segment("".join(texts), style))
+                        texts = []
+                    style = piece_style
+                    texts.append(piece)
+            if cells < width:
+                if style is not normal and texts:
+                    segs.append(Segment("".join(texts), style))
+                    texts = []
+                style = normal
+                texts.append(" " * (width - cells))
+            if texts:
+                segs.append(Segment("".join(texts), style))
             out.append(segs)
         return out
 

@@ -36,18 +36,22 @@ def bucket(
     newest: list[float | None] = [None] * width
     t0 = t_end - span_s
     scale = width / span_s
+    last = width - 1
     before: tuple[float, float] | None = None
+    # The hot loop of every graph redraw: no calls but int() per point.
     for t, v in points:
         if v is None or t > t_end:
             continue
         if t <= t0:
             before = (t, v)
             continue
-        col = min(width - 1, int((t - t0) * scale))
+        col = int((t - t0) * scale)
+        if col > last:
+            col = last
         sums[col] += v
         counts[col] += 1
         newest[col] = t
-    means = [sums[i] / counts[i] if counts[i] else None for i in range(width)]
+    means = [s / n if n else None for s, n in zip(sums, counts, strict=True)]
     if hold_s <= 0:
         return means
     ends = [t0 + (i + 1) / scale for i in range(width)]
