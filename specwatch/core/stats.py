@@ -1,8 +1,9 @@
 """Small-sample statistics for benchmarks: summaries, Student t intervals, Welch's t-test.
 
 Pure Python, no SciPy. The Student t distribution is evaluated through the regularized
-incomplete beta function (a continued fraction, accurate to about 1e-12) and inverted by
-bisection, so non-integer degrees of freedom (Welch–Satterthwaite) work as well as integer ones.
+incomplete beta function (a continued fraction, accurate to about 1e-12) and inverted by Newton
+steps kept inside a bisection bracket, so non-integer degrees of freedom (Welch–Satterthwaite)
+work as well as integer ones.
 """
 
 from __future__ import annotations
@@ -139,15 +140,32 @@ def t_ppf(p: float, df: float) -> float:
         lo, hi = hi, hi * 2.0
         if hi > 1e12:
             return math.inf
+    # The live verdict asks for a new critical value every window (Welch's df moves with the
+    # data): Newton converges in a handful of CDF evaluations where bisection took about 45.
+    x = 0.5 * (lo + hi)
     for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if t_cdf(mid, df) < p:
-            lo = mid
+        err = t_cdf(x, df) - p
+        if err < 0:
+            lo = x
         else:
-            hi = mid
-        if hi - lo <= 1e-13 * max(1.0, hi):
+            hi = x
+        if hi - lo <= 1e-13 * max(1.0, hi) or err == 0.0:
             break
-    return 0.5 * (lo + hi)
+        step = err / _t_pdf(x, df)
+        nxt = x - step
+        if not lo < nxt < hi:
+            nxt = 0.5 * (lo + hi)
+        elif abs(step) <= 1e-14 * max(1.0, abs(x)):
+            return nxt
+        x = nxt
+    return x
+
+
+def _t_pdf(t: float, df: float) -> float:
+    if math.isinf(df):
+        return math.exp(-0.5 * t * t) / math.sqrt(2.0 * math.pi)
+    log_c = math.lgamma((df + 1.0) / 2.0) - math.lgamma(df / 2.0) - 0.5 * math.log(df * math.pi)
+    return math.exp(log_c - (df + 1.0) / 2.0 * math.log1p(t * t / df))
 
 
 def t_critical(level: float, df: float) -> float:
