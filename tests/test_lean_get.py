@@ -7,6 +7,7 @@ import gzip
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+import httpx
 import pytest
 
 from specwatch.sources.client import ServerClient, ServerError
@@ -183,3 +184,31 @@ async def test_garbage_and_a_dropped_body_are_worded_as_before() -> None:
     assert "the answer is not valid HTTP" in str(garbage.value)
     assert dropped.value.kind == "closed"
     assert "closed by the server mid-response" in str(dropped.value)
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "text/plain; charset=iso-8859-1",
+        "text/plain; version=0.0.4; charset=utf-8",
+        "text/plain; charset=no-such-codec",
+        None,
+    ],
+)
+async def test_text_is_decoded_by_the_content_type_as_httpx_would(
+    content_type: str | None,
+) -> None:
+    body = "caf\u00e9 1\n".encode("latin-1")
+    extra = () if content_type is None else (f"Content-Type: {content_type}",)
+    async with (
+        _server(lambda _n, _h: _answer(body, *extra)) as (url, _heads, _opened),
+        ServerClient(Endpoint(url)) as client,
+    ):
+        assert client._lean is not None
+        for _ in range(2):  # the second from the remembered encoding
+            response = await client.get("/metrics")
+            expected = httpx.Response(200, headers=response.headers, content=body)
+            assert response.encoding == expected.encoding
+            assert response.text == expected.text
+    latin = content_type is not None and "iso-8859-1" in content_type
+    assert (response.text == "caf\u00e9 1\n") == latin  # else a replacement character

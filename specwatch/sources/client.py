@@ -280,13 +280,16 @@ class ServerClient:
         reason = {"reason_phrase": answer.reason}
         if not any(k.lower() == b"content-encoding" for k, _ in answer.headers):
             headers = [(k, v) for k, v in answer.headers if k.lower() not in _DROPPED_HEADERS]
-            return httpx.Response(
+            plain = httpx.Response(
                 answer.status,
                 headers=headers,
                 content=answer.body,
                 request=request,
                 extensions=reason,
             )
+            # what .text would work out from Content-Type on every scrape, looked up instead
+            plain.encoding = _encoding_for(plain.headers.get("content-type"))
+            return plain
         # compressed anyway: decoded by httpx, within the limit, as on the httpx path
         response = httpx.Response(
             answer.status,
@@ -380,6 +383,21 @@ class _Chunks(httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         for start in range(0, len(self.body), 65536):
             yield self.body[start : start + 65536]
+
+
+_ENCODINGS: dict[str | None, str] = {}
+
+
+def _encoding_for(content_type: str | None) -> str:
+    """The text encoding ``httpx`` gives a response with this ``Content-Type`` (remembered:
+    a server sends the same one every time, and working it out parses the header)."""
+    known = _ENCODINGS.get(content_type)
+    if known is None:
+        headers = {} if content_type is None else {"content-type": content_type}
+        known = httpx.Response(200, headers=headers).encoding or "utf-8"
+        if len(_ENCODINGS) < 64:
+            _ENCODINGS[content_type] = known
+    return known
 
 
 def _proxied() -> bool:
