@@ -215,4 +215,5 @@ def test_only_changed_lines_are_read_on_a_diffable_body(monkeypatch: pytest.Monk
     got = reader.parse(GROUP.replace("7.0", "8.0").replace("sum 1.5", "sum 2.5"))
     assert got.total("vllm:x_total") == 13.0
     assert got.samples[0] is first.samples[0] and got.samples[1] is not first.samples[1]
+    assert reader._last is not None
     assert prom_filter._diff(GROUP.replace("X\n", "Y\n").split("\n"), reader._last) is None

@@ -112,7 +112,8 @@ class MetricsWatcher:
         parsed (``notes["error"]`` says "answer too large"). Notes are sanitised.
         """
         window = await self._scrape()
-        return dataclasses.replace(window, notes=clean_notes(window.notes))
+        notes = clean_notes(window.notes)
+        return window if notes == window.notes else dataclasses.replace(window, notes=notes)
 
     async def _scrape(self) -> MetricsWindow:
         t = self.clock()
@@ -206,11 +207,31 @@ def _restarted_by_key(before: tuple[Sample, ...], now: tuple[Sample, ...]) -> bo
 
 
 def _went_back(name: str, old: float, new: float) -> bool:
-    if name.endswith("_created"):
+    kind = _KINDS.get(name)
+    if kind is None:
+        kind = _kind(name)
+    if kind is _CREATED:
         return abs(old - new) > _RESTART_EPS
-    if name.endswith(_MONOTONIC_SUFFIXES):
+    if kind is _MONOTONIC:
         return new < old - _RESTART_EPS
     return False
+
+
+_CREATED, _MONOTONIC, _OTHER = "created", "monotonic", "other"
+_KINDS: dict[str, str] = {}
+"""Sample name -> what a change of its value can mean (a server exposes the same names)."""
+
+
+def _kind(name: str) -> str:
+    if name.endswith("_created"):
+        kind = _CREATED
+    elif name.endswith(_MONOTONIC_SUFFIXES):
+        kind = _MONOTONIC
+    else:
+        kind = _OTHER
+    if len(_KINDS) < 4096:
+        _KINDS[name] = kind
+    return kind
 
 
 __all__ = ["LLAMACPP_END_ONLY", "QUANTILES", "MetricsWatcher", "summed_counters"]

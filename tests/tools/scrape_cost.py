@@ -88,7 +88,7 @@ async def _measure(url: str, n: int, profile: bool) -> dict[str, float]:
             for _ in range(n):
                 await watcher.scrape()
             prof.disable()
-            pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+            pstats.Stats(prof).sort_stats("tottime").print_stats(40)
     forced: dict[str, Any] = {"transport": httpx.AsyncHTTPTransport()}
     if "transport" in inspect.signature(ServerClient).parameters:
         async with ServerClient(parse_endpoint(url), **forced) as slow:
