@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import h11
 import httpx
 
-from specwatch.sources.lean_head import PlainHead, read_plain_head, request_bytes
+from specwatch.sources.lean_head import PlainHead, read_plain_head, request_for
 
 MAX_HEAD_BYTES = 100 * 1024
 """Longest answer head accepted (``httpcore``'s limit)."""
@@ -143,7 +143,7 @@ class _Exchange(asyncio.Protocol):
         self.head_arrived = False
         waiter = self._waiter = self.loop.create_future()
         assert self.transport is not None
-        request, plain_data = _request(target, headers)
+        request, plain_data = request_for(target, headers)
         if self._plain_ok:
             self._request, self._buffer, self._plain = request, bytearray(), None
             data = plain_data
@@ -401,22 +401,6 @@ class LeanGetter:
         if len(errors) > 1 and group is not None:
             cause = group("multiple connection attempts failed", errors)
         raise httpx.ConnectError("All connection attempts failed") from cause
-
-
-_REQUESTS: dict[tuple[bytes, tuple[tuple[bytes, bytes], ...]], tuple[h11.Request, bytes]] = {}
-
-
-def _request(target: bytes, headers: list[tuple[bytes, bytes]]) -> tuple[h11.Request, bytes]:
-    """The GET event for ``target`` and its bytes (``h11`` validates headers on each new
-    event: made once)."""
-    key = (target, tuple(headers))
-    known = _REQUESTS.get(key)
-    if known is None:
-        request = h11.Request(method="GET", target=target, headers=headers)
-        known = (request, request_bytes(request))
-        if len(_REQUESTS) < 256:
-            _REQUESTS[key] = known
-    return known
 
 
 def split_origin(url: httpx.URL) -> tuple[str, int] | None:

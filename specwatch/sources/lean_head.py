@@ -67,10 +67,26 @@ def read_plain_head(data: bytes | bytearray, max_head: int) -> PlainHead | bool:
     return PlainHead(headers, size, found.end())
 
 
+_REQUESTS: dict[tuple[bytes, tuple[tuple[bytes, bytes], ...]], tuple[h11.Request, bytes]] = {}
+
+
+def request_for(target: bytes, headers: list[tuple[bytes, bytes]]) -> tuple[h11.Request, bytes]:
+    """The GET event for ``target`` and its bytes (``h11`` validates headers on each new
+    event: made once)."""
+    key = (target, tuple(headers))
+    known = _REQUESTS.get(key)
+    if known is None:
+        request = h11.Request(method="GET", target=target, headers=headers)
+        known = (request, request_bytes(request))
+        if len(_REQUESTS) < 256:
+            _REQUESTS[key] = known
+    return known
+
+
 def request_bytes(request: h11.Request) -> bytes:
     """What ``h11`` sends for ``request`` and its end (the same bytes every time)."""
     conn = h11.Connection(h11.CLIENT)
     return (conn.send(request) or b"") + (conn.send(h11.EndOfMessage()) or b"")
 
 
-__all__ = ["PlainHead", "read_plain_head", "request_bytes"]
+__all__ = ["PlainHead", "read_plain_head", "request_bytes", "request_for"]
