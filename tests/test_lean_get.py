@@ -212,3 +212,51 @@ async def test_text_is_decoded_by_the_content_type_as_httpx_would(
             assert response.text == expected.text
     latin = content_type is not None and "iso-8859-1" in content_type
     assert (response.text == "caf\u00e9 1\n") == latin  # else a replacement character
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        ("Content-Type: text/plain; charset=iso-8859-1", "Process-Start-Time-Unix: 17"),
+        ("X-Twice: a", "x-twice: b", "Content-Type: text/plain"),
+        ("X-Odd: caf\u00e9",),
+        ("Content-Type: text/plain; charset=no-such-codec",),
+        (),
+    ],
+)
+async def test_get_text_gives_what_get_gives(headers: tuple[str, ...]) -> None:
+    body = "caf\u00e9 1\n\xff".encode("latin-1")
+
+    def answer(_n: int, _h: bytes) -> bytes:
+        lines = ["HTTP/1.1 200 OK", f"Content-Length: {len(body)}", *headers, "", ""]
+        return "\r\n".join(lines).encode("latin-1") + body
+
+    async with (
+        _server(answer) as (url, _heads, _opened),
+        ServerClient(Endpoint(url)) as client,
+    ):
+        assert client._lean is not None
+        for _ in range(2):
+            full = await client.get("/metrics", check=False)
+            got = await client.get_text("/metrics")
+            assert (got.status_code, got.text) == (full.status_code, full.text)
+            assert dict(got.headers) == dict(full.headers)
+            for name in ("process-start-time-unix", "x-twice", "x-odd", "content-type"):
+                assert got.headers.get(name) == full.headers.get(name)
+
+
+async def test_get_text_of_an_error_and_a_compressed_answer_is_what_get_gives() -> None:
+    packed = gzip.compress(b"m 1\n")
+    answers = {
+        "/bad": _answer(b"nope " * 100, status="500 Internal Server Error"),
+        "/gz": _answer(packed, "Content-Encoding: gzip"),
+    }
+    async with (
+        _server(lambda _n, head: answers[head.split(b" ")[1].decode()]) as (url, _h, _o),
+        ServerClient(Endpoint(url)) as client,
+    ):
+        for path in answers:
+            full = await client.get(path, check=False)
+            got = await client.get_text(path)
+            assert (got.status_code, got.text) == (full.status_code, full.text)
+            assert dict(got.headers) == dict(full.headers)
