@@ -7,6 +7,7 @@ import gzip
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+import httpx
 import pytest
 
 from specwatch.sources.client import ServerClient, ServerError
@@ -183,3 +184,79 @@ async def test_garbage_and_a_dropped_body_are_worded_as_before() -> None:
     assert "the answer is not valid HTTP" in str(garbage.value)
     assert dropped.value.kind == "closed"
     assert "closed by the server mid-response" in str(dropped.value)
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "text/plain; charset=iso-8859-1",
+        "text/plain; version=0.0.4; charset=utf-8",
+        "text/plain; charset=no-such-codec",
+        None,
+    ],
+)
+async def test_text_is_decoded_by_the_content_type_as_httpx_would(
+    content_type: str | None,
+) -> None:
+    body = "caf\u00e9 1\n".encode("latin-1")
+    extra = () if content_type is None else (f"Content-Type: {content_type}",)
+    async with (
+        _server(lambda _n, _h: _answer(body, *extra)) as (url, _heads, _opened),
+        ServerClient(Endpoint(url)) as client,
+    ):
+        assert client._lean is not None
+        for _ in range(2):  # the second from the remembered encoding
+            response = await client.get("/metrics")
+            expected = httpx.Response(200, headers=response.headers, content=body)
+            assert response.encoding == expected.encoding
+            assert response.text == expected.text
+    latin = content_type is not None and "iso-8859-1" in content_type
+    assert (response.text == "caf\u00e9 1\n") == latin  # else a replacement character
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        ("Content-Type: text/plain; charset=iso-8859-1", "Process-Start-Time-Unix: 17"),
+        ("X-Twice: a", "x-twice: b", "Content-Type: text/plain"),
+        ("X-Odd: caf\u00e9",),
+        ("Content-Type: text/plain; charset=no-such-codec",),
+        (),
+    ],
+)
+async def test_get_text_gives_what_get_gives(headers: tuple[str, ...]) -> None:
+    body = "caf\u00e9 1\n\xff".encode("latin-1")
+
+    def answer(_n: int, _h: bytes) -> bytes:
+        lines = ["HTTP/1.1 200 OK", f"Content-Length: {len(body)}", *headers, "", ""]
+        return "\r\n".join(lines).encode("latin-1") + body
+
+    async with (
+        _server(answer) as (url, _heads, _opened),
+        ServerClient(Endpoint(url)) as client,
+    ):
+        assert client._lean is not None
+        for _ in range(2):
+            full = await client.get("/metrics", check=False)
+            got = await client.get_text("/metrics")
+            assert (got.status_code, got.text) == (full.status_code, full.text)
+            assert dict(got.headers) == dict(full.headers)
+            for name in ("process-start-time-unix", "x-twice", "x-odd", "content-type"):
+                assert got.headers.get(name) == full.headers.get(name)
+
+
+async def test_get_text_of_an_error_and_a_compressed_answer_is_what_get_gives() -> None:
+    packed = gzip.compress(b"m 1\n")
+    answers = {
+        "/bad": _answer(b"nope " * 100, status="500 Internal Server Error"),
+        "/gz": _answer(packed, "Content-Encoding: gzip"),
+    }
+    async with (
+        _server(lambda _n, head: answers[head.split(b" ")[1].decode()]) as (url, _h, _o),
+        ServerClient(Endpoint(url)) as client,
+    ):
+        for path in answers:
+            full = await client.get(path, check=False)
+            got = await client.get_text(path)
+            assert (got.status_code, got.text) == (full.status_code, full.text)
+            assert dict(got.headers) == dict(full.headers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -164,3 +165,62 @@ _line = st.one_of(
 @given(st.lists(_line, max_size=30))
 def test_mixed_good_and_bad_lines_never_raise(lines: list[str]) -> None:
     _never_raises("\n".join(lines))
+
+
+def _labels_reused(scrape: Scrape, scale: float) -> Scrape:
+    """``scrape`` with every value scaled, each series keeping its labels mapping (as the
+    filtered reader hands them from one scrape to the next)."""
+    return Scrape(tuple(s._replace(value=s.value * scale) for s in scrape.samples), scrape.types)
+
+
+def test_answers_remembered_by_series_equal_fresh_ones() -> None:
+    first = parse_metrics(GOOD)
+    for scale in (1.0, 2.0, 0.5):
+        again = _labels_reused(first, scale)
+        fresh = parse_metrics(GOOD)
+        assert again.total("sglang:num_running_reqs") == 5.0 * scale
+        assert again.mean("sglang:num_running_reqs") == 2.5 * scale
+        for name in ("vllm:generation_tokens_total", "sglang:num_running_reqs"):
+            assert again.total(name) == (fresh.total(name) or 0.0) * scale
+        hist = again.histogram("vllm:inter_token_latency_seconds")
+        assert hist is not None
+        assert hist.buckets == (
+            (0.01, 10.0 * scale),
+            (0.02, 40.0 * scale),
+            (math.inf, 50.0 * scale),
+        )
+
+
+def test_one_series_buckets_out_of_order_or_repeated_are_summed_by_bound() -> None:
+    text = (
+        '# TYPE h histogram\nh_bucket{le="+Inf"} 5\nh_bucket{le="0.5"} 2\nh_bucket{le="x"} 9\n'
+        'h_bucket{le="1"} 4\nh_bucket{le="1.0"} 1\nh_sum 3\nh_count 5\n'
+    )
+    for scrape in (parse_metrics(text), parse_metrics(text)):
+        hist = scrape.histogram("h")
+        assert hist is not None
+        assert hist.buckets == ((0.5, 2.0), (1.0, 5.0), (math.inf, 5.0))
+    ordered = parse_metrics('h_bucket{le="1"} 1\nh_bucket{le="+Inf"} 2\nh_sum 1\nh_count 2\n')
+    assert ordered.histogram("h") == Histogram(1.0, 2.0, ((1.0, 1.0), (math.inf, 2.0)))
+
+
+def test_minus_with_other_bounds_matches_by_bound() -> None:
+    now = Histogram(3.0, 5.0, ((0.5, 2.0), (1.0, 4.0), (math.inf, 5.0)))
+    same = Histogram(1.0, 2.0, ((0.5, 1.0), (1.0, 2.0), (math.inf, 2.0)))
+    assert now.minus(same) == Histogram(2.0, 3.0, ((0.5, 1.0), (1.0, 2.0), (math.inf, 3.0)))
+    fewer = Histogram(1.0, 2.0, ((1.0, 2.0), (math.inf, 2.0)))
+    assert now.minus(fewer).buckets == ((0.5, 2.0), (1.0, 2.0), (math.inf, 3.0))
+    repeated = Histogram(0.0, 0.0, ((0.5, 1.0), (0.5, 2.0), (math.inf, 0.0)))
+    assert repeated.minus(repeated).buckets == ((0.5, -1.0), (0.5, 0.0), (math.inf, 0.0))
+
+
+def test_remembered_answers_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from specwatch.sources import prom_replicas
+
+    monkeypatch.setattr(prom_replicas, "MAX_PINNED", 8)
+    for _ in range(5):
+        scrape = parse_metrics(GOOD)
+        assert scrape.total("sglang:num_running_reqs") == 5.0
+        assert scrape.histogram("vllm:inter_token_latency_seconds") is not None
+        assert prom_replicas._KEPT.pinned <= 8
+        assert prom_replicas._LAYOUT.pinned <= 8

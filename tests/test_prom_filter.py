@@ -158,3 +158,62 @@ def test_later_scrapes_read_changed_lines_as_the_parser_does() -> None:
         got, full = reader.parse(text), parse_metrics(text)
         assert _values(got) == _values(full)
         assert (got.error is None) == (full.error is None)
+
+
+def _same(got: Scrape, fresh: Scrape) -> None:
+    assert repr(_values(got)) == repr(_values(fresh))  # nan == nan
+    assert [s.key for s in got.samples] == [s.key for s in fresh.samples]
+    assert dict(got.types) == dict(fresh.types)
+    assert got.error == fresh.error
+
+
+DIFFED = (
+    GROUP.replace("7.0", "8.0"),  # a kept value moves: read from the changed line alone
+    GROUP.replace("7.0", "8.0").replace("sum 1.5", "sum 2.5"),  # and one of a skipped group
+    GROUP.replace("7.0", "8.0").replace("other_seconds_sum 1.5", "stray_sum 1.5"),  # not its own
+    GROUP.replace("X\n", "Y\n"),  # a comment changes
+    GROUP.replace("# TYPE vllm:x_total counter", "# TYPE vllm:x_total gauge"),
+    GROUP.replace('{engine="1"} 7.0', '{engine="1"} seven'),  # a bad line appears ...
+    GROUP.replace('{engine="1"} 7.0', '{engine="1"} seven').replace("5.0", "6.0"),  # ... stays
+    GROUP.replace('{engine="1"} 7.0', '{engine="1"} 9.0'),  # and goes
+    GROUP.replace('{engine="1"} 7.0', '{engine="2"} 9.0'),  # a series replaced
+    GROUP.replace("5.0", "5.0 1700000000000"),  # a timestamp
+    GROUP.replace("5.0", "1_0"),  # what the parser refuses
+    GROUP.replace("5.0", "nan"),
+    GROUP.rstrip("\n"),  # no final newline
+    GROUP + "\n",  # a blank last line
+    GROUP.replace("5.0", "6.0"),
+)
+
+
+def test_a_body_that_differs_only_in_values_reads_as_a_fresh_reader_reads_it() -> None:
+    reader = MetricsReader(["vllm:x"])
+    reader.parse(GROUP)
+    for text in DIFFED:
+        got = reader.parse(text)
+        fresh = MetricsReader(["vllm:x"])
+        _same(got, fresh.parse(text))
+        _same(got, fresh.parse(text))  # a fresh reader's second reading, from its memory
+        again = reader.parse(text)
+        _same(again, got)
+        # an unchanged body keeps every sample object: the restart check relies on it
+        assert all(a is b for a, b in zip(got.samples, again.samples, strict=True))
+
+
+def test_only_changed_lines_are_read_on_a_diffable_body(monkeypatch: pytest.MonkeyPatch) -> None:
+    import specwatch.sources.prom_filter as prom_filter
+
+    reader = MetricsReader(["vllm:x"])
+    reader.parse(GROUP)  # new series are read line by line ...
+    reader.parse(GROUP.replace("5.0", "4.0"))  # ... and known ones by the group
+    first = reader.parse(GROUP)
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("read afresh")
+
+    monkeypatch.setattr(reader, "_read", refuse)
+    got = reader.parse(GROUP.replace("7.0", "8.0").replace("sum 1.5", "sum 2.5"))
+    assert got.total("vllm:x_total") == 13.0
+    assert got.samples[0] is first.samples[0] and got.samples[1] is not first.samples[1]
+    assert reader._last is not None
+    assert prom_filter._diff(GROUP.replace("X\n", "Y\n").split("\n"), reader._last) is None

@@ -21,7 +21,13 @@ import orjson
 from specwatch.core.sanitize import sanitize_line
 from specwatch.sources.banner import banner_message, sniff_banner
 from specwatch.sources.endpoint import Endpoint, redact
-from specwatch.sources.http_body import TooLarge, detached, read_limited
+from specwatch.sources.http_body import (
+    TextAnswer,
+    TooLarge,
+    detached,
+    read_limited,
+    text_answer,
+)
 from specwatch.sources.lean_get import Answer, LeanGetter, split_origin
 from specwatch.sources.limits import (
     BODY_LIMIT_BYTES,
@@ -230,6 +236,28 @@ class ServerClient:
             )
         return response
 
+    async def get_text(self, path: str, *, limit: int = BODY_LIMIT_BYTES) -> TextAnswer:
+        """:meth:`get` with ``check=False``, its answer as status, text and headers only
+        (a scrape a second need not build an ``httpx.Response`` on the lean path).
+
+        Raises:
+            ServerError: As :meth:`get` without ``check``.
+        """
+        if self._lean is None:
+            response = await self.get(path, check=False, limit=limit)
+            return TextAnswer(response.status_code, response.text, response.headers)
+        deadline = self.deadline_s or REQUEST_DEADLINE_S
+        try:
+            async with asyncio.timeout(deadline):
+                answer, request = await self._lean_answer(path, limit)
+                if any(k.lower() == b"content-encoding" for k, _ in answer.headers):
+                    response = await self._lean_response(answer, request, path, limit)
+                    return TextAnswer(response.status_code, response.text, response.headers)
+        except TimeoutError:
+            raise self.deadline_error(path, deadline) from None
+        headers = [(k, v) for k, v in answer.headers if k.lower() not in _DROPPED_HEADERS]
+        return text_answer(answer.status, headers, answer.body, _encoding_for)
+
     async def _get(self, path: str, limit: int) -> httpx.Response:
         if self._lean is not None:
             return await self._lean_get(path, limit)
@@ -257,6 +285,11 @@ class ServerClient:
 
     async def _lean_get(self, path: str, limit: int) -> httpx.Response:
         """:meth:`_get` on the lean path: same redirects, limits and errors."""
+        answer, request = await self._lean_answer(path, limit)
+        return await self._lean_response(answer, request, path, limit)
+
+    async def _lean_answer(self, path: str, limit: int) -> tuple[Answer, httpx.Request]:
+        """The lean answer to ``path``, redirects followed, sizes checked."""
         assert self._lean is not None
         target = path
         for _ in range(MAX_REDIRECTS + 1):
@@ -270,7 +303,7 @@ class ServerClient:
                 continue
             if answer.stopped:
                 raise self.too_large_error(path, TooLarge(answer.size, limit))
-            return await self._lean_response(answer, request, path, limit)
+            return answer, request
         url = self.endpoint.url(path)
         raise ServerError(f"{url}: more than {MAX_REDIRECTS} redirects", kind="redirect", url=url)
 
@@ -280,13 +313,16 @@ class ServerClient:
         reason = {"reason_phrase": answer.reason}
         if not any(k.lower() == b"content-encoding" for k, _ in answer.headers):
             headers = [(k, v) for k, v in answer.headers if k.lower() not in _DROPPED_HEADERS]
-            return httpx.Response(
+            plain = httpx.Response(
                 answer.status,
                 headers=headers,
                 content=answer.body,
                 request=request,
                 extensions=reason,
             )
+            # what .text would work out from Content-Type on every scrape, looked up instead
+            plain.encoding = _encoding_for(plain.headers.get("content-type"))
+            return plain
         # compressed anyway: decoded by httpx, within the limit, as on the httpx path
         response = httpx.Response(
             answer.status,
@@ -380,6 +416,21 @@ class _Chunks(httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         for start in range(0, len(self.body), 65536):
             yield self.body[start : start + 65536]
+
+
+_ENCODINGS: dict[str | None, str] = {}
+
+
+def _encoding_for(content_type: str | None) -> str:
+    """The text encoding ``httpx`` gives a response with this ``Content-Type`` (remembered:
+    a server sends the same one every time, and working it out parses the header)."""
+    known = _ENCODINGS.get(content_type)
+    if known is None:
+        headers = {} if content_type is None else {"content-type": content_type}
+        known = httpx.Response(200, headers=headers).encoding or "utf-8"
+        if len(_ENCODINGS) < 64:
+            _ENCODINGS[content_type] = known
+    return known
 
 
 def _proxied() -> bool:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import h11
 import httpx
 
+from specwatch.sources.lean_head import PlainHead, read_plain_head, request_for
+
 MAX_HEAD_BYTES = 100 * 1024
 """Longest answer head accepted (``httpcore``'s limit)."""
 KEEPALIVE_S = 5.0
@@ -71,6 +73,11 @@ class _Exchange(asyncio.Protocol):
         self._stopped = ""
         self._size: int | None = None
         self._failure: httpx.HTTPError | None = None
+        self._plain_ok = True
+        """Answers are read by :func:`read_plain_head` until one is not plain; then ``h11``."""
+        self._request: h11.Request | None = None
+        self._buffer = bytearray()
+        self._plain: PlainHead | None = None
 
     # --- asyncio.Protocol ----------------------------------------------------------------
 
@@ -84,6 +91,10 @@ class _Exchange(asyncio.Protocol):
             self.close()  # bytes nobody asked for: this connection cannot be trusted again
             return
         self._last = self.loop.time()
+        if self._plain_ok:
+            self._buffer += data
+            self._read_plain()
+            return
         self.h11.receive_data(data)
         self._pump()
 
@@ -95,6 +106,10 @@ class _Exchange(asyncio.Protocol):
         waiter = self._waiter
         if waiter is None or waiter.done():
             return
+        if self._plain_ok:
+            self._to_h11()  # h11 words what went wrong with what arrived
+            if waiter.done():
+                return
         if exc is not None:
             self._fail(httpx.ReadError(str(exc)))
         elif self.h11.their_state is h11.SEND_RESPONSE:
@@ -128,9 +143,13 @@ class _Exchange(asyncio.Protocol):
         self.head_arrived = False
         waiter = self._waiter = self.loop.create_future()
         assert self.transport is not None
-        request = _request(target, headers)
-        data = self.h11.send(request) or b""
-        data += self.h11.send(h11.EndOfMessage()) or b""
+        request, plain_data = request_for(target, headers)
+        if self._plain_ok:
+            self._request, self._buffer, self._plain = request, bytearray(), None
+            data = plain_data
+        else:
+            data = self.h11.send(request) or b""
+            data += self.h11.send(h11.EndOfMessage()) or b""
         self._last = self.loop.time()
         self._timer = self.loop.call_at(self._last + self.timeout_s, self._check_idle)
         done = False
@@ -146,6 +165,9 @@ class _Exchange(asyncio.Protocol):
         if self._failure is not None:
             self.close()
             raise self._failure
+        plain = self._plain
+        if plain is not None:
+            return self._plain_answer(plain)
         head = self._head
         assert head is not None
         if self._stopped:
@@ -166,6 +188,52 @@ class _Exchange(asyncio.Protocol):
             self._stopped,
             self._size,
         )
+
+    def _read_plain(self) -> None:
+        """Read what arrived as a plain answer; hand it all to ``h11`` when it is not one."""
+        plain = self._plain
+        if plain is None:
+            got = read_plain_head(self._buffer, MAX_HEAD_BYTES)
+            if got is True:
+                return
+            if got is False:
+                self._to_h11()
+                return
+            assert isinstance(got, PlainHead)
+            self._plain = plain = got
+            self.head_arrived = True
+            self._size = plain.size
+            if plain.size > self._limit:
+                self._finish("announced")
+                return
+        have = len(self._buffer) - plain.body_at
+        if have == plain.size:
+            self._finish()
+        elif have > plain.size:
+            self._to_h11()  # more than the answer: h11 keeps the rest, as it always did
+
+    def _to_h11(self) -> None:
+        """From now on this connection is read by ``h11``, starting with what arrived."""
+        self._plain_ok = False
+        self._plain = None
+        if self._request is None:
+            return
+        self.h11.send(self._request)  # already sent: this only brings h11's state along
+        self.h11.send(h11.EndOfMessage())
+        data, self._buffer = bytes(self._buffer), bytearray()
+        if data:
+            self.h11.receive_data(data)
+            self._pump()
+
+    def _plain_answer(self, plain: PlainHead) -> Answer:
+        self._plain = None
+        if self._stopped:
+            self.close()
+            return Answer(200, b"OK", plain.headers, b"", self._stopped, self._size)
+        self.idle_since = time.monotonic()
+        body = bytes(self._buffer[plain.body_at :])
+        self._buffer = bytearray()
+        return Answer(200, b"OK", plain.headers, body, "", self._size)
 
     def _check_idle(self) -> None:
         due = self._last + self.timeout_s
@@ -333,20 +401,6 @@ class LeanGetter:
         if len(errors) > 1 and group is not None:
             cause = group("multiple connection attempts failed", errors)
         raise httpx.ConnectError("All connection attempts failed") from cause
-
-
-_REQUESTS: dict[tuple[bytes, tuple[tuple[bytes, bytes], ...]], h11.Request] = {}
-
-
-def _request(target: bytes, headers: list[tuple[bytes, bytes]]) -> h11.Request:
-    """The GET event for ``target`` (``h11`` validates headers on each new event: made once)."""
-    key = (target, tuple(headers))
-    request = _REQUESTS.get(key)
-    if request is None:
-        request = h11.Request(method="GET", target=target, headers=headers)
-        if len(_REQUESTS) < 256:
-            _REQUESTS[key] = request
-    return request
 
 
 def split_origin(url: httpx.URL) -> tuple[str, int] | None:

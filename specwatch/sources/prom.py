@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from itertools import groupby
-from operator import itemgetter
+from itertools import groupby, repeat
+from operator import add, itemgetter, lt, sub
 from typing import NamedTuple, cast
 
 from prometheus_client.parser import text_string_to_metric_families
 
-REPLICA_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank")
-"""Labels whose series repeat the same numbers (every TP rank sees the same batch): keep one."""
+from specwatch.sources.prom_replicas import (
+    _NO_BOUND,
+    REPLICA_LABELS,
+    bound,
+    bucket_bounds,
+    dedupe_replicas,
+)
 
 LabelMatch = Mapping[str, "str | re.Pattern[str]"]
 
@@ -43,6 +48,16 @@ class Histogram:
 
     def minus(self, earlier: Histogram) -> Histogram:
         """The observations between ``earlier`` and this one (buckets matched by bound)."""
+        now, then = self.buckets, earlier.buckets
+        bounds = tuple(map(_FIRST, now))
+        if bounds == tuple(map(_FIRST, then)) and all(map(lt, bounds, bounds[1:])):
+            # the same bounds (the usual case): subtracted pairwise in C
+            counts = map(sub, map(_SECOND, now), map(_SECOND, then))
+            return Histogram(
+                sum=self.sum - earlier.sum,
+                count=self.count - earlier.count,
+                buckets=tuple(zip(bounds, counts, strict=True)),
+            )
         before = dict(earlier.buckets)
         return Histogram(
             sum=self.sum - earlier.sum,
@@ -79,12 +94,12 @@ class Histogram:
         return prev_le
 
 
-_NAME = itemgetter(0)
-"""A :class:`Sample`'s name."""
-_LABELS = itemgetter(1)
-"""A :class:`Sample`'s labels."""
-_NO_REPLICA_LABEL = frozenset(REPLICA_LABELS).isdisjoint
-"""Whether labels carry none of :data:`REPLICA_LABELS` (one C call per sample)."""
+_NAME = _FIRST = itemgetter(0)
+"""A :class:`Sample`'s name (a bucket's bound)."""
+_SECOND = itemgetter(1)
+"""A bucket's count."""
+_VALUE = itemgetter(2)
+"""A :class:`Sample`'s value."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,20 +154,26 @@ class Scrape:
 
         ``None`` when no series matches.
         """
-        memo = ("total", name, _where_key(where))
+        memo = ("total", name, _where_key(where) if where else None)
         if memo in self._memo:
             return cast("float | None", self._memo[memo])
-        chosen = _dedupe_replicas(self.select(name, where))
-        total = math.fsum(s.value for s in chosen) if chosen else None
+        chosen = self._chosen(name, where)
+        total = math.fsum(map(_VALUE, chosen)) if chosen else None
         self._memo[memo] = total
         return total
 
+    def _chosen(self, name: str, where: LabelMatch | None) -> list[Sample]:
+        """:meth:`select` with replicas once (maybe the index's own list: not to be changed)."""
+        if where:
+            return dedupe_replicas(self.select(name, where))
+        return dedupe_replicas(self._by_name.get(name, _NONE))
+
     def mean(self, name: str, where: LabelMatch | None = None) -> float | None:
         """Mean over engines / DP ranks (for ratio gauges); replicas counted once."""
-        chosen = _dedupe_replicas(self.select(name, where))
+        chosen = self._chosen(name, where)
         if not chosen:
             return None
-        return math.fsum(s.value for s in chosen) / len(chosen)
+        return math.fsum(map(_VALUE, chosen)) / len(chosen)
 
     def by_label(self, name: str, label: str, where: LabelMatch | None = None) -> dict[str, float]:
         """``label`` value -> sum over the other labels (replicas counted once)."""
@@ -161,7 +182,7 @@ class Scrape:
         if known is not None:
             return dict(cast("dict[str, float]", known))
         out: dict[str, float] = {}
-        for s in _dedupe_replicas(self.select(name, where)):
+        for s in self._chosen(name, where):
             if label in s.labels:
                 out[s.labels[label]] = out.get(s.labels[label], 0.0) + s.value
         self._memo[memo] = dict(out)
@@ -181,12 +202,16 @@ class Scrape:
         if count is None:
             return None
         total = self.total(f"{name}_sum", where) or 0.0
+        chosen = self._chosen(f"{name}_bucket", where)
+        bounds = bucket_bounds(chosen)
+        if bounds is not None:  # one series: each bucket its own bound, in order
+            counts = map(add, repeat(0.0), map(_VALUE, chosen))
+            return Histogram(
+                sum=total, count=count, buckets=tuple(zip(bounds, counts, strict=True))
+            )
         buckets: dict[float, float] = {}
-        for s in _dedupe_replicas(self.select(f"{name}_bucket", where)):
-            text = s.labels.get("le", "nan")
-            le = _BOUNDS.get(text)
-            if le is None:
-                le = _bound(text)
+        for s in chosen:
+            le = bound(s.labels.get("le", "nan"))
             if le is _NO_BOUND:
                 continue
             buckets[le] = buckets.get(le, 0.0) + s.value
@@ -212,22 +237,8 @@ def make_series_key(name: str, labels: Mapping[str, str]) -> str:
     return f"{name}{{{inner}}}"
 
 
-_NO_BOUND = math.nan
-"""The bound of a bucket without a usable ``le`` (skipped)."""
-_BOUNDS: dict[str, float] = {}
-"""``le`` text -> bound: a server repeats the same few dozen bounds every scrape."""
-
-
-def _bound(text: str) -> float:
-    try:
-        le = float(text)
-    except ValueError:
-        le = _NO_BOUND
-    if math.isnan(le):
-        le = _NO_BOUND
-    if len(_BOUNDS) < 4096:
-        _BOUNDS[text] = le
-    return le
+_NONE: list[Sample] = []
+"""No samples (shared: never changed)."""
 
 
 def _where_key(where: LabelMatch | None) -> tuple[tuple[str, object], ...] | None:
@@ -248,28 +259,6 @@ def _matches(labels: Mapping[str, str], where: LabelMatch | None) -> bool:
         elif not want.fullmatch(have):
             return False
     return True
-
-
-def _rank_key(labels: Mapping[str, str]) -> tuple[int, ...]:
-    key: list[int] = []
-    for label in REPLICA_LABELS:
-        value = labels.get(label, "0")
-        key.append(int(value) if value.isdigit() else 1 << 30)
-    return tuple(key)
-
-
-def _dedupe_replicas(samples: Iterable[Sample]) -> list[Sample]:
-    """Keep, of series that differ only in replica labels, the lowest-ranked one."""
-    chosen = list(samples)
-    if all(map(_NO_REPLICA_LABEL, map(_LABELS, chosen))):
-        return chosen
-    best: dict[tuple[tuple[str, str], ...], Sample] = {}
-    for s in samples:
-        group = tuple(sorted((k, v) for k, v in s.labels.items() if k not in REPLICA_LABELS))
-        current = best.get(group)
-        if current is None or _rank_key(s.labels) < _rank_key(current.labels):
-            best[group] = s
-    return list(best.values())
 
 
 def _families(text: str) -> tuple[list[Sample], dict[str, str]]:

@@ -45,10 +45,20 @@ def clean_value(value: Any, limit: int = FIELD_LIMIT, depth: int = 0) -> Any:
 
 def clean_notes(notes: Mapping[str, str]) -> dict[str, str]:
     """Notes with keys and values sanitised."""
-    return {
-        sanitize_line(str(k), FIELD_LIMIT): sanitize_line(str(v), NOTE_LIMIT)
-        for k, v in notes.items()
-    }
+    out: dict[str, str] = {}
+    for k, v in notes.items():
+        pair = _CLEAN_PAIRS.get((k, v)) if k.__class__ is str and v.__class__ is str else None
+        if pair is None:
+            pair = (sanitize_line(str(k), FIELD_LIMIT), sanitize_line(str(v), NOTE_LIMIT))
+            if k.__class__ is str and v.__class__ is str and len(_CLEAN_PAIRS) < _MAX_PAIRS:
+                _CLEAN_PAIRS[k, v] = pair
+        out[pair[0]] = pair[1]
+    return out
+
+
+_CLEAN_PAIRS: dict[tuple[str, str], tuple[str, str]] = {}
+"""Notes already sanitised: a scrape says the same few notes every second."""
+_MAX_PAIRS = 1024
 
 
 def clean_info(info: ServerInfo) -> ServerInfo:

@@ -7,7 +7,8 @@
 For each dialect a ``specwatch sim --background 3`` process serves ``/metrics`` (SGLang: about
 19 KB) and this process measures, as process CPU per request (best of three rounds of ``-n``):
 
-- ``ServerClient.get``: what the live watch pays for the GET alone;
+- ``ServerClient.get``: a GET with its ``httpx.Response``;
+- ``ServerClient.get_text``: what the live watch pays for the GET alone (status, text, headers);
 - ``ServerClient.get (httpx)``: the same client forced onto its ``httpx`` path (a transport
   given), the way every GET went before the lean path;
 - ``MetricsWatcher.scrape``: GET + filtered parse + dialect derivation + window;
@@ -81,6 +82,8 @@ async def _measure(url: str, n: int, profile: bool) -> dict[str, float]:
         body = (await client.get("/metrics", check=False)).content
         out["bytes"] = float(len(body))
         out["ServerClient.get"] = await _ms(lambda: client.get("/metrics", check=False), n)()
+        if hasattr(client, "get_text"):  # what the scrape itself calls, where it exists
+            out["ServerClient.get_text"] = await _ms(lambda: client.get_text("/metrics"), n)()
         out["MetricsWatcher.scrape"] = await _ms(watcher.scrape, n)()
         if profile:
             prof = cProfile.Profile()
@@ -88,7 +91,7 @@ async def _measure(url: str, n: int, profile: bool) -> dict[str, float]:
             for _ in range(n):
                 await watcher.scrape()
             prof.disable()
-            pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+            pstats.Stats(prof).sort_stats("tottime").print_stats(40)
     forced: dict[str, Any] = {"transport": httpx.AsyncHTTPTransport()}
     if "transport" in inspect.signature(ServerClient).parameters:
         async with ServerClient(parse_endpoint(url), **forced) as slow:
