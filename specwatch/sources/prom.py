@@ -14,7 +14,7 @@ from itertools import groupby
 from operator import itemgetter
 from typing import NamedTuple, cast
 
-from prometheus_client.parser import text_string_to_metric_families
+from specwatch.sources.exposition_parser import text_string_to_metric_families
 
 REPLICA_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank")
 """Labels whose series repeat the same numbers (every TP rank sees the same batch): keep one."""

@@ -13,15 +13,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from specwatch.core import gpu_rules
-from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
 from specwatch.core.ring import TimeSeries
-from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.session.live_verdict import LiveVerdict
 from specwatch.ui.arguments import WINDOWS as WINDOWS
 from specwatch.ui.model_checks import check_tick, check_window, is_number
 
 if TYPE_CHECKING:
+    # Annotations only: the samples' classes load with the first sample, after the first frame.
+    from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
     from specwatch.core.identity import ServerIdentity
+    from specwatch.core.server import MetricsWindow, ServerInfo
 
 HISTORY = 4000
 """Points kept per series: over an hour at the default 1 s rate."""

@@ -111,12 +111,13 @@ def _build_session(args: argparse.Namespace) -> LiveSession:
     not at all with ``--no-gpu``, else through NVML (the demo's: a fake NVML, or its simulated
     exporter with ``--demo-dcgm``).
     """
-    from specwatch.session import DcgmExporterGpuSource, LiveSession, NoGpus, NvmlGpuSource
-    from specwatch.session.gpu_source import GpuSource
+    from specwatch.session.gpu_source import GpuSource, NoGpus, NvmlGpuSource
+    from specwatch.session.live import LiveSession
     from specwatch.sources.endpoint import parse_endpoint
 
     dcgm: list[str] = list(getattr(args, "dcgm", None) or [])
     if getattr(args, "demo", False):
+        from specwatch.session.dcgm_source import DcgmExporterGpuSource
         from specwatch.sim.demo import start_demo
         from specwatch.sim.fake_nvml import FakeNvml
 
@@ -152,6 +153,8 @@ def _build_session(args: argparse.Namespace) -> LiveSession:
     if getattr(args, "no_gpu", False):
         source = NoGpus("GPUs not read (--no-gpu)")
     elif dcgm:
+        from specwatch.session.dcgm_source import DcgmExporterGpuSource
+
         source = DcgmExporterGpuSource(dcgm, args.interval)
     else:
         source = NvmlGpuSource(args.interval)

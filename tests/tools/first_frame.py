@@ -70,6 +70,9 @@ def _spawn(argv: list[str]) -> tuple[int, int, float]:
         import fcntl
 
         fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
+        # ``python -m`` puts the working directory first on sys.path, ahead of PYTHONPATH:
+        # start in the tree measured, or another checkout's figures would be this one's.
+        os.chdir(os.environ.get("SPECWATCH_TREE", str(ROOT)))
         os.execve(argv[0], argv, _env())
     return pid, fd, time.perf_counter()
 
@@ -216,7 +219,15 @@ def staged(url: str) -> dict[str, tuple[float, float]] | None:
     the terminal."""
     report = Path(os.environ.get("TMPDIR", "/tmp")) / f"first-frame-{os.getpid()}.json"
     report.unlink(missing_ok=True)
-    argv = [sys.executable, __file__, "--child", "--url", url, "--report", str(report)]
+    argv = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        "--url",
+        url,
+        "--report",
+        str(report),
+    ]
     frame, t0 = until_mark(argv)
     if frame is None or not report.exists():
         return None

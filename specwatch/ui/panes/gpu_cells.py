@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from specwatch.core import gpu_rules
-from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.core.judge import MIN_CHANGE
 from specwatch.ui.renderables import Cell
+
+if TYPE_CHECKING:
+    from specwatch.core.gpu import GpuSample, GpuStatic
 
 
 def deficit_cell(s: GpuSample, st: GpuStatic | None) -> Cell:
