@@ -317,6 +317,8 @@ NOT_BEFORE_FIRST_FRAME = (
     "specwatch.core.server",
     "specwatch.core.identity",
     "specwatch.core.snapshot_records",
+    "specwatch.core.judge",  # the verdict's rule: with the first windows or GPU samples
+    "specwatch.core.stats",
     "specwatch.bench",
     "specwatch.record",
     "specwatch.sim",
