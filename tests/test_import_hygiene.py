@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import pkgutil
 import subprocess
 import sys
@@ -269,3 +270,78 @@ def test_only_the_nvml_modules_import_pynvml() -> None:
             ):
                 offenders.append(module)
     assert offenders == []
+
+
+# --- what the live monitor's first frame imports ----------------------------------------------
+
+FIRST_FRAME_PROBE = """
+import json, sys
+from specwatch.ui import app as ui_app
+
+run = ui_app.SpecwatchApp.run
+
+
+def headless_run(self, *args, **kwargs):
+    return run(self, headless=True, size=(160, 48))
+
+
+def first_frame(self):
+    print(json.dumps(sorted(sys.modules)))
+    self.exit(0)
+
+
+ui_app.SpecwatchApp.run = headless_run
+ui_app.SpecwatchApp._after_first_frame = first_frame
+from specwatch.cli import main
+raise SystemExit(main(["--url", "http://127.0.0.1:9"]))
+"""
+"""Runs ``specwatch --url URL`` headless and prints ``sys.modules`` where the session would
+start: right after the first frame (``SpecwatchApp._after_first_frame``)."""
+NOT_BEFORE_FIRST_FRAME = (
+    # The session and what it reads with: built after the first frame.
+    "specwatch.session.live",
+    "specwatch.session.events",
+    "specwatch.session.gpu_source",
+    "specwatch.session.server_poller",
+    "specwatch.session.bench_job",
+    "specwatch.session.dcgm_source",
+    "specwatch.session.verdict_rule",
+    "specwatch.sources.client",
+    "specwatch.sources.nvml",
+    "specwatch.sources.nvml_binding",
+    "specwatch.sources.metrics",
+    "specwatch.sources.server_identity",
+    # The samples' classes arrive with the first samples; snapshots, benchmarks and
+    # recordings only when asked for.
+    "specwatch.core.gpu",
+    "specwatch.core.server",
+    "specwatch.core.identity",
+    "specwatch.core.snapshot_records",
+    "specwatch.core.judge",  # the verdict's rule: with the first windows or GPU samples
+    "specwatch.core.stats",
+    "specwatch.bench",
+    "specwatch.record",
+    "specwatch.sim",
+    "httpx",
+    "httpcore",
+    "pynvml",
+    "prometheus_client",
+    "aiohttp",
+)
+
+
+def test_the_monitor_first_frame_imports_only_what_it_draws(tmp_path: Path) -> None:
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path), XDG_STATE_HOME=str(tmp_path))
+    env.pop("SPECWATCH_URL", None)
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_FRAME_PROBE],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env=env,
+    )
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "specwatch.ui.panes.gpus" in loaded  # the probe did see the laid-out screen
+    early = sorted(m for m in loaded if _within(m, NOT_BEFORE_FIRST_FRAME))
+    assert early == []

@@ -15,6 +15,10 @@ from specwatch.ui.options import run_tui
     [
         ([], "give a server with --url"),
         (["--url", "localhost:1", "--demo"], "exclusive"),
+        # The live monitor builds its session after the first frame; a bad address is still
+        # refused before the UI starts.
+        (["--url", "ftp://x"], "unsupported scheme 'ftp'"),
+        (["--url", "localhost:99999", "--no-gpu"], "bad port"),
         (["--demo", "--theme", "no-such-theme"], "no theme 'no-such-theme'"),
         (["--demo", "--baseline", "/nonexistent.json"], "--baseline /nonexistent.json"),
     ],

@@ -24,11 +24,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
 DEFAULT_URL = "http://localhost:8000"
 """The server watched when no server source is given anywhere."""
 URL_ENV = "SPECWATCH_URL"
@@ -111,6 +106,12 @@ def parse_config(text: str, path: Path) -> Config:
     Raises:
         ConfigError: Not TOML, an unknown key or a value of the wrong kind (one line).
     """
+    # Imported here: without a config file (most starts) TOML is never read.
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+
     where = str(path)
     try:
         data = tomllib.loads(text)

@@ -11,6 +11,7 @@ the same shape.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
@@ -52,14 +53,29 @@ class ReaderGpuSource:
         what: Its name in the reason given when opening it failed.
     """
 
-    def __init__(self, reader: GpuReader, what: str = "the GPU source") -> None:
-        self.sampler: GpuReader = reader
-        """The reader; a benchmark reads its history for per-run GPU summaries."""
-        reader.on_tick = self._on_tick
+    def __init__(self, reader: GpuReader | None, what: str = "the GPU source") -> None:
+        self._reader = reader
+        if reader is not None:
+            reader.on_tick = self._on_tick
         self._what = what
+        self._building = threading.Lock()
         self._emit: Emit | None = None
         self._emitted: GpuInventory | None = None
         self._stopped = False
+
+    @property
+    def sampler(self) -> GpuReader:
+        """The reader; a benchmark reads its history for per-run GPU summaries."""
+        if self._reader is None:
+            with self._building:  # the GPU thread (start) and the UI (a benchmark) may race
+                if self._reader is None:
+                    reader = self._make_reader()
+                    reader.on_tick = self._on_tick
+                    self._reader = reader
+        return self._reader
+
+    def _make_reader(self) -> GpuReader:
+        raise RuntimeError("no GPU reader")  # only a subclass that passes no reader builds one
 
     def inventory_of(self, inventory: GpuInventory) -> GpuInventory:
         """The inventory subscribers see (a remote source adds where the GPUs are)."""
@@ -91,8 +107,10 @@ class ReaderGpuSource:
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop the reader's thread and release it."""
         self._stopped = True
+        if self._reader is None:
+            return  # never opened: nothing to release (and no reason to build one now)
         with contextlib.suppress(Exception):
-            self.sampler.stop(timeout_s=timeout_s)
+            self._reader.stop(timeout_s=timeout_s)
 
     def set_interval(self, interval_s: float) -> None:
         """Change the sampling interval (applies to the wait in progress)."""
@@ -101,6 +119,10 @@ class ReaderGpuSource:
 
 class NvmlGpuSource(ReaderGpuSource):
     """The local GPUs through NVML.
+
+    The sampler (and with it the NVML binding, about 1 MiB of ``pynvml``) is built when first
+    needed: when the source starts, on the session's GPU thread, after the monitor's first
+    frame; a source stopped before it started never loads it.
 
     Args:
         interval_s: Seconds between ticks.
@@ -114,9 +136,15 @@ class NvmlGpuSource(ReaderGpuSource):
         nvml: object | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(None, "NVML")
+        self._interval_s = interval_s
+        self._nvml = nvml
+        self._clock = clock
+
+    def _make_reader(self) -> GpuReader:
         from specwatch.sources.nvml import GpuSampler
 
-        super().__init__(GpuSampler(interval_s=interval_s, nvml=nvml, clock=clock), "NVML")
+        return GpuSampler(interval_s=self._interval_s, nvml=self._nvml, clock=self._clock)
 
 
 class NoGpus:

@@ -21,14 +21,19 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from specwatch.core import gpu_rules, reasons
-from specwatch.core.gpu import GpuInventory, GpuTick
-from specwatch.core.outcomes import Outcome
-from specwatch.core.server import MetricsWindow
-from specwatch.core.snapshot_records import Snapshot
-from specwatch.session import events as ev
-from specwatch.session.verdict_rule import LiveJudgement, WindowFigures, judge_windows
+
+if TYPE_CHECKING:
+    # The TUI builds a LiveVerdict before its first frame; the events, the rule (judge,
+    # statistics) and the snapshot records are imported when first used, after it.
+    from specwatch.core.gpu import GpuInventory, GpuTick
+    from specwatch.core.outcomes import Outcome
+    from specwatch.core.server import MetricsWindow
+    from specwatch.core.snapshot_records import Snapshot
+    from specwatch.session import events as ev
+    from specwatch.session.verdict_rule import LiveJudgement, WindowFigures
 
 REFERENCE_S = 30.0
 """Seconds of traffic a steady or marked reference spans."""
@@ -127,6 +132,7 @@ def snapshot_reference(snap: Snapshot, name: str) -> Reference:
     board's maximum, and the reasons active on a busy GPU at least a tenth of the time.
     """
     from specwatch.core.compare import straggler_clock
+    from specwatch.session.verdict_rule import WindowFigures
 
     clock, _ = straggler_clock(snap)
     busy = gpu_rules.busy_summaries(snap.overall_gpus)
@@ -180,6 +186,8 @@ class LiveVerdict:
 
     def feed(self, event: ev.SessionEvent) -> None:
         """Take one session event (so the tracker can subscribe to a session directly)."""
+        from specwatch.session import events as ev
+
         if isinstance(event, ev.GpuInventoryChanged):
             self.set_inventory(event.inventory)
         elif isinstance(event, ev.GpuTicked):
@@ -291,6 +299,8 @@ class LiveVerdict:
 
     def _figures(self, t0: float, t1: float) -> WindowFigures | None:
         """The figures of ``(t0, t1]``; ``None`` with fewer than MIN_INTERVALS with traffic."""
+        from specwatch.session.verdict_rule import WindowFigures
+
         iv = [i for i in self._intervals if t0 < i.t <= t1]
         pooled = _pool(iv)
         if sum(1 for x in pooled if x > 0) < MIN_INTERVALS:
@@ -349,6 +359,8 @@ class LiveVerdict:
             elif current is None:
                 new = LiveVerdictState("idle", "no traffic to judge", self.reference)
             else:
+                from specwatch.session.verdict_rule import judge_windows
+
                 judgement = judge_windows(self.reference.figures, current)
                 since = old.since if old.outcome == judgement.outcome else t
                 new = LiveVerdictState("judged", "", self.reference, current, judgement, since)

@@ -14,7 +14,7 @@ from itertools import groupby, repeat
 from operator import add, itemgetter, lt, sub
 from typing import NamedTuple, cast
 
-from prometheus_client.parser import text_string_to_metric_families
+from specwatch.sources.exposition_parser import text_string_to_metric_families
 
 from specwatch.sources.prom_replicas import (
     _NO_BOUND,

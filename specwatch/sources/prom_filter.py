@@ -15,8 +15,7 @@ from itertools import compress, repeat
 from operator import eq, ge, itemgetter, methodcaller, ne
 from typing import cast
 
-from prometheus_client.parser import text_string_to_metric_families
-
+from specwatch.sources.exposition_parser import text_string_to_metric_families
 from specwatch.sources.prom import Sample, Scrape, make_series_key, unparseable_note
 
 _KEEP, _SKIP = 1, 0

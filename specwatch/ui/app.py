@@ -31,7 +31,7 @@ from specwatch.ui.panes import (
 )
 from specwatch.ui.settings import REDRAW_S, AppSettings, default_screenshot_dir
 from specwatch.ui.terminal_watch import TerminalWatchApp
-from specwatch.ui.themes import cycle_order, load_themes
+from specwatch.ui.themes import ThemeLoad, cycle_order, load_themes
 
 if TYPE_CHECKING:
     # Off the path to the first frame: the session relay, the modals and the palette are
@@ -59,7 +59,21 @@ WIDE_ENOUGH_FOR_PALETTE = 72
 
 
 class SpecwatchApp(TerminalWatchApp):
-    """Live GPU state, token rate and speculative decoding for one inference server."""
+    """Live GPU state, token rate and speculative decoding for one inference server.
+
+    Args:
+        settings: What the command line chose.
+        session: The live session to render (``None``: messages are posted by hand, or built
+            by ``session_factory``).
+        model: The model the panes draw (``None``: a new one).
+        cpu_clock: The clock the monitor's own CPU share is measured with.
+        wall_clock: The wall clock beside it.
+        session_factory: Builds the session after the first frame, when ``session`` is
+            ``None`` (the live monitor: the first frame does not wait for the session's
+            imports).
+        themes: The themes already loaded from the default folders (``None``: loaded here from
+            ``settings.theme_dirs``).
+    """
 
     CSS_PATH = "app.tcss"
     TITLE = "specwatch"
@@ -99,9 +113,11 @@ class SpecwatchApp(TerminalWatchApp):
         model: MonitorModel | None = None,
         cpu_clock: Callable[[], float] = time.process_time,
         wall_clock: Callable[[], float] = time.monotonic,
+        session_factory: Callable[[], LiveSession] | None = None,
+        themes: ThemeLoad | None = None,
     ) -> None:
         self.settings = settings or AppSettings()
-        loaded = load_themes(self.settings.theme_dirs)
+        loaded = themes if themes is not None else load_themes(self.settings.theme_dirs)
         super().__init__()
         self.theme_errors = loaded.errors
         for theme in loaded.themes.values():
@@ -123,6 +139,7 @@ class SpecwatchApp(TerminalWatchApp):
         self.model.show_overhead = self.settings.show_overhead
         self.session = session
         """The live session whose events this app renders (``None``: messages posted by hand)."""
+        self._session_factory = session_factory
         self.message_counts: Counter[str] = Counter()
         """How many of each source message arrived (for tests and the overhead script)."""
         self.sample_errors = 0
@@ -172,11 +189,20 @@ class SpecwatchApp(TerminalWatchApp):
 
     def _after_first_frame(self) -> None:
         if not gc.isenabled():
-            # ``specwatch.cli`` paused the collector for start-up (it only walked the ~50k
-            # objects that live as long as the app); they go to the permanent generation, so
-            # later full collections skip them too.
+            # ``specwatch.cli`` paused the collector for start-up. Start-up left a few thousand
+            # objects in reference cycles (the classes dataclasses rebuilt with slots, exec
+            # namespaces): one collection (~0.05 s) frees about 1 MiB, here, before the session
+            # imports its clients into that memory (collecting a few seconds later saved
+            # less). What remains (~50k objects) lives as long as the app: it goes to the
+            # permanent generation, so later full collections skip it.
+            gc.collect()
             gc.freeze()
             gc.enable()
+        factory = self._session_factory
+        if self.session is None and factory is not None and not self._session_stopped:
+            # Built here rather than before ``run()``: importing the session (pollers, events,
+            # the NVML source) held the first frame back by ~20 ms.
+            self.session = factory()
         if self.session is not None and not self._session_stopped:
             from specwatch.ui.live import SessionRelay
 

@@ -11,16 +11,19 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from specwatch.core import gpu_rules
-from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
-from specwatch.core.identity import ServerIdentity
 from specwatch.core.ring import TimeSeries
-from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.session.live_verdict import LiveVerdict
-from specwatch.sources.server_identity import commit_label
 from specwatch.ui.arguments import WINDOWS as WINDOWS
 from specwatch.ui.model_checks import check_tick, check_window, is_number
+
+if TYPE_CHECKING:
+    # Annotations only: the samples' classes load with the first sample, after the first frame.
+    from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
+    from specwatch.core.identity import ServerIdentity
+    from specwatch.core.server import MetricsWindow, ServerInfo
 
 HISTORY = 4000
 """Points kept per series: over an hour at the default 1 s rate."""
@@ -237,6 +240,8 @@ class MonitorModel:
 
     def set_identity(self, identity: ServerIdentity) -> None:
         """The ready server's code identity arrived: show its commit beside the version."""
+        from specwatch.sources.server_identity import commit_label  # after the first frame
+
         self.commit = commit_label(identity)
         self.status_version += 1
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from specwatch.core.gpu import GpuSample, GpuTick
-from specwatch.core.server import MetricsWindow
+if TYPE_CHECKING:
+    from specwatch.core.gpu import GpuTick
+    from specwatch.core.server import MetricsWindow
 
 WINDOW_NUMBERS = (
     "t",
@@ -50,6 +52,8 @@ def check_window(w: MetricsWindow) -> None:
     Raises:
         ValueError: Naming the first bad field.
     """
+    from specwatch.core.server import MetricsWindow  # loaded by then: the first frame is not
+
     if not isinstance(w, MetricsWindow):
         raise ValueError(f"not a metrics window: {type(w).__name__}")
     for name in WINDOW_NUMBERS:
@@ -67,6 +71,8 @@ def check_tick(tick: GpuTick) -> None:
     Raises:
         ValueError: Naming the first bad field.
     """
+    from specwatch.core.gpu import GpuSample, GpuTick  # as above
+
     if not isinstance(tick, GpuTick) or not is_number(tick.t):
         raise ValueError("not a GPU tick")
     if not isinstance(tick.samples, tuple | list):

@@ -111,12 +111,13 @@ def _build_session(args: argparse.Namespace) -> LiveSession:
     not at all with ``--no-gpu``, else through NVML (the demo's: a fake NVML, or its simulated
     exporter with ``--demo-dcgm``).
     """
-    from specwatch.session import DcgmExporterGpuSource, LiveSession, NoGpus, NvmlGpuSource
-    from specwatch.session.gpu_source import GpuSource
+    from specwatch.session.gpu_source import GpuSource, NoGpus, NvmlGpuSource
+    from specwatch.session.live import LiveSession
     from specwatch.sources.endpoint import parse_endpoint
 
     dcgm: list[str] = list(getattr(args, "dcgm", None) or [])
     if getattr(args, "demo", False):
+        from specwatch.session.dcgm_source import DcgmExporterGpuSource
         from specwatch.sim.demo import start_demo
         from specwatch.sim.fake_nvml import FakeNvml
 
@@ -152,10 +153,22 @@ def _build_session(args: argparse.Namespace) -> LiveSession:
     if getattr(args, "no_gpu", False):
         source = NoGpus("GPUs not read (--no-gpu)")
     elif dcgm:
+        from specwatch.session.dcgm_source import DcgmExporterGpuSource
+
         source = DcgmExporterGpuSource(dcgm, args.interval)
     else:
         source = NvmlGpuSource(args.interval)
     return LiveSession([endpoint], source, metrics_interval_s=args.metrics_interval)
+
+
+def _session_after_first_frame(args: argparse.Namespace) -> bool:
+    """Whether the monitor may build its session after the first frame: a plain server (read
+    through NVML or not at all), whose only refusal, a bad address, is checked before."""
+    return not (
+        getattr(args, "demo", False)
+        or getattr(args, "dcgm", None)
+        or getattr(args, "record", None) is not None
+    )
 
 
 def _is_fleet(args: argparse.Namespace) -> bool:
@@ -234,13 +247,25 @@ def run_tui(args: argparse.Namespace) -> int:
 
     from specwatch.ui.app import SpecwatchApp, remove_sighup
 
-    try:
-        session = build_session(args)
-    except ValueError as e:
-        print(f"specwatch: {e}", file=sys.stderr)
-        return 2
     settings = build_settings(args, baseline_ms, baseline_source)
-    app = SpecwatchApp(settings, session)
+    app_themes = themes if settings.theme_dirs is None else None
+    session: LiveSession | None = None
+    if _session_after_first_frame(args):
+        from specwatch.sources.endpoint import parse_endpoint
+
+        try:
+            parse_endpoint(url or "", args.api_key)  # a bad address is refused before the UI
+        except ValueError as e:
+            print(f"specwatch: {e}", file=sys.stderr)
+            return 2
+        app = SpecwatchApp(settings, session_factory=lambda: build_session(args), themes=app_themes)
+    else:
+        try:
+            session = build_session(args)
+        except ValueError as e:
+            print(f"specwatch: {e}", file=sys.stderr)
+            return 2
+        app = SpecwatchApp(settings, session, themes=app_themes)
     if args.reference is not None:
         from specwatch.bench.snapshot import SnapshotError, load_snapshot
         from specwatch.session.live_verdict import snapshot_reference
@@ -248,14 +273,16 @@ def run_tui(args: argparse.Namespace) -> int:
         try:
             snap = load_snapshot(args.reference)
         except SnapshotError as e:
-            session.stop()
+            if session is not None:
+                session.stop()
             print(f"specwatch: --reference: {e}", file=sys.stderr)
             return 2
         app.model.verdict.use_reference(snapshot_reference(snap, args.reference.name))
     try:
         result = app.run()
     finally:
-        session.stop()
+        if app.session is not None:
+            app.session.stop()
         remove_sighup()
     keep_chosen_theme(args.theme, app.theme)
     return result if isinstance(result, int) else 0

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from specwatch.core import gpu_rules
-from specwatch.core.gpu import GpuSample, GpuStatic
-from specwatch.core.judge import MIN_CHANGE
 from specwatch.ui.renderables import Cell
+
+if TYPE_CHECKING:
+    from specwatch.core.gpu import GpuSample, GpuStatic
 
 
 def deficit_cell(s: GpuSample, st: GpuStatic | None) -> Cell:
@@ -25,6 +28,8 @@ def deficit_cell(s: GpuSample, st: GpuStatic | None) -> Cell:
 
 def unexplained_deficit(s: GpuSample, deficit: float | None) -> bool:
     """Whether a busy GPU runs below its maximum clock with no clock-event reason set."""
+    from specwatch.core.judge import MIN_CHANGE  # with the first GPU sample, not the first frame
+
     return (
         deficit is not None
         and deficit >= MIN_CHANGE

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from specwatch.core import gpu_rules
-from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.core.reasons import harmful, short_names
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.gpu_cells import deficit_cell
 from specwatch.ui.renderables import Cell
+
+if TYPE_CHECKING:
+    from specwatch.core.gpu import GpuSample, GpuStatic
 
 SUMMARY_ROWS = 2
 

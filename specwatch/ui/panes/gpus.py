@@ -5,12 +5,11 @@ On a short terminal the rows collapse to a summary (slowest, hottest, min–max)
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.segment import Segment
 
 from specwatch.core import gpu_rules
-from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.core.reasons import harmful, short_names
 from specwatch.ui.model import WINDOWS, MonitorModel, points_after
 from specwatch.ui.panes.base import ModelPane
@@ -19,6 +18,9 @@ from specwatch.ui.panes.gpu_summary import SUMMARY_ROWS, summary_lines
 from specwatch.ui.panes.token_rate import TokenRatePane
 from specwatch.ui.renderables import SPAN, Cell, GpuSummary, GpuTable, TableStyles, fit, sparkline
 from specwatch.ui.renderables.text import bucket
+
+if TYPE_CHECKING:
+    from specwatch.core.gpu import GpuSample, GpuStatic
 
 GIB = 1024**3
 TREND_CELLS = 8

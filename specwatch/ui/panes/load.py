@@ -8,15 +8,17 @@ mean.
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import RenderableType
 from rich.style import Style
 from rich.text import Text
 
-from specwatch.core.server import LatencyBucket
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.base import TextPane
+
+if TYPE_CHECKING:
+    from specwatch.core.server import LatencyBucket
 
 LATENCY_ROWS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "e2e"))
 

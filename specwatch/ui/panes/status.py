@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import RenderableType
 from rich.style import Style
 from rich.text import Text
 
-from specwatch.core.server import SpecConfig
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.base import ModelPane
+
+if TYPE_CHECKING:
+    from specwatch.core.server import SpecConfig
 
 
 def spec_summary(spec: SpecConfig) -> str:

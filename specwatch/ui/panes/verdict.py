@@ -6,16 +6,18 @@ pane only words them, in ``compare``'s wording, dropping the least important par
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import RenderableType
 from rich.style import Style
 from rich.text import Text
 
-from specwatch.core.outcomes import Outcome
-from specwatch.session.live_verdict import LiveVerdictState
-from specwatch.session.verdict_rule import WindowFigures
 from specwatch.ui.panes.base import ModelPane
+
+if TYPE_CHECKING:
+    from specwatch.core.outcomes import Outcome
+    from specwatch.session.live_verdict import LiveVerdictState
+    from specwatch.session.verdict_rule import WindowFigures
 
 TONES: dict[str, str] = {
     "NO_CHANGE": "ok",

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import RenderableType
 from rich.style import Style
 from rich.text import Text
 
-from specwatch.core.server import MetricsWindow
 from specwatch.core.verdict import verdict
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.base import TextPane
+
+if TYPE_CHECKING:
+    from specwatch.core.server import MetricsWindow
 
 
 def _ms(v: float | None) -> str:
