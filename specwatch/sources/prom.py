@@ -15,7 +15,6 @@ from operator import add, itemgetter, lt, sub
 from typing import NamedTuple, cast
 
 from specwatch.sources.exposition_parser import text_string_to_metric_families
-
 from specwatch.sources.prom_replicas import (
     _NO_BOUND,
     REPLICA_LABELS,
