@@ -137,3 +137,36 @@ async def test_a_redraw_repaints_only_the_lines_that_changed() -> None:
     assert len(after) == len(before)
     kept = [y for y in range(len(after)) if after[y] is before[y]]
     assert kept == [y for y in range(len(after)) if y != 4]
+
+
+async def test_framed_lines_equal_textuals_own() -> None:
+    """Each pane's finished lines (padded and filtered once per change, ``panes/frame.py``)
+    are the segments Textual's styles cache would build, for every theme, before and after a
+    redraw, whole and cropped."""
+    from textual.widget import Widget
+
+    from specwatch.ui.panes import ModelPane
+    from specwatch.ui.panes.frame import plain_frame
+
+    model = build_scene(seconds=200, with_bench=False)
+    app = make_app(model)
+    async with app.run_test(size=(150, 44)) as pilot:
+        for theme in app.theme_names:
+            app.theme = theme
+            await settle(pilot)
+            for step in range(2):
+                panes = list(app.screen.query(ModelPane))
+                assert len(panes) >= 6
+                for pane in panes:
+                    assert plain_frame(pane) is not None, pane
+                    w, h = pane.region.size
+                    for crop in (Region(0, 0, w, h), Region(3, h // 2, w // 2, h - h // 2)):
+                        ours = [list(s) for s in pane.render_lines(crop)]
+                        pane._styles_cache.clear()
+                        textual = [list(s) for s in Widget.render_lines(pane, crop)]
+                        assert ours == textual, (theme, step, pane.id, crop)
+                tick = model.tick
+                assert tick is not None
+                samples = [dataclasses.replace(s, sm_clock_mhz=1500 + step) for s in tick.samples]
+                model.add_tick(dataclasses.replace(tick, t=tick.t + 1, samples=tuple(samples)))
+                await settle(pilot)

@@ -19,6 +19,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from specwatch.ui.model import MonitorModel
+from specwatch.ui.panes.frame import FramedLines, plain_frame
 
 
 def text_lines(text: Text, width: int, console: Console) -> list[list[Segment]]:
@@ -144,6 +145,8 @@ class ModelPane(Widget):
         self._text_key: tuple[object, ...] = ()
         self._text_lines: list[list[Segment]] = []
         self._title_text: str | None = None
+        self._framed = FramedLines()
+        self._blank: Strip = Strip([])
 
     def set_title(self, title: str) -> None:
         """Set the border title, only when its text changed.
@@ -217,6 +220,7 @@ class ModelPane(Widget):
         self._pane_styles_key = None
         self._strips = None
         self._text_key = ()
+        self._framed.clear()
 
     # --- renderable panes ---------------------------------------------------------------------
 
@@ -247,10 +251,23 @@ class ModelPane(Widget):
         return self._text_lines
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        """Check the cached strips against the pane's size once per paint, not once per line."""
-        if self.LINE_API:
-            self._check_strips()
-        return super().render_lines(crop)
+        """Check the cached strips against the pane's size once per paint, not once per line;
+        a plain frame's lines come finished from :class:`FramedLines` (see ``frame.py``)."""
+        if not self.LINE_API:
+            return super().render_lines(crop)
+        self._check_strips()
+        frame = plain_frame(self)
+        if frame is None or self.opacity != 1.0:
+            return super().render_lines(crop)
+        return self._framed.render(
+            crop,
+            self.region.width,
+            frame,
+            self.background_colors,
+            self.get_line_filters(),
+            self.render_line,
+            super().render_lines,
+        )
 
     def render_line(self, y: int) -> Strip:
         """One content line from the cached strips (rebuilt after a change or resize)."""
@@ -261,7 +278,7 @@ class ModelPane(Widget):
             strips = self._check_strips()
         if 0 <= y < len(strips):
             return strips[y]
-        return Strip.blank(self._strips_key[0], self.component_styles()["normal"])
+        return self._blank
 
     def _check_strips(self) -> list[Strip]:
         size = self.content_size
@@ -269,6 +286,7 @@ class ModelPane(Widget):
         if self._strips is None or key != self._strips_key:
             self._strips = self._build(size.width, size.height)
             self._strips_key = key
+            self._blank = Strip.blank(size.width, self.component_styles()["normal"])
         return self._strips
 
     def _build(self, width: int, height: int, old: list[Strip] | None = None) -> list[Strip]:
