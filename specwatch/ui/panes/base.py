@@ -36,11 +36,19 @@ def text_lines(text: Text, width: int, console: Console) -> list[list[Segment]]:
 
 
 def _common_prefix(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` share (bisected with C-speed slice
+    comparisons: a graph row is ~150 characters, compared from both ends on every redraw)."""
     n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def changed_span(old: Strip, new: Strip) -> tuple[int, int] | None:
