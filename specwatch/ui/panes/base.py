@@ -21,17 +21,37 @@ from textual.widget import Widget
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.frame import FramedLines, plain_frame
 
+LineKey = tuple[str, object, tuple[object, ...]]
 
-def text_lines(text: Text, width: int, console: Console) -> list[list[Segment]]:
+
+def text_lines(
+    text: Text,
+    width: int,
+    console: Console,
+    rendered: dict[LineKey, list[Segment]] | None = None,
+) -> list[list[Segment]]:
     """A Rich ``Text`` as lines of segments, each cut to ``width`` with an ellipsis.
 
     About twenty times cheaper than handing the ``Text`` to Textual to lay out on every frame.
+    ``rendered`` (words, style and spans of a line at this width -> its segments) carries the
+    lines of the previous call: when one number of a pane moves, only its line is rendered
+    again. It is replaced by this call's lines.
     """
+    before = rendered if rendered is not None else {}
+    now: dict[LineKey, list[Segment]] = {}
     out: list[list[Segment]] = []
     for line in text.split("\n", allow_blank=True):
-        if line.cell_len > width:
-            line.truncate(width, overflow="ellipsis")
-        out.append([s for s in line.render(console, end="") if s.text])
+        key = (line.plain, line.style, tuple(line.spans))
+        segments = before.get(key)
+        if segments is None:
+            if line.cell_len > width:
+                line.truncate(width, overflow="ellipsis")
+            segments = [s for s in line.render(console, end="") if s.text]
+        now[key] = segments
+        out.append(segments)
+    if rendered is not None:
+        rendered.clear()
+        rendered.update(now)
     return out
 
 
@@ -152,6 +172,7 @@ class ModelPane(Widget):
         """The segments each cached strip was made from (to keep the strips of equal lines)."""
         self._text_key: tuple[object, ...] = ()
         self._text_lines: list[list[Segment]] = []
+        self._rendered_lines: dict[LineKey, list[Segment]] = {}
         self._title_text: str | None = None
         self._framed = FramedLines()
         self._blank: Strip = Strip([])
@@ -228,6 +249,7 @@ class ModelPane(Widget):
         self._pane_styles_key = None
         self._strips = None
         self._text_key = ()
+        self._rendered_lines = {}
         self._framed.clear()
 
     # --- renderable panes ---------------------------------------------------------------------
@@ -254,7 +276,9 @@ class ModelPane(Widget):
         # Most redraws word the pane the same (its numbers are rounded): skip Rich's render.
         key = (width, renderable.plain, str(renderable.style), tuple(renderable.spans))
         if key != self._text_key:
-            self._text_lines = text_lines(renderable, width, self.app.console)
+            if self._text_key[:1] != (width,):
+                self._rendered_lines = {}
+            self._text_lines = text_lines(renderable, width, self.app.console, self._rendered_lines)
             self._text_key = key
         return self._text_lines
 

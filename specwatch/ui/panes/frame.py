@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from textual.color import Color
-from textual.filter import LineFilter
+from textual.filter import ANSIToTruecolor, LineFilter
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.style import Style
@@ -51,6 +51,8 @@ class FramedLines:
         self._inner = RichStyle()
         self._lines: dict[int, tuple[Strip, Strip]] = {}
         """Content row -> (the content strip, the finished strip made from it)."""
+        self._truecolor: dict[RichStyle | None, bool] = {}
+        """Whether the ANSI-to-truecolor filter leaves a style as it is (theme colours do)."""
 
     def clear(self) -> None:
         """Forget every finished line (styles changed)."""
@@ -84,6 +86,7 @@ class FramedLines:
         if key != self._key:
             self._key = key
             self._lines = {}
+            self._truecolor = {}
             self._inner = Style(background=base_background + background).rich_style
             self._pads = (
                 Segment(" " * pad_left, self._inner) if pad_left else None,
@@ -126,6 +129,28 @@ class FramedLines:
             segments.append(right)
         strip = Strip(segments, width)
         for line_filter in filters:
+            if type(line_filter) is ANSIToTruecolor and self._unchanged_by(
+                line_filter, segments, background
+            ):
+                continue  # it would return equal segments in a new strip
             strip = strip.apply_filter(line_filter, background)
         self._lines[y] = (line, strip)
         return strip
+
+    def _unchanged_by(
+        self, line_filter: ANSIToTruecolor, segments: list[Segment], background: Color
+    ) -> bool:
+        """Whether ``line_filter`` maps every segment to an equal one (no ANSI colour, no dim,
+        no control codes): each style is asked once per theme."""
+        known = self._truecolor
+        back = background.rich_color
+        for _text, style, control in segments:
+            if control is not None:
+                return False
+            plain = known.get(style)
+            if plain is None:
+                plain = style is None or line_filter.truecolor_style(style, back) is style
+                known[style] = plain
+            if not plain:
+                return False
+        return True
