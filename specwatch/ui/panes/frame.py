@@ -149,7 +149,7 @@ class FramedLines:
                 return False
             plain = known.get(style)
             if plain is None:
-                plain = style is None or line_filter.truecolor_style(style, back) is style
+                plain = style is None or line_filter.truecolor_style(style, back) == style
                 known[style] = plain
             if not plain:
                 return False
