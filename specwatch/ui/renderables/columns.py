@@ -1,9 +1,11 @@
-"""Column means of time-ordered points over few columns, found by bisection.
+"""Column means of time-ordered points: the window found by bisection, and with many points
+per column, each column's edges too.
 
 :func:`~specwatch.ui.renderables.text.bucket` walks every point in Python. The GPU trends call
 it at every redraw for every GPU over the graph's whole window (300 points each at 5 minutes,
-3600 at an hour) to fill eight cells. Their points come from a :class:`TimeSeries`, whose
-times never go backwards, so each cell's edges can be found by bisection and its values summed
+3600 at an hour) to fill eight cells, and the graph for its three series. Their points come
+from a :class:`TimeSeries`, whose times never go backwards, so the window's ends and, with
+many points per column, each column's edges can be found by bisection and its values summed
 at C speed.
 """
 
@@ -18,6 +20,9 @@ from specwatch.ui.renderables.text import fill_gaps
 Point = tuple[float, float | None]
 
 _value = itemgetter(1)
+
+DENSE = 8
+"""Below this many points per column, one pass over the points beats bisecting each edge."""
 
 
 def _time(point: Point) -> float:
@@ -38,7 +43,7 @@ def bucket_sorted(
     the edges). Each column's values are added in order from zero, as ``bucket`` does; Python
     3.12's ``sum`` compensates rounding, so there a mean of fractional values may differ from
     ``bucket``'s in the last bit (integer-valued points, such as clocks in MHz, are exact).
-    A few Python steps per column, none per point: meant for few columns over many points.
+    With many points per column, a few Python steps per column and none per point.
     """
     if width <= 0 or span_s <= 0:
         return []
@@ -46,6 +51,41 @@ def bucket_sorted(
     scale = width / span_s
     lo = bisect_right(points, t0, key=_time)  # points[:lo] are at or before t0
     hi = bisect_right(points, t_end, lo=lo, key=_time)  # points[hi:] are after t_end
+    if (hi - lo) < width * DENSE:
+        means, newest = _dense(points[lo:hi], t0, scale, width)
+    else:
+        means, newest = _sparse(points, lo, hi, t0, scale, width)
+    if hold_s <= 0:
+        return means
+    ends = [t0 + (i + 1) / scale for i in range(width)]
+    return fill_gaps(means, newest, ends, hold_s, _before(points, lo))
+
+
+def _dense(
+    points: Sequence[Point], t0: float, scale: float, width: int
+) -> tuple[list[float | None], list[float | None]]:
+    """Means and newest times per column for a few points per column (the graph): ``bucket``'s
+    loop, with the columns computed in one pass and the points known to lie in the window."""
+    sums = [0.0] * width
+    counts = [0] * width
+    newest: list[float | None] = [None] * width
+    last = width - 1
+    for t, v in points:
+        if v is None:
+            continue
+        col = int((t - t0) * scale)
+        if col > last:
+            col = last
+        sums[col] += v
+        counts[col] += 1
+        newest[col] = t
+    return [s / n if n else None for s, n in zip(sums, counts, strict=True)], newest
+
+
+def _sparse(
+    points: Sequence[Point], lo: int, hi: int, t0: float, scale: float, width: int
+) -> tuple[list[float | None], list[float | None]]:
+    """Means and newest times per column for many points per column (the GPU trends)."""
 
     def column(p: Point) -> int:
         return int((p[0] - t0) * scale)  # bucket's formula (the last column takes the rest)
@@ -72,10 +112,7 @@ def bucket_sorted(
             total = sum(map(_value, seg))
         means.append(total / len(seg))
         newest.append(seg[-1][0])
-    if hold_s <= 0:
-        return means
-    ends = [t0 + (i + 1) / scale for i in range(width)]
-    return fill_gaps(means, newest, ends, hold_s, _before(points, lo))
+    return means, newest
 
 
 def _before(points: Sequence[Point], lo: int) -> tuple[float, float] | None:
