@@ -222,7 +222,8 @@ class SpecwatchApp(TerminalWatchApp):
         self.redraw()
 
     def redraw(self) -> None:
-        """Refresh the panes whose data changed; nothing while paused."""
+        """Take in the waiting session events, then refresh the panes whose data changed;
+        nothing is drawn while paused."""
         self.apply_inbox()
         if self.model.paused:
             return
