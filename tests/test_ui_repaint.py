@@ -137,3 +137,103 @@ async def test_a_redraw_repaints_only_the_lines_that_changed() -> None:
     assert len(after) == len(before)
     kept = [y for y in range(len(after)) if after[y] is before[y]]
     assert kept == [y for y in range(len(after)) if y != 4]
+
+
+async def test_framed_lines_equal_textuals_own() -> None:
+    """Each pane's finished lines (padded and filtered once per change, ``panes/frame.py``)
+    are the segments Textual's styles cache would build, for every theme, before and after a
+    redraw, whole and cropped."""
+    from textual.widget import Widget
+
+    from specwatch.ui.panes import ModelPane
+    from specwatch.ui.panes.frame import plain_frame
+
+    model = build_scene(seconds=200, with_bench=False)
+    app = make_app(model)
+    async with app.run_test(size=(150, 44)) as pilot:
+        for theme in app.theme_names:
+            app.theme = theme
+            await settle(pilot)
+            for step in range(2):
+                panes = list(app.screen.query(ModelPane))
+                assert len(panes) >= 6
+                for pane in panes:
+                    assert plain_frame(pane) is not None, pane
+                    w, h = pane.region.size
+                    for crop in (Region(0, 0, w, h), Region(3, h // 2, w // 2, h - h // 2)):
+                        ours = [list(s) for s in pane.render_lines(crop)]
+                        pane._styles_cache.clear()
+                        textual = [list(s) for s in Widget.render_lines(pane, crop)]
+                        assert ours == textual, (theme, step, pane.id, crop)
+                tick = model.tick
+                assert tick is not None
+                samples = [dataclasses.replace(s, sm_clock_mhz=1500 + step) for s in tick.samples]
+                model.add_tick(dataclasses.replace(tick, t=tick.t + 1, samples=tuple(samples)))
+                await settle(pilot)
+
+
+def test_framed_lines_filter_ansi_colours_and_skip_truecolor_ones() -> None:
+    """The ANSI-to-truecolor filter still converts an ANSI colour; a line of theme (truecolor)
+    styles keeps its padded strip, and a row whose content strip is unchanged is not rebuilt."""
+    from rich.terminal_theme import MONOKAI
+    from textual.color import Color
+    from textual.filter import ANSIToTruecolor
+
+    from specwatch.ui.panes.frame import FramedLines
+
+    ansi, true = Style(color="red", bold=True), Style(color="#336699", dim=False)
+    content = [Strip([Segment("ab", ansi), Segment("cd", true)]), Strip([Segment("abcd", true)])]
+    colors = (Color(0, 0, 0), Color(10, 20, 30))
+    line_filter = ANSIToTruecolor(MONOKAI)
+    framed = FramedLines()
+
+    def render() -> list[Strip]:
+        return framed.render(
+            Region(0, 0, 6, 3),
+            6,
+            (1, 1, 1),
+            colors,
+            [line_filter],
+            lambda y: content[y] if y < len(content) else Strip.blank(4),
+            lambda region: [Strip.blank(6)] * region.height,
+        )
+
+    first = render()
+    from textual.style import Style as TextualStyle
+
+    pad = TextualStyle(background=colors[0] + colors[1]).rich_style  # as Textual pads
+    for y, strip in enumerate(first[1:]):
+        want = Strip([Segment(" ", pad), *content[y], Segment(" ", pad)], 6).apply_filter(
+            line_filter, colors[1]
+        )
+        assert list(strip) == list(want)
+    converted = list(first[1])[1].style
+    assert converted is not None and converted.color is not None
+    assert converted.color.triplet is not None  # red became MONOKAI's red
+    assert list(first[2])[1].style is true  # left as it was
+    assert render()[1] is first[1]  # kept while its content strip is the same object
+
+
+def test_text_lines_render_only_the_lines_that_changed() -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    from specwatch.ui.panes.base import LineKey, text_lines
+
+    console = Console(width=80)
+    rendered: dict[LineKey, list[Segment]] = {}
+
+    def text(value: str) -> Text:
+        out = Text()
+        out.append("tok/s ", STYLES[0])
+        out.append(f"{value}\n", STYLES[1])
+        out.append("accept 3.1\n", STYLES[2])
+        out.append("a line far too long for the width", STYLES[0])
+        return out
+
+    first = text_lines(text("2200"), 20, console, rendered)
+    second = text_lines(text("2210"), 20, console, rendered)
+    assert second == text_lines(text("2210"), 20, console)  # as a fresh render
+    assert second[0] != first[0] and "".join(s.text for s in second[2]).endswith("…")
+    assert second[1] is first[1] and second[2] is first[2]  # kept, not rendered again
+    assert len(rendered) == 3

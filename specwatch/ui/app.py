@@ -36,7 +36,10 @@ from specwatch.ui.themes import ThemeLoad, cycle_order, load_themes
 if TYPE_CHECKING:
     # Off the path to the first frame: the session relay, the modals and the palette are
     # imported when first used.
+    from textual.message import Message
+
     from specwatch.session import LiveSession
+    from specwatch.ui.live import Drain, EventInbox
     from specwatch.ui.messages import (
         BenchFinished,
         BenchProgress,
@@ -148,6 +151,8 @@ class SpecwatchApp(TerminalWatchApp):
         self._cpu_last: tuple[float, float] | None = None
         self._panes: list[ModelPane] = []
         self._hung_up = False
+        self._inbox: EventInbox | None = None
+        """Session events waiting for the next redraw (see ``ui/live.py``)."""
         self._session_stopped = False
         # Held directly: app-level keys and resizes also arrive while a modal is on top, when
         # a query would search the modal instead of the main screen.
@@ -175,7 +180,7 @@ class SpecwatchApp(TerminalWatchApp):
     def on_mount(self) -> None:
         """Start the timers and the sources; report themes that failed to load."""
         self._panes = list(self.screen.query(ModelPane))
-        self._redraw_timer = self.set_interval(self._redraw_period(), self.redraw)
+        self._redraw_timer = self.set_interval(self._redraw_period(), self._redraw_due)
         if self.settings.live_cpu:
             self.set_interval(CPU_EVERY_S, self._measure_cpu)
         for error in self.theme_errors:
@@ -204,9 +209,10 @@ class SpecwatchApp(TerminalWatchApp):
             # the NVML source) held the first frame back by ~20 ms.
             self.session = factory()
         if self.session is not None and not self._session_stopped:
-            from specwatch.ui.live import SessionRelay
+            from specwatch.ui.live import EventInbox, SessionRelay
 
-            self.session.subscribe(SessionRelay(self.post_message))
+            self._inbox = EventInbox()
+            self.session.subscribe(SessionRelay(self.post_message, inbox=self._inbox))
             self.session.start()
 
     def on_resize(self, event: Resize) -> None:
@@ -236,8 +242,15 @@ class SpecwatchApp(TerminalWatchApp):
         """Every two sampling intervals, between MIN_REDRAW_S and the settings' redraw_s."""
         return max(MIN_REDRAW_S, min(self.settings.redraw_s, 2.0 * self.model.interval_s))
 
+    def _redraw_due(self) -> None:
+        """The redraw timer: take in the session's events since the last one, then redraw."""
+        self.apply_inbox()
+        self.redraw()
+
     def redraw(self) -> None:
-        """Refresh the panes whose data changed; nothing while paused."""
+        """Take in the waiting session events, then refresh the panes whose data changed;
+        nothing is drawn while paused."""
+        self.apply_inbox()
         if self.model.paused:
             return
         for pane in self._panes:
@@ -252,6 +265,28 @@ class SpecwatchApp(TerminalWatchApp):
         self._cpu_last = (cpu, wall)
 
     # --- sources --------------------------------------------------------------------------------
+
+    def apply_inbox(self) -> None:
+        """Handle the session's waiting messages, oldest first (also while paused: sampling
+        continues, so nothing is lost)."""
+        if self._inbox is None:
+            return
+        for message in self._inbox.take():
+            getattr(self, message.handler_name)(message)
+
+    def on_drain(self, message: Drain) -> None:
+        """An event that should show at once arrived behind others: handle them all now."""
+        self.apply_inbox()
+
+    def post_in_order(self, message: Message) -> None:
+        """Post ``message`` behind the session's waiting events (thread-safe)."""
+        if self._inbox is None:
+            self.post_message(message)
+            return
+        from specwatch.ui.live import Drain
+
+        self._inbox.put(message)
+        self.post_message(Drain())
 
     def _guard(self, name: str, fn: Callable[[], None]) -> None:
         """Apply one incoming sample; a bad one is counted and shown, never fatal."""
@@ -358,7 +393,7 @@ class SpecwatchApp(TerminalWatchApp):
         if self.session is not None:
             self.session.set_interval(new)
         self._redraw_timer.stop()
-        self._redraw_timer = self.set_interval(self._redraw_period(), self.redraw)
+        self._redraw_timer = self.set_interval(self._redraw_period(), self._redraw_due)
         self.notify(f"sampling every {new:g}s", timeout=2)
 
     def action_cycle_window(self) -> None:

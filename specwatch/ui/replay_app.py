@@ -86,7 +86,7 @@ class ReplayApp(SpecwatchApp):
     def __init__(self, settings: AppSettings, replay: ReplaySession) -> None:
         super().__init__(settings, replay)
         self.replay = replay
-        replay.on_rewind(lambda: self.post_message(ReplayRewound()))
+        replay.on_rewind(lambda: self.post_in_order(ReplayRewound()))
         self.model.replay_label = sanitize_line(replay.label(), 80)
 
     def on_mount(self) -> None:

@@ -19,27 +19,56 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from specwatch.ui.model import MonitorModel
+from specwatch.ui.panes.frame import FramedLines, plain_frame
+
+LineKey = tuple[str, object, tuple[object, ...]]
 
 
-def text_lines(text: Text, width: int, console: Console) -> list[list[Segment]]:
+def text_lines(
+    text: Text,
+    width: int,
+    console: Console,
+    rendered: dict[LineKey, list[Segment]] | None = None,
+) -> list[list[Segment]]:
     """A Rich ``Text`` as lines of segments, each cut to ``width`` with an ellipsis.
 
     About twenty times cheaper than handing the ``Text`` to Textual to lay out on every frame.
+    ``rendered`` (words, style and spans of a line at this width -> its segments) carries the
+    lines of the previous call: when one number of a pane moves, only its line is rendered
+    again. It is replaced by this call's lines.
     """
+    before = rendered if rendered is not None else {}
+    now: dict[LineKey, list[Segment]] = {}
     out: list[list[Segment]] = []
     for line in text.split("\n", allow_blank=True):
-        if line.cell_len > width:
-            line.truncate(width, overflow="ellipsis")
-        out.append([s for s in line.render(console, end="") if s.text])
+        key = (line.plain, line.style, tuple(line.spans))
+        segments = before.get(key)
+        if segments is None:
+            if line.cell_len > width:
+                line.truncate(width, overflow="ellipsis")
+            segments = [s for s in line.render(console, end="") if s.text]
+        now[key] = segments
+        out.append(segments)
+    if rendered is not None:
+        rendered.clear()
+        rendered.update(now)
     return out
 
 
 def _common_prefix(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` share (bisected with C-speed slice
+    comparisons: a graph row is ~150 characters, compared from both ends on every redraw)."""
     n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def changed_span(old: Strip, new: Strip) -> tuple[int, int] | None:
@@ -143,7 +172,10 @@ class ModelPane(Widget):
         """The segments each cached strip was made from (to keep the strips of equal lines)."""
         self._text_key: tuple[object, ...] = ()
         self._text_lines: list[list[Segment]] = []
+        self._rendered_lines: dict[LineKey, list[Segment]] = {}
         self._title_text: str | None = None
+        self._framed = FramedLines()
+        self._blank: Strip = Strip([])
 
     def set_title(self, title: str) -> None:
         """Set the border title, only when its text changed.
@@ -217,6 +249,8 @@ class ModelPane(Widget):
         self._pane_styles_key = None
         self._strips = None
         self._text_key = ()
+        self._rendered_lines = {}
+        self._framed.clear()
 
     # --- renderable panes ---------------------------------------------------------------------
 
@@ -242,15 +276,30 @@ class ModelPane(Widget):
         # Most redraws word the pane the same (its numbers are rounded): skip Rich's render.
         key = (width, renderable.plain, str(renderable.style), tuple(renderable.spans))
         if key != self._text_key:
-            self._text_lines = text_lines(renderable, width, self.app.console)
+            if self._text_key[:1] != (width,):
+                self._rendered_lines = {}
+            self._text_lines = text_lines(renderable, width, self.app.console, self._rendered_lines)
             self._text_key = key
         return self._text_lines
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        """Check the cached strips against the pane's size once per paint, not once per line."""
-        if self.LINE_API:
-            self._check_strips()
-        return super().render_lines(crop)
+        """Check the cached strips against the pane's size once per paint, not once per line;
+        a plain frame's lines come finished from :class:`FramedLines` (see ``frame.py``)."""
+        if not self.LINE_API:
+            return super().render_lines(crop)
+        self._check_strips()
+        frame = plain_frame(self)
+        if frame is None or self.opacity != 1.0:
+            return super().render_lines(crop)
+        return self._framed.render(
+            crop,
+            self.region.width,
+            frame,
+            self.background_colors,
+            self.get_line_filters(),
+            self.render_line,
+            super().render_lines,
+        )
 
     def render_line(self, y: int) -> Strip:
         """One content line from the cached strips (rebuilt after a change or resize)."""
@@ -261,7 +310,7 @@ class ModelPane(Widget):
             strips = self._check_strips()
         if 0 <= y < len(strips):
             return strips[y]
-        return Strip.blank(self._strips_key[0], self.component_styles()["normal"])
+        return self._blank
 
     def _check_strips(self) -> list[Strip]:
         size = self.content_size
@@ -269,6 +318,7 @@ class ModelPane(Widget):
         if self._strips is None or key != self._strips_key:
             self._strips = self._build(size.width, size.height)
             self._strips_key = key
+            self._blank = Strip.blank(size.width, self.component_styles()["normal"])
         return self._strips
 
     def _build(self, width: int, height: int, old: list[Strip] | None = None) -> list[Strip]:

@@ -17,7 +17,7 @@ from specwatch.ui.panes.gpu_cells import deficit_cell, pcie_cell
 from specwatch.ui.panes.gpu_summary import SUMMARY_ROWS, summary_lines
 from specwatch.ui.panes.token_rate import TokenRatePane
 from specwatch.ui.renderables import SPAN, Cell, GpuSummary, GpuTable, TableStyles, fit, sparkline
-from specwatch.ui.renderables.text import bucket
+from specwatch.ui.renderables.columns import bucket_sorted
 
 if TYPE_CHECKING:
     from specwatch.core.gpu import GpuSample, GpuStatic
@@ -121,7 +121,7 @@ def sm_trends(model: MonitorModel) -> dict[int, list[float | None]]:
     end = model.now
     hold = 3.0 * model.interval_s
     return {
-        i: bucket(points_after(series, end - span), end, span, TREND_CELLS, hold)
+        i: bucket_sorted(points_after(series, end - span), end, span, TREND_CELLS, hold)
         for i, series in model.sm_clock.items()
     }
 

@@ -16,9 +16,9 @@ from specwatch.ui.renderables import (
     GraphStyles,
     Reading,
     TokenRateGraph,
-    bucket,
     column_of,
 )
+from specwatch.ui.renderables.columns import bucket_sorted
 
 GAP_SAMPLES = 3.0
 """A gap shorter than this many sampling intervals is drawn through (no comb at 1 minute)."""
@@ -53,9 +53,9 @@ def graph_for(
     hold_gpu = GAP_SAMPLES * model.interval_s
     tok, tok_age = model.reading("gen_tok_s")
     graph = TokenRateGraph(
-        tok_s=bucket(points_after(model.tok_s, start), end, span, cw, hold_rate),
-        clock_pct=bucket(points_after(model.clock_pct, start), end, span, cw, hold_gpu),
-        hottest_c=bucket(points_after(model.hottest_c, start), end, span, cw, hold_gpu),
+        tok_s=bucket_sorted(points_after(model.tok_s, start), end, span, cw, hold_rate),
+        clock_pct=bucket_sorted(points_after(model.clock_pct, start), end, span, cw, hold_gpu),
+        hottest_c=bucket_sorted(points_after(model.hottest_c, start), end, span, cw, hold_gpu),
         marks=marks,
         height=height,
         window_label=window,
