@@ -146,16 +146,20 @@ def _model(nodes: tuple[str, ...], interval: float | None = None) -> MonitorMode
 
 
 def test_gpus_of_several_nodes_get_a_heading_per_node_and_the_note_says_the_interval() -> None:
-    from specwatch.ui.panes.gpus import gpu_rows
+    from specwatch.ui.panes.gpus import gpu_rows, node_heading_count
 
     model = _model(("n1", "n1", "n2"), interval=30.0)
     rows = with_node_headings(model, gpu_rows(model))
     spans = [r["span"].text for r in rows if "span" in r]
     assert spans == ["node n1", "node n2"] and len(rows) == 5
+    # the pane's height is counted without building the rows: the same count
+    assert node_heading_count(model) == 2
+    assert node_heading_count(_model(("n1", "n2", "n1"))) == 3
     note = origin_note(model)
     assert note is not None and "hbm_temp_c" in note and "every 30 s (view 1 s)" in note
     one_node = _model(("n1", "n1"))
     assert len(with_node_headings(one_node, gpu_rows(one_node))) == 2
+    assert node_heading_count(one_node) == 0
     assert origin_note(one_node) == "exporter does not send: hbm_temp_c"
     assert origin_note(MonitorModel()) is None
 

@@ -149,6 +149,22 @@ def with_node_headings(model: MonitorModel, rows: list[dict[str, Cell]]) -> list
     return out
 
 
+def node_heading_count(model: MonitorModel) -> int:
+    """How many heading rows :func:`with_node_headings` adds (without building any row)."""
+    tick, inv = model.tick, model.inventory
+    origin = inv.origin if inv is not None else None
+    if tick is None or origin is None or not node_groups(model):
+        return 0
+    count = 0
+    node: str | None = None
+    for sample in tick.samples:
+        here = origin.nodes[sample.index] if sample.index < len(origin.nodes) else None
+        if here != node or not count:
+            node = here
+            count += 1
+    return count
+
+
 def origin_note(model: MonitorModel) -> str | None:
     """One line on a remote source: the fields its exporters do not send, a coarse collection."""
     origin = model.inventory.origin if model.inventory is not None else None
@@ -225,7 +241,10 @@ class GpusPane(ModelPane):
         return self._rows_value
 
     def _full_height(self) -> int:
-        return len(self.table_rows()) + 1 + (1 if origin_note(self.model) else 0)
+        # Counted, not built: with many GPUs the rows are only built when they are shown.
+        m = self.model
+        rows = (len(m.tick.samples) if m.tick is not None else 0) + node_heading_count(m)
+        return rows + 1 + (1 if origin_note(m) else 0)
 
     def summarised(self) -> bool:
         """Whether the rows collapse to a summary: the graph would get too few tok/s rows.
@@ -312,11 +331,11 @@ class GpusPane(ModelPane):
                 [Segment(f"no GPU readings: {reason}", st.warn)],
                 [Segment("the server panes below still work", st.dim)],
             ]
-        rows = self.table_rows()
-        if not rows:
+        if model.tick is None or not model.tick.samples:
             return [[Segment("waiting for the first GPU sample…", st.dim)]]
         if self.summarised():
             return GpuSummary(summary_lines(model), st).lines(width)
+        rows = self.table_rows()
         headers = {"trend": f"SM {model.graph_window}"}
         lines = GpuTable(rows, st, headers=headers).lines(width)
         note = origin_note(model)
