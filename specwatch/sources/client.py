@@ -268,16 +268,7 @@ class ServerClient:
                 if response.is_redirect:
                     target = self.redirect_target(response, path)
                     continue
-                error = response.status_code >= 400
-                try:
-                    body = await read_limited(
-                        response, ERROR_BODY_LIMIT_BYTES if error else limit, truncate=error
-                    )
-                except TooLarge as exc:
-                    raise self.too_large_error(path, exc) from None
-                except (httpx.HTTPError, OSError) as exc:
-                    raise self.error_for(exc, path) from None
-                return detached(response, body)
+                return await self._read_body(response, path, limit)
             finally:
                 await response.aclose()
         url = self.endpoint.url(path)
@@ -331,7 +322,15 @@ class ServerClient:
             request=request,
             extensions=reason,
         )
-        error = answer.status >= 400
+        return await self._read_body(response, path, limit)
+
+    async def _read_body(self, response: httpx.Response, path: str, limit: int) -> httpx.Response:
+        """``response`` with its body read (an error answer's cut to its excerpt limit).
+
+        Raises:
+            ServerError: ``too_large``, or the connection failed while reading.
+        """
+        error = response.status_code >= 400
         try:
             body = await read_limited(
                 response, ERROR_BODY_LIMIT_BYTES if error else limit, truncate=error
