@@ -7,8 +7,10 @@ Prometheus; the direct fleet reads two of them without Prometheus.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -147,6 +149,24 @@ async def test_gpu_sampler_thread_survives_its_callback_and_keeps_one_client(
     finally:
         await asyncio.to_thread(sampler.stop)
     assert not sampler.running and sampler._client is None
+
+
+@needs_prometheus
+async def test_gpu_sampler_stopped_on_a_running_loop_closes_its_connection(
+    fleet: SimFleet,
+) -> None:
+    keys = [g.key for g in (await _first_gpus(fleet))]
+    sampler = PrometheusGpuSampler(prometheus_endpoint(fleet.prom.url), gpus_with_keys(keys))
+    tick = await asyncio.to_thread(sampler.sample)
+    assert tick.error is None
+    client = sampler._client
+    assert client is not None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sampler.stop()  # on this test's running loop, as the TUI stops its session
+        gc.collect()
+    assert sampler._client is None and client._server.http.is_closed
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
 
 
 async def _first_gpus(fleet: SimFleet) -> list[FleetGpu]:

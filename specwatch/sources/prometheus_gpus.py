@@ -127,11 +127,24 @@ class PrometheusGpuSampler(TickLoop):
         self._loop = self._client = None
         if loop is None:
             return
-        if client is not None:
-            # Nothing useful can be done about a client that fails to close.
-            with contextlib.suppress(Exception):
-                loop.run_until_complete(client.aclose())
-        loop.close()
+
+        def close() -> None:
+            if client is not None:
+                # Nothing useful can be done about a client that fails to close.
+                with contextlib.suppress(Exception):
+                    loop.run_until_complete(client.aclose())
+            loop.close()
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            close()
+            return
+        # Stopped from a running event loop (the TUI's): another loop cannot run on this
+        # thread, so the kept connection is closed on a short thread of its own.
+        closer = threading.Thread(target=close, name="specwatch-prom-gpu-close", daemon=True)
+        closer.start()
+        closer.join(5.0)
 
     def open(self) -> GpuInventory:
         """Poll once and number the node's GPUs. Never raises."""
