@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import urllib.request
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -27,6 +26,15 @@ from specwatch.sources.http_body import (
     detached,
     read_limited,
     text_answer,
+)
+from specwatch.sources.lean_answer import (
+    compressed,
+    compressed_response,
+    encoding_for,
+    lean_headers,
+    plain_headers,
+    plain_response,
+    proxied,
 )
 from specwatch.sources.lean_get import Answer, LeanGetter, split_origin
 from specwatch.sources.limits import (
@@ -47,10 +55,6 @@ from specwatch.sources.server_errors import (
 MAX_REDIRECTS = 5
 SNIFF_AFTER_S = 1.0
 """A request still unanswered after this long makes the client listen for a non-HTTP greeting."""
-LEAN_ACCEPT_ENCODING = b"identity"
-"""What lean GETs accept: compressing each scrape would cost the watched server CPU, and
-decompressing it ours; a server that compresses anyway is still decoded."""
-_DROPPED_HEADERS = frozenset((b"content-encoding", b"content-length", b"transfer-encoding"))
 _T = TypeVar("_T")
 
 
@@ -91,9 +95,9 @@ class ServerClient:
         self._lean: LeanGetter | None = None
         """Plain-http GETs bypass ``httpx`` (see :mod:`specwatch.sources.lean_get`); not with a
         test transport or a proxy from the environment."""
-        if origin is not None and transport is None and not _proxied():
+        if origin is not None and transport is None and not proxied():
             self._lean = LeanGetter(*origin, timeout_s)
-        self._lean_headers = _lean_headers(self.http)
+        self._lean_headers = lean_headers(self.http)
         self._targets: dict[str, tuple[httpx.Request, bytes]] = {}
 
     async def __aenter__(self) -> ServerClient:
@@ -132,6 +136,10 @@ class ServerClient:
         url = self.endpoint.url(path)
         message = too_large(url, exc.size, exc.limit)
         return ServerError(redact(message, self.endpoint), kind="too_large", url=url)
+
+    def _too_many_redirects(self, path: str) -> ServerError:
+        url = self.endpoint.url(path)
+        return ServerError(f"{url}: more than {MAX_REDIRECTS} redirects", kind="redirect", url=url)
 
     def redirect_target(self, response: httpx.Response, path: str) -> str:
         """Where a same-origin redirect points (a path for the next request).
@@ -250,13 +258,12 @@ class ServerClient:
         try:
             async with asyncio.timeout(deadline):
                 answer, request = await self._lean_answer(path, limit)
-                if any(k.lower() == b"content-encoding" for k, _ in answer.headers):
+                if compressed(answer):
                     response = await self._lean_response(answer, request, path, limit)
                     return TextAnswer(response.status_code, response.text, response.headers)
         except TimeoutError:
             raise self.deadline_error(path, deadline) from None
-        headers = [(k, v) for k, v in answer.headers if k.lower() not in _DROPPED_HEADERS]
-        return text_answer(answer.status, headers, answer.body, _encoding_for)
+        return text_answer(answer.status, plain_headers(answer), answer.body, encoding_for)
 
     async def _get(self, path: str, limit: int) -> httpx.Response:
         if self._lean is not None:
@@ -271,8 +278,7 @@ class ServerClient:
                 return await self._read_body(response, path, limit)
             finally:
                 await response.aclose()
-        url = self.endpoint.url(path)
-        raise ServerError(f"{url}: more than {MAX_REDIRECTS} redirects", kind="redirect", url=url)
+        raise self._too_many_redirects(path)
 
     async def _lean_get(self, path: str, limit: int) -> httpx.Response:
         """:meth:`_get` on the lean path: same redirects, limits and errors."""
@@ -295,33 +301,15 @@ class ServerClient:
             if answer.stopped:
                 raise self.too_large_error(path, TooLarge(answer.size, limit))
             return answer, request
-        url = self.endpoint.url(path)
-        raise ServerError(f"{url}: more than {MAX_REDIRECTS} redirects", kind="redirect", url=url)
+        raise self._too_many_redirects(path)
 
     async def _lean_response(
         self, answer: Answer, request: httpx.Request, path: str, limit: int
     ) -> httpx.Response:
-        reason = {"reason_phrase": answer.reason}
-        if not any(k.lower() == b"content-encoding" for k, _ in answer.headers):
-            headers = [(k, v) for k, v in answer.headers if k.lower() not in _DROPPED_HEADERS]
-            plain = httpx.Response(
-                answer.status,
-                headers=headers,
-                content=answer.body,
-                request=request,
-                extensions=reason,
-            )
-            # what .text would work out from Content-Type on every scrape, looked up instead
-            plain.encoding = _encoding_for(plain.headers.get("content-type"))
-            return plain
+        if not compressed(answer):
+            return plain_response(answer, request)
         # compressed anyway: decoded by httpx, within the limit, as on the httpx path
-        response = httpx.Response(
-            answer.status,
-            headers=answer.headers,
-            stream=_Chunks(answer.body),
-            request=request,
-            extensions=reason,
-        )
+        response = compressed_response(answer, request)
         return await self._read_body(response, path, limit)
 
     async def _read_body(self, response: httpx.Response, path: str, limit: int) -> httpx.Response:
@@ -404,49 +392,6 @@ class ServerClient:
             yield response
         finally:
             await response.aclose()
-
-
-class _Chunks(httpx.AsyncByteStream):
-    """A body already read, handed to ``httpx``'s decoders in 64 KiB pieces (as read)."""
-
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for start in range(0, len(self.body), 65536):
-            yield self.body[start : start + 65536]
-
-
-_ENCODINGS: dict[str | None, str] = {}
-
-
-def _encoding_for(content_type: str | None) -> str:
-    """The text encoding ``httpx`` gives a response with this ``Content-Type`` (remembered:
-    a server sends the same one every time, and working it out parses the header)."""
-    known = _ENCODINGS.get(content_type)
-    if known is None:
-        headers = {} if content_type is None else {"content-type": content_type}
-        known = httpx.Response(200, headers=headers).encoding or "utf-8"
-        if len(_ENCODINGS) < 64:
-            _ENCODINGS[content_type] = known
-    return known
-
-
-def _proxied() -> bool:
-    """Whether ``httpx`` would send plain-http requests through a proxy from the environment."""
-    proxies = urllib.request.getproxies()
-    return "http" in proxies or "all" in proxies
-
-
-def _lean_headers(http: httpx.AsyncClient) -> list[tuple[bytes, bytes]]:
-    """The headers ``httpx`` sends (the API key among them), ``Host`` first."""
-    url = httpx.URL(str(http.base_url))
-    headers = [(b"Host", url.netloc)]
-    for key, value in http.headers.raw:
-        if key.lower() == b"accept-encoding":
-            value = LEAN_ACCEPT_ENCODING
-        headers.append((key, value))
-    return headers
 
 
 __all__ = ["ERROR_KINDS", "ServerClient", "ServerError"]
