@@ -4,11 +4,56 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable
 
 import pytest
 
 from specwatch.ui.renderables.columns import bucket_sorted
-from specwatch.ui.renderables.text import bucket
+from specwatch.ui.renderables.text import fill_gaps
+
+
+def bucket(
+    points: Iterable[tuple[float, float | None]],
+    t_end: float,
+    span_s: float,
+    width: int,
+    hold_s: float = 0.0,
+) -> list[float | None]:
+    """The point-by-point reference, for points in any order: mean value per column over
+    ``(t_end - span_s, t_end]``, oldest column first.
+
+    Columns without a point (or with only ``None`` points) are ``None`` (drawn as a gap), unless
+    the last point before them is at most ``hold_s`` older than the column's end: samples that
+    arrive about once per column then draw a continuous line, not a comb (see
+    :func:`fill_gaps`); a real outage, longer than ``hold_s``, still shows.
+    """
+    if width <= 0 or span_s <= 0:
+        return []
+    sums = [0.0] * width
+    counts = [0] * width
+    newest: list[float | None] = [None] * width
+    t0 = t_end - span_s
+    scale = width / span_s
+    last = width - 1
+    before: tuple[float, float] | None = None
+    # The hot loop of every graph redraw: no calls but int() per point.
+    for t, v in points:
+        if v is None or t > t_end:
+            continue
+        if t <= t0:
+            before = (t, v)
+            continue
+        col = int((t - t0) * scale)
+        if col > last:
+            col = last
+        sums[col] += v
+        counts[col] += 1
+        newest[col] = t
+    means = [s / n if n else None for s, n in zip(sums, counts, strict=True)]
+    if hold_s <= 0:
+        return means
+    ends = [t0 + (i + 1) / scale for i in range(width)]
+    return fill_gaps(means, newest, ends, hold_s, before)
 
 
 def _series(

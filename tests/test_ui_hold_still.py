@@ -15,7 +15,7 @@ from specwatch.ui.panes.gpu_summary import summary_lines
 from specwatch.ui.panes.gpus import sm_trends
 from specwatch.ui.panes.speculation import SOURCES_HINT, speculation_text
 from specwatch.ui.panes.token_rate import graph_for
-from specwatch.ui.renderables import GraphMark, Reading, TokenRateGraph, bucket, place_labels
+from specwatch.ui.renderables import GraphMark, Reading, TokenRateGraph, bucket_sorted, place_labels
 from specwatch.ui.scene import build_scene, scene_inventory, scene_server
 from tests.test_ui_render import render_text
 
@@ -30,14 +30,14 @@ def _sample(i: int, clock: int, reasons: int | None = 0, temp: int = 60) -> GpuS
 def test_one_sample_per_column_draws_a_line_not_a_comb() -> None:
     # 1 s samples over 60 s in 80 columns: some columns get none.
     pts = [(float(t), 100.0) for t in range(1, 61)]
-    comb = bucket(pts, 60.0, 60.0, 80)
+    comb = bucket_sorted(pts, 60.0, 60.0, 80)
     assert None in comb[2:]
-    assert None not in bucket(pts, 60.0, 60.0, 80, hold_s=3.0)[2:]
+    assert None not in bucket_sorted(pts, 60.0, 60.0, 80, hold_s=3.0)[2:]
 
 
 def test_a_real_outage_still_shows_as_a_gap() -> None:
     pts = [(float(t), 100.0) for t in (*range(1, 20), *range(40, 61))]
-    cols = bucket(pts, 60.0, 60.0, 60, hold_s=3.0)
+    cols = bucket_sorted(pts, 60.0, 60.0, 60, hold_s=3.0)
     assert cols[30] is None and cols[23] is None and cols[21] == 100.0
 
 

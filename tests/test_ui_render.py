@@ -13,7 +13,7 @@ from specwatch.ui.renderables import (
     GraphMark,
     TokenRateGraph,
     area_rows,
-    bucket,
+    bucket_sorted,
     choose_columns,
     column_of,
     hbar,
@@ -29,9 +29,9 @@ def render_text(renderable: object, width: int) -> list[str]:
 
 
 def test_bucket_means_per_column_and_gaps() -> None:
-    pts = [(1.0, 10.0), (1.5, 20.0), (3.5, None), (4.0, 40.0), (-5.0, 99.0)]
-    assert bucket(pts, t_end=4.0, span_s=4.0, width=4) == [None, 15.0, None, 40.0]
-    assert bucket(pts, 4.0, 4.0, 0) == []
+    pts = [(-5.0, 99.0), (1.0, 10.0), (1.5, 20.0), (3.5, None), (4.0, 40.0)]
+    assert bucket_sorted(pts, t_end=4.0, span_s=4.0, width=4) == [None, 15.0, None, 40.0]
+    assert bucket_sorted(pts, 4.0, 4.0, 0) == []
 
 
 def test_column_of_maps_the_window_edges() -> None:

@@ -7,6 +7,7 @@ Tests print these to a plain ``rich.console.Console``.
 
 from __future__ import annotations
 
+from specwatch.ui.renderables.columns import bucket_sorted
 from specwatch.ui.renderables.gpu_summary import GpuSummary
 from specwatch.ui.renderables.gpu_table import (
     GPU_COLUMNS,
@@ -24,7 +25,6 @@ from specwatch.ui.renderables.text import (
     GAP,
     HBLOCKS,
     area_rows,
-    bucket,
     column_of,
     fill_gaps,
     fit,
@@ -50,7 +50,7 @@ __all__ = [
     "TableStyles",
     "TokenRateGraph",
     "area_rows",
-    "bucket",
+    "bucket_sorted",
     "choose_columns",
     "column_of",
     "fill_gaps",

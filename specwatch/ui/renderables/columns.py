@@ -1,12 +1,12 @@
 """Column means of time-ordered points: the window found by bisection, and with many points
 per column, each column's edges too.
 
-:func:`~specwatch.ui.renderables.text.bucket` walks every point in Python. The GPU trends call
-it at every redraw for every GPU over the graph's whole window (300 points each at 5 minutes,
-3600 at an hour) to fill eight cells, and the graph for its three series. Their points come
-from a :class:`TimeSeries`, whose times never go backwards, so the window's ends and, with
-many points per column, each column's edges can be found by bisection and its values summed
-at C speed.
+The GPU trends ask at every redraw for every GPU over the graph's whole window (300 points
+each at 5 minutes, 3600 at an hour) to fill eight cells, and the graph for its three series.
+Their points come from a :class:`TimeSeries`, whose times never go backwards, so the window's
+ends and, with many points per column, each column's edges are found by bisection and the
+values summed at C speed instead of walking every point in Python (the tests keep that
+point-by-point walk as the reference these means equal).
 """
 
 from __future__ import annotations
@@ -36,14 +36,19 @@ def bucket_sorted(
     width: int,
     hold_s: float = 0.0,
 ) -> list[float | None]:
-    """:func:`~specwatch.ui.renderables.text.bucket` for points whose times never decrease.
+    """Mean value per column over ``(t_end - span_s, t_end]`` of points whose times never
+    decrease, oldest column first.
 
-    Same arguments and the same columns: each point falls in the column ``bucket`` puts it in
-    (its formula is evaluated unchanged, and it never decreases with time, so bisection finds
-    the edges). Each column's values are added in order from zero, as ``bucket`` does; Python
-    3.12's ``sum`` compensates rounding, so there a mean of fractional values may differ from
-    ``bucket``'s in the last bit (integer-valued points, such as clocks in MHz, are exact).
-    With many points per column, a few Python steps per column and none per point.
+    A point falls in column ``int((t - t0) * width / span_s)`` (the last column takes the
+    rest); that never decreases with time, so bisection finds the edges. Columns without a
+    point (or with only ``None`` points) are ``None`` (drawn as a gap), unless the last point
+    before them is at most ``hold_s`` older than the column's end: samples that arrive about
+    once per column then draw a continuous line, not a comb (see :func:`fill_gaps`); a real
+    outage, longer than ``hold_s``, still shows. Each column's values are added in order from
+    zero; Python 3.12's ``sum`` compensates rounding, so there a mean of fractional values
+    may differ from a plain loop's in the last bit (integer-valued points, such as clocks in
+    MHz, are exact). With many points per column, a few Python steps per column and none per
+    point.
     """
     if width <= 0 or span_s <= 0:
         return []
@@ -64,8 +69,8 @@ def bucket_sorted(
 def _dense(
     points: Sequence[Point], t0: float, scale: float, width: int
 ) -> tuple[list[float | None], list[float | None]]:
-    """Means and newest times per column for a few points per column (the graph): ``bucket``'s
-    loop, with the columns computed in one pass and the points known to lie in the window."""
+    """Means and newest times per column for a few points per column (the graph): one pass,
+    the points known to lie in the window."""
     sums = [0.0] * width
     counts = [0] * width
     newest: list[float | None] = [None] * width
@@ -88,7 +93,7 @@ def _sparse(
     """Means and newest times per column for many points per column (the GPU trends)."""
 
     def column(p: Point) -> int:
-        return int((p[0] - t0) * scale)  # bucket's formula (the last column takes the rest)
+        return int((p[0] - t0) * scale)  # the last column takes the rest
 
     edges = [lo, *(bisect_left(points, c, lo, hi, key=column) for c in range(1, width)), hi]
     means: list[float | None] = []

@@ -57,9 +57,10 @@ class TokenRateGraph:
     """tok/s as a filled chart, with the mean SM clock % and the hottest temperature on the same
     time axis below it, and a row of marks (loading, warmup, restarts, benchmark runs).
 
-    Values are already bucketed into columns (see :func:`~specwatch.ui.renderables.text.bucket`);
-    the chart is ``width - GUTTER - LABEL`` columns wide. Each strip prints its newest reading
-    and the range its blocks span (``91% 85–100``).
+    Values are already bucketed into columns (see
+    :func:`~specwatch.ui.renderables.columns.bucket_sorted`); the chart is
+    ``width - GUTTER - LABEL`` columns wide. Each strip prints its newest reading and the range
+    its blocks span (``91% 85–100``).
     """
 
     tok_s: Sequence[float | None]

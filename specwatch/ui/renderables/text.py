@@ -6,56 +6,13 @@ Pure functions over plain values; nothing here knows about widgets, styles or th
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 """Eighth-height blocks: index 0 is empty, 8 is full."""
 HBLOCKS = " ▏▎▍▌▋▊▉█"
 """Eighth-width blocks for horizontal bars."""
 GAP = " "
-
-
-def bucket(
-    points: Iterable[tuple[float, float | None]],
-    t_end: float,
-    span_s: float,
-    width: int,
-    hold_s: float = 0.0,
-) -> list[float | None]:
-    """Mean value per column over ``(t_end - span_s, t_end]``, oldest column first.
-
-    Columns without a point (or with only ``None`` points) are ``None`` (drawn as a gap), unless
-    the last point before them is at most ``hold_s`` older than the column's end: samples that
-    arrive about once per column then draw a continuous line, not a comb (see
-    :func:`fill_gaps`); a real outage, longer than ``hold_s``, still shows.
-    """
-    if width <= 0 or span_s <= 0:
-        return []
-    sums = [0.0] * width
-    counts = [0] * width
-    newest: list[float | None] = [None] * width
-    t0 = t_end - span_s
-    scale = width / span_s
-    last = width - 1
-    before: tuple[float, float] | None = None
-    # The hot loop of every graph redraw: no calls but int() per point.
-    for t, v in points:
-        if v is None or t > t_end:
-            continue
-        if t <= t0:
-            before = (t, v)
-            continue
-        col = int((t - t0) * scale)
-        if col > last:
-            col = last
-        sums[col] += v
-        counts[col] += 1
-        newest[col] = t
-    means = [s / n if n else None for s, n in zip(sums, counts, strict=True)]
-    if hold_s <= 0:
-        return means
-    ends = [t0 + (i + 1) / scale for i in range(width)]
-    return fill_gaps(means, newest, ends, hold_s, before)
 
 
 def fill_gaps(
