@@ -15,8 +15,10 @@ import time
 from typing import TYPE_CHECKING
 
 from textual.app import App
+from textual.driver import Driver
 
 from specwatch.ui import hangup
+from specwatch.ui.quiet_driver import quiet_driver_class
 
 if TYPE_CHECKING:
     from specwatch.session import LiveSession
@@ -28,6 +30,10 @@ class TerminalWatchApp(App[int]):
     session: LiveSession | None = None
     """The live session whose benchmark is stopped (and finished runs saved) on the way out."""
     _hung_up: bool = False
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's choice, with an input thread that does not wake ten times a second."""
+        return quiet_driver_class(super().get_driver_class())
 
     def _watch_terminal(self) -> None:
         loop = asyncio.get_running_loop()
