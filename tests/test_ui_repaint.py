@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import random
 
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.segment import Segment
 from rich.style import Style
 from textual.geometry import Region
@@ -237,3 +239,52 @@ def test_text_lines_render_only_the_lines_that_changed() -> None:
     assert second[0] != first[0] and "".join(s.text for s in second[2]).endswith("…")
     assert second[1] is first[1] and second[2] is first[2]  # kept, not rendered again
     assert len(rendered) == 3
+
+
+RUNS = st.lists(
+    st.tuples(
+        st.text(alphabet="ab \n–é界…", max_size=12),
+        st.sampled_from([None, Style(), *STYLES]),
+    ),
+    max_size=12,
+)
+
+
+@given(runs=RUNS, width=st.integers(1, 30))
+def test_a_panes_text_reads_as_rich_renders_it(
+    runs: list[tuple[str, Style | None]], width: int
+) -> None:
+    """The fast path for a text built by ``append`` gives Rich's own lines, cut alike."""
+    from rich.console import Console
+    from rich.text import Text
+
+    from specwatch.ui.panes.base import text_lines, text_pieces
+
+    console = Console(width=80, color_system="truecolor")
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for words, style in runs:
+        text.append(words, style)
+    assert text_pieces(text) is not None
+    rich = []
+    for line in text.split("\n", allow_blank=True):
+        if line.cell_len > width:
+            line.truncate(width, overflow="ellipsis")
+        rich.append([s for s in line.render(console, end="") if s.text])
+    fast = text_lines(text, width, console)
+    assert [list(Segment.simplify(x)) for x in fast] == [list(Segment.simplify(x)) for x in rich]
+
+
+def test_texts_rich_must_render_are_left_to_rich() -> None:
+    from rich.text import Text
+
+    from specwatch.ui.panes.base import text_pieces
+
+    styled = Text("tok/s 2200", style="bold")
+    overlapping = Text("tok/s 2200")
+    overlapping.stylize(STYLES[0], 0, 8)
+    overlapping.stylize(STYLES[1], 4, 10)
+    named = Text()
+    named.append("tok/s", "bold red")
+    assert text_pieces(styled) is None
+    assert text_pieces(overlapping) is None
+    assert text_pieces(named) is None

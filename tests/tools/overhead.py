@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import pty
@@ -96,6 +97,37 @@ def thread_cpu() -> dict[str, float]:
     return out
 
 
+class GcMeter:
+    """Seconds in the cyclic garbage collector (any thread) and its runs per generation."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.runs = [0, 0, 0]
+        self._t0 = 0.0
+        gc.callbacks.append(self)
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._t0
+            self.runs[info["generation"]] += 1
+
+    def mark(self) -> tuple[float, list[int]]:
+        """The figures so far (give them to :meth:`since` at the end)."""
+        return self.seconds, list(self.runs)
+
+    def since(self, mark: tuple[float, list[int]]) -> dict[str, Any]:
+        """The collector's time and runs since ``mark``."""
+        return {
+            "gc_s": self.seconds - mark[0],
+            "gc_runs": [n - m for n, m in zip(self.runs, mark[1], strict=True)],
+        }
+
+
+GC = GcMeter()
+
+
 def _report(path: Path, cpu_s: float, wall_s: float, sim_s: float, extra: dict[str, Any]) -> None:
     rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     data = {
@@ -114,10 +146,11 @@ def child_app(url: str, seconds: float, report: Path, count: int = 8) -> None:
     from specwatch.ui.app import AppSettings, SpecwatchApp
 
     sources = _sources(url, count)
-    app = SpecwatchApp(AppSettings(watch_terminal=False), sources)
+    app = SpecwatchApp(AppSettings(), sources)  # as run: the terminal watch on too
     if os.environ.get("SPECWATCH_NO_REDRAW"):  # for finding where the time goes
         app.redraw = lambda: None  # type: ignore[method-assign]
     marks: dict[str, float] = {}
+    gc_mark: list[tuple[float, list[int]]] = []
 
     profile = os.environ.get("SPECWATCH_PROFILE")
     prof: Any = None
@@ -131,6 +164,7 @@ def child_app(url: str, seconds: float, report: Path, count: int = 8) -> None:
             prof.enable()
         marks["cpu0"], marks["t0"] = time.process_time(), time.monotonic()
         marks["sim0"] = SIM_CPU[0]
+        gc_mark[:] = [GC.mark()]
         app.set_timer(seconds, stop)
 
     def stop() -> None:
@@ -140,7 +174,8 @@ def child_app(url: str, seconds: float, report: Path, count: int = 8) -> None:
             prof.dump_stats(profile)
         sim = SIM_CPU[0] - marks["sim0"]
         builds = {type(p).__name__: p.builds for p in app._panes}
-        _report(report, cpu, wall, sim, {"messages": dict(app.message_counts), "builds": builds})
+        extra = {"messages": dict(app.message_counts), "builds": builds, **GC.since(gc_mark[0])}
+        _report(report, cpu, wall, sim, extra)
         app.exit()
 
     app.call_later(lambda: app.set_timer(WARMUP_S, start))
@@ -165,10 +200,11 @@ def child_bare(url: str, seconds: float, report: Path, count: int = 8) -> None:
         await asyncio.sleep(WARMUP_S)
         prof = _profile_start()
         cpu0, t0, sim0 = time.process_time(), time.monotonic(), SIM_CPU[0]
+        gc_mark = GC.mark()
         await asyncio.sleep(seconds)
         cpu, wall, sim = time.process_time() - cpu0, time.monotonic() - t0, SIM_CPU[0] - sim0
         _profile_stop(prof)
-        _report(report, cpu, wall, sim, {"messages": counts})
+        _report(report, cpu, wall, sim, {"messages": counts, **GC.since(gc_mark)})
         await sources.aclose()
 
     try:
