@@ -288,3 +288,39 @@ def test_texts_rich_must_render_are_left_to_rich() -> None:
     assert text_pieces(styled) is None
     assert text_pieces(overlapping) is None
     assert text_pieces(named) is None
+
+
+async def test_a_pane_nothing_dirtied_hands_back_its_lines_and_a_restyled_one_repaints() -> None:
+    """The compositor asks every pane under the box of the screen's changes; one that did not
+    change answers from its last paint, and a new theme or a resize paints it again."""
+    from specwatch.ui.panes import VerifyPane
+
+    model = build_scene(seconds=200, with_bench=False)
+    app = make_app(model)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        verify = app.query_one(VerifyPane)
+        painted: list[Region] = []
+        original = verify._render_lines
+
+        def paint(crop: Region) -> list[Strip]:
+            painted.append(crop)
+            return original(crop)
+
+        verify._render_lines = paint  # type: ignore[method-assign]
+        full = Region(0, 0, *verify.size)
+        first = verify.render_lines(full)
+        assert verify.render_lines(full) == first and len(painted) == 1
+        gpus = app.query_one(GpusPane)
+        gpus.refresh()  # a neighbour's repaint leaves this pane's lines as they were
+        await pilot.pause()
+        assert verify.render_lines(full) == first and len(painted) == 1
+
+        app.theme = "light" if app.theme != "light" else "dark"
+        await pilot.pause()
+        relit = verify.render_lines(full)
+        assert len(painted) >= 2 and relit != first
+        await pilot.resize_terminal(150, 48)
+        await pilot.pause()
+        assert verify.render_lines(Region(0, 0, *verify.size))[0].cell_length == verify.size.width
+        assert len(painted) >= 3
