@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from specwatch.core.ring import Ring, TimeSeries
 
@@ -83,3 +85,16 @@ def test_time_series_window_and_gaps() -> None:
     assert series.points()[0] == (2.0, None)
     series.clear()
     assert series.latest is None
+
+
+@given(
+    times=st.lists(st.integers(0, 50), max_size=60).map(sorted),
+    t0=st.integers(-1, 51),
+    maxlen=st.integers(1, 40),
+)
+def test_after_is_the_tail_past_t0(times: list[int], t0: int, maxlen: int) -> None:
+    """By bisection, equal to the plain scan, on a full ring that dropped its oldest too."""
+    ts = TimeSeries(maxlen)
+    for i, t in enumerate(times):
+        ts.append(float(t), None if i % 5 == 4 else float(i))
+    assert ts.after(float(t0)) == [p for p in ts.points() if p[0] > t0]

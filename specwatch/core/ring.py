@@ -7,8 +7,10 @@ never sees the buffer change under it.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -81,6 +83,17 @@ class Ring(Generic[T]):
             count = min(n, len(self._items))
             return [self._items[i] for i in range(len(self._items) - count, len(self._items))]
 
+    def after(self, x: object, key: Callable[[T], object]) -> list[T]:
+        """The items whose ``key`` is greater than ``x``, oldest first, for items whose keys
+        never decrease: found by bisection, and only they are copied (a graph asks for its
+        window of a ring that holds hours)."""
+        with self._lock:
+            items = self._items
+            lo = bisect_right(items, x, key=key)  # type: ignore[call-overload]
+            out = list(islice(reversed(items), len(items) - lo))
+        out.reverse()
+        return out
+
     def since(self, pred: Callable[[T], bool]) -> list[T]:
         """The newest run of items for which ``pred`` holds, oldest first.
 
@@ -103,6 +116,10 @@ class Ring(Generic[T]):
     def map(self, fn: Callable[[T], U]) -> list[U]:
         """``fn`` applied to every item, oldest first."""
         return [fn(item) for item in self.snapshot()]
+
+
+def _time(point: tuple[float, float | None]) -> float:
+    return point[0]
 
 
 class TimeSeries:
@@ -139,6 +156,10 @@ class TimeSeries:
         """Every value (or the newest ``n``), oldest first (gaps as ``None``)."""
         points = self._ring.snapshot() if n is None else self._ring.last(n)
         return [v for _, v in points]
+
+    def after(self, t0: float) -> list[tuple[float, float | None]]:
+        """Points with ``t > t0``, oldest first (times never go backwards: by bisection)."""
+        return self._ring.after(t0, _time)
 
     def window(self, t0: float, t1: float | None = None) -> list[tuple[float, float | None]]:
         """Points with ``t0 <= t`` (and ``t <= t1`` when given), oldest first."""

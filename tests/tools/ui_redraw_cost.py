@@ -3,6 +3,7 @@
 
     PYTHONPATH=. .venv/bin/python tests/tools/ui_redraw_cost.py            # 160x48, 8 GPUs
     PYTHONPATH=. .venv/bin/python tests/tools/ui_redraw_cost.py --profile /tmp/ui.prof
+    PYTHONPATH=. .venv/bin/python tests/tools/ui_redraw_cost.py --history 3600   # an hour in
 
 The app runs headless on the seeded scene (``specwatch.ui.scene``) at the given size. Each step
 adds one second of GPU ticks and ``/metrics`` windows to the model, as the live session does,
@@ -54,7 +55,7 @@ def _feeder(model: Any, gpus: int, start: int) -> Any:
 
 
 async def _measure(
-    steps: int, size: tuple[int, int], gpus: int, prof: Any
+    steps: int, size: tuple[int, int], gpus: int, prof: Any, history_s: int = 300
 ) -> tuple[list[float], list[float], float]:
     """Per-step CPU: ``(drawn, idle, bytes per redraw)``.
 
@@ -68,7 +69,7 @@ async def _measure(
     from specwatch.ui.app import SpecwatchApp
     from specwatch.ui.settings import AppSettings
 
-    start = 300
+    start = history_s
     model = scene.build_scene(seconds=start, with_bench=False, gpus=gpus)
     settings = AppSettings(watch_terminal=False, redraw_s=3600.0, live_cpu=False)
     app = SpecwatchApp(settings, model=model)
@@ -115,6 +116,7 @@ def main() -> int:
     p.add_argument("--width", type=int, default=160)
     p.add_argument("--height", type=int, default=48)
     p.add_argument("--gpus", type=int, default=8)
+    p.add_argument("--history", type=int, default=300, help="seconds of history before measuring")
     p.add_argument("--profile", help="write a cProfile of the redraws here")
     args = p.parse_args()
     prof = None
@@ -123,10 +125,10 @@ def main() -> int:
 
         prof = cProfile.Profile()
     size = (args.width, args.height)
-    drawn, idle, out_bytes = asyncio.run(_measure(args.steps, size, args.gpus, prof))
+    drawn, idle, out_bytes = asyncio.run(_measure(args.steps, size, args.gpus, prof, args.history))
     per = statistics.median(drawn) - statistics.median(idle)
     low = _quartile(drawn) - _quartile(idle)
-    shape = f"{args.width}x{args.height}, {args.gpus} GPUs"
+    shape = f"{args.width}x{args.height}, {args.gpus} GPUs, {args.history} s of history"
     print(f"{shape}, {args.steps} s of data, {len(drawn)} redraws, {out_bytes:.0f} B written each")
     print(
         f"UI: {per * 1000:.2f} ms per redraw (median; lower quartile {low * 1000:.2f})"
