@@ -316,11 +316,17 @@ async def test_a_pane_nothing_dirtied_hands_back_its_lines_and_a_restyled_one_re
         await pilot.pause()
         assert verify.render_lines(full) == first and len(painted) == 1
 
+        verify.set_title("Verify latency · stale")  # the border row is drawn again
+        await pilot.pause()
+        retitled = verify.render_lines(full)
+        assert "stale" in retitled[0].text and "stale" not in first[0].text
+        assert retitled[1:] == first[1:]
+
         app.theme = "light" if app.theme != "light" else "dark"
         await pilot.pause()
         relit = verify.render_lines(full)
-        assert len(painted) >= 2 and relit != first
+        assert len(painted) >= 3 and relit != first
         await pilot.resize_terminal(150, 48)
         await pilot.pause()
         assert verify.render_lines(Region(0, 0, *verify.size))[0].cell_length == verify.size.width
-        assert len(painted) >= 3
+        assert len(painted) >= 4

@@ -391,6 +391,7 @@ class ModelPane(Widget):
             self.get_line_filters(),
             self.render_line,
             super().render_lines,
+            (self.border_title, self.border_subtitle),
         )
 
     def render_line(self, y: int) -> Strip:

@@ -53,11 +53,14 @@ class FramedLines:
         """Content row -> (the content strip, the finished strip made from it)."""
         self._truecolor: dict[RichStyle | None, bool] = {}
         """Whether the ANSI-to-truecolor filter leaves a style as it is (theme colours do)."""
+        self._border: tuple[tuple[Region, object], list[Strip]] | None = None
+        """The rows above the content, as Textual drew them for these rows and titles."""
 
     def clear(self) -> None:
         """Forget every finished line (styles changed)."""
         self._key = ()
         self._lines = {}
+        self._border = None
 
     def render(
         self,
@@ -68,6 +71,7 @@ class FramedLines:
         filters: Sequence[LineFilter],
         content_line: Callable[[int], Strip],
         border_rows: Callable[[Region], list[Strip]],
+        titles: object = None,
     ) -> list[Strip]:
         """The lines of ``crop`` (widget coordinates), as ``Widget.render_lines`` returns them.
 
@@ -79,6 +83,8 @@ class FramedLines:
             filters: The line filters in force.
             content_line: The content strip of a content row.
             border_rows: Textual's own rendering of rows above the content (full width).
+            titles: The border's title and subtitle: with the styles, colours and width, what
+                the border rows are drawn from (they are drawn again when these change).
         """
         top, pad_left, pad_right = frame
         base_background, background = colors
@@ -87,6 +93,7 @@ class FramedLines:
             self._key = key
             self._lines = {}
             self._truecolor = {}
+            self._border = None
             self._inner = Style(background=base_background + background).rich_style
             self._pads = (
                 Segment(" " * pad_left, self._inner) if pad_left else None,
@@ -95,7 +102,11 @@ class FramedLines:
         y0, y1 = crop.y, crop.bottom
         out: list[Strip] = []
         if y0 < top:
-            out.extend(border_rows(Region(0, y0, width, min(top, y1) - y0)))
+            rows = Region(0, y0, width, min(top, y1) - y0)
+            border = self._border
+            if border is None or border[0] != (rows, titles):
+                border = self._border = ((rows, titles), border_rows(rows))
+            out.extend(border[1])
         content_width = width - pad_left - pad_right
         lines = self._lines
         for y in range(max(y0, top), y1):
