@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -301,13 +302,13 @@ async def test_a_pane_nothing_dirtied_hands_back_its_lines_and_a_restyled_one_re
         await settle(pilot)
         verify = app.query_one(VerifyPane)
         painted: list[Region] = []
-        original = verify._render_lines
+        original = verify._paint
 
         def paint(crop: Region) -> list[Strip]:
             painted.append(crop)
             return original(crop)
 
-        verify._render_lines = paint  # type: ignore[method-assign]
+        verify._paint = paint  # type: ignore[method-assign]
         full = Region(0, 0, *verify.size)
         first = verify.render_lines(full)
         assert verify.render_lines(full) == first and len(painted) == 1
@@ -330,3 +331,42 @@ async def test_a_pane_nothing_dirtied_hands_back_its_lines_and_a_restyled_one_re
         await pilot.pause()
         assert verify.render_lines(Region(0, 0, *verify.size))[0].cell_length == verify.size.width
         assert len(painted) >= 4
+
+
+async def test_the_screen_the_lower_row_and_the_footer_are_drawn_again_only_when_dirty() -> None:
+    from textual.widgets import Footer
+
+    from specwatch.ui.kept_paint import KeptPaint
+
+    app = make_app(build_scene(seconds=200, with_bench=False))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        widgets = [app.screen, app.query_one("#lower"), app.query_one(Footer)]
+        painted: dict[str, list[Region]] = {}
+        for widget in widgets:
+            assert isinstance(widget, KeptPaint)
+            calls = painted[type(widget).__name__] = []
+            original = widget._paint
+
+            def paint(
+                crop: Region,
+                calls: list[Region] = calls,
+                original: Callable[[Region], list[Strip]] = original,
+            ) -> list[Strip]:
+                calls.append(crop)
+                return original(crop)
+
+            widget._paint = paint  # type: ignore[method-assign]
+        firsts = [w.render_lines(Region(0, 0, *w.size)) for w in widgets]
+        drawn = {name: len(calls) for name, calls in painted.items()}
+        assert all(n <= 1 for n in drawn.values()), drawn
+        app.query_one(GpusPane).refresh()  # the compositor repaints a box over all three
+        await pilot.pause()
+        again = [w.render_lines(Region(0, 0, *w.size)) for w in widgets]
+        assert again == firsts
+        assert {name: len(calls) for name, calls in painted.items()} == drawn
+        app.theme = "light" if app.theme != "light" else "dark"
+        await pilot.pause()
+        relit = [w.render_lines(Region(0, 0, *w.size)) for w in widgets]
+        assert all(len(painted[name]) > n for name, n in drawn.items()), painted
+        assert relit[0] != firsts[0]  # the screen's background follows the theme

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal
 from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from specwatch.ui.kept_paint import KeptFooter, KeptHorizontal, KeptScreen
 from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes import (
     BenchBar,
@@ -156,13 +156,17 @@ class SpecwatchApp(SessionEventsApp):
         yield VerdictLine(self.model, id="verdict")
         yield GpusPane(self.model, id="gpus")
         yield self.rate_pane
-        with Horizontal(id="lower"):
+        with KeptHorizontal(id="lower"):
             yield SpeculationPane(self.model, id="spec")
             yield VerifyPane(self.model, id="verify")
             yield LoadPane(self.model, id="load")
         yield self.bench_bar
         # Compact, so every key (quit and help included) stays visible at 80 columns.
-        yield Footer(compact=True)
+        yield KeptFooter(compact=True)
+
+    def get_default_screen(self) -> Screen[object]:
+        """The main screen, whose background is not drawn again at every redraw."""
+        return KeptScreen(id="_default")
 
     def on_mount(self) -> None:
         """Start the timers and the sources; report themes that failed to load."""

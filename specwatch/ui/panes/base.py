@@ -16,8 +16,8 @@ from rich.style import Style
 from rich.text import Text
 from textual.geometry import Region
 from textual.strip import Strip
-from textual.widget import Widget
 
+from specwatch.ui.kept_paint import KeptPaint
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.frame import FramedLines, plain_frame
 
@@ -209,7 +209,7 @@ def changed_box(old: list[Strip], new: list[Strip]) -> Region | None:
     return Region.from_union(regions) if regions else None
 
 
-class ModelPane(Widget):
+class ModelPane(KeptPaint):
     """A widget that draws one section of a :class:`MonitorModel`.
 
     The app calls :meth:`sync` from its redraw timer; the pane refreshes only when the section's
@@ -244,9 +244,6 @@ class ModelPane(Widget):
         self._title_text: str | None = None
         self._framed = FramedLines()
         self._blank: Strip = Strip([])
-        self._paint_generation = 0
-        """Moves whenever Textual marks the pane dirty or restyles it (see :meth:`render_lines`)."""
-        self._painted: tuple[tuple[Region, int], list[Strip]] | None = None
 
     def set_title(self, title: str) -> None:
         """Set the border title, only when its text changed.
@@ -317,7 +314,6 @@ class ModelPane(Widget):
     def notify_style_update(self) -> None:
         """A theme or CSS change invalidates the cached styles and strips."""
         super().notify_style_update()
-        self._paint_generation += 1
         self._pane_styles_key = None
         self._strips = None
         self._text_key = ()
@@ -354,35 +350,17 @@ class ModelPane(Widget):
             self._text_key = key
         return self._text_lines
 
-    def _set_dirty(self, *regions: Region) -> None:
-        # Textual's one way of saying a widget's lines may have changed: a refresh, a resize,
-        # a restyle all pass here.
-        self._paint_generation += 1
-        super()._set_dirty(*regions)
-
-    def render_lines(self, crop: Region) -> list[Strip]:
-        """The lines of ``crop``; the last ones again when nothing marked the pane dirty since.
-
-        The compositor asks every pane under the box that covers the screen's changes, so the
-        panes between two changed ones are asked at every redraw without having changed.
-        """
-        key = (crop, self._paint_generation)
-        painted = self._painted
-        if painted is not None and painted[0] == key:
-            return list(painted[1])
-        lines = self._render_lines(crop)
-        self._painted = (key, lines)
-        return list(lines)
-
-    def _render_lines(self, crop: Region) -> list[Strip]:
+    def _paint(self, crop: Region) -> list[Strip]:
         """Check the cached strips against the pane's size once per paint, not once per line;
-        a plain frame's lines come finished from :class:`FramedLines` (see ``frame.py``)."""
+        a plain frame's lines come finished from :class:`FramedLines` (see ``frame.py``).
+        (The lines of a pane that nothing marked dirty since are kept: see ``kept_paint.py``.)
+        """
         if not self.LINE_API:
-            return super().render_lines(crop)
+            return super()._paint(crop)
         self._check_strips()
         frame = plain_frame(self)
         if frame is None or self.opacity != 1.0:
-            return super().render_lines(crop)
+            return super()._paint(crop)
         return self._framed.render(
             crop,
             self.region.width,
@@ -390,7 +368,7 @@ class ModelPane(Widget):
             self.background_colors,
             self.get_line_filters(),
             self.render_line,
-            super().render_lines,
+            super()._paint,
             (self.border_title, self.border_subtitle),
         )
 
