@@ -41,17 +41,6 @@ NVML_SMOOTHING = 0.2
 """Weight of the newest tick in the smoothed NVML cost."""
 
 
-def points_after(series: TimeSeries, t0: float) -> list[tuple[float, float | None]]:
-    """``series.since(t0)`` (points with ``t > t0``, oldest first) found by bisection.
-
-    A series' times never go backwards, so this equals the backwards scan of ``since``; it
-    bisects the ring and copies only the window at C speed, instead of calling a predicate
-    per point (or copying hours of history), once per graph series and GPU trend at every
-    redraw.
-    """
-    return series.after(t0)
-
-
 @dataclass(slots=True)
 class Mark:
     """A labelled span (or point, when ``t1 == t0``) on the token-rate time axis."""

@@ -11,7 +11,7 @@ from rich.segment import Segment
 
 from specwatch.core import gpu_rules
 from specwatch.core.reasons import harmful, short_names
-from specwatch.ui.model import WINDOWS, MonitorModel, points_after
+from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes.base import ModelPane
 from specwatch.ui.panes.gpu_cells import deficit_cell, pcie_cell
 from specwatch.ui.panes.gpu_summary import SUMMARY_ROWS, summary_lines
@@ -121,7 +121,7 @@ def sm_trends(model: MonitorModel) -> dict[int, list[float | None]]:
     end = model.now
     hold = 3.0 * model.interval_s
     return {
-        i: bucket_sorted(points_after(series, end - span), end, span, TREND_CELLS, hold)
+        i: bucket_sorted(series.after(end - span), end, span, TREND_CELLS, hold)
         for i, series in model.sm_clock.items()
     }
 

@@ -9,7 +9,7 @@ from rich.segment import Segment
 from textual.reactive import reactive
 
 from specwatch.ui.axis import AxisHold
-from specwatch.ui.model import WINDOWS, MonitorModel, points_after
+from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes.base import ModelPane
 from specwatch.ui.renderables import (
     GraphMark,
@@ -53,9 +53,9 @@ def graph_for(
     hold_gpu = GAP_SAMPLES * model.interval_s
     tok, tok_age = model.reading("gen_tok_s")
     graph = TokenRateGraph(
-        tok_s=bucket_sorted(points_after(model.tok_s, start), end, span, cw, hold_rate),
-        clock_pct=bucket_sorted(points_after(model.clock_pct, start), end, span, cw, hold_gpu),
-        hottest_c=bucket_sorted(points_after(model.hottest_c, start), end, span, cw, hold_gpu),
+        tok_s=bucket_sorted(model.tok_s.after(start), end, span, cw, hold_rate),
+        clock_pct=bucket_sorted(model.clock_pct.after(start), end, span, cw, hold_gpu),
+        hottest_c=bucket_sorted(model.hottest_c.after(start), end, span, cw, hold_gpu),
         marks=marks,
         height=height,
         window_label=window,
