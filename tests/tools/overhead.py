@@ -98,7 +98,8 @@ def thread_cpu() -> dict[str, float]:
 
 
 class GcMeter:
-    """Seconds in the cyclic garbage collector (any thread) and its runs per generation."""
+    """Seconds in the cyclic garbage collector (any thread) and its runs per generation, from
+    its making (the start of a measured window) until :meth:`stop`."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
@@ -113,19 +114,10 @@ class GcMeter:
             self.seconds += time.perf_counter() - self._t0
             self.runs[info["generation"]] += 1
 
-    def mark(self) -> tuple[float, list[int]]:
-        """The figures so far (give them to :meth:`since` at the end)."""
-        return self.seconds, list(self.runs)
-
-    def since(self, mark: tuple[float, list[int]]) -> dict[str, Any]:
-        """The collector's time and runs since ``mark``."""
-        return {
-            "gc_s": self.seconds - mark[0],
-            "gc_runs": [n - m for n, m in zip(self.runs, mark[1], strict=True)],
-        }
-
-
-GC = GcMeter()
+    def stop(self) -> dict[str, Any]:
+        """Stop metering; the collector's time and runs, for the report."""
+        gc.callbacks.remove(self)
+        return {"gc_s": self.seconds, "gc_runs": list(self.runs)}
 
 
 def _report(path: Path, cpu_s: float, wall_s: float, sim_s: float, extra: dict[str, Any]) -> None:
@@ -150,7 +142,7 @@ def child_app(url: str, seconds: float, report: Path, count: int = 8) -> None:
     if os.environ.get("SPECWATCH_NO_REDRAW"):  # for finding where the time goes
         app.redraw = lambda: None  # type: ignore[method-assign]
     marks: dict[str, float] = {}
-    gc_mark: list[tuple[float, list[int]]] = []
+    meters: list[GcMeter] = []
 
     profile = os.environ.get("SPECWATCH_PROFILE")
     prof: Any = None
@@ -164,7 +156,7 @@ def child_app(url: str, seconds: float, report: Path, count: int = 8) -> None:
             prof.enable()
         marks["cpu0"], marks["t0"] = time.process_time(), time.monotonic()
         marks["sim0"] = SIM_CPU[0]
-        gc_mark[:] = [GC.mark()]
+        meters.append(GcMeter())
         app.set_timer(seconds, stop)
 
     def stop() -> None:
@@ -174,7 +166,7 @@ def child_app(url: str, seconds: float, report: Path, count: int = 8) -> None:
             prof.dump_stats(profile)
         sim = SIM_CPU[0] - marks["sim0"]
         builds = {type(p).__name__: p.builds for p in app._panes}
-        extra = {"messages": dict(app.message_counts), "builds": builds, **GC.since(gc_mark[0])}
+        extra = {"messages": dict(app.message_counts), "builds": builds, **meters[0].stop()}
         _report(report, cpu, wall, sim, extra)
         app.exit()
 
@@ -200,11 +192,11 @@ def child_bare(url: str, seconds: float, report: Path, count: int = 8) -> None:
         await asyncio.sleep(WARMUP_S)
         prof = _profile_start()
         cpu0, t0, sim0 = time.process_time(), time.monotonic(), SIM_CPU[0]
-        gc_mark = GC.mark()
+        meter = GcMeter()
         await asyncio.sleep(seconds)
         cpu, wall, sim = time.process_time() - cpu0, time.monotonic() - t0, SIM_CPU[0] - sim0
         _profile_stop(prof)
-        _report(report, cpu, wall, sim, {"messages": counts, **GC.since(gc_mark)})
+        _report(report, cpu, wall, sim, {"messages": counts, **meter.stop()})
         await sources.aclose()
 
     try:
