@@ -15,7 +15,7 @@ from textual.strip import Strip
 
 from specwatch.core.gpu import GpuTick
 from specwatch.ui.panes import GpusPane
-from specwatch.ui.panes.base import changed_box, changed_regions, changed_span
+from specwatch.ui.panes.line_changes import changed_box, changed_regions, changed_span
 from specwatch.ui.scene import build_scene
 from tests.test_ui_app import make_app, settle
 
@@ -221,7 +221,7 @@ def test_text_lines_render_only_the_lines_that_changed() -> None:
     from rich.console import Console
     from rich.text import Text
 
-    from specwatch.ui.panes.base import LineKey, text_lines
+    from specwatch.ui.panes.text_lines import LineKey, text_lines
 
     console = Console(width=80)
     rendered: dict[LineKey, list[Segment]] = {}
@@ -259,7 +259,7 @@ def test_a_panes_text_reads_as_rich_renders_it(
     from rich.console import Console
     from rich.text import Text
 
-    from specwatch.ui.panes.base import text_lines, text_pieces
+    from specwatch.ui.panes.text_lines import text_lines, text_pieces
 
     console = Console(width=80, color_system="truecolor")
     text = Text(no_wrap=True, overflow="ellipsis")
@@ -278,7 +278,7 @@ def test_a_panes_text_reads_as_rich_renders_it(
 def test_texts_rich_must_render_are_left_to_rich() -> None:
     from rich.text import Text
 
-    from specwatch.ui.panes.base import text_pieces
+    from specwatch.ui.panes.text_lines import text_pieces
 
     styled = Text("tok/s 2200", style="bold")
     overlapping = Text("tok/s 2200")
