@@ -92,6 +92,8 @@ def _feed(fd: int, data: bytes, chunk: int = 1000) -> threading.Thread:
         try:
             for i in range(0, len(data), chunk):
                 os.write(fd, data[i : i + chunk])
+        except BrokenPipeError:
+            pass  # the reader stopped at its size limit and closed its end, as it should
         finally:
             os.close(fd)
 
