@@ -12,7 +12,17 @@ from typing import Any
 
 from specwatch import __version__
 
-SUBCOMMANDS = ("sim", "probe", "bench", "compare", "record", "replay", "export", "dcgm-counters")
+SUBCOMMANDS = (
+    "sim",
+    "probe",
+    "bench",
+    "compare",
+    "record",
+    "replay",
+    "export",
+    "scrub",
+    "dcgm-counters",
+)
 
 
 class _LazyParser(argparse.ArgumentParser):
@@ -140,6 +150,12 @@ def _fill_export(p: argparse.ArgumentParser) -> None:
     add_export_arguments(p)
 
 
+def _fill_scrub(p: argparse.ArgumentParser) -> None:
+    from specwatch.bench.scrub_cli import add_scrub_arguments
+
+    add_scrub_arguments(p)
+
+
 def build_tui_parser() -> argparse.ArgumentParser:
     """The live monitor's parser, with its positional ``URL`` (``specwatch localhost:8000``)."""
     from specwatch.ui.arguments import add_tui_arguments
@@ -182,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("record", "record the live session into a SQLite file", _fill_record)
     add("replay", "watch a recording in the TUI, with time controls", _fill_replay)
     add("export", "a recording as a tidy time series (CSV or JSON Lines)", _fill_export)
+    add("scrub", "withhold secrets in snapshots written by an older specwatch", _fill_scrub)
     add(
         "dcgm-counters",
         "print the dcgm-exporter counters CSV specwatch reads (run the exporter with -f FILE)",
@@ -265,6 +282,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from specwatch.record.cli import run_export
 
             return run_export(args)
+        if args.command == "scrub":
+            from specwatch.bench.scrub_cli import run_scrub
+
+            return run_scrub(args)
         if args.command == "replay":
             from specwatch.ui.replay_app import run_replay
 

@@ -10,16 +10,14 @@ from specwatch.core.identity import (
     LoadedLibrary,
     ServerIdentity,
     build_commit,
-    env_allowed,
-    filter_environment,
     from_json,
     identity_differences,
-    merge_environments,
     to_json,
     with_build_info,
 )
+from specwatch.core.redaction import redact_argv
+from specwatch.core.server_env import env_allowed, filter_environment, merge_environments
 from specwatch.sources.code_origin import loaded_libraries, python_entry
-from specwatch.sources.process import redact_argv
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

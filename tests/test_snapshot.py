@@ -181,7 +181,7 @@ def test_api_key_never_lands_in_the_file(tmp_path: Path) -> None:
     assert b"hf_abc" not in raw
     back = read_snapshot(path)
     assert back["command"] == ["specwatch", "bench", "--url", "http://h:8000", "-n", "2"]
-    assert back["server"]["launch_args"]["api_key"] == "<redacted>"
+    assert back["server"]["launch_args"]["api_key"] == "***"
     assert back["server"]["launch_args"]["tp_size"] == 8
     # Keys that merely contain "token" are data, not secrets.
     assert back["overall"]["gpus"][0]["joules_per_token"] is not None

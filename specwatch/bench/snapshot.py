@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from specwatch.bench.bounded_read import BoundedReadError, read_bounded
+from specwatch.bench.scrub import scrub_snapshot
 from specwatch.bench.snapshot_build import (
     REDACTED,
     SCHEMA_VERSION,
@@ -42,6 +43,7 @@ from specwatch.bench.snapshot_build import (
     redact_argv,
     scrub,
 )
+from specwatch.core.redaction import redact_text
 from specwatch.core.snapshot_records import Snapshot
 from specwatch.core.values import to_jsonable
 
@@ -190,7 +192,10 @@ def validate(snapshot: Any, source: str = "snapshot") -> dict[str, Any]:
     error = jsonschema.exceptions.best_match(validator.iter_errors(snapshot))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "top level"
-        message = " ".join(error.message.split())
+        # The message quotes the value; a container or a string in a snapshot may hold a secret.
+        quoted = repr(error.instance)
+        shown = "the value" if isinstance(error.instance, dict | list | str) else quoted
+        message = redact_text(" ".join(error.message.replace(quoted, shown).split()))
         if len(message) > 160:
             message = message[:157] + "..."
         raise SnapshotError(f"{source}: not a valid specwatch snapshot: {message} (at {where})")
@@ -229,7 +234,7 @@ def read_snapshot(
         if not data:
             detail = "the file is empty"
         raise SnapshotError(f"{p}: not valid JSON ({detail})") from e
-    return validate(loaded, str(p))
+    return scrub_snapshot(validate(loaded, str(p)))
 
 
 def load_snapshot(

@@ -15,9 +15,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from specwatch import __version__
+from specwatch.bench.scrub import scrub_snapshot
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.identity import to_json as identity_to_json
 from specwatch.core.load import load_from_counters
+from specwatch.core.redaction import WITHHELD
 from specwatch.core.stats import summarize
 from specwatch.core.values import to_jsonable
 
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = 3
 """The version new snapshots are written with (see ``snapshot.schema.json``)."""
-REDACTED = "<redacted>"
+REDACTED = WITHHELD
 _SECRET_FLAGS = ("--api-key",)
 _SECRET_KEY = re.compile(
     r"(?:^|[_-])(?:api[_-]?key|secret|password|passwd|token|auth|authorization)$", re.I
@@ -212,7 +214,7 @@ def build_snapshot(
             "points": to_jsonable(result.series),
         },
     }
-    cleaned: dict[str, Any] = scrub(snap, secrets)
+    cleaned: dict[str, Any] = scrub_snapshot(scrub(snap, secrets))
     return cleaned
 
 

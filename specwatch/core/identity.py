@@ -1,70 +1,25 @@
 """What code a server process runs: commit, environment and the libraries that decide speed.
 
-Pure data and logic; :mod:`specwatch.sources.process` reads it from ``/proc``. The environment
-is kept only through one allow-list (:data:`ENV_PREFIXES`, :data:`ENV_NAMES`), and a name that
-looks like a secret is dropped even inside it, so an API key or ``HF_TOKEN`` never reaches a
-snapshot.
+Pure data and logic; :mod:`specwatch.sources.process` reads it from ``/proc``. The server's
+environment and command line are hostile for secrets (:mod:`specwatch.core.redaction`): only
+performance variables keep their values (:mod:`specwatch.core.server_env`), and the command line
+loses the value of every secret-named option.
+:func:`scrub_identity` applies the rule and runs wherever an identity enters: read from
+``/proc``, from a snapshot or from a recording, so files written before the rule are shown safe.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-ENV_PREFIXES = (
-    "NCCL_",
-    "CUDA_",
-    "NVIDIA_",
-    "TORCH_",
-    "PYTORCH_",
-    "SGLANG_",
-    "SGL_",
-    "VLLM_",
-    "LLAMA_",
-    "GGML_",
-    "OMP_",
-    "TRITON_",
-    "FLASHINFER_",
-    "NVTE_",
-)
-"""Environment variables with these prefixes are recorded: they tune the server and NCCL."""
-ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD")
-"""Environment variables recorded by exact name (they choose which NCCL is loaded)."""
-SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH", "CREDENTIAL")
-"""A variable whose name contains one of these (any case) is never recorded."""
-
-MAX_ENV_VALUE = 4096
-"""Longer environment values are cut (``LD_LIBRARY_PATH`` can be long)."""
-MAX_ENV_VARS = 256
+from specwatch.core.redaction import redact_argv, redact_text
+from specwatch.core.server_env import WITHHELD, env_allowed, env_value, filter_environment
 
 LIBRARIES = ("nccl", "cudart", "cudnn", "torch")
 """The loaded libraries an identity names, in the order compare shows them."""
 LIBRARY_LABELS = {"nccl": "NCCL", "cudart": "CUDA runtime", "cudnn": "cuDNN", "torch": "torch"}
-
-
-def env_allowed(name: str) -> bool:
-    """Whether an environment variable may be recorded (allow-listed and not secret-looking)."""
-    upper = name.upper()
-    if any(marker in upper for marker in SECRET_MARKERS):
-        return False
-    return name in ENV_NAMES or name.startswith(ENV_PREFIXES)
-
-
-def filter_environment(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    """The allow-listed part of an environment, sorted by name, values bounded in length."""
-    kept: list[tuple[str, str]] = []
-    for name in sorted(env):
-        if not env_allowed(name):
-            continue
-        value = env[name]
-        if len(value) > MAX_ENV_VALUE:
-            value = value[: MAX_ENV_VALUE - 1] + "…"
-        kept.append((name, value))
-        if len(kept) >= MAX_ENV_VARS:
-            break
-    return tuple(kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,8 +184,8 @@ def _int(value: object) -> int | None:
 def from_json(data: object) -> ServerIdentity:
     """Read an identity written by :func:`to_json`; missing or ill-typed keys become unknown.
 
-    The environment goes through the allow-list again, so a hand-edited snapshot cannot carry a
-    secret-looking variable into compare's output.
+    The result goes through :func:`scrub_identity`, so a snapshot written before the secret
+    rule, or edited by hand, cannot carry a secret into compare's or replay's output.
     """
     if not isinstance(data, dict):
         return ServerIdentity()
@@ -262,14 +217,14 @@ def from_json(data: object) -> ServerIdentity:
                 )
             )
     pids = data.get("pids")
-    return ServerIdentity(
+    identity = ServerIdentity(
         pid=_int(data.get("pid")),
         executable=_str(data.get("executable")),
         cmdline=_strs(data.get("cmdline")),
         cwd=_str(data.get("cwd")),
         started_at=_num(data.get("started_at")),
         pids=tuple(p for p in pids if _int(p) is not None) if isinstance(pids, list) else (),
-        environment=filter_environment(env),
+        environment=tuple(sorted(env.items())),
         package=_str(data.get("package")),
         package_version=_str(data.get("package_version")),
         checkout=checkout,
@@ -277,6 +232,34 @@ def from_json(data: object) -> ServerIdentity:
         libraries=tuple(libraries),
         notes=_strs(data.get("notes")),
         warnings=_strs(data.get("warnings")),
+    )
+    return scrub_identity(identity)
+
+
+_ENV_NOTE = re.compile(r"^process (\d+) sets ([A-Za-z_][A-Za-z0-9_]*)=")
+
+
+def _scrub_note(note: str) -> str:
+    match = _ENV_NOTE.match(note)
+    if match and (not env_allowed(match.group(2)) or env_value(match.group(2), "") == WITHHELD):
+        return f"process {match.group(1)} sets {match.group(2)} to another value (withheld)"
+    return redact_text(note)
+
+
+def scrub_identity(identity: ServerIdentity) -> ServerIdentity:
+    """The identity with the secret rule applied (idempotent).
+
+    Environment through :func:`filter_environment`, command line through
+    :func:`~specwatch.core.redaction.redact_argv`, notes, warnings and the build id through
+    :func:`~specwatch.core.redaction.redact_text`.
+    """
+    return replace(
+        identity,
+        cmdline=redact_argv(identity.cmdline),
+        environment=filter_environment(dict(identity.environment)),
+        build=None if identity.build is None else redact_text(identity.build),
+        notes=tuple(_scrub_note(n) for n in identity.notes),
+        warnings=tuple(redact_text(w) for w in identity.warnings),
     )
 
 
@@ -359,41 +342,17 @@ def identity_differences(a: ServerIdentity, b: ServerIdentity) -> IdentityCompar
     return IdentityComparison(tuple(diffs), same, tuple(caveats))
 
 
-def merge_environments(
-    envs: Iterable[tuple[int, Mapping[str, str]]],
-) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
-    """Merge the allow-listed environments of a process tree (root first).
-
-    Returns the merged environment (the first process that sets a name wins) and a note for
-    each child that sets a variable to another value than the process before it.
-    """
-    merged: dict[str, str] = {}
-    notes: list[str] = []
-    for pid, env in envs:
-        for name, value in filter_environment(env):
-            if name not in merged:
-                merged[name] = value
-            elif merged[name] != value and len(notes) < 20:
-                notes.append(f"process {pid} sets {name}={value} (recorded: {merged[name]})")
-    return tuple(sorted(merged.items()))[:MAX_ENV_VARS], tuple(notes)
-
-
 __all__ = [
-    "ENV_NAMES",
-    "ENV_PREFIXES",
     "LIBRARIES",
-    "SECRET_MARKERS",
     "Checkout",
     "IdentityComparison",
     "IdentityDifference",
     "LoadedLibrary",
     "ServerIdentity",
     "build_commit",
-    "env_allowed",
-    "filter_environment",
     "from_json",
     "identity_differences",
-    "merge_environments",
+    "scrub_identity",
     "to_json",
     "with_build_info",
 ]

@@ -18,6 +18,8 @@ from typing import Any
 
 import orjson
 
+from specwatch.core.identity import scrub_identity
+from specwatch.core.redaction import redact_value
 from specwatch.core.values import to_jsonable
 from specwatch.session import events as ev
 
@@ -84,7 +86,18 @@ def decode(kind: str, payload: bytes, compressed: bool) -> ev.SessionEvent:
         event = from_plain(cls, value)
     except (TypeError, ValueError, KeyError, AttributeError) as e:
         raise DecodeError(f"{kind}: {e}") from None
-    return typing.cast(ev.SessionEvent, event)
+    return _scrubbed(typing.cast(ev.SessionEvent, event))
+
+
+def _scrubbed(event: ev.SessionEvent) -> ev.SessionEvent:
+    """The secret rule applied again on the way out: a recording made before it may hold a
+    server's secrets in its identity or launch arguments."""
+    if isinstance(event, ev.ServerIdentified):
+        return dataclasses.replace(event, identity=scrub_identity(event.identity))
+    if isinstance(event, ev.ServerReady) and event.info.launch_args is not None:
+        info = dataclasses.replace(event.info, launch_args=redact_value(event.info.launch_args))
+        return dataclasses.replace(event, info=info)
+    return event
 
 
 _HINTS: dict[type[Any], dict[str, Any]] = {}

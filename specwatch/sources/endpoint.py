@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from specwatch.core.redaction import WITHHELD, redact_text
+
 EXPECTED = "expected localhost:8000, host:port, http://host:port or https://host:port"
 KEY_ENV_VARS = ("SPECWATCH_API_KEY", "OPENAI_API_KEY")
 """Environment variables read for the API key, in order, when none is given."""
-
-_BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',;]+")
-_SECRET_NAME = r"(?:[\w-]*(?:api[_-]?key|secret|password)[\w-]*|[\w-]*token(?![\w-]))"
-"""Names that hold secrets: ``api_key``, ``--admin-api-key``, ``hf_token``; not ``max_tokens``."""
-_KEY_ARG = re.compile(rf"(?i)(--?{_SECRET_NAME}(?:\s+|=))(\S+)")
-_KEY_JSON = re.compile(rf"(?i)([\"']?{_SECRET_NAME}[\"']?\s*[:=]\s*[\"']?)([^\s\"',}}]+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,14 +105,13 @@ def parse_endpoint(
 def redact(text: str, endpoint: Endpoint | None = None) -> str:
     """Remove the endpoint's API key, and anything that looks like a secret, from ``text``.
 
-    Covers the key itself wherever it appears, ``Bearer <token>``, ``--api-key X`` /
-    ``--api-key=X`` style arguments and ``"api_key": "X"`` style pairs.
+    The key itself wherever it appears, then the project's one secret rule
+    (:func:`specwatch.core.redaction.redact_text`): URL passwords, ``Bearer <token>``,
+    secret-named options and ``"key": "value"`` pairs.
     """
     if endpoint is not None and endpoint.api_key:
-        text = text.replace(endpoint.api_key, "***")
-    text = _BEARER.sub(r"\1***", text)
-    text = _KEY_ARG.sub(r"\1***", text)
-    return _KEY_JSON.sub(r"\1***", text)
+        text = text.replace(endpoint.api_key, WITHHELD)
+    return redact_text(text)
 
 
 __all__ = ["EXPECTED", "KEY_ENV_VARS", "Endpoint", "parse_endpoint", "redact"]

@@ -14,12 +14,13 @@ import ipaddress
 import os
 import socket
 import threading
-from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from specwatch.core.identity import ServerIdentity, merge_environments
+from specwatch.core.identity import ServerIdentity, scrub_identity
+from specwatch.core.redaction import redact_argv
+from specwatch.core.server_env import merge_environments
 from specwatch.sources.code_origin import (
     Deadline,
     loaded_libraries,
@@ -27,7 +28,6 @@ from specwatch.sources.code_origin import (
     read_checkout,
     site_dirs,
 )
-from specwatch.sources.endpoint import redact
 
 PROC = Path("/proc")
 MAX_CMDLINE = 64 * 1024
@@ -193,22 +193,6 @@ def start_time(pid: int) -> float | None:
         return None
 
 
-def redact_argv(argv: Iterable[str]) -> tuple[str, ...]:
-    """A command line with secret-looking option values (``--api-key X``) replaced by ``***``."""
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append("***")
-            hide_next = False
-            continue
-        shown = redact(arg)
-        if shown == arg and arg.startswith("-") and "=" not in arg:
-            hide_next = redact(arg + " x") != arg + " x"
-        out.append(shown if len(shown) <= MAX_ARG else shown[: MAX_ARG - 1] + "…")
-    return tuple(out)
-
-
 def _cmdline(pid: int) -> tuple[str, ...]:
     data = _read(PROC / str(pid) / "cmdline", MAX_CMDLINE) or b""
     args = data.decode("utf-8", "replace").split("\0")
@@ -285,7 +269,7 @@ def identify_process(pid: int, deadline_s: float = DEFAULT_DEADLINE_S) -> Server
     identity = ServerIdentity(
         pid=pid,
         executable=exe,
-        cmdline=redact_argv(raw_cmdline),
+        cmdline=redact_argv(raw_cmdline, MAX_ARG),
         cwd=cwd,
         started_at=started,
         pids=tuple(tree),
@@ -313,7 +297,7 @@ def identify_process(pid: int, deadline_s: float = DEFAULT_DEADLINE_S) -> Server
             )
     if deadline.expired():
         notes.append("deadline reached: the identity may be incomplete")
-    return replace(identity, notes=tuple(notes))
+    return scrub_identity(replace(identity, notes=tuple(notes)))
 
 
 def identify_server(base_url: str, deadline_s: float = DEFAULT_DEADLINE_S) -> ServerIdentity:
@@ -363,7 +347,6 @@ __all__ = [
     "is_local_host",
     "listening_sockets",
     "process_tree",
-    "redact_argv",
     "socket_owners",
     "start_time",
 ]

@@ -6,36 +6,34 @@ server do model work.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from specwatch.core.redaction import WITHHELD, redact_value
 from specwatch.sources.client import ServerClient, ServerError
-from specwatch.sources.endpoint import redact
 from specwatch.sources.limits import METRICS_LIMIT_BYTES
 from specwatch.sources.prom import Scrape, parse_metrics
 
 if TYPE_CHECKING:
     from specwatch.sources.dialects.base import ServerDialect
 
-_SECRET_KEY = re.compile(r"(?i)(api[_-]?key|secret|password|(^|_)token$)")
-
 
 def redact_launch_args(args: Mapping[str, Any], client: ServerClient) -> dict[str, Any]:
-    """Launch arguments with secrets (API keys, tokens, passwords) replaced by ``***``."""
-    out: dict[str, Any] = {}
-    for key, value in args.items():
-        if _SECRET_KEY.search(key) and value not in (None, "", False):
-            out[key] = "***"
-        elif isinstance(value, str):
-            out[key] = redact(value, client.endpoint)
-        elif isinstance(value, Mapping):
-            out[key] = redact_launch_args(value, client)
-        elif isinstance(value, list):
-            out[key] = [redact(v, client.endpoint) if isinstance(v, str) else v for v in value]
-        else:
-            out[key] = value
+    """Launch arguments with the API key and every secret-named value withheld."""
+    key = client.endpoint.api_key
+    masked = _replace_key(args, key) if key else args
+    out: dict[str, Any] = redact_value(masked)
     return out
+
+
+def _replace_key(value: Any, key: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(key, WITHHELD)
+    if isinstance(value, Mapping):
+        return {k: _replace_key(v, key) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_key(v, key) for v in value]
+    return value
 
 
 async def try_json(client: ServerClient, path: str) -> Any | None:
