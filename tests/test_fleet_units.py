@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specwatch.core.fleet import (
     FleetGpu,
     FleetServer,
+    NodeJoin,
     ServerRates,
     fleet_totals,
     host_of,
     join_gpus,
     parse_node_pair,
+    target_of,
 )
 from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.core.server import Dialect, MetricsWindow
@@ -222,3 +227,91 @@ async def test_client_size_limit_deadline_and_error() -> None:
         with pytest.raises(PrometheusError, match=r"within 0\.05 s") as err:
             await c.query("up")
     assert err.value.kind == "hung"
+
+
+def _scan_join(
+    servers: list[FleetServer], gpus: list[FleetGpu], pairs: list[tuple[str, str]]
+) -> list[NodeJoin]:
+    """The join as it was written first, scanning every GPU for every server: the reference."""
+
+    def same_host(a: str, b: str) -> bool:
+        if not a or not b:
+            return False
+        if a == b:
+            return True
+        if a.replace(".", "").isdigit() or b.replace(".", "").isdigit():
+            return False
+        return ("." not in a or "." not in b) and a.split(".", 1)[0] == b.split(".", 1)[0]
+
+    def pod_of(labels: Mapping[str, str]) -> tuple[str, str] | None:
+        pod = labels.get("pod") or ""
+        return (pod, labels.get("namespace") or "") if pod else None
+
+    paired: dict[str, set[str]] = {}
+    for s, e in pairs:
+        paired.setdefault(target_of(s), set()).add(target_of(e))
+    out = []
+    for server in servers:
+        exporters = paired.get(target_of(server.instance))
+        if exporters is not None:
+            keys = tuple(g.key for g in gpus if target_of(g.instance) in exporters)
+            out.append(NodeJoin(server.instance, keys, "pair"))
+            continue
+        pod = pod_of(server.labels)
+        if pod is not None:
+            keys = tuple(
+                g.key
+                for g in gpus
+                if (gp := pod_of(g.labels)) is not None
+                and gp[0] == pod[0]
+                and (not (pod[1] and gp[1]) or pod[1] == gp[1])
+            )
+            if keys:
+                out.append(NodeJoin(server.instance, keys, "pod"))
+                continue
+        host = host_of(server.instance)
+        keys = tuple(
+            g.key
+            for g in gpus
+            if same_host(host, host_of(g.hostname) if g.hostname else host_of(g.instance))
+        )
+        out.append(NodeJoin(server.instance, keys, "host" if keys else None))
+    return out
+
+
+_hosts = st.sampled_from(
+    ["node1", "node1.dc.example", "node2.dc.example", "node2", "10.0.0.1", "10.0.0.12", "localhost"]
+)
+_pods = st.sampled_from([{}, {"pod": "p0"}, {"pod": "p0", "namespace": "a"}, {"pod": "p1"}])
+
+
+@settings(max_examples=200)
+@given(
+    servers=st.lists(st.tuples(_hosts, st.sampled_from([8000, 30000]), _pods), max_size=6),
+    gpus=st.lists(st.tuples(_hosts, st.one_of(st.none(), _hosts), _pods), max_size=10),
+    pair=st.booleans(),
+)
+def test_the_indexed_join_equals_the_scan(
+    servers: list[tuple[str, int, dict[str, str]]],
+    gpus: list[tuple[str, str | None, dict[str, str]]],
+    pair: bool,
+) -> None:
+    fleet_servers = [_server(f"{h}:{port}", **labels) for h, port, labels in servers]
+    fleet_gpus = [
+        _gpu(f"{h}:9400", f"U{i}", hostname=name, **labels)
+        for i, (h, name, labels) in enumerate(gpus)
+    ]
+    pairs = (
+        [parse_node_pair(f"{servers[0][0]}:{servers[0][1]}={gpus[0][0]}:9400")]
+        if (pair and servers and gpus)
+        else []
+    )
+    assert join_gpus(fleet_servers, fleet_gpus, pairs) == _scan_join(
+        fleet_servers, fleet_gpus, pairs
+    )
+
+
+def test_a_label_with_brackets_joins_nothing_instead_of_failing() -> None:
+    assert host_of("[node:8000") == "" and target_of("[node:8000").startswith(":")
+    joins = join_gpus([_server("[bad]]:8000")], [_gpu("x]:9400", "A", hostname="[")])
+    assert joins[0].gpus == () and joins[0].via is None

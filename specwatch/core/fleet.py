@@ -114,11 +114,11 @@ def target_of(address: str) -> str:
     text = address.strip()
     if "://" not in text:
         text = "http://" + text
-    parts = urlsplit(text)
     try:
+        parts = urlsplit(text)
         port = parts.port
-    except ValueError:
-        port = None
+    except ValueError:  # "[" or "]" in a label: no port, and host_of gives no host
+        parts, port = urlsplit("http://"), None
     if port is None:
         port = 443 if parts.scheme == "https" else 80
     host = host_of(text)
@@ -137,21 +137,57 @@ def parse_node_pair(text: str) -> tuple[str, str]:
     return target_of(server), target_of(dcgm)
 
 
-def _same_host(a: str, b: str) -> bool:
-    if not a or not b:
-        return False
-    if a == b:
-        return True
-    # A node's short name matches its FQDN ("node1" vs "node1.dc.example"), IPs never do.
-    if a.replace(".", "").isdigit() or b.replace(".", "").isdigit():
-        return False
-    short_a, short_b = a.split(".", 1)[0], b.split(".", 1)[0]
-    return ("." not in a or "." not in b) and short_a == short_b
-
-
 def _pod_of(labels: Mapping[str, str]) -> tuple[str, str] | None:
     pod = labels.get("pod") or ""
     return (pod, labels.get("namespace") or "") if pod else None
+
+
+def _is_ip(host: str) -> bool:
+    return host.replace(".", "").isdigit() or ":" in host
+
+
+class _GpuIndex:
+    """The fleet's GPUs keyed by each join label, so a join is linear in the fleet's size."""
+
+    def __init__(self, gpus: Sequence[FleetGpu]) -> None:
+        self.keys = [g.key for g in gpus]
+        self.by_target: dict[str, list[int]] = {}
+        self.by_pod: dict[str, list[tuple[str, int]]] = {}
+        self.by_host: dict[str, list[int]] = {}
+        self.by_short: dict[str, list[tuple[str, int]]] = {}
+        for i, g in enumerate(gpus):
+            self.by_target.setdefault(target_of(g.instance), []).append(i)
+            pod = _pod_of(g.labels)
+            if pod is not None:
+                self.by_pod.setdefault(pod[0], []).append((pod[1], i))
+            host = host_of(g.hostname) if g.hostname else host_of(g.instance)
+            if host:
+                self.by_host.setdefault(host, []).append(i)
+                if not _is_ip(host):
+                    self.by_short.setdefault(host.split(".", 1)[0], []).append((host, i))
+
+    def pick(self, indices: set[int] | list[int]) -> tuple[str, ...]:
+        return tuple(self.keys[i] for i in sorted(indices))
+
+    def on_targets(self, targets: set[str]) -> tuple[str, ...]:
+        return self.pick({i for t in targets for i in self.by_target.get(t, ())})
+
+    def in_pod(self, pod: tuple[str, str]) -> tuple[str, ...]:
+        name, namespace = pod
+        return self.pick(
+            [i for ns, i in self.by_pod.get(name, ()) if not (namespace and ns) or ns == namespace]
+        )
+
+    def on_host(self, host: str) -> tuple[str, ...]:
+        if not host:
+            return ()
+        found = set(self.by_host.get(host, ()))
+        if not _is_ip(host):
+            # A node's short name matches its FQDN ("node1" vs "node1.dc.example"), IPs never do.
+            for other, i in self.by_short.get(host.split(".", 1)[0], ()):
+                if "." not in host or "." not in other:
+                    found.add(i)
+        return self.pick(found)
 
 
 def join_gpus(
@@ -164,38 +200,28 @@ def join_gpus(
     In order of precedence: an explicit pairing (from :func:`parse_node_pair`) of the server's
     target with an exporter target; the same pod (``pod`` and, where both have it,
     ``namespace``); the same host (the server's host against DCGM's ``Hostname`` label, else the
-    exporter target's host). A server may share its node's GPUs with other servers.
+    exporter target's host). A server may share its node's GPUs with other servers. The GPUs are
+    indexed by each of these first, so the work grows with the fleet, not with its square.
     """
     paired: dict[str, set[str]] = {}
     for server_target, exporter_target in pairs:
         paired.setdefault(target_of(server_target), set()).add(target_of(exporter_target))
+    index = _GpuIndex(gpus)
     out: list[NodeJoin] = []
     for server in servers:
         exporters = paired.get(target_of(server.instance))
         if exporters is not None:
-            keys = tuple(g.key for g in gpus if target_of(g.instance) in exporters)
-            out.append(NodeJoin(server.instance, keys, "pair"))
+            out.append(NodeJoin(server.instance, index.on_targets(exporters), "pair"))
             continue
         pod = _pod_of(server.labels)
         if pod is not None:
-            keys = tuple(g.key for g in gpus if _same_pod(pod, _pod_of(g.labels)))
+            keys = index.in_pod(pod)
             if keys:
                 out.append(NodeJoin(server.instance, keys, "pod"))
                 continue
-        host = host_of(server.instance)
-        keys = tuple(
-            g.key
-            for g in gpus
-            if _same_host(host, host_of(g.hostname) if g.hostname else host_of(g.instance))
-        )
+        keys = index.on_host(host_of(server.instance))
         out.append(NodeJoin(server.instance, keys, "host" if keys else None))
     return out
-
-
-def _same_pod(server: tuple[str, str], gpu: tuple[str, str] | None) -> bool:
-    if gpu is None or server[0] != gpu[0]:
-        return False
-    return not (server[1] and gpu[1]) or server[1] == gpu[1]
 
 
 def _sum(values: Sequence[float | None]) -> float | None:
