@@ -9,6 +9,7 @@ import pytest
 
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.gpu_summary import summarize_ticks, total_joules_per_token
+from specwatch.core.values import to_jsonable
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
@@ -129,10 +130,10 @@ def test_lost_samples_and_counter_reset() -> None:
     assert gpu.joules_per_token == pytest.approx(25.0)
 
 
-def test_to_dict_is_orjson_ready() -> None:
+def test_a_summary_is_orjson_ready() -> None:
     rows = [[sample(0, 0, clock_event_reasons=PWRCAP, energy_j=1.0)]]
     gpu = summarize_ticks(ticks_of(rows), INVENTORY)[0]
-    data = orjson.loads(orjson.dumps(gpu.to_dict()))
+    data = orjson.loads(orjson.dumps(to_jsonable(gpu)))
     assert data["reason_fractions"] == {"pwrcap": 1.0}
     assert data["index"] == 0 and data["energy_j"] is None
     assert set(data) >= {"sm_clock_mean_mhz", "pcie_max_gen", "joules_per_token", "samples"}

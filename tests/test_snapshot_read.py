@@ -49,8 +49,8 @@ def test_a_version_2_snapshot_still_reads_without_identity_or_recorded_load() ->
     assert snap.server.process is None
     assert snap.server.process_note == "not recorded (snapshot schema version < 3)"
     # Its counters hold no prompt tokens or request latencies: the load is unknown, not zero.
-    assert snap.overall["prompt_tok_s"].mean is None
-    assert snap.overall["running_requests"].mean is None
+    assert snap.overall.prompt_tok_s.mean is None
+    assert snap.overall.running_requests.mean is None
     assert [g.board_max_sm_clock_mhz for g in snap.overall_gpus] == [1980, 1980]
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 
-from specwatch.bench.results import Overall, RunResult, SeriesGpu, SeriesPoint
 from specwatch.core.gpu import GpuTick
 from specwatch.core.server import StreamResult
+from specwatch.core.snapshot_records import Overall, RunResult, SeriesGpu, SeriesPoint
 from specwatch.core.stats import Summary, summarize
 
 

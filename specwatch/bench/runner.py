@@ -5,7 +5,7 @@ counters say happened in that interval (deltas of two ``/metrics`` scrapes, as `
 serve`` does), and what the GPUs did meanwhile (a summary of the sampler's ticks inside the run).
 That last part is what lets ``specwatch compare`` tell a code regression from hot GPUs.
 
-The types live in :mod:`specwatch.bench.results`, the pure figures in
+The types live in :mod:`specwatch.core.snapshot_records`, the pure figures in
 :mod:`specwatch.bench.aggregate`, the GPU recording in :mod:`specwatch.bench.gpu_recorder`; they
 are re-exported here so ``from specwatch.bench.runner import ...`` keeps working.
 """
@@ -22,7 +22,11 @@ from typing import TYPE_CHECKING
 from specwatch.bench.aggregate import build_series, combine_streams, counter_deltas, overall_of
 from specwatch.bench.gpu_recorder import GpuRecorder
 from specwatch.bench.prompts import load_prompts
-from specwatch.bench.results import (
+from specwatch.bench.stream_waiting import wait_all
+from specwatch.core.gpu import GpuSample, GpuTick
+from specwatch.core.gpu_rules import sample_busy
+from specwatch.core.server import ChunkArrival, ServerInfo, StreamResult
+from specwatch.core.snapshot_records import (
     EVENT_KINDS,
     BenchConfig,
     BenchEvent,
@@ -32,10 +36,6 @@ from specwatch.bench.results import (
     SeriesGpu,
     SeriesPoint,
 )
-from specwatch.bench.stream_waiting import wait_all
-from specwatch.core.gpu import GpuSample, GpuTick
-from specwatch.core.gpu_rules import sample_busy
-from specwatch.core.server import ChunkArrival, ServerInfo, StreamResult
 
 if TYPE_CHECKING:
     from specwatch.core.gpu_summary import GpuRunSummary

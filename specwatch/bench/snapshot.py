@@ -5,7 +5,8 @@ rather than overwrite) into ``./specwatch-snapshots/``; read back only after a s
 schema validation, so ``compare`` never works on half a file or on something else entirely.
 Reading is bounded in size and in time: a FIFO nobody writes to, or a pipe that stalls, ends in
 one clear line instead of a hang (``<(ssh box cat a.json)`` still works). A validated snapshot
-becomes a typed :class:`~specwatch.core.snapshot_records.Snapshot` (:func:`load_snapshot`).
+becomes the typed :class:`~specwatch.core.snapshot_records.Snapshot` it was written from
+(:func:`load_snapshot`).
 
 Schema versions: 1, then 2 (a GPU summary's ``sm_clock_max_mhz``, the board's maximum, renamed
 ``board_max_sm_clock_mhz``), then 3 (``server.process``: the server process's code identity, or
@@ -245,7 +246,12 @@ def load_snapshot(
     Raises:
         SnapshotError: As :func:`read_snapshot`.
     """
-    return Snapshot.from_dict(read_snapshot(path, max_bytes, timeout_s))
+    raw = read_snapshot(path, max_bytes, timeout_s)
+    try:
+        return Snapshot.from_dict(raw)
+    except (TypeError, ValueError) as e:
+        message = " ".join(str(e).split())[:160]
+        raise SnapshotError(f"{path}: not a valid specwatch snapshot: {message}") from None
 
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""Build a benchmark snapshot (plain JSON values) from what the runner returned.
+"""Build a benchmark snapshot from what the runner returned: the typed
+:class:`~specwatch.core.snapshot_records.Snapshot`, written as plain JSON values.
 
 No API key ever lands in a snapshot: the command line is stripped of ``--api-key``, secret-looking
 launch arguments are masked and every string is scrubbed of the key's value. The server
@@ -8,23 +9,31 @@ process's environment was already allow-listed when it was read
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 import socket
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from specwatch import __version__
 from specwatch.bench.scrub import scrub_snapshot
+from specwatch.core.gpu import GpuInventory
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.identity import to_json as identity_to_json
-from specwatch.core.load import load_from_counters
 from specwatch.core.redaction import WITHHELD
-from specwatch.core.stats import summarize
+from specwatch.core.server import ServerInfo
+from specwatch.core.snapshot_records import (
+    BenchResult,
+    Snapshot,
+    SnapshotEnvironment,
+    SnapshotServer,
+    TimeSeries,
+    Tool,
+    snapshot_to_json,
+    with_load,
+)
 from specwatch.core.values import to_jsonable
-
-if TYPE_CHECKING:
-    from specwatch.bench.runner import BenchResult
 
 SCHEMA_VERSION = 3
 """The version new snapshots are written with (see ``snapshot.schema.json``)."""
@@ -87,20 +96,6 @@ def mask_secret_args(args: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _gpu_environment(result: BenchResult) -> dict[str, Any]:
-    inv = result.inventory
-    if inv is None:
-        return {"available": False, "reason": "no GPU sampler", "gpus": []}
-    return {
-        "available": inv.available,
-        "reason": inv.reason,
-        "driver_version": inv.system.driver_version,
-        "nvml_version": inv.system.nvml_version,
-        "cuda_driver_version": inv.system.cuda_driver_version,
-        "gpus": to_jsonable(inv.gpus),
-    }
-
-
 NOT_COLLECTED = "not collected"
 
 
@@ -113,52 +108,38 @@ def process_record(identity: ServerIdentity | None) -> tuple[dict[str, Any] | No
     return identity_to_json(identity), None
 
 
-def _server(result: BenchResult, identity: ServerIdentity | None) -> dict[str, Any]:
-    s = result.server
-    process, note = process_record(identity)
-    return {
-        "base_url": re.sub(r"//[^/@]*@", "//", s.base_url),
-        "dialect": s.dialect.value,
-        "version": s.version,
-        "model": s.model,
-        "speculative": to_jsonable(s.spec),
-        "metrics_enabled": s.metrics_enabled,
-        "metrics_reason": s.metrics_reason,
-        "max_model_len": s.max_model_len,
-        "launch_args": (
+def _environment(inv: GpuInventory | None) -> SnapshotEnvironment:
+    if inv is None:
+        return SnapshotEnvironment(available=False, reason="no GPU sampler", gpus=())
+    s = inv.system
+    return SnapshotEnvironment(
+        available=inv.available,
+        reason=inv.reason,
+        driver_version=s.driver_version,
+        nvml_version=s.nvml_version,
+        cuda_driver_version=s.cuda_driver_version,
+        gpus=inv.gpus,
+    )
+
+
+def _server(s: ServerInfo, identity: ServerIdentity | None) -> SnapshotServer:
+    _, note = process_record(identity)
+    return SnapshotServer(
+        base_url=re.sub(r"//[^/@]*@", "//", s.base_url),
+        dialect=s.dialect.value,
+        version=s.version,
+        model=s.model,
+        speculative=s.spec,
+        metrics_enabled=s.metrics_enabled,
+        metrics_reason=s.metrics_reason,
+        max_model_len=s.max_model_len,
+        launch_args=(
             mask_secret_args(to_jsonable(s.launch_args)) if s.launch_args is not None else None
         ),
-        "notes": to_jsonable(s.notes),
-        "process": process,
-        "process_note": note,
-    }
-
-
-def _runs_with_load(result: BenchResult) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The runs, each with its ``load``, and the overall load summaries."""
-    runs: list[dict[str, Any]] = []
-    running: list[float] = []
-    prompt: list[float] = []
-    for run in result.runs:
-        load = load_from_counters(run.server_counters, run.wall_s)
-        runs.append(
-            {
-                **to_jsonable(run),
-                "load": {
-                    "running_requests": load.running_requests,
-                    "prompt_tok_s": load.prompt_tok_s,
-                },
-            }
-        )
-        if load.running_requests is not None:
-            running.append(load.running_requests)
-        if load.prompt_tok_s is not None:
-            prompt.append(load.prompt_tok_s)
-    overall = {
-        "running_requests": to_jsonable(summarize(running)),
-        "prompt_tok_s": to_jsonable(summarize(prompt)),
-    }
-    return runs, overall
+        notes=to_jsonable(s.notes),
+        process=identity if note is None else None,
+        process_note=note,
+    )
 
 
 def build_snapshot(
@@ -183,38 +164,29 @@ def build_snapshot(
             its notes (remote server, process not visible).
     """
     when = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
-    overall = to_jsonable(result.overall)
-    overall["gpus"] = to_jsonable(result.gpus)
-    runs, load = _runs_with_load(result)
-    overall.update(load)
-    snap = {
-        "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "specwatch", "version": __version__},
-        "created": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "created_unix": when.timestamp(),
-        "started_unix": result.started_at,
-        "duration_s": result.duration_s,
-        "host": host if host is not None else socket.gethostname(),
-        "command": redact_argv(argv or []),
-        "label": result.config.label,
-        "interrupted": result.interrupted,
-        "error": result.error,
-        "complete": result.ok,
-        "config": {
-            **to_jsonable(result.config),
-            "prompts_source": result.prompts_source,
-        },
-        "server": _server(result, identity),
-        "gpu_environment": _gpu_environment(result),
-        "warmups": to_jsonable(result.warmups),
-        "runs": runs,
-        "overall": overall,
-        "timeseries": {
-            "interval_s": result.config.series_interval_s,
-            "points": to_jsonable(result.series),
-        },
-    }
-    cleaned: dict[str, Any] = scrub_snapshot(scrub(snap, secrets))
+    runs, overall = with_load(result.runs, dataclasses.replace(result.overall, gpus=result.gpus))
+    snap = Snapshot(
+        schema_version=SCHEMA_VERSION,
+        tool=Tool("specwatch", __version__),
+        created=when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        created_unix=when.timestamp(),
+        started_unix=result.started_at,
+        duration_s=result.duration_s,
+        host=host if host is not None else socket.gethostname(),
+        command=tuple(redact_argv(argv or [])),
+        label=result.config.label,
+        interrupted=result.interrupted,
+        error=result.error,
+        complete=result.ok,
+        config={**to_jsonable(result.config), "prompts_source": result.prompts_source},
+        server=_server(result.server, identity),
+        gpu_environment=_environment(result.inventory),
+        warmups=result.warmups,
+        runs=runs,
+        overall=overall,
+        timeseries=TimeSeries(result.config.series_interval_s, result.series),
+    )
+    cleaned: dict[str, Any] = scrub_snapshot(scrub(snapshot_to_json(snap), secrets))
     return cleaned
 
 

@@ -16,8 +16,8 @@ from specwatch.core import gpu_rules
 from specwatch.core.gpu_summary import GpuRunSummary
 from specwatch.core.identity import ServerIdentity, identity_differences
 from specwatch.core.snapshot_figures import overall_gpus
-from specwatch.core.snapshot_records import Figure, Snapshot
-from specwatch.core.stats import mean
+from specwatch.core.snapshot_records import Snapshot
+from specwatch.core.stats import Summary, mean
 
 _IDLE_REASONS = gpu_rules.IDLE_REASONS
 
@@ -45,8 +45,8 @@ def _fmt(x: float | None, spec: str = ".1f", unit: str = "") -> str:
     return f"{x:{spec}}{unit}"
 
 
-def _fmt_summary(s: Figure | None, scale: float = 1.0, spec: str = ".1f") -> str:
-    if s is None or s.mean is None:
+def _fmt_summary(s: Summary, scale: float = 1.0, spec: str = ".1f") -> str:
+    if s.mean is None:
         return "—"
     out = f"{s.mean * scale:{spec}}"
     sd = s.std
@@ -172,7 +172,7 @@ def gpu_rows(
 
 def env_rows(a: Snapshot, b: Snapshot) -> list[Row]:
     """The env section."""
-    ea, eb = a.environment, b.environment
+    ea, eb = a.gpu_environment, b.gpu_environment
     rows: list[Row] = []
 
     def row(name: str, va: Any, vb: Any, key: bool = False) -> None:
@@ -190,7 +190,7 @@ def env_rows(a: Snapshot, b: Snapshot) -> list[Row]:
         ("application clock", "app_sm_clock_mhz"),
         ("PCIe max", "max_pcie_gen"),
     ):
-        row(name, _unique(g.get(key) for g in sa), _unique(g.get(key) for g in sb))
+        row(name, _unique(getattr(g, key) for g in sa), _unique(getattr(g, key) for g in sb))
     return rows
 
 
@@ -207,8 +207,9 @@ def server_rows(a: Snapshot, b: Snapshot) -> list[Row]:
     row("model", sa.model, sb.model)
     spa, spb = sa.speculative, sb.speculative
     for key in ("enabled", "algorithm", "num_steps", "num_draft_tokens", "topk", "draft_model"):
-        row(f"speculative {key.replace('_', ' ')}", spa.get(key), spb.get(key), key == "algorithm")
-    la, lb = sa.launch_args, sb.launch_args
+        va, vb = getattr(spa, key), getattr(spb, key)
+        row(f"speculative {key.replace('_', ' ')}", va, vb, key == "algorithm")
+    la, lb = sa.launch_args or {}, sb.launch_args or {}
     for key in sorted((set(la) | set(lb)) - _VOLATILE_ARGS):
         if la.get(key) != lb.get(key):
             row(f"arg {key}", la.get(key), lb.get(key))
@@ -241,11 +242,10 @@ def result_rows(a: Snapshot, b: Snapshot, beyond_noise: bool) -> list[Row]:
     rows: list[Row] = []
 
     def row(name: str, key: str, scale: float, spec: str, unit: str, is_key: bool) -> None:
-        fa, fb = oa.get(key), ob.get(key)
+        fa, fb = getattr(oa, key), getattr(ob, key)
         sa = _fmt_summary(fa, scale, spec)
         sb = _fmt_summary(fb, scale, spec)
-        va = fa.mean if fa is not None else None
-        vb = fb.mean if fb is not None else None
+        va, vb = fa.mean, fb.mean
         if unit:
             sa, sb = (s + unit if s != "—" else s for s in (sa, sb))
         differs = beyond_noise if key == "tok_s" else sa != sb and _apart(va, vb)
@@ -262,9 +262,7 @@ def result_rows(a: Snapshot, b: Snapshot, beyond_noise: bool) -> list[Row]:
         ("running requests (mean)", "running_requests", ".1f"),
         ("prompt tok/s (server)", "prompt_tok_s", ".0f"),
     ):
-        fa, fb = oa.get(key), ob.get(key)
-        va = fa.mean if fa is not None else None
-        vb = fb.mean if fb is not None else None
+        va, vb = getattr(oa, key).mean, getattr(ob, key).mean
         if va is None and vb is None:
             continue
         ta, tb = _fmt(va, spec), _fmt(vb, spec)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 from specwatch.core import reasons as R
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
@@ -18,32 +17,32 @@ from specwatch.core.gpu_rules import sample_busy
 EMPTY_FRACTIONS: Mapping[str, float] = {}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GpuRunSummary:
-    """One GPU over one run (or a whole benchmark)."""
+    """One GPU over one run (or a whole benchmark); fields with a default may lack in a snapshot."""
 
     index: int
-    name: str | None
+    name: str | None = None
     sm_clock_mean_mhz: float | None
-    sm_clock_min_mhz: int | None
-    board_max_sm_clock_mhz: int | None
+    sm_clock_min_mhz: int | None = None
+    board_max_sm_clock_mhz: int | None = None
     """The board's maximum SM clock (static, from the inventory), for comparison with the mean.
     Snapshots of schema version 1 called it ``sm_clock_max_mhz``."""
-    temp_max_c: int | None
-    hbm_temp_max_c: int | None
-    power_mean_w: float | None
-    reason_fractions: Mapping[str, float]
+    temp_max_c: int | None = None
+    hbm_temp_max_c: int | None = None
+    power_mean_w: float | None = None
+    reason_fractions: Mapping[str, float] = field(default_factory=dict)
     """Fraction of samples (with a known mask) under each clock-event reason, by short name
     (``"pwrcap"``, ``"thermal"``...); reasons never seen are absent."""
-    pcie_gen: int | None
+    pcie_gen: int | None = None
     """The lowest link generation seen under load (the highest seen when never loaded)."""
-    pcie_width: int | None
+    pcie_width: int | None = None
     """The lowest link width seen under load (the highest seen when never loaded)."""
-    pcie_max_gen: int | None
-    pcie_max_width: int | None
-    energy_j: float | None
+    pcie_max_gen: int | None = None
+    pcie_max_width: int | None = None
+    energy_j: float | None = None
     """Energy counter delta over the samples (last minus first)."""
-    joules_per_token: float | None
+    joules_per_token: float | None = None
     """``energy_j / tokens`` for this GPU, when tokens were given."""
     samples: int
     """Samples that carried readings (lost ones excluded)."""
@@ -56,32 +55,6 @@ class GpuRunSummary:
     thermal_violation_s: float | None = None
     """Time spent held by the thermal policy over the run."""
     util_mean_pct: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-friendly dict (orjson-ready)."""
-        return {
-            "index": self.index,
-            "name": self.name,
-            "sm_clock_mean_mhz": self.sm_clock_mean_mhz,
-            "sm_clock_min_mhz": self.sm_clock_min_mhz,
-            "board_max_sm_clock_mhz": self.board_max_sm_clock_mhz,
-            "temp_max_c": self.temp_max_c,
-            "hbm_temp_max_c": self.hbm_temp_max_c,
-            "power_mean_w": self.power_mean_w,
-            "reason_fractions": dict(self.reason_fractions),
-            "pcie_gen": self.pcie_gen,
-            "pcie_width": self.pcie_width,
-            "pcie_max_gen": self.pcie_max_gen,
-            "pcie_max_width": self.pcie_max_width,
-            "energy_j": self.energy_j,
-            "joules_per_token": self.joules_per_token,
-            "samples": self.samples,
-            "reason_samples": self.reason_samples,
-            "lost_samples": self.lost_samples,
-            "power_violation_s": self.power_violation_s,
-            "thermal_violation_s": self.thermal_violation_s,
-            "util_mean_pct": self.util_mean_pct,
-        }
 
 
 def summarize_ticks(

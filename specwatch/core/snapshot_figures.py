@@ -73,8 +73,6 @@ def figures(snap: Snapshot) -> Figures:
         for name, fraction in g.reason_fractions.items()
         if fraction > 0 and name not in gpu_rules.IDLE_REASONS
     )
-    running = snap.overall.get("running_requests")
-    prompt = snap.overall.get("prompt_tok_s")
     return Figures(
         tok_s=tuple(snap.run_tok_s),
         slowest_sm_clock_mhz=clock,
@@ -84,8 +82,8 @@ def figures(snap: Snapshot) -> Figures:
             else None
         ),
         clock_reasons=reasons,
-        running_requests=running.mean if running is not None else None,
-        prompt_tok_s=prompt.mean if prompt is not None else None,
+        running_requests=snap.overall.running_requests.mean,
+        prompt_tok_s=snap.overall.prompt_tok_s.mean,
         accept_length=snap.accept_length,
     )
 

@@ -1,173 +1,289 @@
-"""A benchmark snapshot as typed, frozen objects: what ``compare`` and the reports read.
+"""A benchmark and its snapshot as typed, frozen records: the one model of a snapshot file.
 
-``specwatch.bench.snapshot`` validates a file against its JSON schema, then builds a
-:class:`Snapshot` here once; nothing downstream reads the raw dict. Every version of the
-snapshot schema is read into the same objects (version 1 named the board's maximum SM clock
-``sm_clock_max_mhz``; version 2 calls it ``board_max_sm_clock_mhz``; version 3 adds the server
-process's code identity, ``server.process``, and the load of each run, ``runs[].load``, which
-for older versions is worked out again from the runs' counter deltas where they allow it).
+The runner fills :class:`RunResult`, :class:`Overall` and :class:`SeriesPoint` while it measures;
+``specwatch.bench.snapshot_build`` puts them into a :class:`Snapshot`; :func:`snapshot_to_json`
+and :meth:`Snapshot.from_dict` turn it into the JSON values of the file and back with the one
+codec of :mod:`specwatch.core.values`. ``specwatch/bench/snapshot.schema.json`` documents the
+same shape (a test keeps the two in agreement). Every schema version reads into the same
+records: version 1 named the board's maximum SM clock ``sm_clock_max_mhz`` (version 2 on:
+``board_max_sm_clock_mhz``); version 3 adds the server process's code identity
+(``server.process``) and each run's load (``runs[].load``), which for older versions is worked
+out again from the runs' counter deltas where they allow it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from specwatch.core import identity as identity_json
+from specwatch.core.gpu import GpuInventory, GpuStatic
 from specwatch.core.gpu_summary import GpuRunSummary
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.load import RunLoad, load_from_counters
-from specwatch.core.stats import mean, sample_std
-from specwatch.core.values import as_float
+from specwatch.core.server import ServerInfo, SpecConfig
+from specwatch.core.stats import Summary, summarize
+from specwatch.core.values import from_plain, to_jsonable
 
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
-
-
-def _map(v: Any) -> Mapping[str, Any]:
-    return MappingProxyType(dict(v)) if isinstance(v, Mapping) else _EMPTY
-
-
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _str(v: Any) -> str | None:
-    return v if isinstance(v, str) else None
-
-
-def gpu_summary_from_dict(d: Mapping[str, Any]) -> GpuRunSummary:
-    """One GPU's run summary as a snapshot stores it (any schema version)."""
-    board_max = d.get("board_max_sm_clock_mhz", d.get("sm_clock_max_mhz"))
-    fractions = d.get("reason_fractions")
-    return GpuRunSummary(
-        index=_int(d.get("index")) or 0,
-        name=_str(d.get("name")),
-        sm_clock_mean_mhz=as_float(d.get("sm_clock_mean_mhz")),
-        sm_clock_min_mhz=_int(d.get("sm_clock_min_mhz")),
-        board_max_sm_clock_mhz=_int(board_max),
-        temp_max_c=_int(d.get("temp_max_c")),
-        hbm_temp_max_c=_int(d.get("hbm_temp_max_c")),
-        power_mean_w=as_float(d.get("power_mean_w")),
-        reason_fractions=MappingProxyType(
-            {
-                str(k): f
-                for k, v in (fractions.items() if isinstance(fractions, Mapping) else ())
-                if (f := as_float(v)) is not None
-            }
-        ),
-        pcie_gen=_int(d.get("pcie_gen")),
-        pcie_width=_int(d.get("pcie_width")),
-        pcie_max_gen=_int(d.get("pcie_max_gen")),
-        pcie_max_width=_int(d.get("pcie_max_width")),
-        energy_j=as_float(d.get("energy_j")),
-        joules_per_token=as_float(d.get("joules_per_token")),
-        samples=_int(d.get("samples")) or 0,
-        reason_samples=_int(d.get("reason_samples")) or 0,
-        lost_samples=_int(d.get("lost_samples")) or 0,
-        power_violation_s=as_float(d.get("power_violation_s")),
-        thermal_violation_s=as_float(d.get("thermal_violation_s")),
-        util_mean_pct=as_float(d.get("util_mean_pct")),
-    )
-
-
-def _gpus(v: Any) -> tuple[GpuRunSummary, ...]:
-    if not isinstance(v, Sequence):
-        return ()
-    return tuple(gpu_summary_from_dict(g) for g in v if isinstance(g, Mapping))
-
-
-def _figure(values: list[float | None]) -> Figure:
-    known = [v for v in values if v is not None]
-    return Figure(mean(known) if known else None, sample_std(known))
-
-
-def _run(r: Mapping[str, Any]) -> SnapshotRun:
-    wall = as_float(r.get("wall_s"))
-    load = r.get("load")
-    if isinstance(load, Mapping):
-        run_load = RunLoad(
-            as_float(load.get("running_requests")), as_float(load.get("prompt_tok_s"))
-        )
-    else:
-        counters = r.get("server_counters")
-        run_load = load_from_counters(
-            {str(k): f for k, v in counters.items() if (f := as_float(v)) is not None}
-            if isinstance(counters, Mapping)
-            else {},
-            wall,
-        )
-    return SnapshotRun(
-        index=_int(r.get("index")) or 0,
-        tok_s=as_float(r.get("tok_s")),
-        wall_s=wall,
-        gpus=_gpus(r.get("gpus")),
-        load=run_load,
-    )
+EVENT_KINDS = ("warmup_done", "run_start", "run_done", "finished", "interrupted", "error")
+NO_FIGURE = summarize([])
+"""A figure over no runs (mean ``None``)."""
+NO_LOAD = RunLoad(None, None)
 
 
 @dataclass(frozen=True, slots=True)
-class Figure:
-    """One overall figure: its mean and standard deviation over the runs."""
+class BenchConfig:
+    """What to run."""
 
-    mean: float | None
-    std: float | None
+    runs: int = 5
+    warmup: int = 2
+    max_tokens: int = 2048
+    concurrency: int = 1
+    """Streams per run; a run's tok/s is then the sum of their tokens over the run's wall time."""
+    label: str | None = None
+    prompts_file: str | None = None
+    seed: int = 0
+    temperature: float = 0.0
+    ignore_eos: bool = True
+    """Ask the server not to stop early where it supports it; otherwise real counts are kept."""
+    warmup_max_tokens: int = 64
+    """Warmup only needs to trigger graph capture and caches, not to heat the GPUs."""
+    series_interval_s: float = 1.0
+    """Bucket width of the token-rate and GPU time series."""
+    gpu_interval_s: float = 0.5
+    """Sampling period used when the runner drives a sampler that is not already running."""
 
 
-@dataclass(frozen=True, slots=True)
-class SnapshotRun:
-    """One measured run."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult:
+    """One warmup or measured run (``concurrency`` streams started together).
+
+    Fields with a default are the ones a snapshot may lack (older or hand-made files).
+    """
 
     index: int
+    """1-based within its phase."""
+    warmup: bool
+    prompt_index: int = 0
+    """Index of the first stream's prompt in the prompt list."""
+    streams: int = 1
+    completion_tokens: int
+    """All streams together."""
+    prompt_tokens: int | None
+    wall_s: float
+    """First request sent to last byte of the last stream."""
     tok_s: float | None
-    wall_s: float | None
-    gpus: tuple[GpuRunSummary, ...]
-    load: RunLoad = field(default_factory=lambda: RunLoad(None, None))
-    """The server's load during the run (``specwatch.core.load``)."""
+    """completion_tokens / wall_s: the story's figure (TTFT included)."""
+    decode_tok_s: float | None = None
+    """Per-stream decode speed without TTFT (mean over streams)."""
+    ttft_s: float | None = None
+    steps: int | None = None
+    step_latency_mean_s: float | None = None
+    step_latency_p50_s: float | None = None
+    step_latency_p90_s: float | None = None
+    step_latency_p99_s: float | None = None
+    tokens_per_step: float | None = None
+    accept_length: float | None = None
+    """The server's per-request figure where reported, else tokens per step."""
+    draft_acceptance_rate: float | None = None
+    counts_exact: bool = False
+    count_source: str = ""
+    finish_reason: str | None = None
+    t_start: float = 0.0
+    """Seconds since the benchmark started."""
+    t_end: float = 0.0
+    server_counters: Mapping[str, float] = field(default_factory=dict)
+    """Deltas of the server's raw counters over the run (empty without ``/metrics``)."""
+    server_accept_length: float | None = None
+    """Tokens per verify step from the counter deltas, where the server exposes them."""
+    server_stats: Mapping[str, Any] = field(default_factory=dict)
+    """The server's own per-request numbers (first stream), e.g. llama.cpp ``timings``."""
+    gpus: tuple[GpuRunSummary, ...] = ()
+    error: str | None = None
+    notes: Mapping[str, str] = field(default_factory=dict)
+    load: RunLoad = NO_LOAD
+    """The server's load during the run (``specwatch.core.load``); set when it is snapshotted."""
+
+    def progress_line(self, total: int) -> str:
+        """``Run 1/5: 2048 tokens in 24.85s = 82.4 tok/s (prompt: 32 toks)``, as in the story."""
+        if self.warmup:
+            return f"Warmup {self.index}/{total} done ({self.completion_tokens} tokens)"
+        rate = f"{self.tok_s:.1f}" if self.tok_s is not None else "?"
+        extra = f"{self.streams} streams, " if self.streams > 1 else ""
+        prompt = self.prompt_tokens if self.prompt_tokens is not None else "?"
+        return (
+            f"Run {self.index}/{total}: {self.completion_tokens} tokens in {self.wall_s:.2f}s"
+            f" = {rate} tok/s ({extra}prompt: {prompt} toks)"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Overall:
+    """Statistics over the measured runs (a figure a snapshot lacks reads as :data:`NO_FIGURE`)."""
+
+    runs: int
+    tok_s: Summary
+    decode_tok_s: Summary = NO_FIGURE
+    ttft_s: Summary = NO_FIGURE
+    step_latency_s: Summary = NO_FIGURE
+    tokens_per_step: Summary = NO_FIGURE
+    accept_length: Summary = NO_FIGURE
+    completion_tokens: Summary = NO_FIGURE
+    total_tokens: int
+    running_requests: Summary = NO_FIGURE
+    """Mean requests in the server during a run (Little's law on its request-latency sum)."""
+    prompt_tok_s: Summary = NO_FIGURE
+    """Prompt tokens per second the server processed during a run, every client's."""
+    gpus: tuple[GpuRunSummary, ...] = ()
+    """Each GPU over all runs."""
 
 
 @dataclass(frozen=True, slots=True)
-class SnapshotServer:
-    """The server the benchmark ran against."""
+class SeriesGpu:
+    """One GPU in one bucket of the time series (its last tick in the bucket)."""
 
+    index: int
+    sm_clock_mhz: int | None = None
+    temp_c: int | None = None
+    hbm_temp_c: int | None = None
+    power_w: float | None = None
+    reasons: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesPoint:
+    """One bucket of the time series."""
+
+    t: float
+    """Bucket start, seconds since the benchmark started."""
+    tok_s: float
+    """Tokens that arrived in the bucket (all streams) per second."""
+    phase: str
+    """``"warmup"``, ``"run"`` or ``"idle"`` (between requests)."""
+    run: int | None = None
+    gpus: tuple[SeriesGpu, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BenchEvent:
+    """Progress, for a command line or a TUI."""
+
+    kind: str
+    """One of ``EVENT_KINDS``."""
+    index: int
+    total: int
+    t: float
+    """Seconds since the benchmark started."""
+    message: str
+    run: RunResult | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BenchResult:
+    """Everything a benchmark measured; finished runs are kept when it was interrupted."""
+
+    config: BenchConfig
+    server: ServerInfo
+    inventory: GpuInventory | None
+    prompts_source: str
+    started_at: float
+    """Unix seconds."""
+    duration_s: float
+    warmups: tuple[RunResult, ...]
+    runs: tuple[RunResult, ...]
+    overall: Overall
+    gpus: tuple[GpuRunSummary, ...]
+    """Per GPU over all measured runs."""
+    series: tuple[SeriesPoint, ...]
+    interrupted: bool
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        """All runs finished without error or interruption."""
+        return not self.interrupted and self.error is None and len(self.runs) == self.config.runs
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """What wrote the snapshot."""
+
+    name: str
+    version: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotServer:
+    """The server the benchmark ran against (a :class:`ServerInfo` as it is kept)."""
+
+    base_url: str | None = None
+    """Without credentials."""
     dialect: str | None
     version: str | None
     model: str | None
-    speculative: Mapping[str, Any]
-    launch_args: Mapping[str, Any]
+    speculative: SpecConfig
+    metrics_enabled: bool | None = None
+    metrics_reason: str | None = None
+    max_model_len: int | None = None
+    launch_args: Mapping[str, Any] | None
+    """Secret-looking ones masked."""
+    notes: Mapping[str, Any] = field(default_factory=dict)
     process: ServerIdentity | None = None
     """The code identity of the server process (schema 3); ``None`` when not recorded."""
     process_note: str | None = None
     """Why there is no identity (remote server, older snapshot...)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SnapshotEnvironment:
-    """Driver and per-GPU fixed facts (``GpuStatic`` fields, by name)."""
+    """The driver and each GPU's fixed facts."""
 
-    driver_version: str | None
-    cuda_driver_version: str | None
-    gpus: tuple[Mapping[str, Any], ...]
+    available: bool
+    reason: str | None = None
+    driver_version: str | None = None
+    nvml_version: str | None = None
+    cuda_driver_version: str | None = None
+    gpus: tuple[GpuStatic, ...]
 
 
 @dataclass(frozen=True, slots=True)
+class TimeSeries:
+    """Token rate and GPU state in buckets of ``interval_s``."""
+
+    interval_s: float
+    points: tuple[SeriesPoint, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Snapshot:
-    """A validated benchmark snapshot (see ``specwatch/bench/snapshot.schema.json``)."""
+    """A benchmark snapshot (see ``specwatch/bench/snapshot.schema.json``)."""
 
     schema_version: int
+    tool: Tool
     created: str
+    """UTC, ISO 8601."""
+    created_unix: float | None = None
+    started_unix: float | None = None
+    duration_s: float | None = None
+    host: str
+    command: tuple[str, ...]
+    """The command line without ``--api-key``."""
     label: str | None
     interrupted: bool
+    error: str | None
+    complete: bool | None = None
     config: Mapping[str, Any]
-    """The benchmark's settings (``max_tokens``, ``concurrency``, ``runs``...)."""
+    """:class:`BenchConfig` by field name, and ``prompts_source``; a mapping because a recorded
+    range (``specwatch.record.compare_range``) has settings a :class:`BenchConfig` cannot hold."""
     server: SnapshotServer
-    environment: SnapshotEnvironment
-    runs: tuple[SnapshotRun, ...]
-    overall: Mapping[str, Figure]
-    """Overall figures by name (``tok_s``, ``decode_tok_s``, ``ttft_s``...)."""
-    overall_gpus: tuple[GpuRunSummary, ...]
-    """Each GPU over all runs."""
+    gpu_environment: SnapshotEnvironment
+    warmups: tuple[RunResult, ...] = ()
+    runs: tuple[RunResult, ...]
+    overall: Overall
+    timeseries: TimeSeries
 
     @property
     def run_tok_s(self) -> list[float]:
@@ -182,71 +298,102 @@ class Snapshot:
     @property
     def accept_length(self) -> float | None:
         """Mean accept length over the runs (tokens per verify step, as the bench reports it)."""
-        figure = self.overall.get("accept_length")
-        return figure.mean if figure is not None else None
+        return self.overall.accept_length.mean
+
+    @property
+    def overall_gpus(self) -> tuple[GpuRunSummary, ...]:
+        """Each GPU over all runs."""
+        return self.overall.gpus
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Snapshot:
-        """Build from a dict that passed schema validation (any supported version)."""
-        server = _map(d.get("server"))
-        env = _map(d.get("gpu_environment"))
-        overall = _map(d.get("overall"))
-        figures = {
-            k: Figure(as_float(v.get("mean")), as_float(v.get("std")))
-            for k, v in overall.items()
-            if k != "gpus" and isinstance(v, Mapping)
-        }
-        runs = tuple(_run(r) for r in (d.get("runs") or ()) if isinstance(r, Mapping))
-        for key in ("running_requests", "prompt_tok_s"):
-            if key not in figures:
-                figures[key] = _figure([getattr(r.load, key) for r in runs])
-        env_gpus = env.get("gpus")
-        process_raw = server.get("process")
-        process = (
-            identity_json.from_json(dict(process_raw)) if isinstance(process_raw, Mapping) else None
-        )
-        note = _str(server.get("process_note"))
+        """Build from a dict that passed schema validation (any supported version).
+
+        Raises:
+            TypeError: A value does not fit its field (outside what the schema checks).
+        """
+        version = d.get("schema_version")
+        raw = {**d, "runs": [_gpus_v2(r) for r in d.get("runs") or ()]}
+        raw["warmups"] = [_gpus_v2(r) for r in d.get("warmups") or ()]
+        raw["overall"] = _gpus_v2(d.get("overall") or {})
+        server = dict(d.get("server") or {})
+        process = server.pop("process", None)
+        raw["server"] = server
+        snap: Snapshot = from_plain(cls, raw)
+        note = snap.server.process_note
         if process is None and note is None:
-            note = (
-                "not recorded (snapshot schema version < 3)"
-                if (_int(d.get("schema_version")) or 0) < 3
-                else "not recorded"
-            )
-        return cls(
-            schema_version=_int(d.get("schema_version")) or 0,
-            created=str(d.get("created", "?")),
-            label=_str(d.get("label")),
-            interrupted=bool(d.get("interrupted")),
-            config=_map(d.get("config")),
-            server=SnapshotServer(
-                dialect=_str(server.get("dialect")),
-                version=_str(server.get("version")),
-                model=_str(server.get("model")),
-                speculative=_map(server.get("speculative")),
-                launch_args=_map(server.get("launch_args")),
-                process=process,
+            old = isinstance(version, int) and version < 3
+            note = "not recorded (snapshot schema version < 3)" if old else "not recorded"
+        runs, overall = with_load(snap.runs, snap.overall)
+        return dataclasses.replace(
+            snap,
+            config=MappingProxyType(dict(snap.config)),
+            server=dataclasses.replace(
+                snap.server,
+                process=None if process is None else identity_json.from_json(dict(process)),
                 process_note=note,
             ),
-            environment=SnapshotEnvironment(
-                driver_version=_str(env.get("driver_version")),
-                cuda_driver_version=_str(env.get("cuda_driver_version")),
-                gpus=tuple(
-                    _map(g)
-                    for g in (env_gpus if isinstance(env_gpus, Sequence) else ())
-                    if isinstance(g, Mapping)
-                ),
-            ),
             runs=runs,
-            overall=MappingProxyType(figures),
-            overall_gpus=_gpus(overall.get("gpus")),
+            overall=overall,
         )
+
+
+def _gpus_v2(d: Mapping[str, Any]) -> dict[str, Any]:
+    """A run or the overall with its GPUs' board maximum named as from schema version 2 on."""
+    gpus = [
+        {"board_max_sm_clock_mhz": g.get("sm_clock_max_mhz"), **g}
+        for g in d.get("gpus") or ()
+        if isinstance(g, Mapping)
+    ]
+    return {**d, "gpus": gpus}
+
+
+def with_load(
+    runs: tuple[RunResult, ...], overall: Overall
+) -> tuple[tuple[RunResult, ...], Overall]:
+    """Each run with its load, and the overall load figures (where they were not recorded)."""
+    loaded = tuple(
+        dataclasses.replace(r, load=load_from_counters(r.server_counters, r.wall_s))
+        if r.load == NO_LOAD
+        else r
+        for r in runs
+    )
+
+    def figure(name: str) -> Summary:
+        recorded: Summary = getattr(overall, name)
+        if recorded != NO_FIGURE:
+            return recorded
+        return summarize([v for r in loaded if (v := getattr(r.load, name)) is not None])
+
+    return loaded, dataclasses.replace(
+        overall, running_requests=figure("running_requests"), prompt_tok_s=figure("prompt_tok_s")
+    )
+
+
+def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
+    """The plain JSON values of a snapshot file (the process identity in its own format)."""
+    out: dict[str, Any] = to_jsonable(snap)
+    process = snap.server.process
+    out["server"]["process"] = None if process is None else identity_json.to_json(process)
+    return out
 
 
 __all__ = [
-    "Figure",
+    "EVENT_KINDS",
+    "NO_FIGURE",
+    "NO_LOAD",
+    "BenchConfig",
+    "BenchEvent",
+    "BenchResult",
+    "Overall",
+    "RunResult",
+    "SeriesGpu",
+    "SeriesPoint",
     "Snapshot",
     "SnapshotEnvironment",
-    "SnapshotRun",
     "SnapshotServer",
-    "gpu_summary_from_dict",
+    "TimeSeries",
+    "Tool",
+    "snapshot_to_json",
+    "with_load",
 ]

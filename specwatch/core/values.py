@@ -1,12 +1,21 @@
-"""Plain JSON values: numbers out of decoded JSON (where a field can hold anything), and
-JSON values out of the models (for snapshots and ``--json``)."""
+"""Plain JSON values: numbers out of decoded JSON (where a field can hold anything), and the one
+codec between the frozen dataclass models and JSON values (snapshots, recordings, ``--json``).
+
+:func:`to_jsonable` walks a dataclass into plain values; :func:`from_plain` walks the dataclass
+type hints back, so what was written comes back as the same types (tuples as tuples, enums as
+enums), equal to what was written.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import math
-from collections.abc import Mapping
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -52,4 +61,79 @@ def to_jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-__all__ = ["as_float", "as_int", "to_jsonable"]
+@functools.cache
+def _hints(cls: type[Any]) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def from_plain(tp: Any, value: Any) -> Any:
+    """``value`` (plain JSON) rebuilt as type ``tp``, recursively; unknown keys are ignored.
+
+    Raises:
+        TypeError: The value does not fit the type (or a field without a default is missing).
+    """
+    if value is None:
+        return None
+    if tp is Any or tp is object:
+        return value
+    origin = typing.get_origin(tp)
+    if origin is typing.Union or origin is types.UnionType:
+        return _union(typing.get_args(tp), value)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise TypeError(f"{tp.__name__}: expected an object")
+        hints = _hints(tp)
+        kwargs = {
+            f.name: from_plain(hints[f.name], value[f.name])
+            for f in dataclasses.fields(tp)
+            if f.name in value and f.init
+        }
+        return tp(**kwargs)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return tp(value)
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(from_plain(args[0], v) for v in _seq(value))
+        return tuple(from_plain(a, v) for a, v in zip(args, _seq(value), strict=True))
+    if origin in (list, Sequence):
+        (arg,) = typing.get_args(tp) or (Any,)
+        return [from_plain(arg, v) for v in _seq(value)]
+    if origin in (dict, Mapping):
+        args = typing.get_args(tp)
+        inner = args[1] if len(args) == 2 else Any
+        if not isinstance(value, dict):
+            raise TypeError("expected an object")
+        return {str(k): from_plain(inner, v) for k, v in value.items()}
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"expected a number, got {type(value).__name__}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"expected an integer, got {type(value).__name__}")
+        return value
+    if tp is Path:
+        return Path(str(value))
+    if tp in (str, bool) and not isinstance(value, tp):
+        raise TypeError(f"expected {tp.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _seq(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError("expected a list")
+    return value
+
+
+def _union(args: tuple[Any, ...], value: Any) -> Any:
+    errors = []
+    for option in (a for a in args if a is not type(None)):
+        try:
+            return from_plain(option, value)
+        except (TypeError, ValueError, KeyError) as e:
+            errors.append(str(e))
+    raise TypeError("; ".join(errors) or "no type fits")
+
+
+__all__ = ["as_float", "as_int", "from_plain", "to_jsonable"]

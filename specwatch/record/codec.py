@@ -1,26 +1,21 @@
 """Session events to compact bytes and back: orjson, zlib where it pays, typed on the way out.
 
-Encoding walks the frozen dataclasses into plain JSON values; decoding walks the dataclass type
-hints back, so a recorded :class:`~specwatch.session.events.GpuTicked` comes back as the same
-``GpuTicked`` (tuples as tuples, enums as enums), equal to the one recorded.
+The values are those of the one dataclass codec (:mod:`specwatch.core.values`), so a recorded
+:class:`~specwatch.session.events.GpuTicked` comes back as the same ``GpuTicked``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
-import types
 import typing
 import zlib
-from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import orjson
 
 from specwatch.core.identity import scrub_identity
 from specwatch.core.redaction import redact_value
-from specwatch.core.values import to_jsonable
+from specwatch.core.values import from_plain, to_jsonable
 from specwatch.session import events as ev
 
 EVENT_TYPES: dict[str, type[Any]] = {
@@ -98,92 +93,6 @@ def _scrubbed(event: ev.SessionEvent) -> ev.SessionEvent:
         info = dataclasses.replace(event.info, launch_args=redact_value(event.info.launch_args))
         return dataclasses.replace(event, info=info)
     return event
-
-
-_HINTS: dict[type[Any], dict[str, Any]] = {}
-
-
-def _hints(cls: type[Any]) -> dict[str, Any]:
-    hints = _HINTS.get(cls)
-    if hints is None:
-        # Some annotations name types imported only for type checking (BenchResult).
-        from specwatch.bench import results, runner
-
-        extra = {**vars(results), **vars(runner), "Path": Path}
-        hints = typing.get_type_hints(cls, localns=extra)
-        _HINTS[cls] = hints
-    return hints
-
-
-def from_plain(tp: Any, value: Any) -> Any:
-    """``value`` (plain JSON) rebuilt as type ``tp``, recursively.
-
-    Raises:
-        TypeError: The value does not fit the type.
-    """
-    if value is None:
-        return None
-    if tp is Any or tp is object:
-        return value
-    origin = typing.get_origin(tp)
-    if origin is typing.Union or origin is types.UnionType:
-        return _union(typing.get_args(tp), value)
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise TypeError(f"{tp.__name__}: expected an object")
-        hints = _hints(tp)
-        kwargs = {
-            f.name: from_plain(hints[f.name], value[f.name])
-            for f in dataclasses.fields(tp)
-            if f.name in value and f.init
-        }
-        return tp(**kwargs)
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return tp(value)
-    if origin is tuple:
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(from_plain(args[0], v) for v in _seq(value))
-        return tuple(from_plain(a, v) for a, v in zip(args, _seq(value), strict=True))
-    if origin in (list, Sequence):
-        (arg,) = typing.get_args(tp) or (Any,)
-        return [from_plain(arg, v) for v in _seq(value)]
-    if origin in (dict, Mapping):
-        args = typing.get_args(tp)
-        inner = args[1] if len(args) == 2 else Any
-        if not isinstance(value, dict):
-            raise TypeError("expected an object")
-        return {str(k): from_plain(inner, v) for k, v in value.items()}
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TypeError(f"expected a number, got {type(value).__name__}")
-        return float(value)
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"expected an integer, got {type(value).__name__}")
-        return value
-    if tp is Path:
-        return Path(str(value))
-    if tp in (str, bool) and not isinstance(value, tp):
-        raise TypeError(f"expected {tp.__name__}, got {type(value).__name__}")
-    return value
-
-
-def _seq(value: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise TypeError("expected a list")
-    return value
-
-
-def _union(args: tuple[Any, ...], value: Any) -> Any:
-    options = [a for a in args if a is not type(None)]
-    errors = []
-    for option in options:
-        try:
-            return from_plain(option, value)
-        except (TypeError, ValueError, KeyError) as e:
-            errors.append(str(e))
-    raise TypeError("; ".join(errors) or "no type fits")
 
 
 __all__ = ["COMPRESS_OVER", "EVENT_TYPES", "DecodeError", "decode", "encode", "event_time"]

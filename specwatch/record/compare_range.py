@@ -9,6 +9,7 @@ several samples per side. The load was whatever the server served: it is reporte
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,14 +19,17 @@ from typing import Any
 
 from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.core.gpu_summary import summarize_ticks
-from specwatch.core.server import MetricsWindow, ServerInfo
+from specwatch.core.server import MetricsWindow, ServerInfo, SpecConfig
 from specwatch.core.snapshot_records import (
-    Figure,
+    Overall,
+    RunResult,
     Snapshot,
     SnapshotEnvironment,
-    SnapshotRun,
     SnapshotServer,
+    TimeSeries,
+    Tool,
 )
+from specwatch.core.stats import Summary
 from specwatch.record.reader import Reader, RecordingError
 from specwatch.record.store import local_iso
 from specwatch.record.timespec import parse_time
@@ -116,18 +120,41 @@ def range_snapshot(reader: Reader, wall0: float, wall1: float, label: str) -> Sn
         k_in = [k for k in ticks if lo <= k.t < hi or (i == n - 1 and k.t == hi)]
         tok = _mean([w.gen_tok_s for w in w_in if w.gen_tok_s is not None])
         tok_s = tok if tok is not None and math.isfinite(tok) else None
-        runs.append(SnapshotRun(i, tok_s, width, summarize_ticks(k_in, inventory)))
+        gpus = summarize_ticks(k_in, inventory)
+        runs.append(
+            RunResult(
+                index=i,
+                warmup=False,
+                completion_tokens=0,
+                prompt_tokens=None,
+                wall_s=width,
+                tok_s=tok_s,
+                gpus=gpus,
+            )
+        )
     return Snapshot(
         schema_version=0,
+        tool=Tool("specwatch", "recording"),
         created=local_iso(wall0),
+        host="",
+        command=(),
         label=label,
         interrupted=False,
+        error=None,
         config=MappingProxyType(_load(windows, t1 - t0)),
         server=_server(info),
-        environment=_environment(inventory),
+        gpu_environment=_environment(inventory),
         runs=tuple(runs),
-        overall=MappingProxyType(_overall(windows, [r.tok_s for r in runs])),
-        overall_gpus=summarize_ticks(ticks, inventory),
+        overall=Overall(
+            runs=n,
+            tok_s=_figure([r.tok_s for r in runs]),
+            ttft_s=_figure([w.ttft_s for w in windows]),
+            step_latency_s=_figure([w.step_latency_s for w in windows]),
+            accept_length=_figure([w.accept_length for w in windows]),
+            total_tokens=0,
+            gpus=summarize_ticks(ticks, inventory),
+        ),
+        timeseries=TimeSeries(width, ()),
     )
 
 
@@ -135,24 +162,14 @@ def _mean(values: Sequence[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
-def _figure(values: Sequence[float | None]) -> Figure:
+def _figure(values: Sequence[float | None]) -> Summary:
+    """Mean and spread only (a recording's slices are not independent runs: no interval)."""
     vals = [v for v in values if v is not None and math.isfinite(v)]
     if not vals:
-        return Figure(None, None)
+        return Summary(0, None, None, None, None, None, None)
     m = sum(vals) / len(vals)
     std = math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
-    return Figure(m, std)
-
-
-def _overall(
-    windows: Sequence[MetricsWindow], run_tok_s: Sequence[float | None]
-) -> dict[str, Figure]:
-    return {
-        "tok_s": _figure(run_tok_s),
-        "ttft_s": _figure([w.ttft_s for w in windows]),
-        "step_latency_s": _figure([w.step_latency_s for w in windows]),
-        "accept_length": _figure([w.accept_length for w in windows]),
-    }
+    return Summary(len(vals), m, std, min(vals), max(vals), None, None)
 
 
 def _load(windows: Sequence[MetricsWindow], seconds: float) -> dict[str, Any]:
@@ -167,33 +184,27 @@ def _load(windows: Sequence[MetricsWindow], seconds: float) -> dict[str, Any]:
 
 def _server(info: ServerInfo | None) -> SnapshotServer:
     if info is None:
-        return SnapshotServer(None, None, None, MappingProxyType({}), MappingProxyType({}))
-    spec = info.spec
-    speculative = {
-        "enabled": spec.enabled,
-        "algorithm": spec.algorithm,
-        "num_steps": spec.num_steps,
-        "num_draft_tokens": spec.num_draft_tokens,
-        "draft_model": spec.draft_model,
-    }
+        return SnapshotServer(
+            dialect=None, version=None, model=None, speculative=SpecConfig(None), launch_args={}
+        )
     return SnapshotServer(
-        info.dialect.value,
-        info.version,
-        info.model,
-        MappingProxyType(speculative),
-        MappingProxyType(dict(info.launch_args or {})),
+        dialect=info.dialect.value,
+        version=info.version,
+        model=info.model,
+        # Without topk, as recorded ranges have always been compared.
+        speculative=dataclasses.replace(info.spec, topk=None),
+        launch_args=dict(info.launch_args or {}),
     )
 
 
 def _environment(inventory: GpuInventory | None) -> SnapshotEnvironment:
     if inventory is None:
-        return SnapshotEnvironment(None, None, ())
-    from specwatch.core.values import to_jsonable
-
+        return SnapshotEnvironment(available=False, gpus=())
     return SnapshotEnvironment(
-        inventory.system.driver_version,
-        inventory.system.cuda_driver_version,
-        tuple(MappingProxyType(to_jsonable(g)) for g in inventory.gpus),
+        available=inventory.available,
+        driver_version=inventory.system.driver_version,
+        cuda_driver_version=inventory.system.cuda_driver_version,
+        gpus=inventory.gpus,
     )
 
 

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.server import MetricsWindow, ServerInfo
-
-if TYPE_CHECKING:
-    from specwatch.bench.runner import BenchResult
+from specwatch.core.snapshot_records import BenchResult
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,13 +148,12 @@ def snapshot_reference(snap: Snapshot, name: str) -> Reference:
         for r, share in g.reason_fractions.items()
         if r not in gpu_rules.IDLE_REASONS and share >= SNAPSHOT_REASON_SHARE
     )
-    accept = snap.overall.get("accept_length")
     figures = WindowFigures(
         tok_s=tuple(snap.run_tok_s),
         slowest_sm_clock_mhz=clock,
         board_max_sm_clock_mhz=float(top) if top else None,
         clock_reasons=active,
-        accept_length=accept.mean if accept is not None else None,
+        accept_length=snap.accept_length,
     )
     return Reference("snapshot", name, figures)
 

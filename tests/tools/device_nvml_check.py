@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from specwatch.core.gpu import GpuTick
 from specwatch.core.gpu_summary import summarize_ticks
 from specwatch.core.reasons import short_names
+from specwatch.core.values import to_jsonable
 from specwatch.sources import nvml as N
 from specwatch.sources.nvml import CountingNvml, GpuSampler
 from specwatch.sources.nvml_calls import VALUE_ATTR
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         count = counter.calls[name]
         print(f"  {name}: {count}, {counter.seconds[name] / count * 1000:.3f}")
     for summary in summarize_ticks(got, sampler.inventory or inventory):
-        print(f"summary gpu {summary.index}: {summary.to_dict()}")
+        print(f"summary gpu {summary.index}: {to_jsonable(summary)}")
 
     gpus = len(inventory.gpus)
     if len(got) < args.ticks:
