@@ -34,6 +34,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
         ev.BenchProgress,
         ev.BenchFinished,
         ev.RecordingStopped,
+        ev.VerdictChanged,
     )
 }
 """Every event a recording holds, by the name stored in its ``kind`` column."""
@@ -93,10 +94,12 @@ _HINTS: dict[type[Any], dict[str, Any]] = {}
 def _hints(cls: type[Any]) -> dict[str, Any]:
     hints = _HINTS.get(cls)
     if hints is None:
-        # Some annotations name types imported only for type checking (BenchResult).
+        # Some annotations name types imported only for type checking (BenchResult, the
+        # verdict's figures).
         from specwatch.bench import results, runner
+        from specwatch.session import verdict_rule
 
-        extra = {**vars(results), **vars(runner), "Path": Path}
+        extra = {**vars(results), **vars(runner), **vars(verdict_rule), "Path": Path}
         hints = typing.get_type_hints(cls, localns=extra)
         _HINTS[cls] = hints
     return hints
@@ -132,6 +135,9 @@ def from_plain(tp: Any, value: Any) -> Any:
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(from_plain(args[0], v) for v in _seq(value))
         return tuple(from_plain(a, v) for a, v in zip(args, _seq(value), strict=True))
+    if origin is frozenset:
+        (arg,) = typing.get_args(tp) or (Any,)
+        return frozenset(from_plain(arg, v) for v in _seq(value))
     if origin in (list, Sequence):
         (arg,) = typing.get_args(tp) or (Any,)
         return [from_plain(arg, v) for v in _seq(value)]
