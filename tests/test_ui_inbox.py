@@ -1,18 +1,25 @@
 """Session events reach the app through an inbox: ticks, windows and verdicts wait for the next
-redraw, anything else empties the inbox at once, and the order of events is kept."""
+redraw, anything else empties the inbox at once, and the order of events is kept. The verdict
+line shows the verdict the session sent; the r key marks the reference in the session."""
 
 from __future__ import annotations
 
 import dataclasses
 import threading
 
-from specwatch.core.gpu import GpuTick
+from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
+from specwatch.core.outcomes import Outcome
 from specwatch.core.server import MetricsWindow
 from specwatch.session import events as ev
 from specwatch.session.live_verdict import WAITING
-from specwatch.ui.scene import build_scene
+from specwatch.ui.app import AppSettings, SpecwatchApp
+from specwatch.ui.model import MonitorModel
+from specwatch.ui.panes import VerdictLine
+from specwatch.ui.scene import build_scene, scene_server, verdict_scene
 from specwatch.ui.session_events import EventInbox
-from tests.test_ui_app import make_app
+from tests.test_ui_app import make_app, text_of
+
+MAX = 1980
 
 
 def _tick(t: float) -> GpuTick:
@@ -89,3 +96,52 @@ async def test_a_recording_that_stopped_is_shown() -> None:
         app.receive(ev.RecordingStopped(3.0, "recording stopped: disk full"))
         await pilot.pause()
         assert any("disk full" in n.message for n in app._notifications)
+
+
+async def test_the_verdict_line_shows_the_verdict_the_session_sent() -> None:
+    app = make_app(MonitorModel())
+    async with app.run_test(size=(160, 30)) as pilot:
+        app.receive(ev.VerdictChanged(60.0, verdict_scene("gpu").state()))
+        await pilot.pause()
+        app.redraw()
+        await pilot.pause()
+        assert app.message_counts["verdict"] == 1
+        assert "explained by GPU state" in text_of(app.query_one(VerdictLine))
+
+
+async def test_r_marks_the_reference_in_the_session_and_the_screen_follows() -> None:
+    from specwatch.session import LiveSession, NoGpus
+
+    session = LiveSession([], NoGpus("none"))
+    app = SpecwatchApp(AppSettings(watch_terminal=False, live_cpu=False), session)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await pilot.pause()
+        # Readings as the session's sources would emit them: steady, then 10% slower at 90% of
+        # the clock.
+        session.emit(ev.GpuInventoryChanged(_inventory()))
+        session.emit(ev.ServerReady(0.0, scene_server()))
+        for i in range(1, 80):
+            slow = i > 40
+            t = float(i)
+            session.emit(ev.GpuTicked(_busy_tick(t, round(MAX * 0.9) if slow else MAX)))
+            tok_s = (720.0 if slow else 800.0) + (-1.0) ** i * 3.0
+            window = MetricsWindow(t=t, dt=1.0, gen_tok_s=tok_s, requests_running=3.0)
+            session.emit(ev.MetricsScraped(window))
+        app.redraw()
+        assert app.model.verdict.outcome is Outcome.GPU, app.model.verdict
+        await pilot.press("r")
+        await pilot.pause()
+        app.redraw()
+        state = app.model.verdict
+        assert state.reference is not None and state.reference.kind == "marked"
+        assert state.outcome is Outcome.NO_CHANGE
+        assert any("reference" in n.message for n in app._notifications)
+
+
+def _inventory() -> GpuInventory:
+    return GpuInventory(True, gpus=tuple(GpuStatic(i, max_sm_clock_mhz=MAX) for i in range(2)))
+
+
+def _busy_tick(t: float, clock: int) -> GpuTick:
+    samples = tuple(GpuSample(i, t, sm_clock_mhz=clock, util_gpu_pct=100) for i in range(2))
+    return GpuTick(t, t, samples, 0.1)
