@@ -138,7 +138,6 @@ class SpecwatchApp(SessionEventsApp):
         self._hung_up = False
         self._inbox = EventInbox()
         """Session events waiting for the next redraw (see ``ui/session_events.py``)."""
-        self._session_stopped = False
         # Held directly: app-level keys and resizes also arrive while a modal is on top, when
         # a query would search the modal instead of the main screen.
         self.status_line = StatusLine(self.model, id="status")
@@ -197,9 +196,7 @@ class SpecwatchApp(SessionEventsApp):
             # Built here rather than before ``run()``: importing the session (pollers, events,
             # the NVML source) held the first frame back by ~20 ms.
             self.session = factory()
-        if self.session is not None and not self._session_stopped:
-            self.session.subscribe(self.receive)
-            self.session.start()
+        self.start_session()
 
     def on_resize(self, event: Resize) -> None:
         """Drop the clock and heat strips on short terminals; redraw everything at the new size."""
@@ -215,12 +212,6 @@ class SpecwatchApp(SessionEventsApp):
         if first is not None and first == self.get_css_variables():
             return
         super().refresh_css(animate)
-
-    def on_unmount(self) -> None:
-        """Stop the session: its pollers, GPU source, demo and a running benchmark."""
-        self._session_stopped = True
-        if self.session is not None:
-            self.session.stop()
 
     # --- drawing --------------------------------------------------------------------------------
 
@@ -338,13 +329,6 @@ class SpecwatchApp(SessionEventsApp):
             self.notify("no server connected: nothing to benchmark", severity="warning")
             return
         self.bench_bar.add_class("-active")
-
-    def action_mark_reference(self) -> None:
-        """Judge against the window ending now from here on (the session keeps the mark)."""
-        if self.session is None or not self.session.mark_reference():
-            self.notify("no live verdict here to mark a reference for", timeout=3)
-            return
-        self.notify("reference: the last 30 s", timeout=2)
 
     def action_compare(self) -> None:
         """Compare the two latest snapshots and show the verdict."""

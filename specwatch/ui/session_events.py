@@ -59,7 +59,8 @@ class EventInbox:
 
 
 class SessionEventsApp(TerminalWatchApp):
-    """Applies the session's events to :attr:`model`; a bad one is counted, never fatal."""
+    """The app's side of its session: starts and stops it, applies its events to
+    :attr:`model` (a bad one is counted, never fatal) and passes it the reference marks."""
 
     model: MonitorModel
     message_counts: Counter[str]
@@ -68,6 +69,26 @@ class SessionEventsApp(TerminalWatchApp):
     server_shown = 0
     """The endpoint the monitor shows; other endpoints' events are left to other subscribers."""
     _inbox: EventInbox
+    _session_stopped = False
+
+    def start_session(self) -> None:
+        """Receive the session's events and start it (after the first frame)."""
+        if self.session is not None and not self._session_stopped:
+            self.session.subscribe(self.receive)
+            self.session.start()
+
+    def on_unmount(self) -> None:
+        """Stop the session: its pollers, GPU source, demo and a running benchmark."""
+        self._session_stopped = True
+        if self.session is not None:
+            self.session.stop()
+
+    def action_mark_reference(self) -> None:
+        """Judge against the window ending now from here on (the session keeps the mark)."""
+        if self.session is None or not self.session.mark_reference():
+            self.notify("no live verdict here to mark a reference for", timeout=3)
+            return
+        self.notify("reference: the last 30 s", timeout=2)
 
     def receive(self, event: SessionEvent) -> None:
         """Take one session event (a session subscriber: thread-safe, quick)."""
