@@ -9,8 +9,8 @@ import pytest
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.outcomes import Outcome
 from specwatch.core.server import MetricsWindow
-from specwatch.session.events import GpuTicked, MetricsScraped, ServerReady
-from specwatch.session.live_verdict import REFERENCE_S, LiveVerdict
+from specwatch.session.events import GpuTicked, MetricsScraped, ServerReady, VerdictChanged
+from specwatch.session.live_verdict import REFERENCE_S, WAITING, LiveVerdict, LiveVerdictState
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.demo import demo_world
 from specwatch.sim.fake_nvml import FakeNvml
@@ -154,39 +154,48 @@ async def _step(sim: ManualSim, seen: Collector) -> None:
     ("scenario", "outcome"), [("drift", Outcome.GPU), ("regression", Outcome.CODE)]
 )
 async def test_story_scenario_is_called_within_a_minute(scenario: str, outcome: Outcome) -> None:
-    """The demo's scenarios on a manual clock, through HTTP and the fake NVML: the boost clock
-    8% lower with no reason set is GPU state; a slower step at the same clock is not."""
+    """The demo's scenarios on a manual clock, through HTTP and the fake NVML, judged by the
+    headless session itself (its VerdictChanged events): the boost clock 8% lower with no
+    reason set is GPU state; a slower step at the same clock is not."""
     clock = ManualClock(START_T)
     world, script = demo_world(gpus=4, clock=clock, scenario=scenario, seed=3)
     assert script is not None
     server = SimServer(world)
     url = server.start()
     sim = ManualSim(world, server, clock, url)
-    verdict = LiveVerdict()
     seen = Collector()
+
+    def state() -> LiveVerdictState:
+        verdicts = seen.of(VerdictChanged)
+        return verdicts[-1].state if verdicts else WAITING
+
     # The poller stamps a window with the clock when its request starts; the test moves the
     # clock right after it sees a scrape. A scrape already in flight at that moment would be
     # stamped before the step and served after it, a window with the wrong width. A scrape
     # interval well above the test's 20 ms polling keeps the poller asleep while time moves.
     session = sim.session(FakeNvml(world.gpus, clock=clock.now), metrics_interval_s=0.15)
-    session.subscribe(verdict.feed)
     session.subscribe(seen)
     try:
         session.start()
         sim.advance(world.loaded_at - clock.now())
         # The poller's retry runs in real time: let it find the loaded server before time moves.
         await drive_until(None, lambda: bool(seen.of(ServerReady)), 20)
-        while verdict.state().outcome is None:
+        while state().outcome is None:
             await _step(sim, seen)
         assert clock.now() < script.change_at, "the reference must come before the drift"
         while clock.now() < script.change_at:
-            assert verdict.state().outcome is Outcome.NO_CHANGE, verdict.state().judgement
+            assert state().outcome is Outcome.NO_CHANGE, state().judgement
             await _step(sim, seen)
-        while verdict.state().outcome is not outcome:
-            assert clock.now() - script.change_at <= 60.0, verdict.state().judgement
-            assert verdict.state().outcome in (Outcome.NO_CHANGE, None)
+        while state().outcome is not outcome:
+            assert clock.now() - script.change_at <= 60.0, state().judgement
+            assert state().outcome in (Outcome.NO_CHANGE, None)
             await _step(sim, seen)
-        current = verdict.state().current
+        judgement = state().judgement
+        assert judgement is not None and judgement.outcome is outcome
+        if scenario == "drift":
+            assert judgement.outcome.wording == "explained by GPU state"
+        assert session.verdict is not None and session.verdict.state() == state()
+        current = state().current
         assert current is not None and current.clock_reasons == frozenset()
         assert current.clock_deficit is not None
         if scenario == "drift":

@@ -124,6 +124,35 @@ def test_cli_probe_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert doc["stream"]["completion_tokens"] == 24
     assert isinstance(doc["gpus"], list)
     assert doc["gpus"] or doc["gpus_reason"]
+    # One short window: the live verdict says it has too little to judge, and why.
+    verdict = doc["verdict"]
+    assert verdict["outcome"] is None and verdict["wording"] is None
+    assert verdict["phase"] in ("warmup", "reference")
+    assert verdict["reason"].startswith("not enough data yet: ")
+    assert "a probe reads one" in verdict["reason"] and "30 s" in verdict["needs"]
+
+
+def test_cli_probe_json_unreachable_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["probe", "--url", _dead_url(), "--json", "--timeout", "2"])
+    verdict = orjson.loads(capsys.readouterr().out)["verdict"]
+    assert code == EXIT_UNREACHABLE
+    assert verdict["phase"] == "waiting" and verdict["outcome"] is None
+    assert verdict["reason"] == "not enough data yet: the server could not be probed (unreachable)"
+
+
+def test_verdict_json_of_a_judged_state_names_the_outcome() -> None:
+    from specwatch.session.live_verdict import LiveVerdict
+    from specwatch.session.verdict_report import verdict_json
+    from tests.test_live_verdict import MAX, _feed, _steady
+
+    v = LiveVerdict()
+    t = _steady(v)
+    _feed(v, t, 30, 700.0, round(MAX * 0.9))
+    doc = verdict_json(v.state())
+    assert doc["phase"] == "judged" and doc["outcome"] == "GPU"
+    assert doc["wording"] == "explained by GPU state" and doc["needs"] is None
+    assert doc["reference"]["kind"] == "steady" and doc["current"]["clock_deficit"] < -0.05
+    assert orjson.loads(orjson.dumps(doc)) == doc
 
 
 def test_cli_probe_unreachable_is_non_zero(capsys: pytest.CaptureFixture[str]) -> None:

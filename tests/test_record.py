@@ -27,6 +27,7 @@ from specwatch.session.events import (
     MetricsScraped,
     RecordingStopped,
     ServerReady,
+    VerdictChanged,
 )
 from specwatch.session.live_verdict import LiveVerdict
 from specwatch.sim.clock import ManualClock
@@ -81,29 +82,36 @@ async def test_a_recorded_session_replays_as_the_same_events_at_the_same_times(
 async def test_a_recorded_drift_replays_to_the_live_verdict_explained_by_gpu_state(
     tmp_path: Path,
 ) -> None:
-    """The demo's drift scenario recorded on the manual clock: replayed headless into a fresh
-    live verdict, it says what the live one said, when it said it: no change before the drift,
-    "explained by GPU state" at the moment the live verdict called it."""
+    """The demo's drift scenario recorded on the manual clock. The recording holds the session's
+    verdicts, and the replay shows them as they were, when they were: no change before the drift,
+    "explained by GPU state" at the moment the live session called it. Judged again from the
+    recorded readings (as a recording without verdicts is), it says the same."""
     path = tmp_path / "drift.sqlite"
     clock = ManualClock(START_T)
     world, script = demo_world(gpus=4, clock=clock, scenario="drift", seed=3)
     assert script is not None
     server = SimServer(world)
     sim = ManualSim(world, server, clock, server.start())
-    live, seen = LiveVerdict(), Collector()
+    seen = Collector()
     session = sim.session(FakeNvml(world.gpus, clock=clock.now))
     recorder = Recorder(path, session.endpoints, clock=session.clock, flush_s=0.2)
     recorder.start()
-    for subscriber in (live.feed, seen, recorder):
+    for subscriber in (seen, recorder):
         session.subscribe(subscriber)
+
+    def live() -> VerdictChanged:
+        return seen.of(VerdictChanged)[-1]
+
     try:
         session.start()
         sim.advance(world.loaded_at - clock.now())
         await drive_until(None, lambda: bool(seen.of(ServerReady)), 20)
-        while live.state().outcome is not Outcome.GPU:
-            assert clock.now() - script.change_at <= 60.0, live.state().judgement
+        await drive_until(None, lambda: bool(seen.of(VerdictChanged)), 20)
+        while live().state.outcome is not Outcome.GPU:
+            assert clock.now() - script.change_at <= 60.0, live().state.judgement
             await step_one_second(sim, seen)
         t_called = max(e.window.t for e in seen.of(MetricsScraped))
+        called = live()
     finally:
         await session.aclose()
         server.stop()
@@ -111,13 +119,21 @@ async def test_a_recorded_drift_replays_to_the_live_verdict_explained_by_gpu_sta
     recorder.stop()
     assert recorder.error is None
     with Reader(path) as reader:
+        recorded = [r.event for r in reader.events() if isinstance(r.event, VerdictChanged)]
+        assert recorded == seen.of(VerdictChanged) and called in recorded
         replay = ReplaySession(reader)
-        replayed = LiveVerdict()
+        assert replay.verdict is None  # shown as recorded, not judged again
+        shown, replayed = Collector(), LiveVerdict()
+        replay.subscribe(shown)
         replay.subscribe(replayed.feed)
         replay.seek(script.change_at - 1.0)
+        before = shown.of(VerdictChanged)[-1].state
+        assert before.outcome is Outcome.NO_CHANGE, before.judgement
         assert replayed.state().outcome is Outcome.NO_CHANGE, replayed.state().judgement
         replay.seek(t_called)
-        state = replayed.state()
+        assert shown.of(VerdictChanged)[-1] == called
+        assert replayed.state() == called.state
+        state = shown.of(VerdictChanged)[-1].state
         assert state.outcome is Outcome.GPU, state.judgement
         assert state.outcome.wording == "explained by GPU state"
         assert state.current is not None and state.current.clock_deficit is not None
@@ -435,7 +451,9 @@ def test_the_record_package_runs_without_textual() -> None:
 
 async def test_the_replay_app_shows_replay_time_and_obeys_its_keys(tmp_path: Path) -> None:
     from specwatch.ui.app import AppSettings
+    from specwatch.ui.panes import VerdictLine
     from specwatch.ui.replay_app import ReplayApp
+    from tests.test_ui_app import text_of
 
     path = tmp_path / "app.sqlite"
     record_story(path)
@@ -458,3 +476,7 @@ async def test_the_replay_app_shows_replay_time_and_obeys_its_keys(tmp_path: Pat
             assert label.startswith("REPLAY 2026-12-01") and "×5" in label and "paused" in label
             assert app.model.tick is not None and app.model.tick.t <= replay.now
             assert app.message_counts["gpu_tick"] > 0
+            # The story's recording holds no verdicts: the replay judges it as it plays, and
+            # the screen shows the clocks that sagged at 300 s as GPU state.
+            assert app.model.verdict.outcome is Outcome.GPU, app.model.verdict
+            assert "explained by GPU state" in text_of(app.query_one(VerdictLine))

@@ -9,8 +9,7 @@ from textual.widget import Widget
 
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
 from specwatch.core.server import MetricsWindow
-from specwatch.ui.app import AppSettings, SpecwatchApp
-from specwatch.ui.messages import (
+from specwatch.session.events import (
     GpuInventoryChanged,
     GpuTicked,
     MetricsScraped,
@@ -18,6 +17,7 @@ from specwatch.ui.messages import (
     ServerReady,
     ServerWaiting,
 )
+from specwatch.ui.app import AppSettings, SpecwatchApp
 from specwatch.ui.modals import HelpScreen, TextModal
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes import GpusPane, SpeculationPane, StatusLine, TokenRatePane, VerifyPane
@@ -69,9 +69,7 @@ async def test_paused_app_does_not_redraw() -> None:
         drawn = gpus._drawn_version
         tick = app.model.tick
         assert tick is not None
-        app.post_message(
-            GpuTicked(GpuTick(t=tick.t + 1, wall_time=0, samples=tick.samples, cost_ms=1))
-        )
+        app.receive(GpuTicked(GpuTick(t=tick.t + 1, wall_time=0, samples=tick.samples, cost_ms=1)))
         await pilot.pause()
         app.redraw()
         assert gpus._drawn_version == drawn
@@ -129,17 +127,15 @@ async def test_quit_key_exits() -> None:
 async def test_messages_reach_the_model_and_are_recorded() -> None:
     app = make_app(MonitorModel())
     async with app.run_test(size=(100, 30)) as pilot:
-        app.post_message(GpuInventoryChanged(scene_inventory(2)))
-        app.post_message(ServerWaiting(1.0, "loading", 3, 2.0, ""))
+        app.receive(GpuInventoryChanged(scene_inventory(2)))
+        app.receive(ServerWaiting(1.0, "loading", 3, 2.0, ""))
         await pilot.pause()
         assert "attempt 3" in app.model.connection
-        app.post_message(ServerReady(2.0, scene_server()))
+        app.receive(ServerReady(2.0, scene_server()))
         sample = GpuSample(index=0, t=2.0, sm_clock_mhz=1500, temp_c=60)
-        app.post_message(GpuTicked(GpuTick(t=2.0, wall_time=0, samples=(sample,), cost_ms=0.2)))
-        app.post_message(
-            MetricsScraped(MetricsWindow(t=3.0, dt=1.0, gen_tok_s=82.7, accept_length=2.4))
-        )
-        app.post_message(ServerLost(4.0, "connection refused"))
+        app.receive(GpuTicked(GpuTick(t=2.0, wall_time=0, samples=(sample,), cost_ms=0.2)))
+        app.receive(MetricsScraped(MetricsWindow(t=3.0, dt=1.0, gen_tok_s=82.7, accept_length=2.4)))
+        app.receive(ServerLost(4.0, "connection refused"))
         await pilot.pause()
         app.redraw()
         await pilot.pause()
@@ -159,14 +155,14 @@ async def test_messages_reach_the_model_and_are_recorded() -> None:
 async def test_bad_sample_is_skipped_not_fatal() -> None:
     app = make_app(MonitorModel())
     async with app.run_test() as pilot:
-        app.post_message(GpuInventoryChanged(scene_inventory(1)))
+        app.receive(GpuInventoryChanged(scene_inventory(1)))
         bad = GpuTick(t=1.0, wall_time=0, samples=None, cost_ms=0.1)  # type: ignore[arg-type]
-        app.post_message(GpuTicked(bad))
-        app.post_message(MetricsScraped(MetricsWindow(t=2.0, dt=1.0, gen_tok_s="x")))  # type: ignore[arg-type]
+        app.receive(GpuTicked(bad))
+        app.receive(MetricsScraped(MetricsWindow(t=2.0, dt=1.0, gen_tok_s="x")))  # type: ignore[arg-type]
         await pilot.pause()
         assert app.sample_errors >= 1
         good = GpuSample(index=0, t=3.0, sm_clock_mhz=1500)
-        app.post_message(GpuTicked(GpuTick(t=3.0, wall_time=0, samples=(good,), cost_ms=0.1)))
+        app.receive(GpuTicked(GpuTick(t=3.0, wall_time=0, samples=(good,), cost_ms=0.1)))
         await pilot.pause()
         app.redraw()
         await pilot.pause()
@@ -178,8 +174,8 @@ async def test_nvml_unavailable_gpu_pane_says_why() -> None:
     app = make_app(MonitorModel())
     async with app.run_test() as pilot:
         reason = "NVML unavailable: NVML Shared Library Not Found"
-        app.post_message(GpuInventoryChanged(GpuInventory(available=False, reason=reason)))
-        app.post_message(MetricsScraped(MetricsWindow(t=2.0, dt=1.0, gen_tok_s=50.0)))
+        app.receive(GpuInventoryChanged(GpuInventory(available=False, reason=reason)))
+        app.receive(MetricsScraped(MetricsWindow(t=2.0, dt=1.0, gen_tok_s=50.0)))
         await pilot.pause()
         app.redraw()
         await pilot.pause()

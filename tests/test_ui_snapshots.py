@@ -122,7 +122,7 @@ def test_no_color(snap_compare: SnapCompare, monkeypatch: pytest.MonkeyPatch) ->
 @pytest.mark.parametrize("kind", VERDICT_SCENES)
 def test_verdict_line(snap_compare: SnapCompare, kind: str) -> None:
     model = build_scene(seconds=60, with_bench=False)
-    model.verdict = verdict_scene(kind)
+    model.set_verdict(verdict_scene(kind).state())
     assert snap_compare(PaneApp(VerdictLine, model), terminal_size=(160, 1))
 
 

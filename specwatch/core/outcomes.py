@@ -3,8 +3,7 @@
 One enumeration for every front end: ``specwatch compare`` exits with :attr:`Outcome.exit_code`,
 the TUI shows :attr:`Outcome.wording`, ``--json`` writes the wording. Codes 1 and 2 are taken
 (an error, a usage error); a verdict added later takes the next free code (8...) and a line in
-the README's table. The rule that picks one is :func:`specwatch.core.judge.judge`. Not to be
-confused with ``specwatch.core.verdict``, the speculation break-even arithmetic of the live screen.
+the README's table. The rule that picks one is :func:`specwatch.core.judge.judge`.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import math
 import types
 import typing
@@ -61,13 +60,25 @@ def to_jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-@functools.cache
-def _hints(cls: type[Any]) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+_HINTS: dict[type[Any], dict[str, Any]] = {}
+"""Resolved field types per dataclass (a closed set of types, so it stays small)."""
 
 
-def from_plain(tp: Any, value: Any) -> Any:
+def _hints(cls: type[Any], names: Mapping[str, Any] | None) -> dict[str, Any]:
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = typing.get_type_hints(cls, localns=dict(names) if names else None)
+        _HINTS[cls] = hints
+    return hints
+
+
+def from_plain(tp: Any, value: Any, names: Mapping[str, Any] | None = None) -> Any:
     """``value`` (plain JSON) rebuilt as type ``tp``, recursively; unknown keys are ignored.
+
+    Args:
+        tp: The type to rebuild.
+        value: Plain JSON values.
+        names: Names that field annotations use but their modules import only for type checking.
 
     Raises:
         TypeError: The value does not fit the type (or a field without a default is missing).
@@ -78,13 +89,13 @@ def from_plain(tp: Any, value: Any) -> Any:
         return value
     origin = typing.get_origin(tp)
     if origin is typing.Union or origin is types.UnionType:
-        return _union(typing.get_args(tp), value)
+        return _union(typing.get_args(tp), value, names)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise TypeError(f"{tp.__name__}: expected an object")
-        hints = _hints(tp)
+        hints = _hints(tp, names)
         kwargs = {
-            f.name: from_plain(hints[f.name], value[f.name])
+            f.name: from_plain(hints[f.name], value[f.name], names)
             for f in dataclasses.fields(tp)
             if f.name in value and f.init
         }
@@ -94,17 +105,20 @@ def from_plain(tp: Any, value: Any) -> Any:
     if origin is tuple:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(from_plain(args[0], v) for v in _seq(value))
-        return tuple(from_plain(a, v) for a, v in zip(args, _seq(value), strict=True))
+            return tuple(from_plain(args[0], v, names) for v in _seq(value))
+        return tuple(from_plain(a, v, names) for a, v in zip(args, _seq(value), strict=True))
+    if origin is frozenset:
+        (arg,) = typing.get_args(tp) or (Any,)
+        return frozenset(from_plain(arg, v, names) for v in _seq(value))
     if origin in (list, Sequence):
         (arg,) = typing.get_args(tp) or (Any,)
-        return [from_plain(arg, v) for v in _seq(value)]
+        return [from_plain(arg, v, names) for v in _seq(value)]
     if origin in (dict, Mapping):
         args = typing.get_args(tp)
         inner = args[1] if len(args) == 2 else Any
         if not isinstance(value, dict):
             raise TypeError("expected an object")
-        return {str(k): from_plain(inner, v) for k, v in value.items()}
+        return {str(k): from_plain(inner, v, names) for k, v in value.items()}
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise TypeError(f"expected a number, got {type(value).__name__}")
@@ -126,11 +140,11 @@ def _seq(value: Any) -> list[Any]:
     return value
 
 
-def _union(args: tuple[Any, ...], value: Any) -> Any:
+def _union(args: tuple[Any, ...], value: Any, names: Mapping[str, Any] | None) -> Any:
     errors = []
     for option in (a for a in args if a is not type(None)):
         try:
-            return from_plain(option, value)
+            return from_plain(option, value, names)
         except (TypeError, ValueError, KeyError) as e:
             errors.append(str(e))
     raise TypeError("; ".join(errors) or "no type fits")

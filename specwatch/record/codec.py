@@ -7,6 +7,7 @@ The values are those of the one dataclass codec (:mod:`specwatch.core.values`), 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 import zlib
 from typing import Any
@@ -31,6 +32,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
         ev.BenchProgress,
         ev.BenchFinished,
         ev.RecordingStopped,
+        ev.VerdictChanged,
     )
 }
 """Every event a recording holds, by the name stored in its ``kind`` column."""
@@ -78,7 +80,7 @@ def decode(kind: str, payload: bytes, compressed: bool) -> ev.SessionEvent:
     except (zlib.error, orjson.JSONDecodeError) as e:
         raise DecodeError(f"{kind}: unreadable payload ({type(e).__name__})") from None
     try:
-        event = from_plain(cls, value)
+        event = from_plain(cls, value, _names())
     except (TypeError, ValueError, KeyError, AttributeError) as e:
         raise DecodeError(f"{kind}: {e}") from None
     return _scrubbed(typing.cast(ev.SessionEvent, event))
@@ -93,6 +95,14 @@ def _scrubbed(event: ev.SessionEvent) -> ev.SessionEvent:
         info = dataclasses.replace(event.info, launch_args=redact_value(event.info.launch_args))
         return dataclasses.replace(event, info=info)
     return event
+
+
+@functools.cache
+def _names() -> dict[str, Any]:
+    # The verdict's figures are annotated with names its modules import only for type checking.
+    from specwatch.session import verdict_rule
+
+    return dict(vars(verdict_rule))
 
 
 __all__ = ["COMPRESS_OVER", "EVENT_TYPES", "DecodeError", "decode", "encode", "event_time"]

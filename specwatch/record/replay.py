@@ -6,6 +6,9 @@ with), so every event arrives with the timestamps it had live and a front end re
 what it rendered then. Seeking backwards tells ``on_rewind`` listeners to forget what they hold,
 then re-emits the state events and the last :data:`HISTORY_S` seconds before the target, so
 graph windows fill as they were.
+
+The live verdict comes from the recording (its ``VerdictChanged`` events, as the session judged
+live); a recording made before the session judged is judged again as it plays.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from specwatch.record.reader import IndexEntry, Reader
 from specwatch.record.store import STATE_KINDS
 from specwatch.session.gpu_source import NoGpus
 from specwatch.session.live import LiveSession
+from specwatch.session.live_verdict import LiveVerdict
 
 HISTORY_S = 3600.0
 """Seconds of history re-emitted after a backward seek (the longest graph window)."""
@@ -55,6 +59,8 @@ class ReplaySession(LiveSession):
         self.real_clock = real_clock
         self.index: list[IndexEntry] = reader.index()
         self._times = [e.t for e in self.index]
+        if any(e.kind == "VerdictChanged" for e in self.index):
+            self.verdict = None  # shown as recorded, never judged again
         self.first_t = min(self._times) if self._times else 0.0
         self.last_t = max(self._times) if self._times else 0.0
         self.now = self.first_t
@@ -134,6 +140,8 @@ class ReplaySession(LiveSession):
         for listener in list(self._rewind):
             with contextlib.suppress(Exception):
                 listener()
+        if self.verdict is not None:
+            self.verdict = LiveVerdict()
         start = bisect.bisect_left(self._times, t - HISTORY_S) if self._times else 0
         # Times are nearly sorted (each source stamps in order); a late-stamped row before
         # ``start`` is simply not replayed, which matches what a live window had scrolled past.

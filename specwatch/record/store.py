@@ -30,9 +30,15 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_t ON events (t);
 """
 
-STATE_KINDS = ("GpuInventoryChanged", "ServerReady", "ServerWaiting", "ServerLost")
+STATE_KINDS = (
+    "GpuInventoryChanged",
+    "ServerReady",
+    "ServerWaiting",
+    "ServerLost",
+    "VerdictChanged",
+)
 """Events that describe a state lasting until the next one; retention keeps the latest of each
-(per server) so that what remains still replays with its GPUs and server known."""
+(per server) so that what remains still replays with its GPUs, server and verdict known."""
 
 
 def open_for_writing(path: Path, meta: Mapping[str, str]) -> sqlite3.Connection:

@@ -26,7 +26,7 @@ def load_baseline(itl_ms: float | None = None, snapshot: Path | None = None) -> 
         return Baseline(float(itl_ms), "--baseline-itl")
     if snapshot is None:
         return Baseline()
-    from specwatch.core.verdict import baseline_ms_from_snapshot
+    from specwatch.core.spec_payoff import baseline_ms_from_snapshot
 
     try:
         from specwatch.bench.snapshot import read_snapshot

@@ -14,6 +14,7 @@ from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.core.snapshot_records import BenchResult
+from specwatch.session.live_verdict import LiveVerdictState
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +118,20 @@ class RecordingStopped:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class VerdictChanged:
+    """The live verdict moved: its phase, reference, outcome or current window changed.
+
+    The session judges the server at index ``server`` (its first) on the readings it emitted
+    just before (:class:`specwatch.session.live_verdict.LiveVerdict`); ``t`` is the time of the
+    newest reading taken in.
+    """
+
+    t: float
+    state: LiveVerdictState
+    server: int = 0
+
+
 SessionEvent = (
     ServerWaiting
     | ServerReady
@@ -128,5 +143,6 @@ SessionEvent = (
     | BenchProgress
     | BenchFinished
     | RecordingStopped
+    | VerdictChanged
 )
 """Everything a session emits."""

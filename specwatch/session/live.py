@@ -1,9 +1,10 @@
 """The live session: everything that runs while specwatch watches, and nothing that draws.
 
-It owns one :class:`ServerPoller` task per endpoint, a GPU source and its thread, and at most
-one benchmark job, and hands every reading to its subscribers as a typed event. The TUI
-subscribes and renders; a headless front end (a probe, a recorder, a test) subscribes the same
-way.
+It owns one :class:`ServerPoller` task per endpoint, a GPU source and its thread, at most one
+benchmark job, and the live verdict with its reference marks, and hands every reading to its
+subscribers as a typed event, followed by a :class:`VerdictChanged` whenever that reading moved
+the verdict. The TUI subscribes and renders; a headless front end (a probe, a recorder, a test)
+subscribes the same way and gets the same verdict.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.server import ServerInfo
+from specwatch.session import events as ev
 from specwatch.session.bench_job import BenchJob
 from specwatch.session.events import SessionEvent
 from specwatch.session.gpu_source import GpuSource, NoGpus, ReaderGpuSource
+from specwatch.session.live_verdict import LiveVerdict, Reference
 from specwatch.session.server_poller import ServerPoller
 from specwatch.sources.endpoint import Endpoint
 from specwatch.sources.server_identity import identify as identify_server
@@ -30,6 +33,9 @@ if TYPE_CHECKING:
 
 Subscriber = Callable[[SessionEvent], object]
 Identify = Callable[[str, ServerInfo], ServerIdentity]
+
+VERDICT_INPUTS = (ev.GpuInventoryChanged, ev.GpuTicked, ev.MetricsScraped, ev.ServerReady)
+"""The events the live verdict reads."""
 
 
 class Stoppable(Protocol):
@@ -58,6 +64,8 @@ class LiveSession:
             ``ServerIdentified`` event); default: ``sources.server_identity.identify``,
             except with an in-process ``demo`` (it would be identified as ourselves);
             ``None``: not read.
+        reference: The live verdict's reference from the start (a snapshot's); ``None``: the
+            first steady window after warmup.
     """
 
     def __init__(
@@ -69,6 +77,7 @@ class LiveSession:
         clock: Callable[[], float] = time.monotonic,
         demo: Stoppable | None = None,
         identify: Identify | Literal["default"] | None = "default",
+        reference: Reference | None = None,
     ) -> None:
         if isinstance(identify, str):  # "default"
             identify = None if demo is not None else identify_server
@@ -86,6 +95,14 @@ class LiveSession:
         ]
         self.bench: BenchJob | None = None
         """The latest benchmark job (running or done)."""
+        self.verdict: LiveVerdict | None = LiveVerdict(reference)
+        """The live verdict of :attr:`verdict_server` (``None``: not judged here, e.g. a replay
+        of recorded verdicts)."""
+        self.verdict_server = 0
+        """The endpoint the verdict judges."""
+        # The verdict is fed from the GPU thread, the loop and the benchmark's thread; one at a
+        # time, and each VerdictChanged handed on before the next reading can move it again.
+        self._verdict_lock = threading.RLock()
         self._subscribers: list[Subscriber] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
@@ -104,13 +121,55 @@ class LiveSession:
         return unsubscribe
 
     def emit(self, event: SessionEvent) -> None:
-        """Hand ``event`` to every subscriber (nothing after :meth:`stop`)."""
+        """Hand ``event`` to every subscriber, then the verdict it led to if that changed
+        (nothing after :meth:`stop`)."""
         if self._stopped.is_set():
             return
+        self._deliver(event)
+        if (
+            isinstance(event, VERDICT_INPUTS)
+            and getattr(event, "server", self.verdict_server) == self.verdict_server
+        ):
+            self._judge(lambda v: v.feed(event))
+
+    def _deliver(self, event: SessionEvent) -> None:
         for subscriber in list(self._subscribers):
             # One failing subscriber must not starve the others or kill a source's thread.
             with contextlib.suppress(Exception):
                 subscriber(event)
+
+    def _judge(self, change: Callable[[LiveVerdict], object]) -> bool:
+        """Apply ``change`` to the verdict; emit it if it moved. ``False``: no verdict here."""
+        with self._verdict_lock:
+            verdict = self.verdict
+            if verdict is None:
+                return False
+            before = verdict.version
+            # A reading the verdict cannot take (a malformed window) leaves it as it was.
+            with contextlib.suppress(Exception):
+                change(verdict)
+            if verdict.version != before and not self._stopped.is_set():
+                state = verdict.state()
+                self._deliver(ev.VerdictChanged(verdict.now, state, self.verdict_server))
+        return True
+
+    # --- the live verdict's reference -----------------------------------------------------------
+
+    def mark_reference(self) -> bool:
+        """Judge against the window ending at the newest reading from now on (the ``r`` key).
+
+        Returns:
+            Whether this session judges at all (a replay of recorded verdicts does not).
+        """
+        return self._judge(lambda v: v.mark(v.now))
+
+    def use_reference(self, reference: Reference) -> bool:
+        """Judge against ``reference`` (a benchmark snapshot's figures) from now on.
+
+        Returns:
+            Whether this session judges at all.
+        """
+        return self._judge(lambda v: v.use_reference(reference))
 
     # --- lifecycle ------------------------------------------------------------------------------
 

@@ -106,6 +106,10 @@ class LiveVerdictState:
         return self.judgement.outcome if self.judgement is not None else None
 
 
+WAITING = LiveVerdictState("waiting", "waiting for the server")
+"""The state before any reading."""
+
+
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -177,7 +181,7 @@ class LiveVerdict:
         self._steady_t0: float | None = None
         self._mark_pending: float | None = None
         self._now = 0.0
-        self._state = LiveVerdictState("waiting", "waiting for the server")
+        self._state = WAITING
         self.version = 0
         """Grows whenever :meth:`state` changes."""
 
@@ -264,6 +268,11 @@ class LiveVerdict:
         """The latest verdict (or why there is none yet)."""
         return self._state
 
+    @property
+    def now(self) -> float:
+        """The time of the newest reading taken in (where a mark made now ends)."""
+        return self._now
+
     # --- internals ---------------------------------------------------------------------------
 
     def _advance(self, t: float) -> None:
@@ -346,7 +355,7 @@ class LiveVerdict:
         progress = self._settle_reference(t)
         old = self._state
         if not self._ready and not self._intervals:
-            new = LiveVerdictState("waiting", "waiting for the server")
+            new = WAITING
         elif self._warmup_t0 is not None and self.reference is None:
             new = LiveVerdictState("warmup", "server warming up")
         elif self.reference is None or progress:
@@ -372,6 +381,7 @@ __all__ = [
     "CURRENT_S",
     "MIN_INTERVALS",
     "REFERENCE_S",
+    "WAITING",
     "LiveVerdict",
     "LiveVerdictState",
     "Reference",

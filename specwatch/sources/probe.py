@@ -33,9 +33,10 @@ DEFAULT_PROMPT = (
     "with a short example in Python."
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of the JSON document: 2 added ``schema_version`` and one GPU entry shape for NVML
-and dcgm-exporter (``node``, ``source``, every key present, nulls explained in ``missing``)."""
+and dcgm-exporter (``node``, ``source``, every key present, nulls explained in ``missing``);
+3 added ``verdict``, the live verdict the probe's readings give."""
 
 EXIT_OK = 0
 EXIT_UNREACHABLE = 1
@@ -253,8 +254,14 @@ def _window_dict(window: MetricsWindow | None) -> dict[str, Any] | None:
     return plain
 
 
-def probe_to_dict(result: ProbeResult) -> dict[str, Any]:
-    """The JSON document of a probe (``null`` values carry a reason nearby)."""
+def probe_to_dict(result: ProbeResult, verdict: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON document of a probe (``null`` values carry a reason nearby).
+
+    Args:
+        result: What the probe found.
+        verdict: The live verdict of the probe's readings, as JSON
+            (:func:`specwatch.session.verdict_report.probe_verdict_json`; the CLI gives it).
+    """
     info = result.info
     server: dict[str, Any] | None = None
     if info is not None:
@@ -305,6 +312,7 @@ def probe_to_dict(result: ProbeResult) -> dict[str, Any]:
         ),
         "gpus": gpus,
         "gpus_reason": gpus_reason,
+        "verdict": verdict,
     }
 
 

@@ -112,7 +112,10 @@ def run_probe(args: argparse.Namespace) -> int:
         )
     )
     if args.json:
-        sys.stdout.write(orjson.dumps(probe_to_dict(result), option=orjson.OPT_INDENT_2).decode())
+        from specwatch.session.verdict_report import probe_verdict_json
+
+        doc = probe_to_dict(result, probe_verdict_json(result))
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
         sys.stdout.write("\n")
     else:
         print(render_text(result))

@@ -29,15 +29,14 @@ from specwatch.ui.panes import (
     VerdictLine,
     VerifyPane,
 )
-from specwatch.ui.session_events import SessionEventsApp
+from specwatch.ui.session_events import EventInbox, SessionEventsApp
 from specwatch.ui.settings import REDRAW_S, AppSettings, default_screenshot_dir
 from specwatch.ui.themes import ThemeLoad, cycle_order, load_themes
 
 if TYPE_CHECKING:
-    # Off the path to the first frame: the session relay, the modals and the palette are
-    # imported when first used.
+    # Off the path to the first frame: the session, the modals and the palette are imported
+    # when first used.
     from specwatch.session import LiveSession
-    from specwatch.ui.live import EventInbox
 
 INTERVALS = (0.5, 1.0, 2.0, 5.0)
 """Sampling intervals the ``i`` key cycles through, seconds."""
@@ -53,8 +52,8 @@ class SpecwatchApp(SessionEventsApp):
 
     Args:
         settings: What the command line chose.
-        session: The live session to render (``None``: messages are posted by hand, or built
-            by ``session_factory``).
+        session: The live session to render (``None``: events are given to :meth:`receive` by
+            hand, or it is built by ``session_factory``).
         model: The model the panes draw (``None``: a new one).
         cpu_clock: The clock the monitor's own CPU share is measured with.
         wall_clock: The wall clock beside it.
@@ -128,19 +127,17 @@ class SpecwatchApp(SessionEventsApp):
         self.model.interval_s = self.settings.interval_s
         self.model.show_overhead = self.settings.show_overhead
         self.session = session
-        """The live session whose events this app renders (``None``: messages posted by hand)."""
+        """The live session whose events this app renders (``None``: events given by hand)."""
         self._session_factory = session_factory
         self.message_counts: Counter[str] = Counter()
-        """How many of each source message arrived (for tests and the overhead script)."""
         self.sample_errors = 0
         self._cpu_clock = cpu_clock
         self._wall_clock = wall_clock
         self._cpu_last: tuple[float, float] | None = None
         self._panes: list[ModelPane] = []
         self._hung_up = False
-        self._inbox: EventInbox | None = None
-        """Session events waiting for the next redraw (see ``ui/live.py``)."""
-        self._session_stopped = False
+        self._inbox = EventInbox()
+        """Session events waiting for the next redraw (see ``ui/session_events.py``)."""
         # Held directly: app-level keys and resizes also arrive while a modal is on top, when
         # a query would search the modal instead of the main screen.
         self.status_line = StatusLine(self.model, id="status")
@@ -199,12 +196,7 @@ class SpecwatchApp(SessionEventsApp):
             # Built here rather than before ``run()``: importing the session (pollers, events,
             # the NVML source) held the first frame back by ~20 ms.
             self.session = factory()
-        if self.session is not None and not self._session_stopped:
-            from specwatch.ui.live import EventInbox, SessionRelay
-
-            self._inbox = EventInbox()
-            self.session.subscribe(SessionRelay(self.post_message, inbox=self._inbox))
-            self.session.start()
+        self.start_session()
 
     def on_resize(self, event: Resize) -> None:
         """Drop the clock and heat strips on short terminals; redraw everything at the new size."""
@@ -220,12 +212,6 @@ class SpecwatchApp(SessionEventsApp):
         if first is not None and first == self.get_css_variables():
             return
         super().refresh_css(animate)
-
-    def on_unmount(self) -> None:
-        """Stop the session: its pollers, GPU source, demo and a running benchmark."""
-        self._session_stopped = True
-        if self.session is not None:
-            self.session.stop()
 
     # --- drawing --------------------------------------------------------------------------------
 
@@ -343,11 +329,6 @@ class SpecwatchApp(SessionEventsApp):
             self.notify("no server connected: nothing to benchmark", severity="warning")
             return
         self.bench_bar.add_class("-active")
-
-    def action_mark_reference(self) -> None:
-        """Judge against the window ending now from here on."""
-        self.model.mark_reference()
-        self.notify("reference: the last 30 s", timeout=2)
 
     def action_compare(self) -> None:
         """Compare the two latest snapshots and show the verdict."""

@@ -1,8 +1,9 @@
 """What the TUI shows, as plain data: bounded histories, marks and the latest readings.
 
-The app feeds this model from messages (GPU ticks, metrics windows, server status, benchmark
-events); the panes read it when they redraw. It never imports textual, so it is tested directly,
-and snapshot tests and screenshots fill it with deterministic data.
+The app applies its session's events to this model (GPU ticks, metrics windows, server status,
+benchmark events, the live verdict the session computed); the panes read it when they redraw.
+It never imports textual, so it is tested directly, and snapshot tests and screenshots fill it
+with deterministic data.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from specwatch.core import gpu_rules
 from specwatch.core.ring import TimeSeries
-from specwatch.session.live_verdict import LiveVerdict
+from specwatch.session.live_verdict import WAITING, LiveVerdictState
 from specwatch.ui.arguments import WINDOWS as WINDOWS
 from specwatch.ui.model_checks import check_tick, check_window, is_number
 
@@ -120,8 +121,9 @@ class MonitorModel:
         self.replay_label: str | None = None
         """``REPLAY`` and the recorded time while replaying a recording; ``None`` when live."""
         self.now = 0.0
-        self.verdict = LiveVerdict()
-        """The live verdict (headless: the model only feeds it and the verdict line reads it)."""
+        self.verdict: LiveVerdictState = WAITING
+        """The live verdict as the session last gave it (the verdict line words it)."""
+        self.verdict_version = 0
         self.gpu_version = 0
         self.rate_version = 0
         self.spec_version = 0
@@ -137,7 +139,6 @@ class MonitorModel:
     def set_inventory(self, inventory: GpuInventory) -> None:
         """Record what the sampler found at start-up."""
         self.inventory = inventory
-        self.verdict.set_inventory(inventory)
         self.gpu_version += 1
         self.status_version += 1
 
@@ -149,7 +150,6 @@ class MonitorModel:
         """
         check_tick(tick)
         self.tick = tick
-        self.verdict.add_tick(tick)
         self._advance(tick.t)
         pcts: list[float] = []
         temps: list[float] = []
@@ -211,7 +211,6 @@ class MonitorModel:
         self._advance(t)
         self.server = info
         self.commit = None  # the identity of this (maybe restarted) server follows
-        self.verdict.server_ready(t)
         self.connection_ok = True
         self.connection = "connected"
         if self._loading is not None:
@@ -250,7 +249,6 @@ class MonitorModel:
         check_window(w)
         self._advance(w.t)
         self.last_scrape = w
-        self.verdict.add_window(w)
         if w.restarted:
             self.marks.append(Mark("restart", w.t, w.t, "restart"))
             self._open_warmup(w.t)
@@ -364,15 +362,10 @@ class MonitorModel:
 
     # --- misc -----------------------------------------------------------------------------------
 
-    @property
-    def verdict_version(self) -> int:
-        """Grows when the live verdict changes."""
-        return self.verdict.version
-
-    def mark_reference(self) -> None:
-        """Make the window ending now the live verdict's reference (the ``r`` key)."""
-        self.verdict.mark(self.now)
-        self.status_version += 1
+    def set_verdict(self, state: LiveVerdictState) -> None:
+        """The live verdict the session reached (its ``VerdictChanged`` event)."""
+        self.verdict = state
+        self.verdict_version += 1
 
     def set_monitor_cpu(self, pct: float | None) -> None:
         """The monitor's own CPU use, percent of one core."""

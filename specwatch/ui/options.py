@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from specwatch.record.recorder import Recorder
     from specwatch.session import LiveSession
     from specwatch.session.live import Stoppable
+    from specwatch.session.live_verdict import Reference
     from specwatch.ui.app import AppSettings
 
 
@@ -85,15 +86,18 @@ def with_recorder(session: LiveSession, path: Path, interval_s: float | None = N
     return recorder
 
 
-def build_session(args: argparse.Namespace) -> LiveSession:
+def build_session(args: argparse.Namespace, reference: Reference | None = None) -> LiveSession:
     """The live session for ``args``: the demo (started here) or the given server, recorded
-    into ``--record FILE`` when given.
+    into ``--record FILE`` when given; its live verdict judges against ``reference`` when
+    given (``--reference FILE``), else the first steady window.
 
     Raises:
         ValueError: The address cannot be parsed, or the file cannot be recorded into (one
             line, without the key).
     """
     session = _build_session(fill_defaults(args))
+    if reference is not None:
+        session.use_reference(reference)
     record: Path | None = getattr(args, "record", None)
     if record is not None:
         try:
@@ -249,7 +253,17 @@ def run_tui(args: argparse.Namespace) -> int:
 
     settings = build_settings(args, baseline_ms, baseline_source)
     app_themes = themes if settings.theme_dirs is None else None
-    session: LiveSession | None = None
+    reference: Reference | None = None
+    if args.reference is not None:
+        from specwatch.bench.snapshot import SnapshotError, load_snapshot
+        from specwatch.session.live_verdict import snapshot_reference
+
+        try:
+            snap = load_snapshot(args.reference)
+        except SnapshotError as e:
+            print(f"specwatch: --reference: {e}", file=sys.stderr)
+            return 2
+        reference = snapshot_reference(snap, args.reference.name)
     if _session_after_first_frame(args):
         from specwatch.sources.endpoint import parse_endpoint
 
@@ -258,26 +272,18 @@ def run_tui(args: argparse.Namespace) -> int:
         except ValueError as e:
             print(f"specwatch: {e}", file=sys.stderr)
             return 2
-        app = SpecwatchApp(settings, session_factory=lambda: build_session(args), themes=app_themes)
+        app = SpecwatchApp(
+            settings,
+            session_factory=lambda: build_session(args, reference),
+            themes=app_themes,
+        )
     else:
         try:
-            session = build_session(args)
+            session = build_session(args, reference)
         except ValueError as e:
             print(f"specwatch: {e}", file=sys.stderr)
             return 2
         app = SpecwatchApp(settings, session, themes=app_themes)
-    if args.reference is not None:
-        from specwatch.bench.snapshot import SnapshotError, load_snapshot
-        from specwatch.session.live_verdict import snapshot_reference
-
-        try:
-            snap = load_snapshot(args.reference)
-        except SnapshotError as e:
-            if session is not None:
-                session.stop()
-            print(f"specwatch: --reference: {e}", file=sys.stderr)
-            return 2
-        app.model.verdict.use_reference(snapshot_reference(snap, args.reference.name))
     try:
         result = app.run()
     finally:

@@ -15,7 +15,6 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
@@ -27,10 +26,6 @@ from specwatch.ui.model import MonitorModel
 
 LABEL_EVERY_S = 0.25
 """How often the status line's replay time is refreshed."""
-
-
-class ReplayRewound(Message):
-    """The replay went back in time: forget everything shown, history follows."""
 
 
 class JumpModal(ModalScreen[str | None]):
@@ -86,7 +81,7 @@ class ReplayApp(SpecwatchApp):
     def __init__(self, settings: AppSettings, replay: ReplaySession) -> None:
         super().__init__(settings, replay)
         self.replay = replay
-        replay.on_rewind(lambda: self.post_in_order(ReplayRewound()))
+        replay.on_rewind(lambda: self.in_order(self._rewound))
         self.model.replay_label = sanitize_line(replay.label(), 80)
 
     def on_mount(self) -> None:
@@ -103,8 +98,9 @@ class ReplayApp(SpecwatchApp):
             self.model.replay_label = label
             self.model.status_version += 1
 
-    def on_replay_rewound(self, message: ReplayRewound) -> None:
-        """Start the panes from nothing; the history before the new time is on its way."""
+    def _rewound(self) -> None:
+        """The replay went back in time: start the panes from nothing; the history before the
+        new time is on its way."""
         reset_model(self.model)
         for pane in self._panes:
             pane.force_sync()
@@ -195,4 +191,4 @@ def run_replay(args: argparse.Namespace) -> int:
     return result if isinstance(result, int) else 0
 
 
-__all__ = ["JumpModal", "ReplayApp", "ReplayRewound", "reset_model", "run_replay"]
+__all__ = ["JumpModal", "ReplayApp", "reset_model", "run_replay"]

@@ -20,6 +20,45 @@ MAX_CLOCK = 1980
 POWER_LIMIT = 700.0
 
 
+class JudgedModel(MonitorModel):
+    """A model that judges its own readings as the session would (scenes and screenshots fill
+    a model without a session, so the verdict line has no session to hear from)."""
+
+    def __init__(self, baseline_ms: float | None = None, baseline_source: str = "") -> None:
+        super().__init__(baseline_ms, baseline_source)
+        self.judge = LiveVerdict()
+        self._judged_version = 0
+
+    def _judged(self) -> None:
+        if self.judge.version != self._judged_version:
+            self._judged_version = self.judge.version
+            self.set_verdict(self.judge.state())
+
+    def set_inventory(self, inventory: GpuInventory) -> None:
+        """Record the GPUs; the verdict learns their maximum clocks."""
+        super().set_inventory(inventory)
+        self.judge.set_inventory(inventory)
+        self._judged()
+
+    def add_tick(self, tick: GpuTick) -> None:
+        """Take one GPU tick, and judge it."""
+        super().add_tick(tick)
+        self.judge.add_tick(tick)
+        self._judged()
+
+    def set_ready(self, t: float, info: ServerInfo) -> None:
+        """The server answered: the verdict's warmup starts."""
+        super().set_ready(t, info)
+        self.judge.server_ready(t)
+        self._judged()
+
+    def add_window(self, w: MetricsWindow) -> None:
+        """Take one metrics window, and judge it."""
+        super().add_window(w)
+        self.judge.add_window(w)
+        self._judged()
+
+
 def scene_inventory(gpus: int = 8) -> GpuInventory:
     """Eight simulated H100s."""
     return GpuInventory(
@@ -124,7 +163,7 @@ def build_scene(
     gpus: int = 8,
 ) -> MonitorModel:
     """Fill ``model`` (or a new one) with ``seconds`` of seeded history at 1 s steps."""
-    m = model or MonitorModel(baseline_ms=6.8, baseline_source="--baseline-itl")
+    m = model or JudgedModel(baseline_ms=6.8, baseline_source="--baseline-itl")
     rng = random.Random(seed)
     info = scene_server()
     m.set_inventory(scene_inventory(gpus))

@@ -1,127 +1,181 @@
-"""The live monitor's handlers for what its session sends: samples into the model, errors shown.
+"""The live monitor takes its session's events and applies them to its model, on the UI thread.
 
-Kept apart from the screen and its keys (``ui/app.py``). GPU ticks and ``/metrics`` windows
-wait in an inbox (``ui/live.py``) that the redraw timer empties; every other event drains it at
-once, so their order holds.
+The session calls :meth:`SessionEventsApp.receive` from its threads and tasks. Every event waits
+in an :class:`EventInbox`, in the order it happened. GPU ticks, ``/metrics`` windows and the
+verdicts they lead to (a few a second, every second) wait for the next redraw, which is when
+they would first show: posting each as a message woke the event loop and ran Textual's dispatch
+for every one (about 0.5 ms each on this machine's kind). Any other event posts one
+:class:`Drain`, and the app empties the inbox at once.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from textual.message import Message
 
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.terminal_watch import TerminalWatchApp
 
 if TYPE_CHECKING:
-    from textual.message import Message
+    from specwatch.session.events import BenchFinished, SessionEvent
 
-    from specwatch.ui.live import Drain, EventInbox
-    from specwatch.ui.messages import (
-        BenchFinished,
-        BenchProgress,
-        GpuInventoryChanged,
-        GpuTicked,
-        MetricsScraped,
-        ServerIdentified,
-        ServerLost,
-        ServerReady,
-        ServerWaiting,
-    )
+
+class Drain(Message):
+    """Apply the events waiting in the app's :class:`EventInbox` now (one is worth showing)."""
+
+    def can_replace(self, message: Message) -> bool:
+        """One drain still queued empties the inbox for every event behind it."""
+        return isinstance(message, Drain)
+
+
+class EventInbox:
+    """Session events for the app in the order they happened; any thread puts, the app takes.
+
+    ``deque.append`` and ``popleft`` are atomic, so no lock is needed.
+    """
+
+    def __init__(self) -> None:
+        self._items: deque[SessionEvent | Callable[[], object]] = deque()
+
+    def put(self, item: SessionEvent | Callable[[], object]) -> None:
+        """Add ``item`` behind those waiting."""
+        self._items.append(item)
+
+    def take(self) -> list[SessionEvent | Callable[[], object]]:
+        """Every waiting item, oldest first; the inbox is then empty."""
+        out: list[SessionEvent | Callable[[], object]] = []
+        pop = self._items.popleft
+        while True:
+            try:
+                out.append(pop())
+            except IndexError:
+                return out
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 class SessionEventsApp(TerminalWatchApp):
-    """Applies the session's messages to :attr:`model`; a bad one is counted, never fatal."""
+    """The app's side of its session: starts and stops it, applies its events to
+    :attr:`model` (a bad one is counted, never fatal) and passes it the reference marks."""
 
     model: MonitorModel
     message_counts: Counter[str]
+    """How many events of each kind were applied (for tests and the overhead script)."""
     sample_errors: int
-    _inbox: EventInbox | None
+    server_shown = 0
+    """The endpoint the monitor shows; other endpoints' events are left to other subscribers."""
+    _inbox: EventInbox
+    _session_stopped = False
 
-    def apply_inbox(self) -> None:
-        """Handle the session's waiting messages, oldest first (also while paused: sampling
-        continues, so nothing is lost)."""
-        if self._inbox is None:
+    def start_session(self) -> None:
+        """Receive the session's events and start it (after the first frame)."""
+        if self.session is not None and not self._session_stopped:
+            self.session.subscribe(self.receive)
+            self.session.start()
+
+    def on_unmount(self) -> None:
+        """Stop the session: its pollers, GPU source, demo and a running benchmark."""
+        self._session_stopped = True
+        if self.session is not None:
+            self.session.stop()
+
+    def action_mark_reference(self) -> None:
+        """Judge against the window ending now from here on (the session keeps the mark)."""
+        if self.session is None or not self.session.mark_reference():
+            self.notify("no live verdict here to mark a reference for", timeout=3)
             return
-        for message in self._inbox.take():
-            getattr(self, message.handler_name)(message)
+        self.notify("reference: the last 30 s", timeout=2)
 
-    def on_drain(self, message: Drain) -> None:
-        """An event that should show at once arrived behind others: handle them all now."""
-        self.apply_inbox()
+    def receive(self, event: SessionEvent) -> None:
+        """Take one session event (a session subscriber: thread-safe, quick)."""
+        from specwatch.session import events as ev  # loaded: an event of it is here
 
-    def post_in_order(self, message: Message) -> None:
-        """Post ``message`` behind the session's waiting events (thread-safe)."""
-        if self._inbox is None:
-            self.post_message(message)
+        if getattr(event, "server", self.server_shown) != self.server_shown:
             return
-        from specwatch.ui.live import Drain
+        self._inbox.put(event)
+        if not isinstance(event, ev.GpuTicked | ev.MetricsScraped | ev.VerdictChanged):
+            self.post_message(Drain())
 
-        self._inbox.put(message)
+    def in_order(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` on the UI thread behind the events waiting now (thread-safe)."""
+        self._inbox.put(callback)
         self.post_message(Drain())
 
-    def _guard(self, name: str, fn: Callable[[], None]) -> None:
-        """Apply one incoming sample; a bad one is counted and shown, never fatal."""
+    def apply_inbox(self) -> None:
+        """Apply the waiting events, oldest first (also while paused: sampling continues, so
+        nothing is lost)."""
+        for item in self._inbox.take():
+            if callable(item):
+                item()
+            else:
+                self.apply_event(item)
+
+    def on_drain(self, message: Drain) -> None:
+        """An event that should show at once arrived behind others: apply them all now."""
+        self.apply_inbox()
+
+    def apply_event(self, event: SessionEvent) -> None:
+        """Apply one session event to the model; a malformed one is counted and shown."""
+        from specwatch.session import events as ev
+
+        m = self.model
+        apply: Callable[[], object]
+        match event:
+            case ev.GpuInventoryChanged(inventory=inventory):
+                name, apply = "inventory", lambda: m.set_inventory(inventory)
+            case ev.GpuTicked(tick=tick):
+                name, apply = "gpu_tick", lambda: m.add_tick(tick)
+            case ev.ServerWaiting(t, state, attempt, elapsed_s, detail):
+                name = "server_waiting"
+                apply = lambda: m.set_waiting(t, state, attempt, elapsed_s, detail)  # noqa: E731
+            case ev.ServerReady(t=t, info=info):
+                name, apply = "server_ready", lambda: m.set_ready(t, info)
+            case ev.ServerIdentified(identity=identity):
+                name, apply = "server_identified", lambda: m.set_identity(identity)
+            case ev.ServerLost(t=t, reason=reason):
+                name, apply = "server_lost", lambda: m.set_lost(t, reason)
+            case ev.MetricsScraped(window=window):
+                name, apply = "metrics", lambda: m.add_window(window)
+            case ev.VerdictChanged(state=verdict):
+                name, apply = "verdict", lambda: m.set_verdict(verdict)
+            case ev.BenchProgress(t, kind, index, total, text, tok_s):
+                name = "bench_progress"
+                apply = lambda: m.bench_event(t, kind, index, total, text, tok_s)  # noqa: E731
+            case ev.BenchFinished():
+                name, apply = "bench_finished", lambda: self._show_bench_result(event)
+            case ev.RecordingStopped(reason=reason):
+                name = "recording_stopped"
+                apply = lambda: self.notify(  # noqa: E731
+                    reason, title="recording", severity="error", timeout=3600
+                )
+            case _:
+                return
         self.message_counts[name] += 1
         try:
-            fn()
+            apply()
         except Exception as e:  # a malformed sample must not take the monitor down
             self.sample_errors += 1
             if self.sample_errors <= 3:
                 self.notify(f"{name}: {type(e).__name__}: {e}", title="bad sample skipped")
 
-    def on_gpu_inventory_changed(self, message: GpuInventoryChanged) -> None:
-        """The GPU source opened (or not), or the GPUs' fixed data changed."""
-        self._guard("inventory", lambda: self.model.set_inventory(message.inventory))
-
-    def on_gpu_ticked(self, message: GpuTicked) -> None:
-        """A GPU tick arrived from the sampler thread."""
-        self._guard("gpu_tick", lambda: self.model.add_tick(message.tick))
-
-    def on_server_waiting(self, message: ServerWaiting) -> None:
-        """The server is down or loading."""
-        m = message
-        self._guard(
-            "server_waiting",
-            lambda: self.model.set_waiting(m.t, m.state, m.attempt, m.elapsed_s, m.detail),
-        )
-
-    def on_server_ready(self, message: ServerReady) -> None:
-        """The server answered."""
-        self._guard("server_ready", lambda: self.model.set_ready(message.t, message.info))
-
-    def on_server_identified(self, message: ServerIdentified) -> None:
-        """The server's code identity: its commit goes beside the version."""
-        self._guard("server_identified", lambda: self.model.set_identity(message.identity))
-
-    def on_server_lost(self, message: ServerLost) -> None:
-        """The server stopped answering."""
-        self._guard("server_lost", lambda: self.model.set_lost(message.t, message.reason))
-
-    def on_metrics_scraped(self, message: MetricsScraped) -> None:
-        """A ``/metrics`` window arrived."""
-        self._guard("metrics", lambda: self.model.add_window(message.window))
-
-    def on_bench_progress(self, message: BenchProgress) -> None:
-        """A benchmark event."""
-        m = message
-        self._guard(
-            "bench_progress",
-            lambda: self.model.bench_event(m.t, m.kind, m.index, m.total, m.message, m.tok_s),
-        )
-
-    def on_bench_finished(self, message: BenchFinished) -> None:
-        """A benchmark ended: show the result and where it was saved."""
-        self.message_counts["bench_finished"] += 1
-        body = message.body
-        if message.snapshot_path:
-            body += f"\n\nsnapshot saved: {message.snapshot_path}"
-        if message.error:
-            body += f"\n\n{message.error}"
+    def _show_bench_result(self, event: BenchFinished) -> None:
+        """A benchmark ended: its result, where the snapshot went, or why it failed."""
+        from specwatch.ui.bench_glue import result_text
         from specwatch.ui.modals import TextModal
 
-        self.push_screen(TextModal(message.title, body))
+        if event.result is None:
+            self.push_screen(TextModal("benchmark failed", event.failure or ""))
+            return
+        body = result_text(event.result)
+        if event.snapshot_path is not None:
+            body += f"\n\nsnapshot saved: {event.snapshot_path}"
+        if event.snapshot_error:
+            body += f"\n\n{event.snapshot_error}"
+        self.push_screen(TextModal(f"benchmark {event.outcome}", body))
 
 
-__all__ = ["SessionEventsApp"]
+__all__ = ["Drain", "EventInbox", "SessionEventsApp"]

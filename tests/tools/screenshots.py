@@ -45,6 +45,7 @@ from specwatch.sources.metrics import MetricsWatcher  # noqa: E402
 from specwatch.sources.nvml import GpuSampler  # noqa: E402
 from specwatch.ui.app import AppSettings, SpecwatchApp  # noqa: E402
 from specwatch.ui.model import MonitorModel  # noqa: E402
+from specwatch.ui.scene import JudgedModel  # noqa: E402
 from specwatch.ui.themes import BUILTIN_ORDER  # noqa: E402
 
 START = 1000.0
@@ -73,7 +74,7 @@ async def record(seconds: int, restart_at: int, bench_at: int, story: bool = Fal
         world = SimWorld(config, clock=clock)
     server = SimServer(world)
     url = server.start()
-    model = MonitorModel(baseline_ms=PLAIN_ITL_MS, baseline_source="--baseline-itl 11.5")
+    model = JudgedModel(baseline_ms=PLAIN_ITL_MS, baseline_source="--baseline-itl 11.5")
     sampler = GpuSampler(nvml=FakeNvml(world.gpus, clock=clock.now), clock=clock.now)
     model.set_inventory(sampler.open())
 

@@ -1,7 +1,8 @@
 """The verdict line at the top: GPU state, load, or code? — the current window against a reference.
 
-The verdict and its numbers come from :class:`specwatch.session.live_verdict.LiveVerdict`; this
-pane only words them, in ``compare``'s wording, dropping the least important parts to fit.
+The session computes the verdict and its numbers (:mod:`specwatch.session.live_verdict`) and the
+app keeps the latest in its model; this pane only words them, in ``compare``'s wording, dropping
+the least important parts to fit.
 """
 
 from __future__ import annotations
@@ -130,4 +131,4 @@ class VerdictLine(ModelPane):
     def render_pane(self) -> RenderableType:
         """The line."""
         styles = {"text": self.component_styles()["normal"], **self.tone_styles()}
-        return verdict_text(self.model.verdict.state(), styles, self.content_size.width)
+        return verdict_text(self.model.verdict, styles, self.content_size.width)

@@ -8,7 +8,7 @@ from rich.console import RenderableType
 from rich.style import Style
 from rich.text import Text
 
-from specwatch.core.verdict import verdict
+from specwatch.core.spec_payoff import spec_payoff
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.base import TextPane
 
@@ -71,7 +71,7 @@ def verify_text(
         out.append(piece, s[key])
     step_ms = None if w.step_latency_s is None else w.step_latency_s * 1000
     tps = w.accept_length
-    judged = verdict(step_ms, tps, model.baseline_ms)
+    judged = spec_payoff(step_ms, tps, model.baseline_ms)
     tok = "–" if tps is None else f"{tps:.2f}"
     eff = judged.effective_ms_per_token
     eff_text = "–" if eff is None else f"{eff:.1f} ms/tok"

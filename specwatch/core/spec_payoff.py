@@ -1,5 +1,7 @@
 """Does speculation pay? The arithmetic behind the verify-latency pane.
 
+Not the live verdict (GPU state, load or code?: :mod:`specwatch.session.live_verdict`).
+
 Speculative decoding trades one verify step (slower than a plain decode step) for several tokens.
 With ``step`` the mean verify-step latency, ``L`` the mean tokens per step (accept length, bonus
 token included) and ``plain`` the per-token latency without speculation:
@@ -19,11 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 EVEN_BAND = 0.02
-"""Within +/-2% the verdict is "about even": below what a live window can resolve."""
+"""Within +/-2% speculation is "about even": below what a live window can resolve."""
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class SpecPayoff:
     """Speculation against plain decoding, from one window of measurements."""
 
     effective_ms_per_token: float | None
@@ -52,9 +54,9 @@ def break_even_accept_length(step_ms: float | None, plain_ms: float | None) -> f
     return step_ms / plain_ms
 
 
-def verdict(
+def spec_payoff(
     step_ms: float | None, tokens_per_step: float | None, plain_ms: float | None
-) -> Verdict:
+) -> SpecPayoff:
     """Judge speculation from a window's step latency and accept length against a baseline.
 
     Args:
@@ -63,15 +65,15 @@ def verdict(
         plain_ms: Per-token latency without speculation, in milliseconds.
 
     Returns:
-        The derived figures and a one-line verdict.
+        The derived figures and a one-line sentence.
     """
     eff = effective_ms_per_token(step_ms, tokens_per_step)
     be = break_even_accept_length(step_ms, plain_ms)
     if plain_ms is None or plain_ms <= 0:
         text = "no baseline: --baseline-itl MS or --baseline SNAPSHOT"
-        return Verdict(eff, None, None, None, text)
+        return SpecPayoff(eff, None, None, None, text)
     if eff is None:
-        return Verdict(None, plain_ms, be, None, "waiting for step latency and accept length")
+        return SpecPayoff(None, plain_ms, be, None, "waiting for step latency and accept length")
     ratio = plain_ms / eff
     change = ratio - 1.0
     if abs(change) < EVEN_BAND:
@@ -80,7 +82,7 @@ def verdict(
         text = f"speculation gains {change * 100:.0f}%"
     else:
         text = f"speculation costs {-change * 100:.0f}%"
-    return Verdict(eff, plain_ms, be, ratio, text)
+    return SpecPayoff(eff, plain_ms, be, ratio, text)
 
 
 def _number(value: Any) -> float | None:
