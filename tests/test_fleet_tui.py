@@ -23,7 +23,7 @@ from specwatch.ui.app import AppSettings
 from specwatch.ui.fleet_app import FleetApp, FleetChoice
 from specwatch.ui.fleet_run import BACK, DrillApp, run_fleet_async
 from specwatch.ui.fleet_table import FleetTable
-from specwatch.ui.render import fmt_num
+from specwatch.ui.renderables.text import fmt_num
 from specwatch.ui.themes import repo_theme_dir
 from tests.fleet_world import SimFleet, sim_fleet, sim_nodes
 from tests.prometheus_fixture import PROMETHEUS, SKIP_REASON

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
 from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from specwatch.ui.kept_paint import KeptFooter, KeptHorizontal, KeptScreen
 from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes import (
     BenchBar,
@@ -118,11 +118,6 @@ class SpecwatchApp(SessionEventsApp):
         elif self.theme_names:
             self.theme_errors.append(f"theme {wanted!r} not found; using {self.theme_names[0]!r}")
             self.theme = self.theme_names[0]
-        # Textual parses the stylesheet with the variables of the theme current when the app
-        # was built, then again (~30 ms before the first frame) for the theme set here; with
-        # the variables set now, the first parse is the right one (see refresh_css).
-        self._first_css_variables: dict[str, str] | None = self.get_css_variables()
-        self.stylesheet.set_variables(self._first_css_variables)
         self.model = model or MonitorModel(self.settings.baseline_ms, self.settings.baseline_source)
         self.model.interval_s = self.settings.interval_s
         self.model.show_overhead = self.settings.show_overhead
@@ -153,17 +148,13 @@ class SpecwatchApp(SessionEventsApp):
         yield VerdictLine(self.model, id="verdict")
         yield GpusPane(self.model, id="gpus")
         yield self.rate_pane
-        with KeptHorizontal(id="lower"):
+        with Horizontal(id="lower"):
             yield SpeculationPane(self.model, id="spec")
             yield VerifyPane(self.model, id="verify")
             yield LoadPane(self.model, id="load")
         yield self.bench_bar
         # Compact, so every key (quit and help included) stays visible at 80 columns.
-        yield KeptFooter(compact=True)
-
-    def get_default_screen(self) -> Screen[object]:
-        """The main screen, whose background is not drawn again at every redraw."""
-        return KeptScreen(id="_default")
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         """Start the timers and the sources; report themes that failed to load."""
@@ -204,14 +195,6 @@ class SpecwatchApp(SessionEventsApp):
         self.query_one(Footer).show_command_palette = event.size.width >= WIDE_ENOUGH_FOR_PALETTE
         for pane in self._panes:
             pane.force_sync()
-
-    def refresh_css(self, animate: bool = True) -> None:
-        """Textual's CSS refresh, less the first one queued by setting the theme in ``__init__``
-        when the stylesheet already has that theme's variables."""
-        first, self._first_css_variables = self._first_css_variables, None
-        if first is not None and first == self.get_css_variables():
-            return
-        super().refresh_css(animate)
 
     # --- drawing --------------------------------------------------------------------------------
 

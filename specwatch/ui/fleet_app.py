@@ -30,7 +30,7 @@ from specwatch.ui import hangup
 from specwatch.ui.fleet_pane import FleetPane
 from specwatch.ui.modals import HelpScreen
 from specwatch.ui.palette import textual_commands
-from specwatch.ui.quiet_driver import quiet_driver_class
+from specwatch.ui.textual_compat import quiet_driver_class
 from specwatch.ui.themes import cycle_order, load_themes
 
 STALE_AFTER = 3.0

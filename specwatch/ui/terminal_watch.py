@@ -18,7 +18,7 @@ from textual.app import App
 from textual.driver import Driver
 
 from specwatch.ui import hangup
-from specwatch.ui.quiet_driver import quiet_driver_class
+from specwatch.ui.textual_compat import quiet_driver_class
 
 if TYPE_CHECKING:
     from specwatch.session import LiveSession

@@ -16,15 +16,13 @@ from rich.style import Style
 from rich.text import Text
 from textual.geometry import Region
 from textual.strip import Strip
+from textual.widget import Widget
 
-from specwatch.ui.kept_paint import KeptPaint
 from specwatch.ui.model import MonitorModel
-from specwatch.ui.panes.frame import FramedLines, plain_frame
 from specwatch.ui.panes.line_changes import changed_regions
-from specwatch.ui.panes.text_lines import LineKey, text_lines
 
 
-class ModelPane(KeptPaint):
+class ModelPane(Widget):
     """A widget that draws one section of a :class:`MonitorModel`.
 
     The app calls :meth:`sync` from its redraw timer; the pane refreshes only when the section's
@@ -55,9 +53,7 @@ class ModelPane(KeptPaint):
         """The segments each cached strip was made from (to keep the strips of equal lines)."""
         self._text_key: tuple[object, ...] = ()
         self._text_lines: list[list[Segment]] = []
-        self._rendered_lines: dict[LineKey, list[Segment]] = {}
         self._title_text: str | None = None
-        self._framed = FramedLines()
         self._blank: Strip = Strip([])
 
     def set_title(self, title: str) -> None:
@@ -132,8 +128,6 @@ class ModelPane(KeptPaint):
         self._pane_styles_key = None
         self._strips = None
         self._text_key = ()
-        self._rendered_lines = {}
-        self._framed.clear()
 
     # --- renderable panes ---------------------------------------------------------------------
 
@@ -159,33 +153,21 @@ class ModelPane(KeptPaint):
         # Most redraws word the pane the same (its numbers are rounded): skip Rich's render.
         key = (width, renderable.plain, str(renderable.style), tuple(renderable.spans))
         if key != self._text_key:
-            if self._text_key[:1] != (width,):
-                self._rendered_lines = {}
-            self._text_lines = text_lines(renderable, width, self.app.console, self._rendered_lines)
+            console = self.app.console
+            lines = []
+            for line in renderable.split("\n", allow_blank=True):
+                if line.cell_len > width:
+                    line.truncate(width, overflow="ellipsis")
+                lines.append([s for s in line.render(console, end="") if s.text])
+            self._text_lines = lines
             self._text_key = key
         return self._text_lines
 
-    def _paint(self, crop: Region) -> list[Strip]:
-        """Check the cached strips against the pane's size once per paint, not once per line;
-        a plain frame's lines come finished from :class:`FramedLines` (see ``frame.py``).
-        (The lines of a pane that nothing marked dirty since are kept: see ``kept_paint.py``.)
-        """
-        if not self.LINE_API:
-            return super()._paint(crop)
-        self._check_strips()
-        frame = plain_frame(self)
-        if frame is None or self.opacity != 1.0:
-            return super()._paint(crop)
-        return self._framed.render(
-            crop,
-            self.region.width,
-            frame,
-            self.background_colors,
-            self.get_line_filters(),
-            self.render_line,
-            super()._paint,
-            (self.border_title, self.border_subtitle),
-        )
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Check the cached strips against the pane's size once per paint, not once per line."""
+        if self.LINE_API:
+            self._check_strips()
+        return super().render_lines(crop)
 
     def render_line(self, y: int) -> Strip:
         """One content line from the cached strips (rebuilt after a change or resize)."""

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.base import TextPane
-from specwatch.ui.render import sparkline
+from specwatch.ui.renderables.text import sparkline
 
 TREND = 8
 SOURCES_HINT = "m: where each number comes from"

@@ -1,28 +1,66 @@
-"""The quiet input thread: it blocks until input, parses keys as Textual does, delivers a lone
-Escape when the parser's timeout is due, stops when woken, and does not spin on a closed stdin."""
+"""The Textual compatibility module: written for the Textual installed (this file fails loudly
+when the pin moves), Textual's own driver on any other release, and its quiet input thread,
+which blocks until input, parses keys as Textual does, delivers a lone Escape when the parser's
+timeout is due, stops when woken, and does not spin on a closed stdin."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import os
 import queue
 import selectors
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 from textual import events
 from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
 from textual.message import Message
 
-from specwatch.ui.quiet_driver import POLL_S, QuietLinuxDriver, parser_wait, quiet_driver_class
+from specwatch.ui import textual_compat
+from specwatch.ui.textual_compat import (
+    POLL_S,
+    WRITTEN_FOR,
+    QuietLinuxDriver,
+    installed_is_written_for,
+    parser_wait,
+    quiet_driver_class,
+)
 from tests.test_ui_hangup import read_until, spawn_in_pty, wait_exit
+
+ROOT = Path(__file__).resolve().parents[1]
 
 WAIT_S = 10.0
 """The longest any step may take before the test fails (a deadline, not a pause)."""
+
+
+def test_the_installed_textual_is_the_one_the_compat_module_was_written_for() -> None:
+    """Moving the Textual pin: check ``specwatch/ui/textual_compat.py``'s private names against
+    the new release, set its ``WRITTEN_FOR``, and regenerate the snapshot SVGs
+    (``pytest --snapshot-update``). Until then the app runs on Textual's own driver."""
+    installed = importlib.metadata.version("textual")
+    assert installed == WRITTEN_FOR, (
+        f"textual {installed} is installed; specwatch/ui/textual_compat.py was written for "
+        f"{WRITTEN_FOR}: check its private names against {installed}, then set WRITTEN_FOR"
+    )
+    assert installed_is_written_for()
+
+
+def test_the_pin_is_the_release_the_compat_module_was_written_for() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert f"textual=={WRITTEN_FOR}" in project["project"]["dependencies"]
+
+
+def test_another_textual_gets_textuals_own_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(textual_compat, "WRITTEN_FOR", "0.0.0")
+    assert not installed_is_written_for()
+    assert quiet_driver_class(LinuxDriver) is LinuxDriver
 
 
 @dataclass
