@@ -10,7 +10,8 @@ from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.outcomes import Outcome
 from specwatch.core.server import MetricsWindow
 from specwatch.session.events import GpuTicked, MetricsScraped, ServerReady, VerdictChanged
-from specwatch.session.live_verdict import REFERENCE_S, WAITING, LiveVerdict, LiveVerdictState
+from specwatch.session.live_verdict import REFERENCE_S, LiveVerdict
+from specwatch.session.verdict_state import WAITING, LiveVerdictState
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.demo import demo_world
 from specwatch.sim.fake_nvml import FakeNvml
@@ -210,7 +211,7 @@ async def test_story_scenario_is_called_within_a_minute(scenario: str, outcome: 
 
 def test_a_snapshot_reference_judges_from_the_first_window() -> None:
     from specwatch.bench.snapshot import load_snapshot
-    from specwatch.session.live_verdict import snapshot_reference
+    from specwatch.session.verdict_state import snapshot_reference
 
     snap = load_snapshot("tests/data/snapshot-v1.json")
     ref = snapshot_reference(snap, "snapshot-v1.json")
@@ -222,3 +223,55 @@ def test_a_snapshot_reference_judges_from_the_first_window() -> None:
     _feed(v, 1.0, 40, ref.figures.mean_tok_s or 0.0, round(ref.figures.slowest_sm_clock_mhz))
     state = v.state()
     assert state.reference is ref and state.phase == "judged"
+
+
+def _own_benchmark(v: LiveVerdict, t: float, seconds: int) -> float:
+    """The session's own benchmark: more load (running 3.8 against 3.0), tok/s +13%."""
+    v.own_load_started(t)
+    _feed(v, t, seconds, 800.0 * 1.13, MAX, running=3.8)
+    v.own_load_ended(t + seconds)
+    return t + seconds
+
+
+def test_the_sessions_own_benchmark_is_never_judged_as_code() -> None:
+    v = LiveVerdict()
+    t = _steady(v)
+    v.own_load_started(t)
+    phases = []
+    for i in range(40):
+        _feed(v, t + i, 1, 800.0 * 1.13, MAX, running=3.8)
+        phases.append(v.state().phase)
+        assert v.state().outcome is None, v.state()
+    assert set(phases) == {"benchmark"}
+    assert "your benchmark is the load" in v.state().detail
+    v.own_load_ended(t + 40)
+    _feed(v, t + 40, int(REFERENCE_S) - 2, 800.0, MAX)
+    assert v.state().phase == "benchmark"  # the benchmark is still inside the current window
+    _feed(v, t + 38 + REFERENCE_S, 5, 800.0, MAX)
+    assert v.state().outcome is Outcome.NO_CHANGE
+
+
+def test_a_mark_right_after_a_benchmark_waits_for_a_window_without_it() -> None:
+    v = LiveVerdict()
+    t = _own_benchmark(v, _steady(v), 40)
+    v.mark(t)  # the last 30 s are the benchmark's load: not a reference
+    assert v.state().phase == "reference"
+    _feed(v, t, int(REFERENCE_S) + 2, 700.0, MAX)
+    state = v.state()
+    assert state.reference is not None and state.reference.kind == "marked"
+    assert state.reference.figures.running_requests == pytest.approx(3.0)
+    assert state.reference.figures.mean_tok_s == pytest.approx(700.0, rel=0.01)
+
+
+def test_a_mark_during_a_benchmark_takes_the_window_after_it() -> None:
+    v = LiveVerdict()
+    t = _steady(v)
+    v.own_load_started(t)
+    _feed(v, t, 10, 900.0, MAX, running=3.8)
+    v.mark(t + 10)
+    assert "after your benchmark ends" in v.state().detail
+    v.own_load_ended(t + 10)
+    _feed(v, t + 10, int(REFERENCE_S) + 2, 700.0, MAX)
+    state = v.state()
+    assert state.reference is not None and state.reference.kind == "marked"
+    assert state.reference.figures.running_requests == pytest.approx(3.0)

@@ -11,7 +11,7 @@ from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.outcomes import Outcome
 from specwatch.core.server import MetricsWindow
 from specwatch.session import events as ev
-from specwatch.session.live_verdict import WAITING
+from specwatch.session.verdict_state import WAITING
 from specwatch.ui.app import AppSettings, SpecwatchApp
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes import VerdictLine

@@ -14,7 +14,7 @@ from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.core.snapshot_records import BenchResult
-from specwatch.session.live_verdict import LiveVerdictState
+from specwatch.session.verdict_state import LiveVerdictState
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,8 +23,9 @@ from specwatch.session import events as ev
 from specwatch.session.bench_job import BenchJob
 from specwatch.session.events import SessionEvent
 from specwatch.session.gpu_source import GpuSource, NoGpus, ReaderGpuSource
-from specwatch.session.live_verdict import LiveVerdict, Reference
+from specwatch.session.live_verdict import LiveVerdict
 from specwatch.session.server_poller import ServerPoller
+from specwatch.session.verdict_state import Reference
 from specwatch.sources.endpoint import Endpoint
 from specwatch.sources.server_identity import identify as identify_server
 
@@ -34,7 +35,14 @@ if TYPE_CHECKING:
 Subscriber = Callable[[SessionEvent], object]
 Identify = Callable[[str, ServerInfo], ServerIdentity]
 
-VERDICT_INPUTS = (ev.GpuInventoryChanged, ev.GpuTicked, ev.MetricsScraped, ev.ServerReady)
+VERDICT_INPUTS = (
+    ev.GpuInventoryChanged,
+    ev.GpuTicked,
+    ev.MetricsScraped,
+    ev.ServerReady,
+    ev.BenchProgress,
+    ev.BenchFinished,
+)
 """The events the live verdict reads."""
 
 

@@ -24,16 +24,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from specwatch.core import gpu_rules, reasons
+from specwatch.session.verdict_state import WAITING, LiveVerdictState, Reference
 
 if TYPE_CHECKING:
     # The TUI builds a LiveVerdict before its first frame; the events, the rule (judge,
     # statistics) and the snapshot records are imported when first used, after it.
     from specwatch.core.gpu import GpuInventory, GpuTick
-    from specwatch.core.outcomes import Outcome
     from specwatch.core.server import MetricsWindow
-    from specwatch.core.snapshot_records import Snapshot
     from specwatch.session import events as ev
-    from specwatch.session.verdict_rule import LiveJudgement, WindowFigures
+    from specwatch.session.verdict_rule import WindowFigures
 
 REFERENCE_S = 30.0
 """Seconds of traffic a steady or marked reference spans."""
@@ -48,8 +47,6 @@ WARMUP_MAX_S = 120.0
 """Warmup ends after this long even if the rate never settles."""
 WARMUP_SETTLED = 0.15
 """Warmup ends when two consecutive windows with traffic agree within 15%."""
-SNAPSHOT_REASON_SHARE = 0.1
-"""A snapshot's reason counts as active when it was set this share of the time on a busy GPU."""
 KEEP_S = 600.0
 """Seconds of readings kept (a mark looks back :data:`CURRENT_S`)."""
 
@@ -72,44 +69,6 @@ class _GpuPoint:
     reasons: frozenset[str]
 
 
-@dataclass(frozen=True, slots=True)
-class Reference:
-    """The window the current one is judged against."""
-
-    kind: str
-    """``"steady"``, ``"marked"`` or ``"snapshot"``."""
-    label: str
-    """How the verdict line names it (``"steady after warmup"``, ``"marked"``, a file name)."""
-    figures: WindowFigures
-    t: float | None = None
-    """When the reference window ended (``None`` for a snapshot)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LiveVerdictState:
-    """What the verdict line shows."""
-
-    phase: str
-    """``"waiting"`` (no server yet), ``"warmup"``, ``"reference"`` (collecting one),
-    ``"idle"`` (no traffic to judge) or ``"judged"``."""
-    detail: str = ""
-    """Progress or why nothing is judged (``"reference 12/30 s"``)."""
-    reference: Reference | None = None
-    current: WindowFigures | None = None
-    judgement: LiveJudgement | None = None
-    since: float | None = None
-    """When the current outcome was first given (for "for 40 s")."""
-
-    @property
-    def outcome(self) -> Outcome | None:
-        """The verdict, ``None`` while none is given."""
-        return self.judgement.outcome if self.judgement is not None else None
-
-
-WAITING = LiveVerdictState("waiting", "waiting for the server")
-"""The state before any reading."""
-
-
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -127,39 +86,6 @@ def _pool(intervals: list[_Interval]) -> list[float]:
     if span >= POOL_S / 2:
         out.append(tokens / span)
     return out
-
-
-def snapshot_reference(snap: Snapshot, name: str) -> Reference:
-    """A benchmark snapshot as the reference (``--reference FILE``).
-
-    Per-run tok/s, the slowest busy GPU's mean SM clock over all runs (``compare``'s rule), that
-    board's maximum, and the reasons active on a busy GPU at least a tenth of the time.
-    """
-    from specwatch.core.compare import straggler_clock
-    from specwatch.session.verdict_rule import WindowFigures
-
-    clock, _ = straggler_clock(snap)
-    busy = gpu_rules.busy_summaries(snap.overall_gpus)
-    slow = min(
-        (g for g in busy if g.sm_clock_mean_mhz is not None),
-        key=lambda g: g.sm_clock_mean_mhz or 0.0,
-        default=None,
-    )
-    top = slow.board_max_sm_clock_mhz if slow is not None else None
-    active = frozenset(
-        r
-        for g in busy
-        for r, share in g.reason_fractions.items()
-        if r not in gpu_rules.IDLE_REASONS and share >= SNAPSHOT_REASON_SHARE
-    )
-    figures = WindowFigures(
-        tok_s=tuple(snap.run_tok_s),
-        slowest_sm_clock_mhz=clock,
-        board_max_sm_clock_mhz=float(top) if top else None,
-        clock_reasons=active,
-        accept_length=snap.accept_length,
-    )
-    return Reference("snapshot", name, figures)
 
 
 class LiveVerdict:
@@ -180,6 +106,10 @@ class LiveVerdict:
         self._warmup_prev: float | None = None
         self._steady_t0: float | None = None
         self._mark_pending: float | None = None
+        self._own_load: deque[list[float | None]] = deque(maxlen=8)
+        """The session's own benchmarks, ``[start, end or None while it runs]``: their load is
+        not the server's usual one, so no window holding them is judged or taken as reference."""
+        self._mark_after_own = False
         self._now = 0.0
         self._state = WAITING
         self.version = 0
@@ -199,6 +129,35 @@ class LiveVerdict:
             self.add_window(event.window)
         elif isinstance(event, ev.ServerReady):
             self.server_ready(event.t)
+        elif isinstance(event, ev.BenchProgress) and event.kind == "started":
+            self.own_load_started(event.t)
+        elif isinstance(event, ev.BenchFinished):
+            self.own_load_ended(self._now)
+
+    def own_load_started(self, t: float) -> None:
+        """The session's own benchmark started: its load is not the server's usual one."""
+        self._own_load.append([t, None])
+        self._update(max(self._now, t))
+
+    def own_load_ended(self, t: float) -> None:
+        """The session's own benchmark ended at ``t``."""
+        for span in self._own_load:
+            if span[1] is None:
+                span[1] = t
+        if self._mark_after_own:
+            self._mark_after_own = False
+            self._mark_pending = t
+        self._update(max(self._now, t))
+
+    def _own_load_in(self, t0: float, t1: float) -> float | None:
+        """When the window ``(t0, t1]`` is clear of the session's own benchmarks: ``None`` if it
+        already is, ``inf`` while one still runs, else the end of the last one in it."""
+        clear: float | None = None
+        for start, end in self._own_load:
+            assert start is not None
+            if start <= t1 and (end is None or end > t0):
+                clear = max(clear or 0.0, end if end is not None else float("inf"))
+        return clear
 
     def set_inventory(self, inventory: GpuInventory) -> None:
         """The GPUs' maximum SM clocks (for the clock deficit)."""
@@ -245,8 +204,18 @@ class LiveVerdict:
         self._update(w.t)
 
     def mark(self, t: float) -> None:
-        """Use the window ending at ``t`` as the reference (or the next one, if it is too thin)."""
+        """Use the window ending at ``t`` as the reference (or the next one, if it is too thin).
+
+        A window that holds the session's own benchmark is not a reference: the mark then takes
+        the window that starts when the benchmark has ended.
+        """
         self._fixed = False
+        clear = self._own_load_in(t - REFERENCE_S, t)
+        if clear is not None:
+            self._mark_after_own = clear == float("inf")
+            self._mark_pending = None if self._mark_after_own else clear
+            self._update(t)
+            return
         figures = self._figures(t - REFERENCE_S, t)
         if figures is not None:
             self.reference = Reference("marked", "marked", figures, t)
@@ -331,6 +300,8 @@ class LiveVerdict:
         """Fix a pending steady or marked reference when its window is complete; progress."""
         if self._fixed and self.reference is not None:
             return ""
+        if self._mark_after_own:
+            return "reference from the mark: after your benchmark ends"
         if self._mark_pending is not None:
             t0 = self._mark_pending
             figures = self._figures(t0, t0 + REFERENCE_S) if t >= t0 + REFERENCE_S else None
@@ -342,6 +313,11 @@ class LiveVerdict:
         if self.reference is not None or self._steady_t0 is None:
             return ""
         t0 = self._steady_t0
+        clear = self._own_load_in(t0, t0 + REFERENCE_S)
+        if clear is not None:
+            if clear != float("inf"):
+                self._steady_t0 = clear
+            return "reference after your benchmark ends"
         if t >= t0 + REFERENCE_S:
             figures = self._figures(t0, t0 + REFERENCE_S)
             if figures is not None:
@@ -362,7 +338,11 @@ class LiveVerdict:
             new = LiveVerdictState("reference", progress or "collecting a reference")
         else:
             current = self._figures(t - CURRENT_S, t)
-            if self._warmup_t0 is not None:
+            own = self._own_load_in(t - CURRENT_S, t)
+            if own is not None:
+                detail = f"your benchmark is the load: judged again {CURRENT_S:.0f} s after it ends"
+                new = LiveVerdictState("benchmark", detail, self.reference, current)
+            elif self._warmup_t0 is not None:
                 new = LiveVerdictState("warmup", "server warming up", self.reference, current)
             elif current is None:
                 new = LiveVerdictState("idle", "no traffic to judge", self.reference)
@@ -381,9 +361,5 @@ __all__ = [
     "CURRENT_S",
     "MIN_INTERVALS",
     "REFERENCE_S",
-    "WAITING",
     "LiveVerdict",
-    "LiveVerdictState",
-    "Reference",
-    "snapshot_reference",
 ]

@@ -14,8 +14,8 @@ from specwatch.session.live_verdict import (
     MIN_INTERVALS,
     REFERENCE_S,
     LiveVerdict,
-    LiveVerdictState,
 )
+from specwatch.session.verdict_state import LiveVerdictState
 
 if TYPE_CHECKING:
     from specwatch.session.verdict_rule import WindowFigures

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from specwatch.core import gpu_rules
 from specwatch.core.ring import TimeSeries
-from specwatch.session.live_verdict import WAITING, LiveVerdictState
+from specwatch.session.verdict_state import WAITING, LiveVerdictState
 from specwatch.ui.arguments import WINDOWS as WINDOWS
 from specwatch.ui.model_checks import check_tick, check_window, is_number
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from specwatch.record.recorder import Recorder
     from specwatch.session import LiveSession
     from specwatch.session.live import Stoppable
-    from specwatch.session.live_verdict import Reference
+    from specwatch.session.verdict_state import Reference
     from specwatch.ui.app import AppSettings
 
 
@@ -256,7 +256,7 @@ def run_tui(args: argparse.Namespace) -> int:
     reference: Reference | None = None
     if args.reference is not None:
         from specwatch.bench.snapshot import SnapshotError, load_snapshot
-        from specwatch.session.live_verdict import snapshot_reference
+        from specwatch.session.verdict_state import snapshot_reference
 
         try:
             snap = load_snapshot(args.reference)

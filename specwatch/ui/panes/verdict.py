@@ -17,8 +17,8 @@ from specwatch.ui.panes.base import ModelPane
 
 if TYPE_CHECKING:
     from specwatch.core.outcomes import Outcome
-    from specwatch.session.live_verdict import LiveVerdictState
     from specwatch.session.verdict_rule import WindowFigures
+    from specwatch.session.verdict_state import LiveVerdictState
 
 TONES: dict[str, str] = {
     "NO_CHANGE": "ok",
