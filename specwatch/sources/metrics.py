@@ -123,7 +123,7 @@ class MetricsWatcher:
             reason = self.info.metrics_reason or "metrics are off on this server"
             return MetricsWindow(t=t, dt=0.0, notes={"metrics": reason})
         try:
-            response = await self.client.get_text("/metrics", limit=METRICS_LIMIT_BYTES)
+            response = await self.client.get("/metrics", check=False, limit=METRICS_LIMIT_BYTES)
         except ServerError as exc:
             return MetricsWindow(t=t, dt=0.0, notes={"error": str(exc)})
         except Exception as exc:  # never raise from a scrape
