@@ -234,6 +234,25 @@ class ServerClient:
                 await response.aclose()
         raise self._too_many_redirects(path)
 
+    async def answer(
+        self, request: httpx.Request, path: str, *, limit: int, deadline_s: float
+    ) -> httpx.Response:
+        """Send ``request`` (a redirect is not followed) and read its answer in full, at most
+        ``limit`` bytes (an error answer's cut to its excerpt), within ``deadline_s``.
+
+        Raises:
+            ServerError: As :meth:`send`, ``too_large``, or ``deadline``.
+        """
+        try:
+            async with asyncio.timeout(deadline_s):
+                response = await self.send(request, path)
+                try:
+                    return await self._read_body(response, path, limit)
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise self.deadline_error(path, deadline_s) from None
+
     async def _read_body(self, response: httpx.Response, path: str, limit: int) -> httpx.Response:
         """``response`` with its body read (an error answer's cut to its excerpt limit).
 
