@@ -12,6 +12,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.sources.client import ServerClient, ServerError
@@ -207,9 +208,7 @@ def _restarted_by_key(before: tuple[Sample, ...], now: tuple[Sample, ...]) -> bo
 
 
 def _went_back(name: str, old: float, new: float) -> bool:
-    kind = _KINDS.get(name)
-    if kind is None:
-        kind = _kind(name)
+    kind = _kind(name)
     if kind is _CREATED:
         return abs(old - new) > _RESTART_EPS
     if kind is _MONOTONIC:
@@ -218,20 +217,17 @@ def _went_back(name: str, old: float, new: float) -> bool:
 
 
 _CREATED, _MONOTONIC, _OTHER = "created", "monotonic", "other"
-_KINDS: dict[str, str] = {}
-"""Sample name -> what a change of its value can mean (a server exposes the same names)."""
 
 
+@lru_cache(maxsize=4096)
 def _kind(name: str) -> str:
+    """What a change of the value of samples so named can mean (a server exposes the same
+    names every scrape: remembered)."""
     if name.endswith("_created"):
-        kind = _CREATED
-    elif name.endswith(_MONOTONIC_SUFFIXES):
-        kind = _MONOTONIC
-    else:
-        kind = _OTHER
-    if len(_KINDS) < 4096:
-        _KINDS[name] = kind
-    return kind
+        return _CREATED
+    if name.endswith(_MONOTONIC_SUFFIXES):
+        return _MONOTONIC
+    return _OTHER
 
 
 __all__ = ["LLAMACPP_END_ONLY", "QUANTILES", "MetricsWatcher", "summed_counters"]
