@@ -14,7 +14,8 @@ from itertools import groupby, repeat
 from operator import add, itemgetter
 from typing import NamedTuple, cast
 
-from specwatch.sources.exposition_parser import text_string_to_metric_families
+from prometheus_client.parser import text_string_to_metric_families
+
 from specwatch.sources.prom_replicas import (
     _NO_BOUND,
     REPLICA_LABELS,

@@ -15,7 +15,8 @@ from itertools import compress
 from operator import ne
 from typing import cast
 
-from specwatch.sources.exposition_parser import text_string_to_metric_families
+from prometheus_client.parser import text_string_to_metric_families
+
 from specwatch.sources.prom import Sample, Scrape, make_series_key, unparseable_note
 
 _KEEP, _SKIP = 1, 0
