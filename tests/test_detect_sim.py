@@ -75,8 +75,7 @@ async def test_sglang_health_never_called_across_a_session() -> None:
             async def record(request: httpx.Request) -> None:
                 paths.append(request.url.path)
 
-            # an httpx hook sees every request httpx sends (the stream); the lean GETs
-            # (sources/lean_get.py) bypass httpx, so the server's own count covers those
+            # an httpx hook sees every request the client sends; the server counts them too
             client.http.event_hooks["request"].append(record)
             info = await wait_ready(client, timeout_s=5)
             watcher = MetricsWatcher(client, info, clock=sim.clock.now)

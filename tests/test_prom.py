@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import re
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -214,13 +213,14 @@ def test_minus_with_other_bounds_matches_by_bound() -> None:
     assert repeated.minus(repeated).buckets == ((0.5, -1.0), (0.5, 0.0), (math.inf, 0.0))
 
 
-def test_remembered_answers_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_remembered_answers_are_bounded() -> None:
     from specwatch.sources import prom_replicas
 
-    monkeypatch.setattr(prom_replicas, "MAX_PINNED", 8)
-    for _ in range(5):
+    for _ in range(2 * prom_replicas.REMEMBERED):  # each full parse: new labels, new keys
         scrape = parse_metrics(GOOD)
         assert scrape.total("sglang:num_running_reqs") == 5.0
         assert scrape.histogram("vllm:inter_token_latency_seconds") is not None
-        assert prom_replicas._KEPT.pinned <= 8
-        assert prom_replicas._LAYOUT.pinned <= 8
+    for memo in (prom_replicas._kept, prom_replicas._bounds):
+        info = memo.cache_info()
+        assert info.maxsize == prom_replicas.REMEMBERED
+        assert info.currsize <= prom_replicas.REMEMBERED

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from specwatch.core.sanitize import sanitize_line
 from specwatch.sources import untrusted
 from specwatch.sources.untrusted import FIELD_LIMIT, NOTE_LIMIT, clean_notes
@@ -28,10 +26,10 @@ def test_notes_are_cleaned_alike_the_first_time_and_later() -> None:
     assert list(clean_notes(HOSTILE)) == list(first)
 
 
-def test_remembered_notes_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(untrusted, "_CLEAN_PAIRS", {})
-    monkeypatch.setattr(untrusted, "_MAX_PAIRS", 3)
-    notes = {f"k{i}": f"v{i}\x07" for i in range(10)}
+def test_remembered_notes_are_bounded() -> None:
+    limit = untrusted._clean_pair.cache_info().maxsize
+    assert limit is not None
+    notes = {f"k{i}": f"v{i}\x07" for i in range(limit + 10)}
     assert clean_notes(notes) == _expected(notes)
-    assert len(untrusted._CLEAN_PAIRS) == 3
+    assert untrusted._clean_pair.cache_info().currsize <= limit
     assert clean_notes(notes) == _expected(notes)

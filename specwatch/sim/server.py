@@ -193,6 +193,10 @@ class SimServer(LoopThread):
             self._handlers.add(task)
         try:
             return await self._handle(request, handler)
+        except ConnectionResetError:
+            # The client left while its request was read or answered (a benchmark stopped
+            # by Ctrl-C): nobody reads this answer, and aiohttp drops it without a traceback.
+            return web.Response(status=499)
         finally:
             if task is not None:
                 self._handlers.discard(task)

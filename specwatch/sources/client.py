@@ -20,23 +20,7 @@ import orjson
 from specwatch.core.sanitize import sanitize_line
 from specwatch.sources.banner import banner_message, sniff_banner
 from specwatch.sources.endpoint import Endpoint, redact
-from specwatch.sources.http_body import (
-    TextAnswer,
-    TooLarge,
-    detached,
-    read_limited,
-    text_answer,
-)
-from specwatch.sources.lean_answer import (
-    compressed,
-    compressed_response,
-    encoding_for,
-    lean_headers,
-    plain_headers,
-    plain_response,
-    proxied,
-)
-from specwatch.sources.lean_get import Answer, LeanGetter, split_origin
+from specwatch.sources.http_body import TooLarge, detached, read_limited
 from specwatch.sources.limits import (
     BODY_LIMIT_BYTES,
     ERROR_BODY_LIMIT_BYTES,
@@ -53,6 +37,9 @@ from specwatch.sources.server_errors import (
 )
 
 MAX_REDIRECTS = 5
+ACCEPT_ENCODING = "identity"
+"""What requests accept: compressing each scrape would cost the watched server CPU, and
+decompressing it ours; a server that compresses anyway is still decoded."""
 SNIFF_AFTER_S = 1.0
 """A request still unanswered after this long makes the client listen for a non-HTTP greeting."""
 _T = TypeVar("_T")
@@ -80,7 +67,7 @@ class ServerClient:
         (:mod:`specwatch.sources.limits`)."""
         self.http = httpx.AsyncClient(
             base_url=endpoint.base_url,
-            headers=endpoint.headers(),
+            headers={**endpoint.headers(), "Accept-Encoding": ACCEPT_ENCODING},
             timeout=httpx.Timeout(timeout_s),
             # Redirects are followed by hand: only within the same origin (the API key and
             # the prompt must not go elsewhere).
@@ -91,14 +78,6 @@ class ServerClient:
             verify=urlsplit(endpoint.base_url).scheme != "http",
         )
         self._sniffed = transport is not None or urlsplit(endpoint.base_url).scheme != "http"
-        origin = split_origin(httpx.URL(endpoint.base_url))
-        self._lean: LeanGetter | None = None
-        """Plain-http GETs bypass ``httpx`` (see :mod:`specwatch.sources.lean_get`); not with a
-        test transport or a proxy from the environment."""
-        if origin is not None and transport is None and not proxied():
-            self._lean = LeanGetter(*origin, timeout_s)
-        self._lean_headers = lean_headers(self.http)
-        self._targets: dict[str, tuple[httpx.Request, bytes]] = {}
 
     async def __aenter__(self) -> ServerClient:
         return self
@@ -113,8 +92,6 @@ class ServerClient:
 
     async def aclose(self) -> None:
         """Close the connection pool."""
-        if self._lean is not None:
-            self._lean.close()
         await self.http.aclose()
 
     def error_for(self, exc: BaseException, path: str, during: str = "") -> ServerError:
@@ -244,30 +221,7 @@ class ServerClient:
             )
         return response
 
-    async def get_text(self, path: str, *, limit: int = BODY_LIMIT_BYTES) -> TextAnswer:
-        """:meth:`get` with ``check=False``, its answer as status, text and headers only
-        (a scrape a second need not build an ``httpx.Response`` on the lean path).
-
-        Raises:
-            ServerError: As :meth:`get` without ``check``.
-        """
-        if self._lean is None:
-            response = await self.get(path, check=False, limit=limit)
-            return TextAnswer(response.status_code, response.text, response.headers)
-        deadline = self.deadline_s or REQUEST_DEADLINE_S
-        try:
-            async with asyncio.timeout(deadline):
-                answer, request = await self._lean_answer(path, limit)
-                if compressed(answer):
-                    response = await self._lean_response(answer, request, path, limit)
-                    return TextAnswer(response.status_code, response.text, response.headers)
-        except TimeoutError:
-            raise self.deadline_error(path, deadline) from None
-        return text_answer(answer.status, plain_headers(answer), answer.body, encoding_for)
-
     async def _get(self, path: str, limit: int) -> httpx.Response:
-        if self._lean is not None:
-            return await self._lean_get(path, limit)
         target = path
         for _ in range(MAX_REDIRECTS + 1):
             response = await self.send(self.http.build_request("GET", target), path)
@@ -280,37 +234,24 @@ class ServerClient:
                 await response.aclose()
         raise self._too_many_redirects(path)
 
-    async def _lean_get(self, path: str, limit: int) -> httpx.Response:
-        """:meth:`_get` on the lean path: same redirects, limits and errors."""
-        answer, request = await self._lean_answer(path, limit)
-        return await self._lean_response(answer, request, path, limit)
-
-    async def _lean_answer(self, path: str, limit: int) -> tuple[Answer, httpx.Request]:
-        """The lean answer to ``path``, redirects followed, sizes checked."""
-        assert self._lean is not None
-        target = path
-        for _ in range(MAX_REDIRECTS + 1):
-            request, raw = self._target(target)
-            answer = await self._sniffing(
-                self._lean.get(raw, self._lean_headers, limit, ERROR_BODY_LIMIT_BYTES), path
-            )
-            if answer.stopped == "redirect":
-                head = httpx.Response(answer.status, headers=answer.headers, request=request)
-                target = self.redirect_target(head, path)
-                continue
-            if answer.stopped:
-                raise self.too_large_error(path, TooLarge(answer.size, limit))
-            return answer, request
-        raise self._too_many_redirects(path)
-
-    async def _lean_response(
-        self, answer: Answer, request: httpx.Request, path: str, limit: int
+    async def answer(
+        self, request: httpx.Request, path: str, *, limit: int, deadline_s: float
     ) -> httpx.Response:
-        if not compressed(answer):
-            return plain_response(answer, request)
-        # compressed anyway: decoded by httpx, within the limit, as on the httpx path
-        response = compressed_response(answer, request)
-        return await self._read_body(response, path, limit)
+        """Send ``request`` (a redirect is not followed) and read its answer in full, at most
+        ``limit`` bytes (an error answer's cut to its excerpt), within ``deadline_s``.
+
+        Raises:
+            ServerError: As :meth:`send`, ``too_large``, or ``deadline``.
+        """
+        try:
+            async with asyncio.timeout(deadline_s):
+                response = await self.send(request, path)
+                try:
+                    return await self._read_body(response, path, limit)
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise self.deadline_error(path, deadline_s) from None
 
     async def _read_body(self, response: httpx.Response, path: str, limit: int) -> httpx.Response:
         """``response`` with its body read (an error answer's cut to its excerpt limit).
@@ -328,16 +269,6 @@ class ServerClient:
         except (httpx.HTTPError, OSError) as exc:
             raise self.error_for(exc, path) from None
         return detached(response, body)
-
-    def _target(self, target: str) -> tuple[httpx.Request, bytes]:
-        """The request for ``target`` (a path or a same-origin URL) and its raw path, cached."""
-        known = self._targets.get(target)
-        if known is None:
-            request = self.http.build_request("GET", target)
-            known = (request, request.url.raw_path)
-            if len(self._targets) < 64:
-                self._targets[target] = known
-        return known
 
     async def get_json(self, path: str) -> Any:
         """GET ``path`` and decode its JSON body.

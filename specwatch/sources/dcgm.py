@@ -18,7 +18,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick, SystemInfo
@@ -27,6 +26,7 @@ from specwatch.sources.dcgm_collection import CollectionTracker, coarse_warning
 from specwatch.sources.dcgm_fetch import (
     DEFAULT_MAX_BYTES,
     DEFAULT_TIMEOUT_S,
+    DcgmFetcher,
     DcgmFetchError,
     fetch_metrics,
 )
@@ -116,7 +116,7 @@ class DcgmGpuSource(TickLoop):
         history: How many ticks the bounded history keeps.
         timeout_s: Wall-clock limit for one exporter's answer.
         max_bytes: Size limit for one answer.
-        fetch: Replaces :func:`fetch_metrics` (tests).
+        fetch: Replaces the HTTP fetch, one exporter a call (tests).
         fold_violations: Add the reason bit of a violation counter that grew since the last
             collection to ``clock_event_reasons``.
     """
@@ -144,7 +144,9 @@ class DcgmGpuSource(TickLoop):
         self._clock = clock
         self._timeout_s = timeout_s
         self._max_bytes = max_bytes
-        self._fetch: Fetch = fetch or fetch_metrics
+        self._fetch = fetch
+        self._fetcher = DcgmFetcher()
+        """Kept-alive clients of the exporters (when no ``fetch`` is given)."""
         self._fold = fold_violations
         self._history: Ring[GpuTick] = Ring(history)
         self._slots: list[tuple[int, str]] = []
@@ -208,6 +210,8 @@ class DcgmGpuSource(TickLoop):
             thread.join(timeout_s)
             if not thread.is_alive():
                 self._thread = None
+        with self._poll_lock:  # after a poll in flight
+            self._fetcher.close()
 
     close = stop
 
@@ -321,19 +325,20 @@ class DcgmGpuSource(TickLoop):
         )
 
     def _fetch_all(self) -> list[str | DcgmFetchError]:
+        urls = [e.url for e in self._endpoints]
+        fetch = self._fetch
+        if fetch is None:
+            return self._fetcher.fetch_all(urls, self._timeout_s, self._max_bytes)
+
         def one(url: str) -> str | DcgmFetchError:
             try:
-                return self._fetch(url, self._timeout_s, self._max_bytes)
+                return fetch(url, self._timeout_s, self._max_bytes)
             except DcgmFetchError as exc:
                 return exc
             except Exception as exc:  # an injected fetch must not end the poller
                 return DcgmFetchError(f"{type(exc).__name__}: {exc}")
 
-        if len(self._endpoints) == 1:
-            return [one(self._endpoints[0].url)]
-        workers = min(8, len(self._endpoints))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="specwatch-dcgm") as pool:
-            return list(pool.map(one, [e.url for e in self._endpoints]))
+        return [one(url) for url in urls]
 
     def _absorb(self, endpoint: _Endpoint, body: str | DcgmFetchError, t: float) -> None:
         if isinstance(body, DcgmFetchError):

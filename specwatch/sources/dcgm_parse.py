@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.sources.dcgm_fields import BY_NAME, FIELDS, MIB, OLD_NAMES, FieldMap
-from specwatch.sources.exposition_parser import text_string_to_metric_families
 
 DEFAULT_PORT = 9400
 NOT_EXPORTED = "n/s: not exported"

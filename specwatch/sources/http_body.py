@@ -6,9 +6,7 @@ the limit in memory. A ``Content-Length`` over the limit is refused before readi
 
 from __future__ import annotations
 
-import codecs
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 
 import httpx
 
@@ -70,43 +68,6 @@ def detached(response: httpx.Response, body: bytes) -> httpx.Response:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class TextAnswer:
-    """An answer read in full and decoded: what a scrape needs of an ``httpx.Response``."""
-
-    status_code: int
-    text: str
-    headers: Mapping[str, str]
-    """Lowercase names; repeated headers joined with ``", "`` (as ``httpx`` gives them)."""
-
-
-def text_answer(
-    status: int,
-    raw_headers: list[tuple[bytes, bytes]],
-    body: bytes,
-    encoding_for: Callable[[str | None], str],
-) -> TextAnswer:
-    """The :class:`TextAnswer` ``httpx`` would make of these: headers decoded as it decodes
-    them (ASCII, else UTF-8, else Latin-1), the body as its ``text`` decodes it (in the
-    encoding ``encoding_for`` gives for the ``Content-Type``)."""
-    for name in ("ascii", "utf-8", "iso-8859-1"):
-        try:
-            pairs = [(k.lower().decode(name), v.decode(name)) for k, v in raw_headers]
-            break
-        except UnicodeDecodeError:
-            continue
-    headers: dict[str, str] = {}
-    for key, value in pairs:
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    text = ""
-    if body:
-        headers.setdefault("content-length", str(len(body)))  # as httpx.Response(content=...)
-        encoding = encoding_for(headers.get("content-type"))
-        decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
-        text = decoder.decode(body) + decoder.decode(b"", True)
-    return TextAnswer(status, text, headers)
-
-
 async def bounded_lines(response: httpx.Response, limit: int) -> AsyncIterator[str]:
     """The lines of a streamed body (``\\n``, ``\\r\\n`` or ``\\r`` ended), each under ``limit``.
 
@@ -139,11 +100,9 @@ async def bounded_lines(response: httpx.Response, limit: int) -> AsyncIterator[s
 
 
 __all__ = [
-    "TextAnswer",
     "TooLarge",
     "announced_size",
     "bounded_lines",
     "detached",
     "read_limited",
-    "text_answer",
 ]

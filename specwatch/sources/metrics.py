@@ -12,8 +12,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from itertools import compress, count, repeat
-from operator import gt, is_, is_not, itemgetter, lt, ne, not_, or_, sub
+from functools import lru_cache
 
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.sources.client import ServerClient, ServerError
@@ -31,8 +30,6 @@ _RESTART_EPS = 1e-9
 _MONOTONIC_SUFFIXES = (*_COUNTER_SUFFIXES, "_bucket")
 """Samples that only grow while the server runs."""
 _WATCHED_SUFFIXES = (*_MONOTONIC_SUFFIXES, "_created")
-_NAME, _VALUE, _KEY = itemgetter(0), itemgetter(2), itemgetter(3)
-"""A :class:`Sample`'s name, value and series key."""
 
 
 def summed_counters(scrape: Scrape) -> dict[str, float]:
@@ -123,7 +120,7 @@ class MetricsWatcher:
             reason = self.info.metrics_reason or "metrics are off on this server"
             return MetricsWindow(t=t, dt=0.0, notes={"metrics": reason})
         try:
-            response = await self.client.get_text("/metrics", limit=METRICS_LIMIT_BYTES)
+            response = await self.client.get("/metrics", check=False, limit=METRICS_LIMIT_BYTES)
         except ServerError as exc:
             return MetricsWindow(t=t, dt=0.0, notes={"error": str(exc)})
         except Exception as exc:  # never raise from a scrape
@@ -187,31 +184,15 @@ def _restarted(prev: _Snapshot, cur: _Snapshot) -> bool:
         # The reader hands back the very sample object of a series whose line did not change,
         # in the order of the exposition: only the samples that changed need a look, and
         # while each of those is the same series as before, no lookup by key is needed.
-        # Under load a hundred samples change a second: they are compared a column at a time.
-        olds = list(compress(before, map(is_not, before, now)))
-        news = list(compress(now, map(is_not, before, now)))
-        keys = list(map(_KEY, news))
-        mismatched = map(or_, map(ne, map(_KEY, olds), keys), map(not_, keys))
-        lined_up = next(compress(count(), mismatched), len(news))
-        if _went_back_any(olds[:lined_up], news[:lined_up]):
-            return True
-        return lined_up < len(news) and _restarted_by_key(before, now)
+        for old, new in zip(before, now, strict=True):
+            if old is new:
+                continue
+            if old.key != new.key or not new.key:
+                return _restarted_by_key(before, now)
+            if _went_back(new.name, old.value, new.value):
+                return True
+        return False
     return _restarted_by_key(before, now)
-
-
-def _went_back_any(olds: list[Sample], news: list[Sample]) -> bool:
-    """Whether any of ``news`` went back from ``olds`` (the same series, pairwise)."""
-    kinds = list(map(_KINDS.get, map(_NAME, news)))
-    if None in kinds:
-        kinds = [_kind(s.name) for s in news]
-    old_values, new_values = list(map(_VALUE, olds)), list(map(_VALUE, news))
-    mono = list(map(is_, kinds, repeat(_MONOTONIC)))
-    floors = map(sub, compress(old_values, mono), repeat(_RESTART_EPS))
-    if any(map(lt, compress(new_values, mono), floors)):
-        return True
-    created = list(map(is_, kinds, repeat(_CREATED)))
-    moved = map(abs, map(sub, compress(old_values, created), compress(new_values, created)))
-    return any(map(gt, moved, repeat(_RESTART_EPS)))
 
 
 def _restarted_by_key(before: tuple[Sample, ...], now: tuple[Sample, ...]) -> bool:
@@ -227,9 +208,7 @@ def _restarted_by_key(before: tuple[Sample, ...], now: tuple[Sample, ...]) -> bo
 
 
 def _went_back(name: str, old: float, new: float) -> bool:
-    kind = _KINDS.get(name)
-    if kind is None:
-        kind = _kind(name)
+    kind = _kind(name)
     if kind is _CREATED:
         return abs(old - new) > _RESTART_EPS
     if kind is _MONOTONIC:
@@ -238,20 +217,17 @@ def _went_back(name: str, old: float, new: float) -> bool:
 
 
 _CREATED, _MONOTONIC, _OTHER = "created", "monotonic", "other"
-_KINDS: dict[str, str] = {}
-"""Sample name -> what a change of its value can mean (a server exposes the same names)."""
 
 
+@lru_cache(maxsize=4096)
 def _kind(name: str) -> str:
+    """What a change of the value of samples so named can mean (a server exposes the same
+    names every scrape: remembered)."""
     if name.endswith("_created"):
-        kind = _CREATED
-    elif name.endswith(_MONOTONIC_SUFFIXES):
-        kind = _MONOTONIC
-    else:
-        kind = _OTHER
-    if len(_KINDS) < 4096:
-        _KINDS[name] = kind
-    return kind
+        return _CREATED
+    if name.endswith(_MONOTONIC_SUFFIXES):
+        return _MONOTONIC
+    return _OTHER
 
 
 __all__ = ["LLAMACPP_END_ONLY", "QUANTILES", "MetricsWatcher", "summed_counters"]

@@ -11,10 +11,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import groupby, repeat
-from operator import add, itemgetter, lt, sub
+from operator import add, itemgetter
 from typing import NamedTuple, cast
 
-from specwatch.sources.exposition_parser import text_string_to_metric_families
+from prometheus_client.parser import text_string_to_metric_families
+
 from specwatch.sources.prom_replicas import (
     _NO_BOUND,
     REPLICA_LABELS,
@@ -47,16 +48,6 @@ class Histogram:
 
     def minus(self, earlier: Histogram) -> Histogram:
         """The observations between ``earlier`` and this one (buckets matched by bound)."""
-        now, then = self.buckets, earlier.buckets
-        bounds = tuple(map(_FIRST, now))
-        if bounds == tuple(map(_FIRST, then)) and all(map(lt, bounds, bounds[1:])):
-            # the same bounds (the usual case): subtracted pairwise in C
-            counts = map(sub, map(_SECOND, now), map(_SECOND, then))
-            return Histogram(
-                sum=self.sum - earlier.sum,
-                count=self.count - earlier.count,
-                buckets=tuple(zip(bounds, counts, strict=True)),
-            )
         before = dict(earlier.buckets)
         return Histogram(
             sum=self.sum - earlier.sum,
@@ -93,10 +84,8 @@ class Histogram:
         return prev_le
 
 
-_NAME = _FIRST = itemgetter(0)
-"""A :class:`Sample`'s name (a bucket's bound)."""
-_SECOND = itemgetter(1)
-"""A bucket's count."""
+_NAME = itemgetter(0)
+"""A :class:`Sample`'s name."""
 _VALUE = itemgetter(2)
 """A :class:`Sample`'s value."""
 

@@ -11,11 +11,12 @@ goes to the parser again, so what the parser rejects is still reported as unpars
 from __future__ import annotations
 
 from collections.abc import Iterable
-from itertools import compress, repeat
-from operator import eq, ge, itemgetter, methodcaller, ne
+from itertools import compress
+from operator import ne
 from typing import cast
 
-from specwatch.sources.exposition_parser import text_string_to_metric_families
+from prometheus_client.parser import text_string_to_metric_families
+
 from specwatch.sources.prom import Sample, Scrape, make_series_key, unparseable_note
 
 _KEEP, _SKIP = 1, 0
@@ -283,55 +284,38 @@ class _Layout:
 
 def _diff(lines: list[str], last: _Layout) -> Scrape | None:
     """The scrape of a body that differs from the last one only in sample values, found by
-    comparing the lines in C and reading just the changed ones; ``None`` otherwise.
+    comparing the lines and reading just the changed ones; ``None`` otherwise.
 
     A changed line must still be the same series followed by a plain number, or a line of a
     skipped group that still starts with its family (it was never parsed, and is not now).
-    Under load most of a histogram's lines change every second, so the changed lines are
-    read a column at a time, in C.
     """
     old = last.lines
     if len(lines) != len(old):
         return None
-    changed = list(compress(range(len(lines)), map(ne, lines, old)))
-    slots = list(map(last.slots.__getitem__, changed))
-    if _OTHER in slots:
-        return None
-    if _SKIPPED in slots:
-        skipped = list(compress(changed, map(eq, slots, repeat(_SKIPPED))))
-        families = map(last.families.__getitem__, skipped)
-        if not all(map(str.startswith, map(lines.__getitem__, skipped), families)):
-            return None
-        changed = list(compress(changed, map(ge, slots, repeat(0))))
-        slots = list(map(last.slots.__getitem__, changed))
+    slots = last.slots
     samples = last.samples
-    if changed:
-        now = list(map(_SPLIT, map(lines.__getitem__, changed)))
-        numbers = list(map(_THIRD, now))
-        if "_" in "".join(numbers):
+    copied = False
+    for i in compress(range(len(lines)), map(ne, lines, old)):
+        slot = slots[i]
+        line = lines[i]
+        if slot >= 0:
+            name, _, number = line.rpartition(" ")
+            if "_" in number or name != old[i].rpartition(" ")[0]:
+                return None
+            try:
+                value = float(number)
+            except ValueError:
+                return None
+            if not copied:
+                samples = list(samples)
+                copied = True
+            known = samples[slot]
+            samples[slot] = Sample(known.name, known.labels, value, known.key)
+        elif slot == _OTHER or not line.startswith(last.families[i]):
             return None
-        before = map(_SPLIT, map(old.__getitem__, changed))
-        if not all(map(eq, map(_FIRST, now), map(_FIRST, before))):
-            return None
-        try:
-            values = list(map(float, numbers))
-        except ValueError:
-            return None
-        samples = list(samples)
-        known = list(map(samples.__getitem__, slots))
-        fields = zip(
-            map(_FIRST, known), map(_SECOND, known), values, map(_FOURTH, known), strict=True
-        )
-        for slot, sample in zip(slots, map(tuple.__new__, repeat(Sample), fields), strict=True):
-            samples[slot] = sample
     last.lines = lines
     last.samples = samples
     return Scrape(tuple(samples), dict(last.types), last.error)
-
-
-_SPLIT = methodcaller("rpartition", " ")
-"""A line as (series, " ", value text)."""
-_FIRST, _SECOND, _THIRD, _FOURTH = map(itemgetter, range(4))
 
 
 class _State:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from operator import itemgetter, lt
+from functools import lru_cache
+from operator import is_, itemgetter, lt
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -19,39 +20,35 @@ if TYPE_CHECKING:
 
 REPLICA_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank")
 """Labels whose series repeat the same numbers (every TP rank sees the same batch): keep one."""
-MAX_PINNED = 20_000
-"""Labels mappings kept alive by remembered answers at most; past it the memory starts again."""
+REMEMBERED = 128
+"""Answers remembered per question (more than the names a dialect asks about per scrape)."""
 
 _LABELS = itemgetter(1)
 _NO_REPLICA_LABEL = frozenset(REPLICA_LABELS).isdisjoint
 """Whether labels carry none of :data:`REPLICA_LABELS` (one C call per sample)."""
 _NO_BOUND = math.nan
 """The bound of a bucket without a usable ``le`` (skipped)."""
-_BOUNDS: dict[str, float] = {}
-"""``le`` text -> bound: a server repeats the same few dozen bounds every scrape."""
 
 
-class _ByLabels:
-    """Answers by the identities of a list of samples' labels mappings."""
+class _SameLabels:
+    """The labels mappings of a list of samples, equal to another such list only when it holds
+    the very same mappings (kept alive here, so an identity cannot be reused meanwhile)."""
 
-    __slots__ = ("answers", "pinned")
+    __slots__ = ("_hash", "labels")
 
-    def __init__(self) -> None:
-        self.answers: dict[tuple[int, ...], tuple[list[Mapping[str, str]], object]] = {}
-        self.pinned = 0
+    def __init__(self, samples: Sequence[Sample]) -> None:
+        self.labels: tuple[Mapping[str, str], ...] = tuple(map(_LABELS, samples))
+        self._hash = hash(tuple(map(id, self.labels)))
 
-    def put(self, key: tuple[int, ...], samples: Sequence[Sample], answer: object) -> None:
-        if self.pinned + len(samples) > MAX_PINNED:
-            self.answers.clear()
-            self.pinned = 0
-        self.answers[key] = (list(map(_LABELS, samples)), answer)
-        self.pinned += len(samples)
+    def __hash__(self) -> int:
+        return self._hash
 
-
-_KEPT = _ByLabels()
-"""Samples' labels -> indexes of the samples :func:`dedupe_replicas` keeps (``None``: all)."""
-_LAYOUT = _ByLabels()
-"""Bucket samples' labels -> their bounds, when strictly increasing (``None``: they are not)."""
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, _SameLabels)
+            and len(other.labels) == len(self.labels)
+            and all(map(is_, other.labels, self.labels))
+        )
 
 
 def dedupe_replicas(samples: list[Sample]) -> list[Sample]:
@@ -61,24 +58,21 @@ def dedupe_replicas(samples: list[Sample]) -> list[Sample]:
     """
     if len(samples) < 2:
         return samples
-    key = tuple(map(id, map(_LABELS, samples)))
-    known = _KEPT.answers.get(key)
-    if known is None:
-        keep = _kept(samples)
-        _KEPT.put(key, samples, keep)
-    else:
-        keep = known[1]  # type: ignore[assignment]
+    keep = _kept(_SameLabels(samples))
     return samples if keep is None else [samples[i] for i in keep]
 
 
-def _kept(samples: list[Sample]) -> tuple[int, ...] | None:
-    if all(map(_NO_REPLICA_LABEL, map(_LABELS, samples))):
+@lru_cache(maxsize=REMEMBERED)
+def _kept(same: _SameLabels) -> tuple[int, ...] | None:
+    """Indexes of the samples :func:`dedupe_replicas` keeps (``None``: all)."""
+    labels = same.labels
+    if all(map(_NO_REPLICA_LABEL, labels)):
         return None
     best: dict[tuple[tuple[str, str], ...], int] = {}
-    for i, s in enumerate(samples):
-        group = tuple(sorted((k, v) for k, v in s.labels.items() if k not in REPLICA_LABELS))
+    for i, one in enumerate(labels):
+        group = tuple(sorted((k, v) for k, v in one.items() if k not in REPLICA_LABELS))
         current = best.get(group)
-        if current is None or _rank_key(s.labels) < _rank_key(samples[current].labels):
+        if current is None or _rank_key(one) < _rank_key(labels[current]):
             best[group] = i
     return tuple(best.values())
 
@@ -94,34 +88,25 @@ def _rank_key(labels: Mapping[str, str]) -> tuple[int, ...]:
 def bucket_bounds(buckets: list[Sample]) -> tuple[float, ...] | None:
     """The ``le`` bounds of ``buckets`` when every one is usable and they strictly increase
     (then each bucket is its own bound, in order); ``None`` otherwise."""
-    key = tuple(map(id, map(_LABELS, buckets)))
-    known = _LAYOUT.answers.get(key)
-    if known is not None:
-        return known[1]  # type: ignore[return-value]
-    bounds = tuple(bound(s.labels.get("le", "nan")) for s in buckets)
-    ordered = (
-        bounds
-        if all(le is not _NO_BOUND for le in bounds) and all(map(lt, bounds, bounds[1:]))
-        else None
-    )
-    _LAYOUT.put(key, buckets, ordered)
-    return ordered
+    return _bounds(_SameLabels(buckets))
 
 
+@lru_cache(maxsize=REMEMBERED)
+def _bounds(same: _SameLabels) -> tuple[float, ...] | None:
+    bounds = tuple(bound(labels.get("le", "nan")) for labels in same.labels)
+    if all(le is not _NO_BOUND for le in bounds) and all(map(lt, bounds, bounds[1:])):
+        return bounds
+    return None
+
+
+@lru_cache(maxsize=4096)
 def bound(text: str) -> float:
     """The bound an ``le`` label gives (:data:`_NO_BOUND` when it gives none)."""
-    le = _BOUNDS.get(text)
-    if le is not None:
-        return le
     try:
         le = float(text)
     except ValueError:
-        le = _NO_BOUND
-    if math.isnan(le):
-        le = _NO_BOUND
-    if len(_BOUNDS) < 4096:
-        _BOUNDS[text] = le
-    return le
+        return _NO_BOUND
+    return _NO_BOUND if math.isnan(le) else le
 
 
-__all__ = ["MAX_PINNED", "REPLICA_LABELS", "bound", "bucket_bounds", "dedupe_replicas"]
+__all__ = ["REMEMBERED", "REPLICA_LABELS", "bound", "bucket_bounds", "dedupe_replicas"]

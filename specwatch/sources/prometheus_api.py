@@ -3,12 +3,11 @@
 Each request has a wall-clock deadline and a body size limit, so a slow or huge answer from a
 large Prometheus (or a Thanos/Mimir front end) cannot stall or swamp the monitor. Every request
 is counted in :attr:`PrometheusClient.requests`, so callers can prove how many queries a refresh
-cost. The ``httpx`` client itself is the one :class:`ServerClient` creates.
+cost. Requests go through :class:`ServerClient` (its deadline, size limit and one-line errors).
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 import time
@@ -228,26 +227,27 @@ class PrometheusClient:
         """One request under the deadline; the ``data`` of a ``success`` answer."""
         self.requests += 1
         url = self.endpoint.url(path)
+        http = self._server.http
+        if method == "POST":
+            request = http.build_request("POST", path, data=dict(form))
+        else:
+            request = http.build_request("GET", path, params=dict(form))
         started = time.monotonic()
         try:
-            body, status, reason = await asyncio.wait_for(
-                self._send(path, form, method), self.deadline_s
+            response = await self._server.answer(
+                request, path, limit=self.max_body_bytes, deadline_s=self.deadline_s
             )
-        except asyncio.TimeoutError:
-            spent = time.monotonic() - started
-            raise PrometheusError(
-                f"no answer from {url} within {self.deadline_s:g} s ({spent:.1f} s spent)",
-                kind="hung",
-                url=url,
-            ) from None
+        except ServerError as err:
+            raise self._error(err, path, time.monotonic() - started) from None
+        body, status = response.content, response.status_code
         try:
             doc = orjson.loads(body)
         except orjson.JSONDecodeError:
             if status >= 400:
-                err = self._server.status_error(
-                    status, reason, body.decode("utf-8", "replace"), path
+                said = self._server.status_error(
+                    status, response.reason_phrase, body.decode("utf-8", "replace"), path
                 )
-                raise PrometheusError(str(err), kind="http", status=status, url=url) from None
+                raise PrometheusError(str(said), kind="http", status=status, url=url) from None
             raise self._garbage(path, "the answer is not JSON") from None
         if not isinstance(doc, dict) or doc.get("status") != "success":
             detail = doc.get("error") if isinstance(doc, dict) else None
@@ -259,39 +259,19 @@ class PrometheusClient:
             raise self._garbage(path, "no data in the answer")
         return data
 
-    async def _send(
-        self, path: str, form: Mapping[str, str], method: str
-    ) -> tuple[bytes, int, str]:
-        http = self._server.http
-        if method == "POST":
-            request = http.build_request("POST", path, data=dict(form))
-        else:
-            request = http.build_request("GET", path, params=dict(form))
-        try:
-            response = await http.send(request, stream=True)
-        except (httpx.HTTPError, OSError) as exc:
-            err = self._server.error_for(exc, path)
-            raise PrometheusError(str(err), kind=err.kind, url=err.url) from None
-        try:
-            chunks: list[bytes] = []
-            size = 0
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if size > self.max_body_bytes:
-                    url = self.endpoint.url(path)
-                    raise PrometheusError(
-                        f"{url}: answer larger than {self.max_body_bytes} bytes; narrow it with "
-                        "a label matcher",
-                        kind="garbage",
-                        url=url,
-                    )
-                chunks.append(chunk)
-        except (httpx.HTTPError, OSError) as exc:
-            err = self._server.error_for(exc, path)
-            raise PrometheusError(str(err), kind=err.kind, url=err.url) from None
-        finally:
-            await response.aclose()
-        return b"".join(chunks), response.status_code, response.reason_phrase
+    def _error(self, err: ServerError, path: str, spent: float) -> PrometheusError:
+        """``err`` in Prometheus's words: a narrower query helps with a big answer."""
+        url = self.endpoint.url(path)
+        if err.kind == "deadline":
+            message = f"no answer from {url} within {self.deadline_s:g} s ({spent:.1f} s spent)"
+            return PrometheusError(message, kind="hung", url=url)
+        if err.kind == "too_large":
+            message = (
+                f"{url}: answer larger than {self.max_body_bytes} bytes; narrow it with a label"
+                " matcher"
+            )
+            return PrometheusError(message, kind="garbage", url=url)
+        return PrometheusError(str(err), kind=err.kind, url=err.url)
 
 
 __all__ = [

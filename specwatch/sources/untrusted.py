@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from specwatch.core.sanitize import sanitize_line
@@ -47,18 +48,18 @@ def clean_notes(notes: Mapping[str, str]) -> dict[str, str]:
     """Notes with keys and values sanitised."""
     out: dict[str, str] = {}
     for k, v in notes.items():
-        pair = _CLEAN_PAIRS.get((k, v)) if k.__class__ is str and v.__class__ is str else None
-        if pair is None:
-            pair = (sanitize_line(str(k), FIELD_LIMIT), sanitize_line(str(v), NOTE_LIMIT))
-            if k.__class__ is str and v.__class__ is str and len(_CLEAN_PAIRS) < _MAX_PAIRS:
-                _CLEAN_PAIRS[k, v] = pair
-        out[pair[0]] = pair[1]
+        if k.__class__ is str and v.__class__ is str:
+            key, value = _clean_pair(k, v)
+        else:
+            key, value = sanitize_line(str(k), FIELD_LIMIT), sanitize_line(str(v), NOTE_LIMIT)
+        out[key] = value
     return out
 
 
-_CLEAN_PAIRS: dict[tuple[str, str], tuple[str, str]] = {}
-"""Notes already sanitised: a scrape says the same few notes every second."""
-_MAX_PAIRS = 1024
+@lru_cache(maxsize=1024)
+def _clean_pair(key: str, value: str) -> tuple[str, str]:
+    """A note sanitised (remembered: a scrape says the same few notes every second)."""
+    return sanitize_line(key, FIELD_LIMIT), sanitize_line(value, NOTE_LIMIT)
 
 
 def clean_info(info: ServerInfo) -> ServerInfo:

@@ -8,9 +8,9 @@ For each dialect a ``specwatch sim --background 3`` process serves ``/metrics`` 
 19 KB) and this process measures, as process CPU per request (best of three rounds of ``-n``):
 
 - ``ServerClient.get``: a GET with its ``httpx.Response``;
-- ``ServerClient.get_text``: what the live watch pays for the GET alone (status, text, headers);
-- ``ServerClient.get (httpx)``: the same client forced onto its ``httpx`` path (a transport
-  given), the way every GET went before the lean path;
+- ``ServerClient.get_text``: checkouts that still have it (the lean GET path, removed since);
+- ``ServerClient.get (httpx)``: the same client with a transport given (in checkouts with the
+  lean path, the way every GET went before it);
 - ``MetricsWatcher.scrape``: GET + filtered parse + dialect derivation + window;
 - ``bare httpx``: ``httpx.AsyncClient.get``, no specwatch code;
 - ``raw asyncio``: a hand-written keep-alive GET over asyncio streams, the floor.

@@ -1,4 +1,5 @@
-"""The lean plain-http GET path of :class:`ServerClient` against scripted servers (real sockets)."""
+"""The httpx-based :class:`ServerClient` against scripted servers (real sockets): keep-alive,
+limits, redirects, deadlines and one-line errors."""
 
 from __future__ import annotations
 
@@ -63,7 +64,6 @@ async def test_keeps_the_connection_and_sends_the_key() -> None:
         _server(lambda _n, _h: _answer(b"ok 1\n")) as (url, heads, opened),
         ServerClient(Endpoint(url, "sk-test")) as client,
     ):
-        assert client._lean is not None  # the lean path is the one under test
         for _ in range(3):
             response = await client.get("/metrics")
             assert response.text == "ok 1\n"
@@ -204,7 +204,6 @@ async def test_text_is_decoded_by_the_content_type_as_httpx_would(
         _server(lambda _n, _h: _answer(body, *extra)) as (url, _heads, _opened),
         ServerClient(Endpoint(url)) as client,
     ):
-        assert client._lean is not None
         for _ in range(2):  # the second from the remembered encoding
             response = await client.get("/metrics")
             expected = httpx.Response(200, headers=response.headers, content=body)
@@ -214,49 +213,53 @@ async def test_text_is_decoded_by_the_content_type_as_httpx_would(
     assert (response.text == "caf\u00e9 1\n") == latin  # else a replacement character
 
 
+async def test_a_trickling_server_is_cut_at_the_deadline() -> None:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+        try:
+            while True:  # a byte at a time, each well within the read timeout
+                writer.write(b"x")
+                await writer.drain()
+                await asyncio.sleep(0.02)
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    loop = asyncio.get_running_loop()
+    try:
+        async with ServerClient(Endpoint(url), timeout_s=5.0, deadline_s=0.3) as client:
+            started = loop.time()
+            with pytest.raises(ServerError) as caught:
+                await client.get("/metrics")
+            assert loop.time() - started < 2.0
+    finally:
+        server.close()
+    assert caught.value.kind == "deadline"
+    assert str(caught.value).startswith(f"no complete answer from {url}/metrics")
+
+
 @pytest.mark.parametrize(
-    "headers",
+    ("answer", "kind", "words"),
     [
-        ("Content-Type: text/plain; charset=iso-8859-1", "Process-Start-Time-Unix: 17"),
-        ("X-Twice: a", "x-twice: b", "Content-Type: text/plain"),
-        ("X-Odd: caf\u00e9",),
-        ("Content-Type: text/plain; charset=no-such-codec",),
-        (),
+        (None, "closed", "closed by the server"),  # dropped before a byte
+        (b"HTTP/1.1 200 OK\r\nContent-Le" + CLOSE, "closed", "closed by the server"),
+        (b"HTTP/1.1 200 OK\r\nx: " + b"y" * (200 * 1024) + b"\r\n\r\n", "garbage", "not valid"),
     ],
 )
-async def test_get_text_gives_what_get_gives(headers: tuple[str, ...]) -> None:
-    body = "caf\u00e9 1\n\xff".encode("latin-1")
-
-    def answer(_n: int, _h: bytes) -> bytes:
-        lines = ["HTTP/1.1 200 OK", f"Content-Length: {len(body)}", *headers, "", ""]
-        return "\r\n".join(lines).encode("latin-1") + body
-
+async def test_a_dropped_or_oversized_head_is_one_line(
+    answer: bytes | None, kind: str, words: str
+) -> None:
     async with (
-        _server(answer) as (url, _heads, _opened),
-        ServerClient(Endpoint(url)) as client,
+        _server(lambda _n, _h: answer) as (url, _heads, _opened),
+        ServerClient(Endpoint(url), timeout_s=0.5) as client,
     ):
-        assert client._lean is not None
-        for _ in range(2):
-            full = await client.get("/metrics", check=False)
-            got = await client.get_text("/metrics")
-            assert (got.status_code, got.text) == (full.status_code, full.text)
-            assert dict(got.headers) == dict(full.headers)
-            for name in ("process-start-time-unix", "x-twice", "x-odd", "content-type"):
-                assert got.headers.get(name) == full.headers.get(name)
-
-
-async def test_get_text_of_an_error_and_a_compressed_answer_is_what_get_gives() -> None:
-    packed = gzip.compress(b"m 1\n")
-    answers = {
-        "/bad": _answer(b"nope " * 100, status="500 Internal Server Error"),
-        "/gz": _answer(packed, "Content-Encoding: gzip"),
-    }
-    async with (
-        _server(lambda _n, head: answers[head.split(b" ")[1].decode()]) as (url, _h, _o),
-        ServerClient(Endpoint(url)) as client,
-    ):
-        for path in answers:
-            full = await client.get(path, check=False)
-            got = await client.get_text(path)
-            assert (got.status_code, got.text) == (full.status_code, full.text)
-            assert dict(got.headers) == dict(full.headers)
+        client._sniffed = True  # not a banner question here
+        with pytest.raises(ServerError) as caught:
+            await client.get("/metrics")
+    assert caught.value.kind == kind
+    assert words in str(caught.value)
+    assert "\n" not in str(caught.value)
