@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from specwatch.bench.cli import add_bench_arguments, run_bench
 from specwatch.bench.snapshot import load_snapshot, read_snapshot
+from specwatch.commands.bench import add_bench_arguments, run_bench
 from tests.test_process_identity import SECRETS, _checkout, _git, _start, _stop
 
 

@@ -23,7 +23,6 @@ from typing import Any
 import orjson
 import pytest
 
-from specwatch.bench.cli import add_bench_arguments, add_compare_arguments, run_bench, run_compare
 from specwatch.bench.runner import BenchConfig, BenchEvent, BenchResult, run_benchmark
 from specwatch.bench.snapshot import (
     Snapshot,
@@ -31,6 +30,12 @@ from specwatch.bench.snapshot import (
     read_snapshot,
     validate,
     write_snapshot,
+)
+from specwatch.commands.bench import (
+    add_bench_arguments,
+    add_compare_arguments,
+    run_bench,
+    run_compare,
 )
 from specwatch.core.compare import VERDICT_CODE, VERDICT_GPU, VERDICT_NONE, compare
 from specwatch.sim.config import preset

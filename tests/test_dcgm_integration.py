@@ -16,7 +16,8 @@ import pytest
 from textual.geometry import Region
 from textual.widget import Widget
 
-from specwatch.cli import build_parser, main
+from specwatch.commands.main import build_parser, main
+from specwatch.commands.tui import build_session
 from specwatch.core import gpu_rules
 from specwatch.core.gpu import GpuInventory, GpuOrigin, GpuSample, GpuStatic, GpuTick
 from specwatch.core.reasons import harmful
@@ -33,7 +34,6 @@ from specwatch.sources.probe import SCHEMA_VERSION, probe, probe_to_dict
 from specwatch.sources.probe_gpus import GPU_KEYS, gpus_document
 from specwatch.ui.app import AppSettings, SpecwatchApp
 from specwatch.ui.model import MonitorModel
-from specwatch.ui.options import build_session
 from specwatch.ui.panes import GpusPane
 from specwatch.ui.panes.gpus import STRAGGLER, origin_note, with_node_headings
 from tests.session_world import Collector, ManualSim, drive_until, manual_sim

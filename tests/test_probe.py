@@ -10,7 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from specwatch.cli import main
+from specwatch.commands.main import main
+from specwatch.commands.probe_text import render_text
 from specwatch.sim.fake_nvml import FakeNvml, unavailable_nvml
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.server import SimServer
@@ -22,7 +23,6 @@ from specwatch.sources.probe import (
     probe,
     probe_to_dict,
 )
-from specwatch.sources.probe_text import render_text
 
 
 @contextmanager

@@ -22,7 +22,8 @@ from specwatch.sources.process import NOTE_REMOTE, identify_server, is_local_hos
 REPO = Path(specwatch.__file__).resolve().parent.parent
 SECRETS = ("decoy-nccl-secret", "decoy-hf-secret", "decoy-key-secret")
 MAIN = (
-    "import sys\nfrom specwatch.cli import main\nraise SystemExit(main(['sim', *sys.argv[1:]]))\n"
+    "import sys\nfrom specwatch.commands.main import main\n"
+    "raise SystemExit(main(['sim', *sys.argv[1:]]))\n"
 )
 
 

@@ -12,7 +12,7 @@ import httpx
 import orjson
 import pytest
 
-from specwatch.cli import main
+from specwatch.commands.main import main
 from specwatch.core.server import Dialect
 from specwatch.sources.client import ServerClient
 from specwatch.sources.detect import detect

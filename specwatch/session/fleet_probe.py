@@ -16,7 +16,6 @@ from typing import Any
 from specwatch import __version__
 from specwatch.core.fleet import FleetGpu, FleetServer, parse_node_pair
 from specwatch.session.fleet import FleetSource
-from specwatch.sources.fleet_cli import add_fleet_arguments
 from specwatch.sources.prometheus import FleetReading
 
 SERVER_FIELDS = (
@@ -234,7 +233,6 @@ def fleet_text(doc: dict[str, Any]) -> str:
 __all__ = [
     "SERVER_FIELDS",
     "FleetOptions",
-    "add_fleet_arguments",
     "build_fleet_source",
     "fleet_document",
     "fleet_options",

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from specwatch.core import gpu_rules
 from specwatch.core.ring import TimeSeries
+from specwatch.core.windows import WINDOWS as WINDOWS
 from specwatch.session.live_verdict import LiveVerdict
-from specwatch.ui.arguments import WINDOWS as WINDOWS
 from specwatch.ui.model_checks import check_tick, check_window, is_number
 
 if TYPE_CHECKING:

@@ -13,13 +13,14 @@ from typing import Any
 from specwatch import __version__
 
 SUBCOMMANDS = ("sim", "probe", "bench", "compare", "record", "replay", "export", "dcgm-counters")
+COMMAND_METAVAR = "{" + ",".join(SUBCOMMANDS) + "}"
 
 
 class _LazyParser(argparse.ArgumentParser):
     """A subcommand parser whose arguments are added only when it is used.
 
-    ``specwatch sim``'s options live in ``specwatch.sim.cli``, which imports the simulated
-    server (aiohttp, about 0.25 s); every other command must not pay for that.
+    A command's options live next to its ``run`` (``probe``, ``compare``, ``record``), whose
+    imports ``specwatch --help`` and every other command must not pay for.
     """
 
     def __init__(
@@ -52,7 +53,7 @@ class _LazyParser(argparse.ArgumentParser):
 
 
 def _add_sim_arguments(p: argparse.ArgumentParser) -> None:
-    from specwatch.sim.cli import add_sim_arguments
+    from specwatch.commands.sim_arguments import add_sim_arguments
 
     add_sim_arguments(p)
 
@@ -94,8 +95,8 @@ def _add_version(p: argparse.ArgumentParser) -> None:
 
 
 def _fill_probe(p: argparse.ArgumentParser) -> None:
-    from specwatch.sources.dcgm_cli import add_dcgm_argument
-    from specwatch.sources.probe_cli import add_probe_arguments
+    from specwatch.commands.dcgm_counters import add_dcgm_argument
+    from specwatch.commands.probe import add_probe_arguments
 
     _add_server_args(p)
     add_probe_arguments(p)
@@ -103,8 +104,8 @@ def _fill_probe(p: argparse.ArgumentParser) -> None:
 
 
 def _fill_bench(p: argparse.ArgumentParser) -> None:
-    from specwatch.bench.arguments import add_bench_arguments
-    from specwatch.sources.dcgm_cli import add_dcgm_argument
+    from specwatch.commands.bench_arguments import add_bench_arguments
+    from specwatch.commands.dcgm_counters import add_dcgm_argument
 
     _add_server_args(p, fleet=False)
     add_bench_arguments(p)
@@ -112,14 +113,14 @@ def _fill_bench(p: argparse.ArgumentParser) -> None:
 
 
 def _fill_compare(p: argparse.ArgumentParser) -> None:
-    from specwatch.bench.compare_cli import add_compare_arguments
+    from specwatch.commands.compare import add_compare_arguments
 
     add_compare_arguments(p)
 
 
 def _fill_record(p: argparse.ArgumentParser) -> None:
-    from specwatch.record.cli import add_record_arguments
-    from specwatch.sources.dcgm_cli import add_dcgm_argument
+    from specwatch.commands.dcgm_counters import add_dcgm_argument
+    from specwatch.commands.record import add_record_arguments
 
     _add_server_args(p, fleet=False)
     add_record_arguments(p)
@@ -135,14 +136,14 @@ def _fill_replay(p: argparse.ArgumentParser) -> None:
 
 
 def _fill_export(p: argparse.ArgumentParser) -> None:
-    from specwatch.record.cli import add_export_arguments
+    from specwatch.commands.record import add_export_arguments
 
     add_export_arguments(p)
 
 
 def build_tui_parser() -> argparse.ArgumentParser:
     """The live monitor's parser, with its positional ``URL`` (``specwatch localhost:8000``)."""
-    from specwatch.ui.arguments import add_tui_arguments
+    from specwatch.commands.tui_arguments import add_tui_arguments
 
     parser = argparse.ArgumentParser(
         prog="specwatch", usage=USAGE, description=DESCRIPTION, epilog=EPILOG
@@ -154,21 +155,23 @@ def build_tui_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
     """The full argument parser (the TUI's options at top level, tools as subcommands).
 
     A positional ``URL`` for the TUI is parsed by :func:`build_tui_parser` instead (argparse
     cannot tell a URL from a subcommand); :func:`parse_args` picks the right one.
     """
     parser = argparse.ArgumentParser(
-        prog="specwatch", usage=USAGE, description=DESCRIPTION, epilog=EPILOG
+        prog="specwatch",
+        usage=USAGE,
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        exit_on_error=exit_on_error,
     )
     _add_version(parser)
-    sub = parser.add_subparsers(
-        dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}", parser_class=_LazyParser
-    )
+    sub = parser.add_subparsers(dest="command", metavar=COMMAND_METAVAR, parser_class=_LazyParser)
 
-    from specwatch.ui.arguments import add_tui_arguments
+    from specwatch.commands.tui_arguments import add_tui_arguments
 
     add_tui_arguments(parser)
 
@@ -190,37 +193,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _first_positional(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
-    """The first argument that is neither an option nor an option's value."""
-    it = iter(argv)
-    for token in it:
-        if token == "--":
-            return next(it, None)
-        if token.startswith("-") and len(token) > 1:
-            action = parser._option_string_actions.get(token)
-            if action is not None and action.nargs != 0:
-                next(it, None)  # its value (``--theme light``); ``--theme=light`` is one token
-            continue
-        return token
-    return None
-
-
 def parse_args(
     argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
 ) -> argparse.Namespace:
-    """Parse ``argv`` and settle it (:func:`specwatch.cli_settings.settle`).
+    """Parse ``argv`` and settle it (:func:`specwatch.commands.settings.settle`).
 
     Raises:
         SystemExit: Bad arguments (argparse's message and status 2).
         ConfigError: The config file cannot be used.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    first = _first_positional(parser, argv)
-    if first is not None and first not in SUBCOMMANDS:
-        parser = build_tui_parser()
-    args = parser.parse_args(argv)
-    from specwatch.cli_settings import settle
+    try:
+        args = build_parser(exit_on_error=False).parse_args(argv)
+    except argparse.ArgumentError as e:
+        # The first positional is not a command: a server address for the monitor
+        # (``specwatch localhost:8000``). Any other mistake is said by the parser that has it.
+        not_a_command = e.argument_name == COMMAND_METAVAR
+        args = (build_tui_parser() if not_a_command else build_parser()).parse_args(argv)
+    from specwatch.commands.settings import settle
 
     return settle(args, os.environ if env is None else env)
 
@@ -238,38 +228,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if args.command == "sim":
-            from specwatch.sim.cli import run_sim
+            from specwatch.commands.sim import run_sim
 
             return run_sim(args)
         if args.command == "probe":
-            from specwatch.sources.probe_cli import run_probe
+            from specwatch.commands.probe import run_probe
 
             return run_probe(args)
         if args.command == "bench":
-            from specwatch.bench.cli import run_bench
+            from specwatch.commands.bench import run_bench
 
             return run_bench(args)
         if args.command == "dcgm-counters":
-            from specwatch.sources.dcgm_cli import main as counters_main
+            from specwatch.commands.dcgm_counters import main as counters_main
 
             return counters_main([])
         if args.command == "compare":
-            from specwatch.bench.cli import run_compare
+            from specwatch.commands.bench import run_compare
 
             return run_compare(args)
         if args.command == "record":
-            from specwatch.record.cli import run_record
+            from specwatch.commands.record import run_record
 
             return run_record(args)
         if args.command == "export":
-            from specwatch.record.cli import run_export
+            from specwatch.commands.record import run_export
 
             return run_export(args)
         if args.command == "replay":
             from specwatch.ui.replay_app import run_replay
 
             return run_replay(args)
-        from specwatch.ui.options import _is_fleet, run_tui
+        from specwatch.commands.tui import _is_fleet, run_tui
 
         if not _is_fleet(args):
             # Start-up makes ~50k objects that live as long as the monitor; collecting while

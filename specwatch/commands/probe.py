@@ -51,7 +51,7 @@ def add_probe_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="fleet: also stream one completion per server (default: passive, none sent)",
     )
-    from specwatch.session.fleet_probe import add_fleet_arguments
+    from specwatch.commands.fleet_arguments import add_fleet_arguments
 
     add_fleet_arguments(p)
 
@@ -65,6 +65,7 @@ def run_probe(args: argparse.Namespace) -> int:
     """
     import asyncio
 
+    from specwatch.commands.probe_text import render_text
     from specwatch.session.fleet_probe import fleet_options
     from specwatch.sources.probe import (
         DEFAULT_PROMPT,
@@ -72,7 +73,6 @@ def run_probe(args: argparse.Namespace) -> int:
         probe,
         probe_to_dict,
     )
-    from specwatch.sources.probe_text import render_text
 
     fleet = fleet_options(args, timeout_s=min(args.timeout, 10.0))
     if fleet.is_fleet:

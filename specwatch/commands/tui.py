@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specwatch.ui.arguments import DIALECTS, add_tui_arguments
+from specwatch.commands.tui_arguments import DIALECTS, add_tui_arguments
 
 if TYPE_CHECKING:
     from specwatch.record.recorder import Recorder
@@ -41,7 +41,7 @@ def first_url(args: argparse.Namespace) -> str | None:
 
 
 def fill_defaults(args: argparse.Namespace) -> argparse.Namespace:
-    """Defaults for what ``specwatch.cli.parse_args`` would have settled (for callers that
+    """Defaults for what ``specwatch.commands.main.parse_args`` would have settled (for callers that
     parse with ``build_parser()`` alone: tests, embedders)."""
     if getattr(args, "theme", None) is None:
         args.theme = "dark"
@@ -205,8 +205,8 @@ def _run_fleet(args: argparse.Namespace) -> int:
 def run_tui(args: argparse.Namespace) -> int:
     """Open the live monitor; returns the exit status.
 
-    ``args`` is settled (:func:`specwatch.cli.parse_args`); without a server at all (called
-    directly) it prints one line saying so and returns 2. More than one URL, or
+    ``args`` is settled (:func:`specwatch.commands.main.parse_args`); without a server at
+    all (called directly) it prints one line saying so and returns 2. More than one URL, or
     ``--prometheus``, opens the fleet screen.
     """
     url = first_url(args)

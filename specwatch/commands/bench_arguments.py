@@ -84,7 +84,7 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
         help="wall-clock limit of each request and run (default: 60 s, and 60 s + 0.25 s per"
         " token for a run's stream)",
     )
-    from specwatch.sources.fleet_cli import add_fleet_arguments
+    from specwatch.commands.fleet_arguments import add_fleet_arguments
 
     add_fleet_arguments(
         p.add_argument_group("GPUs from Prometheus (the benchmarked server's node, by host)")

@@ -20,8 +20,6 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from specwatch.bench.arguments import add_bench_arguments
-from specwatch.bench.compare_cli import add_compare_arguments, run_compare
 from specwatch.bench.progress_line import ProgressLine
 from specwatch.bench.prompts import PromptsError, load_prompts
 from specwatch.bench.report import code_lines, comparison_lines, results_lines, safe
@@ -34,6 +32,8 @@ from specwatch.bench.snapshot import (
     dumps,
     write_snapshot,
 )
+from specwatch.commands.bench_arguments import add_bench_arguments
+from specwatch.commands.compare import add_compare_arguments, run_compare
 from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
 
 if TYPE_CHECKING:

@@ -6,6 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from specwatch.commands.fleet_arguments import ArgumentHolder
+
 COUNTERS_FILE = "dcgm-counters.csv"
 
 
@@ -16,7 +18,7 @@ def counters_csv() -> str:
     return resources.files("specwatch.sources").joinpath(COUNTERS_FILE).read_text(encoding="utf-8")
 
 
-def add_dcgm_argument(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+def add_dcgm_argument(p: ArgumentHolder) -> None:
     """Add the repeatable ``--dcgm URL`` (GPUs read from dcgm-exporter instead of NVML)."""
     p.add_argument(
         "--dcgm",

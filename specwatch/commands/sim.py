@@ -7,93 +7,11 @@ import signal
 import sys
 import threading
 
-from specwatch.core.server import Dialect
 from specwatch.sim.config import preset
 from specwatch.sim.dcgm_exporter import SimDcgmExporter
-from specwatch.sim.hostile import CASES as HOSTILE_CASES
 from specwatch.sim.hostile import HostileServer
 from specwatch.sim.server import SimServer
-from specwatch.sim.servers import DEFAULT_VERSIONS
 from specwatch.sim.world import SimWorld
-
-
-def add_sim_arguments(p: argparse.ArgumentParser) -> None:
-    """Options of ``specwatch sim``."""
-    p.add_argument(
-        "--dialect",
-        choices=[d.value for d in Dialect],
-        default="sglang",
-        help="which server to imitate (default: sglang)",
-    )
-    p.add_argument(
-        "--server-version",
-        dest="sim_version",
-        default=None,
-        metavar="VERSION",
-        help="server version to imitate (default: "
-        + ", ".join(f"{d.value} {v}" for d, v in DEFAULT_VERSIONS.items())
-        + ")",
-    )
-    # The old spelling, hidden: ``specwatch --version`` is specwatch's own version.
-    p.add_argument("--version", dest="sim_version_old", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 = any free)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    p.add_argument(
-        "--load-time",
-        type=float,
-        default=0.0,
-        help="seconds of model loading before it answers (default: 0)",
-    )
-    p.add_argument("--gpus", type=int, default=8, help="simulated GPUs (default: 8)")
-    p.add_argument(
-        "--background",
-        type=int,
-        default=0,
-        help="simulated concurrent users generating traffic (default: 0)",
-    )
-    p.add_argument("--model", default=None, help="served model name")
-    p.add_argument("--no-spec", action="store_true", help="no speculative decoding")
-    p.add_argument(
-        "--no-metrics",
-        action="store_true",
-        help="start without metrics (SGLang --enable-metrics, llama.cpp --metrics off)",
-    )
-    p.add_argument(
-        "--dcgm-port",
-        type=int,
-        default=None,
-        metavar="N",
-        help="also serve a dcgm-exporter /metrics for the simulated GPUs on this port (0 = any)",
-    )
-    p.add_argument(
-        "--dcgm-interval",
-        type=float,
-        default=1.0,
-        metavar="S",
-        help="the simulated exporter's collection interval, seconds (default: 1; real: 30)",
-    )
-    p.add_argument(
-        "--hostile",
-        default=None,
-        metavar="CASE",
-        choices=HOSTILE_CASES,
-        help="serve a hostile server instead, one fault per case (for testing clients): "
-        + ", ".join(HOSTILE_CASES),
-    )
-    p.add_argument(
-        "--trickle",
-        type=float,
-        default=1.0,
-        metavar="S",
-        help="with --hostile trickle: seconds between two bytes (default: 1)",
-    )
-    p.add_argument(
-        "--api-key-env",
-        default=None,
-        metavar="VAR",
-        help="require the API key held in this environment variable",
-    )
 
 
 def run_sim(args: argparse.Namespace) -> int:

@@ -1,7 +1,7 @@
 """The live monitor's command-line options (``add_tui_arguments``): argparse only.
 
 ``specwatch --help`` imports this and nothing heavier; the monitor itself lives in
-:mod:`specwatch.ui.options`.
+:mod:`specwatch.commands.tui`.
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-WINDOWS: dict[str, float] = {"1m": 60.0, "5m": 300.0, "15m": 900.0, "1h": 3600.0}
-"""The token-rate graph's windows, by name, in seconds."""
+from specwatch.core.windows import WINDOWS
 
 DIALECTS = ("sglang", "vllm", "llamacpp", "openai")
 """The servers the demo can simulate: every ``specwatch.core.server.Dialect`` value (spelt out
@@ -92,7 +91,7 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
         "$XDG_DATA_HOME/specwatch/screenshots)",
     )
     g.add_argument("--demo-seed", type=int, default=0, help=argparse.SUPPRESS)
-    from specwatch.sources.dcgm_cli import add_dcgm_argument
+    from specwatch.commands.dcgm_counters import add_dcgm_argument
 
     add_dcgm_argument(g)
     g.add_argument(
@@ -100,7 +99,7 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="watch the server only: read no GPUs (no NVML, no exporter)",
     )
-    from specwatch.sources.fleet_cli import add_fleet_arguments
+    from specwatch.commands.fleet_arguments import add_fleet_arguments
 
     add_fleet_arguments(g)
     g.add_argument(

@@ -4,9 +4,18 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any, Protocol
 
 
-def add_fleet_arguments(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+class ArgumentHolder(Protocol):
+    """A parser or an argument group: anything with argparse's ``add_argument``."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        """As :meth:`argparse.ArgumentParser.add_argument`."""
+        ...
+
+
+def add_fleet_arguments(p: ArgumentHolder) -> None:
     """Add ``--prometheus``, ``--server-match``, ``--gpu-match`` and ``--node`` (repeatable)."""
     p.add_argument(
         "--prometheus",
@@ -35,4 +44,4 @@ def add_fleet_arguments(p: argparse.ArgumentParser | argparse._ArgumentGroup) ->
     )
 
 
-__all__ = ["add_fleet_arguments"]
+__all__ = ["ArgumentHolder", "add_fleet_arguments"]
