@@ -6,8 +6,9 @@ import json
 import subprocess
 import sys
 
-from specwatch.commands.tui_arguments import DIALECTS, WINDOWS
+from specwatch.commands.source_arguments import DIALECTS
 from specwatch.core.server import Dialect
+from specwatch.core.windows import WINDOWS
 from specwatch.ui.model import WINDOWS as MODEL_WINDOWS
 
 ALLOWED = {
@@ -18,6 +19,7 @@ ALLOWED = {
     "specwatch.commands.tui_arguments",
     "specwatch.commands.dcgm_counters",
     "specwatch.commands.fleet_arguments",
+    "specwatch.commands.source_arguments",
     "specwatch.core",
     "specwatch.core.windows",
 }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import signal
 import sys
@@ -258,28 +259,27 @@ def _run_bench(
         return EXIT_USAGE
     identity = server_identity(endpoint.base_url)
     own_sampler = False
-    dcgm: list[str] = list(getattr(args, "dcgm", None) or [])
-    if sampler is None and dcgm:
-        if args.no_gpu:
-            print("specwatch bench: give --dcgm or --no-gpu, not both", file=err)
-            return EXIT_USAGE
-        from specwatch.sources.dcgm import DcgmGpuSource
-
-        sampler = DcgmGpuSource(dcgm, interval_s=args.gpu_interval)
-        own_sampler = True
-    elif sampler is None and not args.no_gpu and getattr(args, "prometheus", None):
-        sampler = _prometheus_sampler(args)  # type: ignore[assignment]
-        own_sampler = True
-    elif sampler is None and not args.no_gpu:
-        from specwatch.sources.nvml import GpuSampler
+    if sampler is None:
+        from specwatch.commands.source_arguments import source_options
+        from specwatch.session.factory import gpu_source
+        from specwatch.session.fleet_gpus import PrometheusGpuSource
+        from specwatch.session.gpu_source import ReaderGpuSource
 
         fake = None
         if demo is not None:
             from specwatch.sim.fake_nvml import FakeNvml
 
             fake = FakeNvml(demo.world.gpus, demo.world.clock.now)
-        sampler = GpuSampler(interval_s=args.gpu_interval, nvml=fake)
-        own_sampler = True
+        options = dataclasses.replace(
+            source_options(args, args.gpu_interval, args.gpu_interval), demo=False
+        )
+        try:
+            source = gpu_source(options, server_url=args.url, nvml=fake)
+        except ValueError as e:
+            print(f"specwatch bench: {e}", file=err)
+            return EXIT_USAGE
+        if isinstance(source, (ReaderGpuSource, PrometheusGpuSource)):
+            sampler, own_sampler = source.sampler, True
     log = SignalLog()
     try:
         with shield_signals(log):
@@ -358,21 +358,6 @@ def with_server_build(identity: ServerIdentity, result: BenchResult) -> ServerId
     from specwatch.sources import server_identity
 
     return server_identity.with_server_build(identity, result.server)
-
-
-def _prometheus_sampler(args: argparse.Namespace) -> object:
-    """The benchmarked server's node GPUs from Prometheus (joined by host or ``--node``)."""
-    from specwatch.core.fleet import parse_node_pair
-    from specwatch.sources.prometheus_api import prometheus_endpoint
-    from specwatch.sources.prometheus_gpus import PrometheusGpuSampler, gpus_of_server
-
-    pairs = [parse_node_pair(p) for p in args.node]
-    return PrometheusGpuSampler(
-        prometheus_endpoint(args.prometheus),
-        gpus_of_server(args.url, pairs),
-        args.gpu_match,
-        interval_s=args.gpu_interval,
-    )
 
 
 __all__ = [

@@ -119,12 +119,12 @@ def _fill_compare(p: argparse.ArgumentParser) -> None:
 
 
 def _fill_record(p: argparse.ArgumentParser) -> None:
-    from specwatch.commands.dcgm_counters import add_dcgm_argument
     from specwatch.commands.record import add_record_arguments
+    from specwatch.commands.source_arguments import add_source_arguments
 
     _add_server_args(p, fleet=False)
     add_record_arguments(p)
-    add_dcgm_argument(p)
+    add_source_arguments(p, "record the server only")
 
 
 def _fill_replay(p: argparse.ArgumentParser) -> None:

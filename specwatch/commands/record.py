@@ -97,37 +97,20 @@ def default_output(now: float | None = None) -> Path:
 def run_record(args: argparse.Namespace, err: TextIO | None = None) -> int:
     """Record until the duration ends or a signal arrives; returns the exit status."""
     err = err or sys.stderr
+    from specwatch.commands.source_arguments import source_options
     from specwatch.record.recorder import Recorder
-    from specwatch.session import DcgmExporterGpuSource, LiveSession, NvmlGpuSource
-    from specwatch.session.gpu_source import GpuSource
-    from specwatch.sources.endpoint import parse_endpoint
+    from specwatch.session.factory import live_session
 
-    if isinstance(args.url, list):  # repeatable for a fleet; each server is recorded
-        args.url = list(args.url) or None
-    dcgm: list[str] = list(getattr(args, "dcgm", None) or [])
-
-    if bool(args.url) == bool(args.demo):
+    options = source_options(args, args.interval, args.interval)
+    if bool(options.urls) == options.demo:
         print("specwatch record: give a server with --url URL, or --demo", file=err)
         return EXIT_USAGE
-    demo = None
     try:
-        if args.demo:
-            from specwatch.sim.demo import start_demo
-            from specwatch.sim.fake_nvml import FakeNvml
-
-            demo = start_demo(gpus=8)
-            endpoints = [parse_endpoint(demo.url)]
-            gpus: GpuSource = NvmlGpuSource(args.interval, nvml=FakeNvml(demo.world.gpus))
-        else:
-            urls = args.url if isinstance(args.url, list) else [args.url]
-            endpoints = [parse_endpoint(u, args.api_key) for u in urls]
-            gpus = NvmlGpuSource(args.interval)
-        if dcgm:
-            gpus = DcgmExporterGpuSource(dcgm, args.interval)
+        session = live_session(options)
     except ValueError as e:
         print(f"specwatch record: {e}", file=err)
         return EXIT_USAGE
-    session = LiveSession(endpoints, gpus, metrics_interval_s=args.interval, demo=demo)
+    endpoints = session.endpoints
     path = args.output or default_output()
     stopped: list[str] = []
     recorder = Recorder(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from specwatch.commands.tui_arguments import DIALECTS
+from specwatch.commands.source_arguments import DIALECTS
 
 DEFAULT_VERSIONS: dict[str, str] = {
     "sglang": "0.5.23",

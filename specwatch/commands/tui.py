@@ -7,8 +7,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specwatch.commands.tui_arguments import DIALECTS, add_tui_arguments
-
 if TYPE_CHECKING:
     from specwatch.record.recorder import Recorder
     from specwatch.session import LiveSession
@@ -105,60 +103,21 @@ def build_session(args: argparse.Namespace) -> LiveSession:
 
 
 def _build_session(args: argparse.Namespace) -> LiveSession:
-    """The demo (started here) or the given server.
+    """The demo (started here) or the given server (:func:`specwatch.session.factory.live_session`).
 
     The GPUs are read from ``--dcgm`` exporters when given (local NVML is then not touched),
     not at all with ``--no-gpu``, else through NVML (the demo's: a fake NVML, or its simulated
     exporter with ``--demo-dcgm``).
     """
-    from specwatch.session.gpu_source import GpuSource, NoGpus, NvmlGpuSource
-    from specwatch.session.live import LiveSession
-    from specwatch.sources.endpoint import parse_endpoint
+    import dataclasses
 
-    dcgm: list[str] = list(getattr(args, "dcgm", None) or [])
-    if getattr(args, "demo", False):
-        from specwatch.session.dcgm_source import DcgmExporterGpuSource
-        from specwatch.sim.demo import start_demo
-        from specwatch.sim.fake_nvml import FakeNvml
+    from specwatch.commands.source_arguments import source_options
+    from specwatch.session.factory import live_session
 
-        over_http = bool(getattr(args, "demo_dcgm", False))
-        demo = start_demo(
-            dialect=args.demo_dialect,
-            seed=args.demo_seed,
-            gpus=8,
-            scenario=getattr(args, "demo_scenario", None),
-            dcgm=over_http and not dcgm,
-        )
-        try:
-            gpus: GpuSource
-            if demo.dcgm_url:
-                gpus = DcgmExporterGpuSource([demo.dcgm_url], args.interval)
-            elif dcgm:
-                gpus = DcgmExporterGpuSource(dcgm, args.interval)
-            else:
-                gpus = NvmlGpuSource(args.interval, nvml=FakeNvml(demo.world.gpus))
-            return LiveSession(
-                [parse_endpoint(demo.url)],
-                gpus,
-                metrics_interval_s=args.metrics_interval,
-                demo=demo,
-            )
-        except BaseException:
-            demo.stop()
-            raise
-    endpoint = parse_endpoint(first_url(args) or "", args.api_key)
-    source: GpuSource
-    if getattr(args, "no_gpu", False) and dcgm:
-        raise ValueError("--no-gpu reads no GPUs; leave out --dcgm, or --no-gpu")
-    if getattr(args, "no_gpu", False):
-        source = NoGpus("GPUs not read (--no-gpu)")
-    elif dcgm:
-        from specwatch.session.dcgm_source import DcgmExporterGpuSource
-
-        source = DcgmExporterGpuSource(dcgm, args.interval)
-    else:
-        source = NvmlGpuSource(args.interval)
-    return LiveSession([endpoint], source, metrics_interval_s=args.metrics_interval)
+    options = source_options(args, args.interval, args.metrics_interval)
+    if not options.demo:  # more than one server is the fleet screen's; this is the first's
+        options = dataclasses.replace(options, urls=(first_url(args) or "",))
+    return live_session(options)
 
 
 def _session_after_first_frame(args: argparse.Namespace) -> bool:
@@ -302,8 +261,6 @@ def keep_chosen_theme(started: str, ended: str) -> bool:
 
 
 __all__ = [
-    "DIALECTS",
-    "add_tui_arguments",
     "build_session",
     "build_settings",
     "fill_defaults",

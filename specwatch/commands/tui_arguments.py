@@ -11,10 +11,6 @@ from pathlib import Path
 
 from specwatch.core.windows import WINDOWS
 
-DIALECTS = ("sglang", "vllm", "llamacpp", "openai")
-"""The servers the demo can simulate: every ``specwatch.core.server.Dialect`` value (spelt out
-so that ``--help`` does not import the core; a test keeps the two equal)."""
-
 
 def _positive(text: str) -> float:
     try:
@@ -57,24 +53,6 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
         help="watch a simulated server with 8 simulated GPUs (started in-process, over HTTP)",
     )
     g.add_argument(
-        "--demo-dialect",
-        choices=DIALECTS,
-        default="sglang",
-        help="which server the demo simulates (default: sglang)",
-    )
-    g.add_argument(
-        "--demo-dcgm",
-        action="store_true",
-        help="the demo's GPUs read over HTTP from a simulated dcgm-exporter instead of NVML",
-    )
-    g.add_argument(
-        "--demo-scenario",
-        choices=("drift", "regression"),
-        default=None,
-        help="replay the story in the demo: the GPUs stay cold, then warm up (drift) or the "
-        "verify step gets 8%% slower (regression) about 50 s after loading",
-    )
-    g.add_argument(
         "--reference",
         type=Path,
         default=None,
@@ -90,18 +68,9 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
         help="where the s key saves SVG screenshots (default: "
         "$XDG_DATA_HOME/specwatch/screenshots)",
     )
-    g.add_argument("--demo-seed", type=int, default=0, help=argparse.SUPPRESS)
-    from specwatch.commands.dcgm_counters import add_dcgm_argument
+    from specwatch.commands.source_arguments import add_source_arguments
 
-    add_dcgm_argument(g)
-    g.add_argument(
-        "--no-gpu",
-        action="store_true",
-        help="watch the server only: read no GPUs (no NVML, no exporter)",
-    )
-    from specwatch.commands.fleet_arguments import add_fleet_arguments
-
-    add_fleet_arguments(g)
+    add_source_arguments(g, "watch the server only")
     g.add_argument(
         "--theme",
         default=None,
@@ -153,4 +122,4 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-__all__ = ["DIALECTS", "WINDOWS", "add_tui_arguments"]
+__all__ = ["add_tui_arguments"]
