@@ -43,10 +43,10 @@ from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
-from specwatch.sources.client import ServerClient
 from specwatch.sources.detect import detect
-from specwatch.sources.endpoint import Endpoint
-from specwatch.sources.nvml import GpuSampler
+from specwatch.sources.http.client import ServerClient
+from specwatch.sources.http.endpoint import Endpoint
+from specwatch.sources.nvml.api import GpuSampler
 from tests.server_timed import server_timed
 
 KEY = "sk-sim-bench-7d2a91"

@@ -6,8 +6,8 @@ import pytest
 
 from specwatch.commands.dcgm_counters import counters_csv, main
 from specwatch.core.gpu import GpuSample
-from specwatch.sources.dcgm_fields import FIELDS
-from specwatch.sources.dcgm_parse import (
+from specwatch.sources.dcgm.fields import FIELDS
+from specwatch.sources.dcgm.parse import (
     BLANK,
     NOT_EXPORTED,
     dcgm_url,

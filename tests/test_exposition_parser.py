@@ -25,7 +25,7 @@ def _run(code: str) -> dict[str, object]:
 def test_the_parser_loads_without_the_exposition_server() -> None:
     got = _run(
         "import json, sys\n"
-        "import specwatch.sources.prom_filter, specwatch.sources.prom\n"
+        "import specwatch.sources.metrics.prom_filter, specwatch.sources.metrics.prom\n"
         "print(json.dumps({'loaded': sorted(sys.modules)}))\n"
     )
     loaded = set(got["loaded"])  # type: ignore[call-overload]
@@ -42,7 +42,8 @@ def test_the_parser_loads_without_the_exposition_server() -> None:
 def test_the_client_is_whole_for_a_later_user() -> None:
     got = _run(
         "import json\n"
-        "from specwatch.sources.exposition_parser import text_string_to_metric_families as lean\n"
+        "from specwatch.sources.metrics.exposition_parser import "
+        "text_string_to_metric_families as lean\n"
         "from prometheus_client import CollectorRegistry, Counter, generate_latest\n"
         "import prometheus_client\n"
         "r = CollectorRegistry()\n"
@@ -68,7 +69,7 @@ def test_the_client_is_whole_for_a_later_user() -> None:
 def test_the_lean_parser_reads_as_the_library_does() -> None:
     from prometheus_client.parser import text_string_to_metric_families as library
 
-    from specwatch.sources.exposition_parser import text_string_to_metric_families as lean
+    from specwatch.sources.metrics.exposition_parser import text_string_to_metric_families as lean
 
     def families(parse: object) -> list[tuple[str, str, list[tuple[str, dict[str, str], float]]]]:
         return [

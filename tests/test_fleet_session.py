@@ -25,8 +25,8 @@ from specwatch.session.fleet import (
     FleetSession,
 )
 from specwatch.session.fleet_probe import FleetOptions, build_fleet_source, fleet_probe
-from specwatch.sources.prometheus_api import prometheus_endpoint
-from specwatch.sources.prometheus_gpus import PrometheusGpuSampler, gpus_with_keys
+from specwatch.sources.prometheus.api import prometheus_endpoint
+from specwatch.sources.prometheus.gpus import PrometheusGpuSampler, gpus_with_keys
 from tests.fleet_world import SimFleet, sim_fleet, sim_nodes
 from tests.prometheus_fixture import PROMETHEUS, SKIP_REASON
 

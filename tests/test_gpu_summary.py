@@ -12,7 +12,7 @@ from specwatch.core.gpu_summary import summarize_ticks, total_joules_per_token
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
-from specwatch.sources.nvml import GpuSampler
+from specwatch.sources.nvml.api import GpuSampler
 
 IDLE, PWRCAP, THERMAL = 0x001, 0x004, 0x020
 

@@ -17,7 +17,7 @@ from specwatch.core.server import MetricsWindow
 from specwatch.session.events import MetricsScraped, ServerReady, SessionEvent
 from specwatch.session.server_poller import ServerPoller
 from specwatch.sim.hostile import hostile_server
-from specwatch.sources.endpoint import parse_endpoint
+from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.probe import probe, probe_to_dict
 
 ESC = "\x1b"

@@ -18,8 +18,8 @@ from specwatch.core.identity import (
     to_json,
     with_build_info,
 )
-from specwatch.sources.code_origin import loaded_libraries, python_entry
-from specwatch.sources.process import redact_argv
+from specwatch.sources.identity.code_origin import loaded_libraries, python_entry
+from specwatch.sources.identity.process import redact_argv
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specwatch.sources.lean_get import Answer, _Exchange
-from specwatch.sources.lean_head import PlainHead, read_plain_head
+from specwatch.sources.http.lean_get import Answer, _Exchange
+from specwatch.sources.http.lean_head import PlainHead, read_plain_head
 
 BODY = b"a_total 1\n" * 50
 PLAIN = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n\r\n" % len(BODY)

@@ -16,7 +16,7 @@ from specwatch.sim.fake_nvml import FakeNvml, unavailable_nvml
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld, preset
-from specwatch.sources.endpoint import parse_endpoint
+from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.probe import (
     EXIT_STREAM_FAILED,
     EXIT_UNREACHABLE,

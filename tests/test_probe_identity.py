@@ -9,7 +9,7 @@ import orjson
 from specwatch.commands.probe_text import render_text
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.server import ServerInfo
-from specwatch.sources.endpoint import parse_endpoint
+from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.probe import probe, probe_to_dict
 from tests.test_probe import real_time_sim
 

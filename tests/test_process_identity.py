@@ -17,7 +17,7 @@ import pytest
 
 import specwatch
 from specwatch.core.identity import to_json
-from specwatch.sources.process import NOTE_REMOTE, identify_server, is_local_host
+from specwatch.sources.identity.process import NOTE_REMOTE, identify_server, is_local_host
 
 REPO = Path(specwatch.__file__).resolve().parent.parent
 SECRETS = ("decoy-nccl-secret", "decoy-hf-secret", "decoy-key-secret")

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specwatch.sources.prom import Histogram, Scrape, parse_metrics, series_key
+from specwatch.sources.metrics.prom import Histogram, Scrape, parse_metrics, series_key
 
 GOOD = """\
 # HELP vllm:generation_tokens_total Number of generation tokens processed.
@@ -215,7 +215,7 @@ def test_minus_with_other_bounds_matches_by_bound() -> None:
 
 
 def test_remembered_answers_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from specwatch.sources import prom_replicas
+    from specwatch.sources.metrics import prom_replicas
 
     monkeypatch.setattr(prom_replicas, "MAX_PINNED", 8)
     for _ in range(5):

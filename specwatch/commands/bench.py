@@ -40,8 +40,8 @@ from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
 if TYPE_CHECKING:
     from specwatch.core.identity import ServerIdentity
     from specwatch.sim.story import StoryServer
-    from specwatch.sources.endpoint import Endpoint
     from specwatch.sources.gpu_reader import GpuReader
+    from specwatch.sources.http.endpoint import Endpoint
 
 EXIT_FAILED = EXIT_ERROR
 EXIT_INTERRUPTED = 130
@@ -83,8 +83,8 @@ async def _bench(
     log: SignalLog,
 ) -> tuple[BenchResult | None, str | None, int | None]:
     """Connect, run; returns (result, secret, signal number that stopped it)."""
-    from specwatch.sources.client import ServerClient, ServerError
     from specwatch.sources.detect import WaitStatus, detect, wait_ready
+    from specwatch.sources.http.client import ServerClient, ServerError
 
     secret = endpoint.api_key
     cancel = asyncio.Event()
@@ -244,7 +244,7 @@ def _run_bench(
     err: TextIO,
     progress: TextIO,
 ) -> int:
-    from specwatch.sources.endpoint import parse_endpoint
+    from specwatch.sources.http.endpoint import parse_endpoint
 
     try:
         endpoint = parse_endpoint(args.url, args.api_key)
@@ -348,14 +348,14 @@ def _measure_and_save(
 
 def server_identity(base_url: str) -> ServerIdentity:
     """The code identity of the server process behind ``base_url`` (a note when remote)."""
-    from specwatch.sources.process import identify_server
+    from specwatch.sources.identity.process import identify_server
 
     return identify_server(base_url)
 
 
 def with_server_build(identity: ServerIdentity, result: BenchResult) -> ServerIdentity:
     """Add a native server's own build id (llama-server reports its commit in ``/props``)."""
-    from specwatch.sources import server_identity
+    from specwatch.sources.identity import server_identity
 
     return server_identity.with_server_build(identity, result.server)
 

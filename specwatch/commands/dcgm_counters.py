@@ -15,7 +15,11 @@ def counters_csv() -> str:
     """The counters CSV shipped with specwatch (dcgm-exporter ``-f`` format)."""
     from importlib import resources
 
-    return resources.files("specwatch.sources").joinpath(COUNTERS_FILE).read_text(encoding="utf-8")
+    return (
+        resources.files("specwatch.sources.dcgm")
+        .joinpath(COUNTERS_FILE)
+        .read_text(encoding="utf-8")
+    )
 
 
 def add_dcgm_argument(p: ArgumentHolder) -> None:

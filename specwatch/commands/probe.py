@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from specwatch.sources.endpoint import parse_endpoint
+from specwatch.sources.http.endpoint import parse_endpoint
 
 if TYPE_CHECKING:
     from specwatch.session.fleet_probe import FleetOptions

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from specwatch.core.gpu import GpuInventory
 from specwatch.core.reasons import short_names
-from specwatch.sources.server_identity import code_summary
+from specwatch.sources.identity.server_identity import code_summary
 
 if TYPE_CHECKING:
     from specwatch.sources.probe import ProbeResult

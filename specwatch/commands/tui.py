@@ -210,7 +210,7 @@ def run_tui(args: argparse.Namespace) -> int:
     app_themes = themes if settings.theme_dirs is None else None
     session: LiveSession | None = None
     if _session_after_first_frame(args):
-        from specwatch.sources.endpoint import parse_endpoint
+        from specwatch.sources.http.endpoint import parse_endpoint
 
         try:
             parse_endpoint(url or "", args.api_key)  # a bad address is refused before the UI

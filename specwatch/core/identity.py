@@ -1,6 +1,6 @@
 """What code a server process runs: commit, environment and the libraries that decide speed.
 
-Pure data and logic; :mod:`specwatch.sources.process` reads it from ``/proc``. The environment
+Pure data and logic; ``sources.identity.process`` reads it from ``/proc``. The environment
 is kept only through one allow-list (:data:`ENV_PREFIXES`, :data:`ENV_NAMES`), and a name that
 looks like a secret is dropped even inside it, so an API key or ``HF_TOKEN`` never reaches a
 snapshot.

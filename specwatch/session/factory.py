@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from specwatch.session.gpu_source import GpuSource
     from specwatch.session.live import LiveSession
-    from specwatch.sources.endpoint import Endpoint
+    from specwatch.sources.http.endpoint import Endpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +62,8 @@ def gpu_source(
     if options.prometheus is not None and server_url is not None:
         from specwatch.core.fleet import parse_node_pair
         from specwatch.session.fleet_gpus import PrometheusGpuSource
-        from specwatch.sources.prometheus_api import prometheus_endpoint
-        from specwatch.sources.prometheus_gpus import PrometheusGpuSampler, gpus_of_server
+        from specwatch.sources.prometheus.api import prometheus_endpoint
+        from specwatch.sources.prometheus.gpus import PrometheusGpuSampler, gpus_of_server
 
         pairs = [parse_node_pair(p) for p in options.nodes]
         return PrometheusGpuSource(
@@ -97,7 +97,7 @@ def live_session(options: SourceOptions) -> LiveSession:
             or GPU options that contradict each other.
     """
     from specwatch.session.live import LiveSession
-    from specwatch.sources.endpoint import parse_endpoint
+    from specwatch.sources.http.endpoint import parse_endpoint
 
     if options.demo:
         return _demo_session(options)
@@ -112,7 +112,7 @@ def _demo_session(options: SourceOptions) -> LiveSession:
     from specwatch.session.live import LiveSession
     from specwatch.sim.demo import start_demo
     from specwatch.sim.fake_nvml import FakeNvml
-    from specwatch.sources.endpoint import parse_endpoint
+    from specwatch.sources.http.endpoint import parse_endpoint
 
     demo = start_demo(
         dialect=options.demo_dialect,

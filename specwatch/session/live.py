@@ -22,8 +22,8 @@ from specwatch.session.bench_job import BenchJob
 from specwatch.session.events import SessionEvent
 from specwatch.session.gpu_source import GpuSource, NoGpus, ReaderGpuSource
 from specwatch.session.server_poller import ServerPoller
-from specwatch.sources.endpoint import Endpoint
-from specwatch.sources.server_identity import identify as identify_server
+from specwatch.sources.http.endpoint import Endpoint
+from specwatch.sources.identity.server_identity import identify as identify_server
 
 if TYPE_CHECKING:
     from specwatch.bench.runner import BenchConfig
