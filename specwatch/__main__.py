@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from specwatch.cli import main
+from specwatch.commands.main import main
 
 raise SystemExit(main())

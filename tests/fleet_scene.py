@@ -11,7 +11,7 @@ from specwatch.core.fleet import (
 )
 from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.core.server import Dialect, MetricsWindow
-from specwatch.sources.prometheus import FleetReading
+from specwatch.sources.prometheus.fleet import FleetReading
 
 SCENE_T = 1000.0
 

@@ -10,7 +10,7 @@ from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.server import Dialect, MetricsWindow, ServerInfo, SpecConfig
 from specwatch.record import Recorder
 from specwatch.session import events as ev
-from specwatch.sources.endpoint import Endpoint
+from specwatch.sources.http.endpoint import Endpoint
 
 WALL0 = 1_796_130_000.0
 """2026-12-01 (UTC afternoon): the wall time of session time 0."""

@@ -22,7 +22,7 @@ from specwatch.sim.config import preset
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
-from specwatch.sources.endpoint import parse_endpoint
+from specwatch.sources.http.endpoint import parse_endpoint
 
 E = TypeVar("E")
 START_T = 1000.0

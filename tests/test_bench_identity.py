@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from specwatch.bench.cli import add_bench_arguments, run_bench
 from specwatch.bench.snapshot import load_snapshot, read_snapshot
+from specwatch.commands.bench import add_bench_arguments, run_bench
 from tests.test_process_identity import SECRETS, _checkout, _git, _start, _stop
 
 
@@ -65,7 +65,7 @@ def test_bench_records_the_commit_and_no_secret(tmp_path_factory: pytest.TempPat
 def test_a_remote_server_is_recorded_as_null_with_a_note() -> None:
     from specwatch.bench.snapshot_build import process_record
     from specwatch.core.identity import ServerIdentity
-    from specwatch.sources.process import NOTE_REMOTE
+    from specwatch.sources.identity.process import NOTE_REMOTE
 
     assert process_record(ServerIdentity(notes=(NOTE_REMOTE,))) == (None, NOTE_REMOTE)
     assert process_record(None) == (None, "not collected")

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from specwatch.bench.progress_line import MIN_REDRAW_S, ProgressLine
-from specwatch.cli import build_parser
+from specwatch.commands.main import build_parser
 
 
 class _Tty(io.StringIO):
@@ -48,7 +48,7 @@ def test_on_a_terminal_the_line_is_redrawn_in_place_and_throttled() -> None:
 
 
 def _run(tmp_path: Path, stdout: io.StringIO) -> str:
-    from specwatch.bench.cli import run_bench
+    from specwatch.commands.bench import run_bench
 
     argv = ["bench", "-n", "2", "--warmup", "0", "--max-tokens", "64", "--out", str(tmp_path)]
     argv += ["--demo", "hot", "--demo-step-factor", "0.3"]

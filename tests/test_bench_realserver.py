@@ -26,7 +26,7 @@ def llama_server() -> Iterator[str]:
 
 
 def test_short_benchmark_matches_the_servers_own_counts(llama_server: str, tmp_path: Path) -> None:
-    from specwatch.bench.cli import run_bench
+    from specwatch.commands.bench import run_bench
 
     argv = ["--url", llama_server, "-n", "2", "--warmup", "1", "--max-tokens", "128"]
     argv += ["--out", str(tmp_path), "--no-gpu", "--label", "real"]

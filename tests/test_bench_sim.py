@@ -23,7 +23,6 @@ from typing import Any
 import orjson
 import pytest
 
-from specwatch.bench.cli import add_bench_arguments, add_compare_arguments, run_bench, run_compare
 from specwatch.bench.runner import BenchConfig, BenchEvent, BenchResult, run_benchmark
 from specwatch.bench.snapshot import (
     Snapshot,
@@ -32,16 +31,22 @@ from specwatch.bench.snapshot import (
     validate,
     write_snapshot,
 )
+from specwatch.commands.bench import (
+    add_bench_arguments,
+    add_compare_arguments,
+    run_bench,
+    run_compare,
+)
 from specwatch.core.compare import VERDICT_CODE, VERDICT_GPU, VERDICT_NONE, compare
 from specwatch.sim.config import preset
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
-from specwatch.sources.client import ServerClient
 from specwatch.sources.detect import detect
-from specwatch.sources.endpoint import Endpoint
-from specwatch.sources.nvml import GpuSampler
+from specwatch.sources.http.client import ServerClient
+from specwatch.sources.http.endpoint import Endpoint
+from specwatch.sources.nvml.api import GpuSampler
 from tests.server_timed import server_timed
 
 KEY = "sk-sim-bench-7d2a91"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from specwatch.bench.snapshot import Snapshot, read_snapshot
-from specwatch.cli import build_parser
+from specwatch.commands.main import build_parser
 from specwatch.core.compare import VERDICT_CODE, VERDICT_GPU, compare
 from specwatch.sim import story
 from specwatch.sim.story import StoryServer, start_story_server
@@ -31,7 +31,7 @@ def _bench_on(tmp_path: Path, *extra: str) -> tuple[Path, list[RequestTruth]]:
     before = set(out.glob("*.json")) if out.exists() else set()
     argv = ["bench", "-n", "5", "--max-tokens", "256", "--out", str(out), *extra]
     args = build_parser().parse_args(argv)
-    from specwatch.bench.cli import run_bench
+    from specwatch.commands.bench import run_bench
 
     servers: list[StoryServer] = []
 
@@ -69,12 +69,12 @@ def test_same_gpus_slower_step_is_the_code(tmp_path: Path) -> None:
 
 
 def test_demo_and_url_together_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    from specwatch.cli import main
+    from specwatch.commands.main import main
 
     assert main(["bench", "--demo", "cold", "--url", "localhost:1"]) == 2
     assert "not both" in capsys.readouterr().err
-    from specwatch.bench.cli import run_bench
-    from specwatch.cli import build_parser
+    from specwatch.commands.bench import run_bench
+    from specwatch.commands.main import build_parser
 
     # Unsettled (main gives it http://localhost:8000): called directly without a server.
     assert run_bench(build_parser().parse_args(["bench"])) == 2

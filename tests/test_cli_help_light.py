@@ -6,19 +6,22 @@ import json
 import subprocess
 import sys
 
+from specwatch.commands.source_arguments import DIALECTS
 from specwatch.core.server import Dialect
-from specwatch.ui.arguments import DIALECTS, WINDOWS
+from specwatch.core.windows import WINDOWS
 from specwatch.ui.model import WINDOWS as MODEL_WINDOWS
 
 ALLOWED = {
     "specwatch",
     "specwatch.__main__",
-    "specwatch.cli",
-    "specwatch.ui",
-    "specwatch.ui.arguments",
-    "specwatch.sources",
-    "specwatch.sources.dcgm_cli",
-    "specwatch.sources.fleet_cli",
+    "specwatch.commands",
+    "specwatch.commands.main",
+    "specwatch.commands.tui_arguments",
+    "specwatch.commands.dcgm_counters",
+    "specwatch.commands.fleet_arguments",
+    "specwatch.commands.source_arguments",
+    "specwatch.core",
+    "specwatch.core.windows",
 }
 HEAVY = ("httpx", "asyncio", "dataclasses", "tomllib", "prometheus_client", "textual", "rich")
 
@@ -26,7 +29,7 @@ HEAVY = ("httpx", "asyncio", "dataclasses", "tomllib", "prometheus_client", "tex
 def _loaded_by_help(argv: list[str]) -> list[str]:
     code = (
         "import contextlib, io, json, sys\n"
-        "from specwatch.cli import main\n"
+        "from specwatch.commands.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
         f"    main({argv!r})\n"
         "print(json.dumps(sorted(sys.modules)))\n"
@@ -46,8 +49,23 @@ def test_help_imports_only_the_argument_modules() -> None:
 
 def test_a_subcommand_help_fills_only_its_own_parser() -> None:
     loaded = _loaded_by_help(["compare", "--help"])
-    assert "specwatch.bench.compare_cli" in loaded
-    assert "specwatch.record.cli" not in loaded and "specwatch.sources.probe_cli" not in loaded
+    assert "specwatch.commands.compare" in loaded
+    assert "specwatch.commands.record" not in loaded and "specwatch.commands.probe" not in loaded
+
+
+def test_the_simulator_help_does_not_load_the_simulated_server() -> None:
+    loaded = _loaded_by_help(["sim", "--help"])
+    assert "specwatch.commands.sim_arguments" in loaded
+    assert [m for m in loaded if m.startswith("specwatch.sim") or m == "aiohttp"] == []
+
+
+def test_the_simulator_options_offer_what_the_simulator_has() -> None:
+    from specwatch.commands.sim_arguments import DEFAULT_VERSIONS, HOSTILE_CASES
+    from specwatch.sim.hostile import CASES
+    from specwatch.sim.servers import DEFAULT_VERSIONS as SIM_VERSIONS
+
+    assert HOSTILE_CASES == CASES
+    assert {d.value: v for d, v in SIM_VERSIONS.items()} == DEFAULT_VERSIONS
 
 
 def test_the_demo_dialects_are_every_dialect() -> None:

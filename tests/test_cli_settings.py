@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from specwatch import __version__
-from specwatch.cli import main, parse_args
+from specwatch.commands.main import main, parse_args
 from specwatch.core.config import (
     ConfigError,
     config_path,
@@ -143,7 +143,7 @@ def test_the_kept_theme_is_used_unless_named(env: dict[str, str]) -> None:
 
 
 def test_keep_chosen_theme_only_when_it_changed() -> None:
-    from specwatch.ui.options import keep_chosen_theme
+    from specwatch.commands.tui import keep_chosen_theme
 
     assert not keep_chosen_theme("dark", "dark")
     assert last_theme() is None
@@ -174,7 +174,7 @@ def test_help_names_the_positional_url(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_several_urls_in_the_tui_open_the_fleet_screen(env: dict[str, str]) -> None:
-    from specwatch.ui.options import _is_fleet, first_url
+    from specwatch.commands.tui import _is_fleet, first_url
 
     several = parse_args(["a:1", "b:2"], env)
     assert _is_fleet(several) and several.url == ["a:1", "b:2"]
@@ -183,8 +183,8 @@ def test_several_urls_in_the_tui_open_the_fleet_screen(env: dict[str, str]) -> N
 
 
 def test_demo_has_a_simulated_plain_baseline(env: dict[str, str]) -> None:
+    from specwatch.commands.tui import _baseline
     from specwatch.sim.config import preset
-    from specwatch.ui.options import _baseline
 
     ms, source, error = _baseline(parse_args(["--demo"], env))
     assert (ms, source, error) == (preset("sglang").plain_step_ms, "simulated", None)

@@ -9,9 +9,9 @@ from typing import Any
 
 import orjson
 
-from specwatch.bench.compare_cli import add_compare_arguments, run_compare
 from specwatch.bench.report import comparison_lines
 from specwatch.bench.snapshot import Snapshot, validate, write_snapshot
+from specwatch.commands.compare import add_compare_arguments, run_compare
 from specwatch.core.compare import compare
 from specwatch.core.identity import Checkout, LoadedLibrary, ServerIdentity, to_json
 from specwatch.core.outcomes import Outcome

@@ -16,7 +16,8 @@ import pytest
 from textual.geometry import Region
 from textual.widget import Widget
 
-from specwatch.cli import build_parser, main
+from specwatch.commands.main import build_parser, main
+from specwatch.commands.tui import build_session
 from specwatch.core import gpu_rules
 from specwatch.core.gpu import GpuInventory, GpuOrigin, GpuSample, GpuStatic, GpuTick
 from specwatch.core.reasons import harmful
@@ -27,13 +28,12 @@ from specwatch.sim.dcgm_exporter import SimDcgmExporter
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
-from specwatch.sources.dcgm import DcgmGpuSource
-from specwatch.sources.endpoint import parse_endpoint
+from specwatch.sources.dcgm.source import DcgmGpuSource
+from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.probe import SCHEMA_VERSION, probe, probe_to_dict
 from specwatch.sources.probe_gpus import GPU_KEYS, gpus_document
 from specwatch.ui.app import AppSettings, SpecwatchApp
 from specwatch.ui.model import MonitorModel
-from specwatch.ui.options import build_session
 from specwatch.ui.panes import GpusPane
 from specwatch.ui.panes.gpus import STRAGGLER, origin_note, with_node_headings
 from tests.session_world import Collector, ManualSim, drive_until, manual_sim
@@ -49,7 +49,7 @@ def no_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_: Any, **__: Any) -> None:
         raise AssertionError("NVML must not be used with --dcgm")
 
-    monkeypatch.setattr("specwatch.sources.nvml.GpuSampler", refuse)
+    monkeypatch.setattr("specwatch.sources.nvml.api.GpuSampler", refuse)
 
 
 @pytest.fixture
@@ -248,7 +248,7 @@ def test_probe_gpu_entry_from_a_sparse_exporter_says_what_is_not_sent() -> None:
         'DCGM_FI_DEV_GPU_TEMP{gpu="0", UUID="GPU-a", Hostname="edge-7", modelName="L4"} 61\n'
     )
     source = DcgmGpuSource("edge-7", fetch=lambda url, timeout_s, max_bytes: body)
-    from specwatch.sources.dcgm_origin import dcgm_origin
+    from specwatch.sources.dcgm.origin import dcgm_origin
 
     inventory = source.open()
     tick = source.sample()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from specwatch.commands.dcgm_counters import counters_csv, main
 from specwatch.core.gpu import GpuSample
-from specwatch.sources.dcgm_cli import counters_csv, main
-from specwatch.sources.dcgm_fields import FIELDS
-from specwatch.sources.dcgm_parse import (
+from specwatch.sources.dcgm.fields import FIELDS
+from specwatch.sources.dcgm.parse import (
     BLANK,
     NOT_EXPORTED,
     dcgm_url,

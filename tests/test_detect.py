@@ -8,7 +8,6 @@ import httpx
 import pytest
 
 from specwatch.core.server import Dialect
-from specwatch.sources.client import ServerError
 from specwatch.sources.detect import (
     FORBIDDEN_SGLANG_PATHS,
     REASON_LLAMACPP_METRICS,
@@ -18,6 +17,7 @@ from specwatch.sources.detect import (
     detect,
     wait_ready,
 )
+from specwatch.sources.http.client import ServerError
 from tests.conftest import FakeServer, json_response, text_response
 
 

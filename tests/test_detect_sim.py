@@ -6,9 +6,9 @@ import httpx
 import pytest
 
 from specwatch.core.server import Dialect
-from specwatch.sources.client import ServerError
 from specwatch.sources.detect import FORBIDDEN_SGLANG_PATHS, WaitStatus, detect, wait_ready
-from specwatch.sources.stream import stream_completion
+from specwatch.sources.http.client import ServerError
+from specwatch.sources.streams.stream import stream_completion
 from tests.conftest import drive_stream, running_sim
 
 
@@ -66,7 +66,7 @@ async def test_detects_dialect_version_model_and_spec(
 
 async def test_sglang_health_never_called_across_a_session() -> None:
     """Detect, wait, scrape and stream: the SGLang /health generation never runs."""
-    from specwatch.sources.metrics import MetricsWatcher
+    from specwatch.sources.metrics.watcher import MetricsWatcher
 
     with running_sim("sglang", "0.5.23", background_concurrency=2) as sim:
         async with sim.client() as client:
@@ -140,8 +140,8 @@ async def test_api_key_required_and_sent() -> None:
 async def test_unreachable_is_one_clear_line() -> None:
     with running_sim("vllm") as sim:
         url = sim.url
-    from specwatch.sources.client import ServerClient
-    from specwatch.sources.endpoint import Endpoint
+    from specwatch.sources.http.client import ServerClient
+    from specwatch.sources.http.endpoint import Endpoint
 
     async with ServerClient(Endpoint(url)) as client:
         with pytest.raises(ServerError) as err:
@@ -216,8 +216,8 @@ def info_path(dialect: Dialect) -> str:
 
 
 async def test_https_to_a_plain_http_server_is_a_tls_error() -> None:
-    from specwatch.sources.client import ServerClient
-    from specwatch.sources.endpoint import parse_endpoint
+    from specwatch.sources.http.client import ServerClient
+    from specwatch.sources.http.endpoint import parse_endpoint
 
     with running_sim("vllm") as sim:
         url = sim.url.replace("http://", "https://")

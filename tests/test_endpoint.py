@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specwatch.sources.endpoint import Endpoint, parse_endpoint, redact
+from specwatch.sources.http.endpoint import Endpoint, parse_endpoint, redact
 
 
 @pytest.mark.parametrize(

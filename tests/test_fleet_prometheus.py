@@ -20,9 +20,9 @@ from specwatch.core.server import Dialect
 from specwatch.sim.config import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
-from specwatch.sources.dcgm_parse import NOT_EXPORTED
-from specwatch.sources.prometheus import PrometheusSource
-from specwatch.sources.prometheus_api import PrometheusClient, prometheus_endpoint
+from specwatch.sources.dcgm.parse import NOT_EXPORTED
+from specwatch.sources.prometheus.api import PrometheusClient, prometheus_endpoint
+from specwatch.sources.prometheus.fleet import PrometheusSource
 from tests.prometheus_fixture import (
     PROMETHEUS,
     SKIP_REASON,

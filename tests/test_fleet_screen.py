@@ -135,10 +135,10 @@ def test_fleet_snapshot_100x16(snap_compare: SnapCompare) -> None:
 
 
 def test_cli_several_urls_or_prometheus_open_the_fleet(monkeypatch: pytest.MonkeyPatch) -> None:
-    from specwatch.cli import build_parser
+    from specwatch.commands.main import build_parser
+    from specwatch.commands.tui import run_tui
     from specwatch.session.fleet_probe import FleetOptions
     from specwatch.ui import fleet_run
-    from specwatch.ui.options import run_tui
 
     seen: list[FleetOptions] = []
 
@@ -160,8 +160,8 @@ def test_cli_several_urls_or_prometheus_open_the_fleet(monkeypatch: pytest.Monke
 
 
 def test_cli_bad_fleet_option_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from specwatch.cli import build_parser
-    from specwatch.ui.options import run_tui
+    from specwatch.commands.main import build_parser
+    from specwatch.commands.tui import run_tui
 
     argv = ["--url", "a:8000", "--url", "b:8000", "--node", "a:8000"]
     assert run_tui(build_parser().parse_args(argv)) == 2
@@ -170,8 +170,8 @@ def test_cli_bad_fleet_option_is_one_line(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_cli_one_url_stays_the_single_server_screen() -> None:
-    from specwatch.cli import build_parser
-    from specwatch.ui.options import build_session
+    from specwatch.commands.main import build_parser
+    from specwatch.commands.tui import build_session
 
     session = build_session(build_parser().parse_args(["--url", "localhost:1"]))
     assert [e.base_url for e in session.endpoints] == ["http://localhost:1"]

@@ -25,8 +25,8 @@ from specwatch.session.fleet import (
     FleetSession,
 )
 from specwatch.session.fleet_probe import FleetOptions, build_fleet_source, fleet_probe
-from specwatch.sources.prometheus_api import prometheus_endpoint
-from specwatch.sources.prometheus_gpus import PrometheusGpuSampler, gpus_with_keys
+from specwatch.sources.prometheus.api import prometheus_endpoint
+from specwatch.sources.prometheus.gpus import PrometheusGpuSampler, gpus_with_keys
 from tests.fleet_world import SimFleet, sim_fleet, sim_nodes
 from tests.prometheus_fixture import PROMETHEUS, SKIP_REASON
 
@@ -205,7 +205,7 @@ async def test_direct_fleet_with_dcgm_and_node_pairs() -> None:
 def test_cli_probe_prometheus_json_is_passive(
     fleet: SimFleet, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from specwatch.cli import main
+    from specwatch.commands.main import main
 
     before = [n.world.submitted for n in fleet.nodes]
     assert main(["probe", "--prometheus", fleet.prom.url, "--json"]) == 0
@@ -218,7 +218,7 @@ def test_cli_probe_prometheus_json_is_passive(
 @needs_prometheus
 def test_cli_bench_prometheus_records_node_gpus(fleet: SimFleet, tmp_path: Path) -> None:
     from specwatch.bench.snapshot import read_snapshot
-    from specwatch.cli import main
+    from specwatch.commands.main import main
 
     node = fleet.nodes[0]
     exporter = f"{node.name}:{node.exporter.url.rsplit(':', 1)[1].split('/')[0]}"

@@ -18,7 +18,7 @@ from textual.pilot import Pilot
 from specwatch.core.fleet import target_of
 from specwatch.session.fleet import FleetSession
 from specwatch.session.fleet_probe import FleetOptions, build_fleet_source
-from specwatch.sources.prometheus import FleetReading
+from specwatch.sources.prometheus.fleet import FleetReading
 from specwatch.ui.app import AppSettings
 from specwatch.ui.fleet_app import FleetApp, FleetChoice
 from specwatch.ui.fleet_run import BACK, DrillApp, run_fleet_async

@@ -23,15 +23,15 @@ from specwatch.core.fleet import (
 )
 from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.core.server import Dialect, MetricsWindow
-from specwatch.sources.dcgm_parse import NOT_EXPORTED
-from specwatch.sources.prometheus_api import (
+from specwatch.sources.dcgm.parse import NOT_EXPORTED
+from specwatch.sources.prometheus.api import (
     PrometheusClient,
     PrometheusError,
     VectorSample,
     parse_duration,
     prometheus_endpoint,
 )
-from specwatch.sources.prometheus_queries import (
+from specwatch.sources.prometheus.queries import (
     COUNTERS,
     FIELD_LABEL,
     derive_gpus,

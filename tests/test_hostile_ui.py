@@ -14,7 +14,7 @@ from textual.widget import Widget
 
 from specwatch.session import LiveSession
 from specwatch.sim.hostile import hostile_server
-from specwatch.sources.endpoint import parse_endpoint
+from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.ui.app import AppSettings, SpecwatchApp
 from specwatch.ui.modals import TextModal
 

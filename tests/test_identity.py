@@ -17,7 +17,7 @@ from specwatch.core.identity import (
 )
 from specwatch.core.redaction import redact_argv
 from specwatch.core.server_env import env_allowed, filter_environment, merge_environments
-from specwatch.sources.code_origin import loaded_libraries, python_entry
+from specwatch.sources.identity.code_origin import loaded_libraries, python_entry
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

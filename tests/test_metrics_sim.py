@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from specwatch.core.server import MetricsWindow
-from specwatch.sources.client import ServerClient
 from specwatch.sources.detect import detect
-from specwatch.sources.metrics import MetricsWatcher
+from specwatch.sources.http.client import ServerClient
+from specwatch.sources.metrics.watcher import MetricsWatcher
 from tests.conftest import Sim, drive_stream, running_sim
 
 REL = 0.005
@@ -178,7 +178,7 @@ async def test_llamacpp_mid_stream_window_says_counters_wait() -> None:
             await watcher.scrape()
             import asyncio
 
-            from specwatch.sources.stream import stream_completion
+            from specwatch.sources.streams.stream import stream_completion
 
             task = asyncio.create_task(
                 stream_completion(client, info, "p", 400, clock=sim.clock.now)

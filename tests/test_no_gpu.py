@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from specwatch.cli import build_parser
+from specwatch.commands.main import build_parser
+from specwatch.commands.tui import build_session
 from specwatch.session import NoGpus
 from specwatch.session.events import GpuInventoryChanged, SessionEvent
-from specwatch.ui.options import build_session
 
 
 @pytest.fixture
@@ -19,7 +19,7 @@ def no_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_: Any, **__: Any) -> None:
         raise AssertionError("NVML must not be used with --no-gpu")
 
-    monkeypatch.setattr("specwatch.sources.nvml.GpuSampler", refuse)
+    monkeypatch.setattr("specwatch.sources.nvml.api.GpuSampler", refuse)
 
 
 def test_no_gpu_reads_no_gpus_and_says_why(no_nvml: None) -> None:

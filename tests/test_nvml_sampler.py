@@ -12,8 +12,8 @@ from specwatch.core.gpu import GpuSample, GpuTick
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml, unavailable_nvml
 from specwatch.sim.gpus import SimGpus
-from specwatch.sources import nvml as N
-from specwatch.sources.nvml import GpuSampler, nvml_error
+from specwatch.sources.nvml import api as N
+from specwatch.sources.nvml.api import GpuSampler, nvml_error
 
 GPUS = 4
 FIELD_IDS = (

@@ -10,19 +10,19 @@ from typing import Any
 import orjson
 import pytest
 
-from specwatch.cli import main
+from specwatch.commands.main import main
+from specwatch.commands.probe_text import render_text
 from specwatch.sim.fake_nvml import FakeNvml, unavailable_nvml
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld, preset
-from specwatch.sources.endpoint import parse_endpoint
+from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.probe import (
     EXIT_STREAM_FAILED,
     EXIT_UNREACHABLE,
     probe,
     probe_to_dict,
 )
-from specwatch.sources.probe_text import render_text
 
 
 @contextmanager

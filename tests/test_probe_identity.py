@@ -6,11 +6,11 @@ import os
 
 import orjson
 
+from specwatch.commands.probe_text import render_text
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.server import ServerInfo
-from specwatch.sources.endpoint import parse_endpoint
+from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.probe import probe, probe_to_dict
-from specwatch.sources.probe_text import render_text
 from tests.test_probe import real_time_sim
 
 

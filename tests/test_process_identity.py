@@ -17,12 +17,13 @@ import pytest
 
 import specwatch
 from specwatch.core.identity import to_json
-from specwatch.sources.process import NOTE_REMOTE, identify_server, is_local_host
+from specwatch.sources.identity.process import NOTE_REMOTE, identify_server, is_local_host
 
 REPO = Path(specwatch.__file__).resolve().parent.parent
 SECRETS = ("decoy-nccl-secret", "decoy-hf-secret", "decoy-key-secret")
 MAIN = (
-    "import sys\nfrom specwatch.cli import main\nraise SystemExit(main(['sim', *sys.argv[1:]]))\n"
+    "import sys\nfrom specwatch.commands.main import main\n"
+    "raise SystemExit(main(['sim', *sys.argv[1:]]))\n"
 )
 
 

@@ -8,7 +8,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specwatch.sources.prom import Histogram, Scrape, parse_metrics, series_key
+from specwatch.sources.metrics.prom import Histogram, Scrape, parse_metrics, series_key
 
 GOOD = """\
 # HELP vllm:generation_tokens_total Number of generation tokens processed.
@@ -214,7 +214,7 @@ def test_minus_with_other_bounds_matches_by_bound() -> None:
 
 
 def test_remembered_answers_are_bounded() -> None:
-    from specwatch.sources import prom_replicas
+    from specwatch.sources.metrics import prom_replicas
 
     for _ in range(2 * prom_replicas.REMEMBERED):  # each full parse: new labels, new keys
         scrape = parse_metrics(GOOD)

@@ -9,9 +9,9 @@ import pytest
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
 from specwatch.sim.config import preset
 from specwatch.sources.dialects import all_dialects, dialect_for
-from specwatch.sources.prom import Scrape, parse_metrics
-from specwatch.sources.prom_filter import MetricsReader
-from specwatch.sources.window_builder import WindowBuilder
+from specwatch.sources.metrics.prom import Scrape, parse_metrics
+from specwatch.sources.metrics.prom_filter import MetricsReader
+from specwatch.sources.metrics.window_builder import WindowBuilder
 from tests.exposition_cases import EXPOSITION_CASES, big_vllm_exposition, sim_exposition
 
 Window = tuple[dict[str, Any], dict[str, str], dict[str, str]]
@@ -129,7 +129,7 @@ def test_values_with_underscores_and_timestamps_follow_the_parser() -> None:
 
 
 def test_remembered_series_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    import specwatch.sources.prom_filter as prom_filter
+    import specwatch.sources.metrics.prom_filter as prom_filter
 
     monkeypatch.setattr(prom_filter, "MAX_SERIES", 1)
     reader = MetricsReader(["vllm:x"])
@@ -201,7 +201,7 @@ def test_a_body_that_differs_only_in_values_reads_as_a_fresh_reader_reads_it() -
 
 
 def test_only_changed_lines_are_read_on_a_diffable_body(monkeypatch: pytest.MonkeyPatch) -> None:
-    import specwatch.sources.prom_filter as prom_filter
+    import specwatch.sources.metrics.prom_filter as prom_filter
 
     reader = MetricsReader(["vllm:x"])
     reader.parse(GROUP)  # new series are read line by line ...

@@ -12,13 +12,13 @@ import httpx
 import orjson
 import pytest
 
-from specwatch.cli import main
+from specwatch.commands.main import main
 from specwatch.core.server import Dialect
-from specwatch.sources.client import ServerClient
 from specwatch.sources.detect import detect
-from specwatch.sources.endpoint import parse_endpoint
-from specwatch.sources.metrics import MetricsWatcher
-from specwatch.sources.stream import stream_completion
+from specwatch.sources.http.client import ServerClient
+from specwatch.sources.http.endpoint import parse_endpoint
+from specwatch.sources.metrics.watcher import MetricsWatcher
+from specwatch.sources.streams.stream import stream_completion
 from tests.realserver import built_commit, running_llama_server
 
 pytestmark = pytest.mark.realserver
@@ -81,7 +81,7 @@ async def test_stream_counts_and_rates_equal_the_servers_timings(llama_url: str)
 
 
 async def test_the_servers_build_commit_is_recorded(llama_url: str) -> None:
-    from specwatch.sources.server_identity import identify
+    from specwatch.sources.identity.server_identity import identify
 
     async with _client(llama_url) as client:
         info = await detect(client)

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from specwatch.commands.record import run_export
 from specwatch.core.outcomes import Outcome
 from specwatch.record import Reader, Recorder, RecordingError, ReplaySession
-from specwatch.record.cli import run_export
 from specwatch.record.store import FORMAT_VERSION
 from specwatch.session.events import (
     GpuInventoryChanged,
@@ -411,7 +411,7 @@ def test_export_is_a_tidy_time_series(tmp_path: Path) -> None:
 
 
 def test_compare_takes_a_time_range_of_a_recording(tmp_path: Path) -> None:
-    from specwatch.bench.cli import run_compare
+    from specwatch.commands.bench import run_compare
     from specwatch.core.outcomes import Outcome
 
     path = tmp_path / "night.sqlite"
@@ -434,7 +434,8 @@ def test_compare_takes_a_time_range_of_a_recording(tmp_path: Path) -> None:
 
 
 def test_the_record_package_runs_without_textual() -> None:
-    code = "import specwatch.record.cli, specwatch.record.compare_range, specwatch.record.export\n"
+    code = "import specwatch.commands.record, specwatch.record.compare_range\n"
+    code += "import specwatch.record.export\n"
     code += (
         "import sys; print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual','rich')))"
     )

@@ -23,9 +23,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from specwatch.bench.scrub_cli import scrub_file
 from specwatch.bench.snapshot import load_snapshot, read_snapshot
-from specwatch.cli import main
+from specwatch.commands.main import main
+from specwatch.commands.scrub import scrub_file
 from specwatch.core.identity import ServerIdentity, from_json, to_json
 from specwatch.core.redaction import (
     HARMLESS_WORDS,
@@ -39,7 +39,7 @@ from specwatch.core.redaction import (
 from specwatch.core.server import Dialect, ServerInfo
 from specwatch.record import codec
 from specwatch.session import events as ev
-from specwatch.sources.process import identify_server
+from specwatch.sources.identity.process import identify_server
 from tests.test_bench_identity import bench_args
 from tests.test_process_identity import REPO, _checkout
 
@@ -113,7 +113,7 @@ SECRETS = [
 # The simulator cannot parse the deployment's options: they ride between two markers that the
 # wrapper drops, so they are on the process's real command line all the same.
 WRAPPER = (
-    "import sys\nfrom specwatch.cli import main\n"
+    "import sys\nfrom specwatch.commands.main import main\n"
     "a = sys.argv[1:]\n"
     "a = a[: a.index('::')] + a[a.index('::', a.index('::') + 1) + 1 :]\n"
     "raise SystemExit(main(['sim', *a]))\n"
@@ -178,7 +178,7 @@ def test_the_identity_keeps_performance_settings_and_no_secret(deployment: Deplo
 
 
 def test_bench_snapshot_holds_no_secret(deployment: Deployment) -> None:
-    from specwatch.bench.cli import run_bench
+    from specwatch.commands.bench import run_bench
 
     out_dir = deployment.root / "snapshots"
     argv = ["--url", deployment.url, "-n", "1", "--warmup", "0", "--max-tokens", "8", "--no-gpu"]

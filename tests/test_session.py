@@ -60,7 +60,7 @@ async def test_a_session_emits_typed_events_stamped_with_its_clock() -> None:
 async def test_a_session_watches_a_list_of_servers() -> None:
     with manual_sim() as a, manual_sim("vllm", clock=a.clock) as b:
         from specwatch.session import NvmlGpuSource
-        from specwatch.sources.endpoint import parse_endpoint
+        from specwatch.sources.http.endpoint import parse_endpoint
 
         seen = Collector()
         session = LiveSession(
@@ -156,7 +156,7 @@ async def main():
     return sorted({type(e).__name__ for e in seen.events})
 
 names = asyncio.run(main())
-ui = sorted(m for m in sys.modules if m.split(".")[0] in ("textual", "rich"))
+ui = sorted(m for m in sys.modules if m.split(".")[0] == "textual")
 print(json.dumps({"events": names, "ui": ui}))
 """
 

@@ -16,8 +16,8 @@ from specwatch.record.codec import decode, encode
 from specwatch.session import LiveSession
 from specwatch.session.events import BenchFinished, ServerIdentified, ServerReady
 from specwatch.sim.testing import FAST
-from specwatch.sources.endpoint import parse_endpoint
-from specwatch.sources.server_identity import commit_label, with_server_build
+from specwatch.sources.http.endpoint import parse_endpoint
+from specwatch.sources.identity.server_identity import commit_label, with_server_build
 from specwatch.ui.app import AppSettings, SpecwatchApp
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes import StatusLine

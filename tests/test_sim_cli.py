@@ -12,7 +12,8 @@ from specwatch.sim.testing import metric_names
 
 CODE = (
     "import argparse, sys\n"
-    "from specwatch.sim.cli import add_sim_arguments, run_sim\n"
+    "from specwatch.commands.sim import run_sim\n"
+    "from specwatch.commands.sim_arguments import add_sim_arguments\n"
     "p = argparse.ArgumentParser()\n"
     "add_sim_arguments(p)\n"
     "sys.exit(run_sim(p.parse_args(sys.argv[1:])))\n"

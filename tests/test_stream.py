@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specwatch.core.server import ChunkArrival, Dialect, ServerInfo, SpecConfig, StreamResult
-from specwatch.sources.stream import group_bursts, quantile, stream_completion
+from specwatch.sources.streams.stream import group_bursts, quantile, stream_completion
 from tests.conftest import FakeServer, json_response
 
 URL = "http://127.0.0.1:8000"
@@ -436,8 +436,8 @@ async def test_stream_ending_early_is_an_error(fake_server: FakeServer) -> None:
 
 
 async def test_refused_never_raises() -> None:
-    from specwatch.sources.client import ServerClient
-    from specwatch.sources.endpoint import Endpoint
+    from specwatch.sources.http.client import ServerClient
+    from specwatch.sources.http.endpoint import Endpoint
 
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("[Errno 111] Connection refused", request=request)

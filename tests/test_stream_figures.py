@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from specwatch.core.server import ChunkArrival, Dialect, ServerInfo, SpecConfig, StreamResult
-from specwatch.sources.http_body import TooLarge, bounded_lines
-from specwatch.sources.stream_figures import (
+from specwatch.sources.http.body import TooLarge, bounded_lines
+from specwatch.sources.streams.figures import (
     CUT_STEP_NOTE,
     TOKENS_PER_STEP_NOTE,
     UNKNOWN_STEP_TOKENS,

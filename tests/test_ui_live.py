@@ -16,13 +16,13 @@ from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widget import Widget
 
-from specwatch.cli import build_parser
+from specwatch.commands.main import build_parser
+from specwatch.commands.tui import build_session, build_settings
 from specwatch.session import LiveSession
 from specwatch.sim.fake_nvml import unavailable_nvml
-from specwatch.sources.endpoint import parse_endpoint
+from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.ui.app import AppSettings, SpecwatchApp
 from specwatch.ui.modals import TextModal
-from specwatch.ui.options import build_session, build_settings
 from specwatch.ui.panes import GpusPane, StatusLine, TokenRatePane
 from tests.session_world import ManualSim, drive_until, manual_sim
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from specwatch.cli import build_parser
-from specwatch.ui.options import run_tui
+from specwatch.commands.main import build_parser
+from specwatch.commands.tui import run_tui
 
 
 @pytest.mark.parametrize(
@@ -32,7 +32,7 @@ def test_errors_are_one_line(
 
 
 def test_defaults_and_validation(tmp_path: Path) -> None:
-    from specwatch.cli import parse_args
+    from specwatch.commands.main import parse_args
 
     env = {"XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_STATE_HOME": str(tmp_path / "s")}
     args = parse_args(["--demo"], env)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from specwatch.core.sanitize import sanitize_line
-from specwatch.sources import untrusted
-from specwatch.sources.untrusted import FIELD_LIMIT, NOTE_LIMIT, clean_notes
+from specwatch.sources.http import untrusted
+from specwatch.sources.http.untrusted import FIELD_LIMIT, NOTE_LIMIT, clean_notes
 
 HOSTILE = {
     "error\x1b[31m": "boom\x07\nsecond line\r\x1b]0;title\x07",

@@ -39,9 +39,9 @@ from specwatch.core.snapshot_records import (
 
 if TYPE_CHECKING:
     from specwatch.core.gpu_summary import GpuRunSummary
-    from specwatch.sources.client import ServerClient
     from specwatch.sources.gpu_reader import GpuReader
-    from specwatch.sources.metrics import MetricsWatcher
+    from specwatch.sources.http.client import ServerClient
+    from specwatch.sources.metrics.watcher import MetricsWatcher
 
 
 def busy_view(ticks: Sequence[GpuTick]) -> list[GpuTick]:
@@ -199,7 +199,7 @@ class _Benchmark:
         self, prompts: Sequence[str], max_tokens: int, warmup: bool
     ) -> list[StreamResult] | None:
         """Stream every prompt at once; ``None`` when cancelled."""
-        from specwatch.sources.stream import stream_completion
+        from specwatch.sources.streams.stream import stream_completion
 
         seen = [0] * len(prompts)
         mid: list[asyncio.Future[None]] = []
@@ -312,7 +312,7 @@ async def run_benchmark(
     else:
         prompts_source = f"builtin (seed {config.seed})"
     if metrics is None and info.metrics_enabled:
-        from specwatch.sources.metrics import MetricsWatcher
+        from specwatch.sources.metrics.watcher import MetricsWatcher
 
         metrics = MetricsWatcher(client, info, only_used=False)
     recorder = GpuRecorder(sampler, config.gpu_interval_s)

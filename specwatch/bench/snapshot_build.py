@@ -159,7 +159,7 @@ def build_snapshot(
         secrets: Values that must not appear anywhere (the API key); replaced by ``<redacted>``.
         host: Host name (default: this machine's).
         now: Creation time (default: now, UTC).
-        identity: The server process's code identity (``specwatch.sources.process``); ``None``
+        identity: The server process's code identity (``sources.identity.process``); ``None``
             when it was not looked for. One without a process id is recorded as ``null`` with
             its notes (remote server, process not visible).
     """

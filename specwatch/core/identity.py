@@ -1,6 +1,6 @@
 """What code a server process runs: commit, environment and the libraries that decide speed.
 
-Pure data and logic; :mod:`specwatch.sources.process` reads it from ``/proc``. The server's
+Pure data and logic; :mod:`specwatch.sources.identity.process` reads it from ``/proc``. The server's
 environment and command line are hostile for secrets (:mod:`specwatch.core.redaction`): only
 performance variables keep their values (:mod:`specwatch.core.server_env`), and the command line
 loses the value of every secret-named option.

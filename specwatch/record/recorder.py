@@ -20,7 +20,7 @@ from specwatch import __version__
 from specwatch.record.codec import encode, event_time
 from specwatch.record.store import FORMAT_VERSION, STATE_KINDS, local_iso, open_for_writing
 from specwatch.session.events import RecordingStopped, SessionEvent
-from specwatch.sources.endpoint import Endpoint, redact
+from specwatch.sources.http.endpoint import Endpoint, redact
 
 if TYPE_CHECKING:
     from specwatch.session.live import LiveSession

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.server import ServerInfo
 from specwatch.session.events import BenchFinished, BenchProgress, SessionEvent
-from specwatch.sources.endpoint import Endpoint
+from specwatch.sources.http.endpoint import Endpoint
 
 if TYPE_CHECKING:
     from specwatch.bench.runner import BenchConfig, BenchEvent, BenchResult
@@ -98,7 +98,7 @@ class BenchJob:
 
     async def _main(self) -> BenchResult:
         from specwatch.bench.runner import BenchConfig, run_benchmark
-        from specwatch.sources.client import ServerClient
+        from specwatch.sources.http.client import ServerClient
 
         self._loop = asyncio.get_running_loop()
         self._cancel = asyncio.Event()

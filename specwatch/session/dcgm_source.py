@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from specwatch.core.gpu import GpuInventory
 from specwatch.session.gpu_source import ReaderGpuSource
-from specwatch.sources.dcgm_origin import dcgm_origin
+from specwatch.sources.dcgm.origin import dcgm_origin
 
 if TYPE_CHECKING:
-    from specwatch.sources.dcgm import Fetch
+    from specwatch.sources.dcgm.source import Fetch
 
 
 class DcgmExporterGpuSource(ReaderGpuSource):
@@ -37,7 +37,7 @@ class DcgmExporterGpuSource(ReaderGpuSource):
         clock: Callable[[], float] = time.monotonic,
         fetch: Fetch | None = None,
     ) -> None:
-        from specwatch.sources.dcgm import DcgmGpuSource
+        from specwatch.sources.dcgm.source import DcgmGpuSource
 
         self.dcgm = DcgmGpuSource(urls, interval_s=interval_s, clock=clock, fetch=fetch)
         """The reader, with its DCGM specifics (endpoints, extras, nodes)."""

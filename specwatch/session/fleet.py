@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from specwatch.sources.prometheus import FleetHistory, FleetReading
+from specwatch.sources.prometheus.fleet import FleetHistory, FleetReading
 
 HISTORY_S = 300.0
 """How far back the graphs are filled at start-up."""

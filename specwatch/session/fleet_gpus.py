@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.session.events import GpuInventoryChanged, GpuTicked, SessionEvent
-from specwatch.sources.prometheus_gpus import PrometheusGpuSampler
+from specwatch.sources.prometheus.gpus import PrometheusGpuSampler
 
 
 class PrometheusGpuSource:

@@ -16,8 +16,7 @@ from typing import Any
 from specwatch import __version__
 from specwatch.core.fleet import FleetGpu, FleetServer, parse_node_pair
 from specwatch.session.fleet import FleetSource
-from specwatch.sources.fleet_cli import add_fleet_arguments
-from specwatch.sources.prometheus import FleetReading
+from specwatch.sources.prometheus.fleet import FleetReading
 
 SERVER_FIELDS = (
     "gen_tok_s",
@@ -82,8 +81,8 @@ def build_fleet_source(
     """
     pairs = [parse_node_pair(p) for p in options.nodes]
     if options.prometheus is not None:
-        from specwatch.sources.prometheus import PrometheusSource
-        from specwatch.sources.prometheus_api import PrometheusClient, prometheus_endpoint
+        from specwatch.sources.prometheus.api import PrometheusClient, prometheus_endpoint
+        from specwatch.sources.prometheus.fleet import PrometheusSource
 
         client = PrometheusClient(
             prometheus_endpoint(options.prometheus), deadline_s=options.timeout_s
@@ -91,12 +90,12 @@ def build_fleet_source(
         source = PrometheusSource(client, options.server_match, options.gpu_match, pairs)
         return source, client.aclose
     from specwatch.sources.direct_fleet import DirectFleetSource
-    from specwatch.sources.endpoint import parse_endpoint
+    from specwatch.sources.http.endpoint import parse_endpoint
 
     endpoints = [parse_endpoint(u, options.api_key) for u in options.urls]
     dcgm = None
     if options.dcgm:
-        from specwatch.sources.dcgm import DcgmGpuSource
+        from specwatch.sources.dcgm.source import DcgmGpuSource
 
         dcgm = DcgmGpuSource(list(options.dcgm))
     direct = DirectFleetSource(endpoints, dcgm, pairs, timeout_s=options.timeout_s)
@@ -192,7 +191,7 @@ async def fleet_probe(
 async def _stream_each(
     doc: dict[str, Any], options: FleetOptions, max_tokens: int, prompt: str | None
 ) -> None:
-    from specwatch.sources.endpoint import parse_endpoint
+    from specwatch.sources.http.endpoint import parse_endpoint
     from specwatch.sources.probe import DEFAULT_PROMPT, probe, probe_to_dict
 
     for entry in doc["servers"]:
@@ -234,7 +233,6 @@ def fleet_text(doc: dict[str, Any]) -> str:
 __all__ = [
     "SERVER_FIELDS",
     "FleetOptions",
-    "add_fleet_arguments",
     "build_fleet_source",
     "fleet_document",
     "fleet_options",

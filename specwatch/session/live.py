@@ -26,8 +26,8 @@ from specwatch.session.gpu_source import GpuSource, NoGpus, ReaderGpuSource
 from specwatch.session.live_verdict import LiveVerdict
 from specwatch.session.server_poller import ServerPoller
 from specwatch.session.verdict_state import Reference
-from specwatch.sources.endpoint import Endpoint
-from specwatch.sources.server_identity import identify as identify_server
+from specwatch.sources.http.endpoint import Endpoint
+from specwatch.sources.identity.server_identity import identify as identify_server
 
 if TYPE_CHECKING:
     from specwatch.bench.runner import BenchConfig

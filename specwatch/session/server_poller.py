@@ -23,13 +23,13 @@ from specwatch.session.events import (
     ServerWaiting,
     SessionEvent,
 )
-from specwatch.sources.endpoint import Endpoint
-from specwatch.sources.limits import POLL_DEADLINE_S
+from specwatch.sources.http.endpoint import Endpoint
+from specwatch.sources.http.limits import POLL_DEADLINE_S
 
 if TYPE_CHECKING:
     from specwatch.core.identity import ServerIdentity
     from specwatch.sources.detect import WaitStatus
-    from specwatch.sources.metrics import MetricsWatcher
+    from specwatch.sources.metrics.watcher import MetricsWatcher
 
 LOST_AFTER = 3
 """Consecutive failed scrapes, with the server also failing detection, before it counts as lost."""
@@ -101,8 +101,8 @@ class ServerPoller:
 
     async def run(self) -> None:
         """Poll until cancelled."""
-        from specwatch.sources.client import ServerClient
         from specwatch.sources.detect import wait_ready
+        from specwatch.sources.http.client import ServerClient
 
         async with ServerClient(
             self.endpoint, timeout_s=self.timeout_s, deadline_s=self.deadline_s
@@ -142,7 +142,7 @@ class ServerPoller:
 
     async def _scrape_loop(self, client: object, info: ServerInfo) -> str:
         from specwatch.sources.detect import detect
-        from specwatch.sources.metrics import MetricsWatcher
+        from specwatch.sources.metrics.watcher import MetricsWatcher
 
         watcher = self._watcher
         if watcher is None or watcher.info.dialect is not info.dialect:

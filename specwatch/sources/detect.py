@@ -15,7 +15,6 @@ from typing import Any
 
 from specwatch.core.server import Dialect, ServerInfo
 from specwatch.core.values import as_int
-from specwatch.sources.client import ServerClient, ServerError
 from specwatch.sources.dialects import ServerDialect, all_dialects, dialect_for, dialect_owning
 from specwatch.sources.dialects.llamacpp import REASON_METRICS as REASON_LLAMACPP_METRICS
 from specwatch.sources.dialects.llamacpp import llamacpp_spec_from_slots
@@ -23,8 +22,9 @@ from specwatch.sources.dialects.sglang import FORBIDDEN_PATHS as FORBIDDEN_SGLAN
 from specwatch.sources.dialects.sglang import REASON_METRICS as REASON_SGLANG_METRICS
 from specwatch.sources.dialects.vllm import REASON_METRICS as REASON_VLLM_METRICS
 from specwatch.sources.dialects.vllm import vllm_spec_from_metrics
-from specwatch.sources.server_queries import redact_launch_args
-from specwatch.sources.untrusted import clean_info
+from specwatch.sources.http.client import ServerClient, ServerError
+from specwatch.sources.http.untrusted import clean_info
+from specwatch.sources.identity.server_queries import redact_launch_args
 
 
 @dataclass(frozen=True, slots=True)

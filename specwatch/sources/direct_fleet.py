@@ -2,12 +2,12 @@
 
 For a handful of servers given as ``--url A --url B [--dcgm D] [--node A=D]``. Each refresh
 scrapes every server once (concurrently) and every exporter once, and answers with the same
-:class:`~specwatch.sources.prometheus.FleetReading` the Prometheus source gives, so the fleet
+:class:`~specwatch.sources.prometheus.fleet.FleetReading` the Prometheus source gives, so the fleet
 screen, ``probe`` and the totals do not care where a fleet came from.
 
 A server's figures are its metrics watcher's window (the single-server screen's); its rates for
 the exact fleet totals come from the same two scrapes' raw counters, through the Prometheus
-source's own derivation (:func:`~specwatch.sources.prometheus_queries.derive_servers`).
+source's own derivation (:func:`~specwatch.sources.prometheus.queries.derive_servers`).
 """
 
 from __future__ import annotations
@@ -27,15 +27,15 @@ from specwatch.core.fleet import (
     target_of,
 )
 from specwatch.core.server import ServerInfo
-from specwatch.sources.prometheus import FleetHistory, FleetReading
-from specwatch.sources.prometheus_api import VectorSample
-from specwatch.sources.prometheus_queries import COUNTERS, FIELD_LABEL, derive_servers
+from specwatch.sources.prometheus.api import VectorSample
+from specwatch.sources.prometheus.fleet import FleetHistory, FleetReading
+from specwatch.sources.prometheus.queries import COUNTERS, FIELD_LABEL, derive_servers
 
 if TYPE_CHECKING:
-    from specwatch.sources.client import ServerClient
-    from specwatch.sources.dcgm import DcgmGpuSource
-    from specwatch.sources.endpoint import Endpoint
-    from specwatch.sources.metrics import MetricsWatcher
+    from specwatch.sources.dcgm.source import DcgmGpuSource
+    from specwatch.sources.http.client import ServerClient
+    from specwatch.sources.http.endpoint import Endpoint
+    from specwatch.sources.metrics.watcher import MetricsWatcher
 
 DIRECT_JOB = "direct"
 """The ``job`` of a server read directly (Prometheus gives its scrape job's name)."""
@@ -46,7 +46,7 @@ def counter_rates(
 ) -> dict[str, float]:
     """Per-second rates of the fleet's counter fields between two summed scrapes (pure).
 
-    Keys are :data:`~specwatch.sources.prometheus_queries.COUNTERS` fields of ``dialect``
+    Keys are :data:`~specwatch.sources.prometheus.queries.COUNTERS` fields of ``dialect``
     (``vllm:gen``...). A counter that went back (a restart) or is absent gives no rate.
     """
     out: dict[str, float] = {}
@@ -128,9 +128,9 @@ class DirectFleetSource:
         return FleetHistory(step_s=step_s)
 
     async def _one(self, server: _Server, errors: list[str]) -> FleetServer | None:
-        from specwatch.sources.client import ServerClient
         from specwatch.sources.detect import detect
-        from specwatch.sources.metrics import MetricsWatcher
+        from specwatch.sources.http.client import ServerClient
+        from specwatch.sources.metrics.watcher import MetricsWatcher
 
         if server.client is None:
             server.client = ServerClient(server.endpoint, timeout_s=self.timeout_s)

@@ -1,8 +1,8 @@
 """``specwatch probe``: detect a server, stream once, read one metrics window and the GPUs.
 
 The result is a :class:`ProbeResult`; :func:`probe_to_dict` turns it into the JSON document the
-CLI prints (the scripting interface); :mod:`specwatch.sources.probe_text` makes the short readable
-report.
+CLI prints (the scripting interface); :mod:`specwatch.commands.probe_text` makes the short
+readable report.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from specwatch.core.identity import ServerIdentity
 from specwatch.core.server import ChunkArrival, MetricsWindow, ServerInfo, StreamResult
 from specwatch.core.values import to_jsonable
 from specwatch.sources import probe_gpus
-from specwatch.sources.client import ServerClient, ServerError
 from specwatch.sources.detect import detect, wait_ready
-from specwatch.sources.endpoint import Endpoint
-from specwatch.sources.limits import PROBE_DEADLINE_S
-from specwatch.sources.metrics import MetricsWatcher
-from specwatch.sources.server_identity import identify as identify_server
-from specwatch.sources.server_identity import process_json
-from specwatch.sources.stream import stream_completion
+from specwatch.sources.http.client import ServerClient, ServerError
+from specwatch.sources.http.endpoint import Endpoint
+from specwatch.sources.http.limits import PROBE_DEADLINE_S
+from specwatch.sources.identity.server_identity import identify as identify_server
+from specwatch.sources.identity.server_identity import process_json
+from specwatch.sources.metrics.watcher import MetricsWatcher
+from specwatch.sources.streams.stream import stream_completion
 
 DEFAULT_PROMPT = (
     "Write a detailed, step-by-step explanation of how a hash map handles collisions, "

@@ -62,8 +62,8 @@ def read_gpus(nvml: object | None = None, dcgm: Sequence[str] = ()) -> GpuSnapsh
     reader: GpuReader
     origin: Callable[[], GpuOrigin] | None = None
     if dcgm:
-        from specwatch.sources.dcgm import DcgmGpuSource
-        from specwatch.sources.dcgm_origin import dcgm_origin
+        from specwatch.sources.dcgm.origin import dcgm_origin
+        from specwatch.sources.dcgm.source import DcgmGpuSource
 
         exporters = DcgmGpuSource(dcgm)
         reader = exporters
@@ -71,7 +71,7 @@ def read_gpus(nvml: object | None = None, dcgm: Sequence[str] = ()) -> GpuSnapsh
         def origin() -> GpuOrigin:
             return dcgm_origin(exporters)
     else:
-        from specwatch.sources.nvml import GpuSampler
+        from specwatch.sources.nvml.api import GpuSampler
 
         reader = GpuSampler(nvml=nvml)
     try:

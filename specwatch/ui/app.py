@@ -173,7 +173,7 @@ class SpecwatchApp(SessionEventsApp):
 
     def _after_first_frame(self) -> None:
         if not gc.isenabled():
-            # ``specwatch.cli`` paused the collector for start-up. Start-up left a few thousand
+            # ``commands.main`` paused the collector for start-up. Start-up left a few thousand
             # objects in reference cycles (the classes dataclasses rebuilt with slots, exec
             # namespaces): one collection (~0.05 s) frees about 1 MiB, here, before the session
             # imports its clients into that memory (collecting a few seconds later saved

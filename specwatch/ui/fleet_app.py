@@ -25,7 +25,7 @@ from textual.widgets import Footer, Static
 from specwatch.core.fleet_rows import FleetRow, fleet_rows, with_gone
 from specwatch.core.sanitize import sanitize_line
 from specwatch.session.fleet import FleetError, FleetEvent, FleetRefreshed, FleetSession
-from specwatch.sources.prometheus import FleetReading
+from specwatch.sources.prometheus.fleet import FleetReading
 from specwatch.ui import hangup
 from specwatch.ui.fleet_pane import FleetPane
 from specwatch.ui.modals import HelpScreen

@@ -57,7 +57,7 @@ async def server_url(choice: FleetChoice, options: FleetOptions) -> str:
         if target_of(url) == target_of(choice.instance):
             return url
     if options.prometheus is not None:
-        from specwatch.sources.prometheus_api import PrometheusClient, prometheus_endpoint
+        from specwatch.sources.prometheus.api import PrometheusClient, prometheus_endpoint
 
         try:
             async with PrometheusClient(
@@ -77,8 +77,8 @@ def drill_gpus(choice: FleetChoice, options: FleetOptions, interval_s: float) ->
     """The node's GPUs: from Prometheus (exactly the joined ones), or from their exporters."""
     if options.prometheus is not None:
         from specwatch.session.fleet_gpus import PrometheusGpuSource
-        from specwatch.sources.prometheus_api import prometheus_endpoint
-        from specwatch.sources.prometheus_gpus import PrometheusGpuSampler, gpus_with_keys
+        from specwatch.sources.prometheus.api import prometheus_endpoint
+        from specwatch.sources.prometheus.gpus import PrometheusGpuSampler, gpus_with_keys
 
         sampler = PrometheusGpuSampler(
             prometheus_endpoint(options.prometheus),
@@ -100,7 +100,7 @@ async def drill_session(
 ) -> LiveSession:
     """The live session of the chosen server and its node's GPUs."""
     from specwatch.session import LiveSession
-    from specwatch.sources.endpoint import parse_endpoint
+    from specwatch.sources.http.endpoint import parse_endpoint
 
     endpoint = parse_endpoint(await server_url(choice, options), options.api_key)
     gpus = drill_gpus(choice, options, settings.interval_s)

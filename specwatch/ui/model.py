@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from specwatch.core import gpu_rules
 from specwatch.core.ring import TimeSeries
+from specwatch.core.windows import WINDOWS as WINDOWS
 from specwatch.session.verdict_state import WAITING, LiveVerdictState
-from specwatch.ui.arguments import WINDOWS as WINDOWS
 from specwatch.ui.model_checks import check_tick, check_window, is_number
 
 if TYPE_CHECKING:
@@ -223,7 +223,7 @@ class MonitorModel:
 
     def set_identity(self, identity: ServerIdentity) -> None:
         """The ready server's code identity arrived: show its commit beside the version."""
-        from specwatch.sources.server_identity import commit_label  # after the first frame
+        from specwatch.sources.identity.server_identity import commit_label  # after the first frame
 
         self.commit = commit_label(identity)
         self.status_version += 1

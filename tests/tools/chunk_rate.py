@@ -126,9 +126,9 @@ async def bare_loop(url: str) -> int:
 async def specwatch_client(url: str, chunks: int) -> int:
     """The benchmark's client: ``stream_completion`` as a vLLM benchmark run uses it."""
     from specwatch.core.server import Dialect, ServerInfo, SpecConfig
-    from specwatch.sources.client import ServerClient
-    from specwatch.sources.endpoint import parse_endpoint
-    from specwatch.sources.stream import stream_completion
+    from specwatch.sources.http.client import ServerClient
+    from specwatch.sources.http.endpoint import parse_endpoint
+    from specwatch.sources.streams.stream import stream_completion
 
     info = ServerInfo(
         base_url=url,

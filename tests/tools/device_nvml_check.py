@@ -29,9 +29,9 @@ from specwatch.core.gpu import GpuTick
 from specwatch.core.gpu_summary import summarize_ticks
 from specwatch.core.reasons import short_names
 from specwatch.core.values import to_jsonable
-from specwatch.sources import nvml as N
-from specwatch.sources.nvml import CountingNvml, GpuSampler
-from specwatch.sources.nvml_calls import VALUE_ATTR
+from specwatch.sources.nvml import api as N
+from specwatch.sources.nvml.api import CountingNvml, GpuSampler
+from specwatch.sources.nvml.calls import VALUE_ATTR
 
 FIELD_VS_CLASSIC: tuple[tuple[str, int, str | None, tuple[Any, ...], Callable[[Any], int]], ...] = (
     # (name, field id, classic function, its arguments after the handle, how to read it)

@@ -48,7 +48,7 @@ TARGET_S = 0.6
 MARK = b"GPUs"
 STAGES = (
     ("interpreter", "exec", "start"),
-    ("import specwatch.cli", "start", "cli"),
+    ("import specwatch.commands.main", "start", "cli"),
     ("import textual.app", "cli", "textual"),
     ("import specwatch.ui.app (rest)", "textual", "ui"),
     ("arguments, themes, session", "ui", "init0"),
@@ -148,17 +148,17 @@ def _child(url: str, report: str, profile: str | None) -> None:
         profiler = cProfile.Profile()
         profiler.enable()
     css_s = [0.0]
-    import specwatch.cli
+    import specwatch.commands.main
 
     stamp("cli")
-    # As specwatch.cli.main does for the monitor before it imports Textual (run_tui).
+    # As specwatch.commands.main.main does for the monitor before it imports Textual (run_tui).
     gc.disable()
     import textual.app
 
     stamp("textual")
     from textual.css.stylesheet import Stylesheet
 
-    import specwatch.ui.options  # what run_tui imports on the way
+    import specwatch.commands.tui  # what run_tui imports on the way
     from specwatch.ui.app import SpecwatchApp
 
     stamp("ui")
@@ -212,7 +212,7 @@ def _child(url: str, report: str, profile: str | None) -> None:
 
     textual.app.App._display = painted  # type: ignore[method-assign]
     sys.argv = ["specwatch", "--url", url]
-    raise SystemExit(specwatch.cli.main(["--url", url]))
+    raise SystemExit(specwatch.commands.main.main(["--url", url]))
 
 
 def staged(url: str) -> dict[str, tuple[float, float]] | None:

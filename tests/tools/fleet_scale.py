@@ -20,8 +20,8 @@ from pathlib import Path
 from specwatch.sim.config import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
-from specwatch.sources.prometheus import PrometheusSource
-from specwatch.sources.prometheus_api import PrometheusClient, prometheus_endpoint
+from specwatch.sources.prometheus.api import PrometheusClient, prometheus_endpoint
+from specwatch.sources.prometheus.fleet import PrometheusSource
 from tests.prometheus_fixture import (
     PROMETHEUS,
     SKIP_REASON,

@@ -53,9 +53,9 @@ def _row(
     from specwatch.core.server import ServerInfo, SpecConfig
     from specwatch.sim.config import preset
     from specwatch.sources.dialects import dialect_for
-    from specwatch.sources.prom import parse_metrics
-    from specwatch.sources.prom_filter import MetricsReader
-    from specwatch.sources.window_builder import WindowBuilder
+    from specwatch.sources.metrics.prom import parse_metrics
+    from specwatch.sources.metrics.prom_filter import MetricsReader
+    from specwatch.sources.metrics.window_builder import WindowBuilder
     from tests.exposition_cases import sim_exposition
 
     before = sim_exposition(dialect, version, 20.0, **overrides)

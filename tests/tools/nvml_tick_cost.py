@@ -30,7 +30,7 @@ def measure(gpus_count: int, ticks: int, profile: bool) -> str:
     """One line of figures for ``gpus_count`` simulated GPUs (and a profile when asked)."""
     from specwatch.sim.fake_nvml import FakeNvml
     from specwatch.sim.gpus import SimGpus
-    from specwatch.sources.nvml_sampler import GpuSampler
+    from specwatch.sources.nvml.sampler import GpuSampler
 
     gpus = SimGpus(count=gpus_count, start_t=time.monotonic())
     gpus.advance_to(time.monotonic(), load=0.9)

@@ -60,7 +60,7 @@ def _sources(url: str, count: int = 8) -> Any:
     from specwatch.session import LiveSession, NvmlGpuSource
     from specwatch.sim.fake_nvml import FakeNvml
     from specwatch.sim.gpus import SimGpus
-    from specwatch.sources.endpoint import parse_endpoint
+    from specwatch.sources.http.endpoint import parse_endpoint
 
     gpus = SimGpus(count=count, start_t=time.monotonic())
     gpus.advance_to(time.monotonic(), load=0.9)

@@ -66,7 +66,7 @@ async def measure(seconds: float, path: Path) -> tuple[float, int, int, int]:
     from specwatch.session import LiveSession, NvmlGpuSource
     from specwatch.sim.demo import start_demo
     from specwatch.sim.fake_nvml import FakeNvml
-    from specwatch.sources.endpoint import parse_endpoint
+    from specwatch.sources.http.endpoint import parse_endpoint
 
     demo = start_demo(gpus=8)
     gpus = NvmlGpuSource(1.0, nvml=FakeNvml(demo.world.gpus))

@@ -68,10 +68,10 @@ async def _raw_getter(url: str) -> tuple[Callable[[], Awaitable[bytes]], Callabl
 async def _measure(url: str, n: int, profile: bool) -> dict[str, float]:
     import httpx
 
-    from specwatch.sources.client import ServerClient
     from specwatch.sources.detect import detect
-    from specwatch.sources.endpoint import parse_endpoint
-    from specwatch.sources.metrics import MetricsWatcher
+    from specwatch.sources.http.client import ServerClient
+    from specwatch.sources.http.endpoint import parse_endpoint
+    from specwatch.sources.metrics.watcher import MetricsWatcher
 
     out: dict[str, float] = {}
     async with ServerClient(parse_endpoint(url)) as client:

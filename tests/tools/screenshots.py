@@ -38,11 +38,11 @@ from specwatch.sim.demo import demo_world  # noqa: E402
 from specwatch.sim.fake_nvml import FakeNvml  # noqa: E402
 from specwatch.sim.server import SimServer  # noqa: E402
 from specwatch.sim.world import SimWorld  # noqa: E402
-from specwatch.sources.client import ServerClient, ServerError  # noqa: E402
 from specwatch.sources.detect import detect  # noqa: E402
-from specwatch.sources.endpoint import parse_endpoint  # noqa: E402
-from specwatch.sources.metrics import MetricsWatcher  # noqa: E402
-from specwatch.sources.nvml import GpuSampler  # noqa: E402
+from specwatch.sources.http.client import ServerClient, ServerError  # noqa: E402
+from specwatch.sources.http.endpoint import parse_endpoint  # noqa: E402
+from specwatch.sources.metrics.watcher import MetricsWatcher  # noqa: E402
+from specwatch.sources.nvml.api import GpuSampler  # noqa: E402
 from specwatch.ui.app import AppSettings, SpecwatchApp  # noqa: E402
 from specwatch.ui.model import MonitorModel  # noqa: E402
 from specwatch.ui.scene import JudgedModel  # noqa: E402

@@ -19,10 +19,10 @@ from specwatch.core.values import as_float
 from specwatch.sources.dialects.llamacpp_timings import decode_steps, spec_from_timings
 
 if TYPE_CHECKING:
-    from specwatch.sources.client import ServerClient
-    from specwatch.sources.prom import Scrape
-    from specwatch.sources.stream_accumulator import StreamAccumulator
-    from specwatch.sources.window_builder import WindowBuilder
+    from specwatch.sources.http.client import ServerClient
+    from specwatch.sources.metrics.prom import Scrape
+    from specwatch.sources.metrics.window_builder import WindowBuilder
+    from specwatch.sources.streams.accumulator import StreamAccumulator
 
 
 ONE_CHUNK_PER_STEP = (

@@ -15,9 +15,8 @@ from specwatch.core.server import Dialect, ServerInfo, SpecConfig
 from specwatch.core.values import as_int
 from specwatch.sources.dialects.base import ServerDialect, StreamPlan, StreamRequest
 from specwatch.sources.dialects.llamacpp_timings import spec_from_timings
-from specwatch.sources.server_queries import metrics_state, str_or_none, try_json
-from specwatch.sources.stream_accumulator import StreamAccumulator
-from specwatch.sources.window_builder import (
+from specwatch.sources.identity.server_queries import metrics_state, str_or_none, try_json
+from specwatch.sources.metrics.window_builder import (
     WindowBuilder,
     accept_length_from,
     delta,
@@ -26,10 +25,11 @@ from specwatch.sources.window_builder import (
     spec_names,
     spec_window,
 )
+from specwatch.sources.streams.accumulator import StreamAccumulator
 
 if TYPE_CHECKING:
-    from specwatch.sources.client import ServerClient
-    from specwatch.sources.prom import Scrape
+    from specwatch.sources.http.client import ServerClient
+    from specwatch.sources.metrics.prom import Scrape
 
 REASON_METRICS = "llama-server was started without --metrics"
 END_ONLY = "llama.cpp counters move only when a request finishes"

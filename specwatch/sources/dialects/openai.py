@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
 from specwatch.core.values import as_int
 from specwatch.sources.dialects.base import ServerDialect, StreamPlan, StreamRequest
-from specwatch.sources.server_queries import scrape_metrics
-from specwatch.sources.stream_accumulator import StreamAccumulator
+from specwatch.sources.identity.server_queries import scrape_metrics
+from specwatch.sources.streams.accumulator import StreamAccumulator
 
 if TYPE_CHECKING:
-    from specwatch.sources.client import ServerClient
-    from specwatch.sources.prom import Scrape
-    from specwatch.sources.window_builder import WindowBuilder
+    from specwatch.sources.http.client import ServerClient
+    from specwatch.sources.metrics.prom import Scrape
+    from specwatch.sources.metrics.window_builder import WindowBuilder
 
 _NOT_UNDERSTOOD = "a generic OpenAI-compatible server's metrics are not understood"
 

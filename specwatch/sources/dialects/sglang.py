@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
 from specwatch.core.values import as_float, as_int
-from specwatch.sources.client import ServerError
 from specwatch.sources.dialects.base import (
     ONE_CHUNK_PER_STEP,
     ServerDialect,
@@ -21,21 +20,22 @@ from specwatch.sources.dialects.base import (
     StreamRequest,
 )
 from specwatch.sources.dialects.sglang_window import derive_sglang
-from specwatch.sources.server_queries import (
+from specwatch.sources.http.client import ServerError
+from specwatch.sources.identity.server_queries import (
     metrics_state,
     redact_launch_args,
     str_or_none,
     try_json,
 )
-from specwatch.sources.stream_accumulator import StreamAccumulator, finish_type
-from specwatch.sources.window_builder import (
+from specwatch.sources.metrics.window_builder import (
     WindowBuilder,
     accept_length_from,
 )
+from specwatch.sources.streams.accumulator import StreamAccumulator, finish_type
 
 if TYPE_CHECKING:
-    from specwatch.sources.client import ServerClient
-    from specwatch.sources.prom import Scrape
+    from specwatch.sources.http.client import ServerClient
+    from specwatch.sources.metrics.prom import Scrape
 
 FORBIDDEN_PATHS = ("/health", "/health_generate")
 """SGLang endpoints that run a generation; specwatch never requests them."""

@@ -14,8 +14,8 @@ import re
 
 from specwatch.core.server import ServerInfo
 from specwatch.core.versions import version_tuple
-from specwatch.sources.prom import Scrape
-from specwatch.sources.window_builder import (
+from specwatch.sources.metrics.prom import Scrape
+from specwatch.sources.metrics.window_builder import (
     WindowBuilder,
     delta,
     hist_delta,

@@ -18,9 +18,8 @@ from specwatch.sources.dialects.base import (
     StreamRequest,
 )
 from specwatch.sources.dialects.openai import completions_request, parse_openai_chunk
-from specwatch.sources.server_queries import scrape_metrics, try_json
-from specwatch.sources.stream_accumulator import StreamAccumulator
-from specwatch.sources.window_builder import (
+from specwatch.sources.identity.server_queries import scrape_metrics, try_json
+from specwatch.sources.metrics.window_builder import (
     WindowBuilder,
     accept_length_from,
     delta,
@@ -32,10 +31,11 @@ from specwatch.sources.window_builder import (
     spec_names,
     spec_window,
 )
+from specwatch.sources.streams.accumulator import StreamAccumulator
 
 if TYPE_CHECKING:
-    from specwatch.sources.client import ServerClient
-    from specwatch.sources.prom import Scrape
+    from specwatch.sources.http.client import ServerClient
+    from specwatch.sources.metrics.prom import Scrape
 
 REASON_METRICS = "vLLM was started with --disable-log-stats (/metrics has no vllm:* series)"
 

@@ -1,0 +1,375 @@
+"""``specwatch bench`` and ``specwatch compare``: the benchmark and the "GPU or code?" answer.
+
+``bench`` prints progress the way the story's script did, then a results block, writes a
+snapshot and prints its path. Ctrl-C, SIGTERM or SIGHUP stops it and keeps the finished runs in
+a snapshot marked interrupted (a second signal while saving is noted, never half-writes it);
+a snapshot that cannot be written is reported in one line while the results are still
+printed (exit status 1). Against a server on this machine, the code identity of its process
+(commit, allow-listed environment, NCCL and torch versions) is read once before the runs and
+recorded in the snapshot (``server.process``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
+
+from specwatch.bench.progress_line import ProgressLine
+from specwatch.bench.prompts import PromptsError, load_prompts
+from specwatch.bench.report import code_lines, comparison_lines, results_lines, safe
+from specwatch.bench.runner import BenchConfig, BenchEvent, BenchResult, run_benchmark
+from specwatch.bench.shield import SignalLog, loop_signals, print_lines, shield_signals, signal_name
+from specwatch.bench.snapshot import (
+    DEFAULT_DIR,
+    SnapshotError,
+    build_snapshot,
+    dumps,
+    write_snapshot,
+)
+from specwatch.commands.bench_arguments import add_bench_arguments
+from specwatch.commands.compare import add_compare_arguments, run_compare
+from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from specwatch.core.identity import ServerIdentity
+    from specwatch.sim.story import StoryServer
+    from specwatch.sources.gpu_reader import GpuReader
+    from specwatch.sources.http.endpoint import Endpoint
+
+EXIT_FAILED = EXIT_ERROR
+EXIT_INTERRUPTED = 130
+
+
+# --- bench ----------------------------------------------------------------------------------
+
+
+ACCEPT_AUTHORITY = (
+    "  Accept length: the server's counters are authoritative (they count every verify step; "
+    "the stream's tokens per chunk miss steps the server merges into one chunk)"
+)
+ACCEPT_FROM_STREAM = (
+    "  Accept length: from the stream's tokens per chunk (the server reported no counters; "
+    "an upper bound when it merges steps into one chunk)"
+)
+
+
+def results_block(result: BenchResult) -> list[str]:
+    """The lines printed after the runs (``specwatch.bench.report.results_lines``), with which
+    accept-length figure is the authoritative one."""
+    lines = results_lines(result)
+    if any(r.server_accept_length is not None for r in result.runs):
+        note = ACCEPT_AUTHORITY
+    elif result.overall.accept_length.mean is not None:
+        note = ACCEPT_FROM_STREAM
+    else:
+        return lines
+    at = max((i + 1 for i, x in enumerate(lines) if "accept length" in x), default=len(lines))
+    return [*lines[:at], note, *lines[at:]]
+
+
+async def _bench(
+    args: argparse.Namespace,
+    endpoint: Endpoint,
+    config: BenchConfig,
+    sampler: GpuReader | None,
+    progress: TextIO,
+    log: SignalLog,
+) -> tuple[BenchResult | None, str | None, int | None]:
+    """Connect, run; returns (result, secret, signal number that stopped it)."""
+    from specwatch.sources.detect import WaitStatus, detect, wait_ready
+    from specwatch.sources.http.client import ServerClient, ServerError
+
+    secret = endpoint.api_key
+    cancel = asyncio.Event()
+    stopped_by: list[int] = []
+    main_task = asyncio.current_task()
+    connecting = True
+
+    def on_signal(sig: int) -> None:
+        # While connecting there is nothing to keep: stop at once (a hung server would
+        # otherwise hold Ctrl-C for the whole --timeout). During the runs the first signal
+        # already cancels the streams in flight; the task is never cancelled, so a second one
+        # cannot lose the finished runs.
+        if connecting and main_task is not None:
+            main_task.cancel()
+        stopped_by.append(sig)
+        cancel.set()
+
+    live = ProgressLine(progress)
+    run_now: list[tuple[str, float]] = []
+    waited: list[str] = []
+
+    def say(line: str) -> None:
+        # A closed pipe (``| head``) or a vanished terminal must not cost the runs.
+        live.clear()
+        print_lines(progress, [safe(line)])
+
+    def on_event(e: BenchEvent) -> None:
+        if e.kind == "warmup_done":
+            say(f"  {e.message}")
+            if e.index == e.total:
+                say("")
+        elif e.kind == "run_start":
+            run_now[:] = [(f"Run {e.index}/{e.total}", time.monotonic())]
+            live.show(f"  Run {e.index}/{e.total}: waiting for the first token", force=True)
+        elif e.kind in ("run_done", "error"):
+            run_now.clear()
+            say(f"  {e.message}")
+
+    def on_tokens(tokens: int) -> None:
+        if not run_now:
+            return
+        label, t0 = run_now[0]
+        elapsed = time.monotonic() - t0
+        rate = f", {tokens / elapsed:.1f} tok/s" if elapsed > 0 else ""
+        live.show(f"  {label}: {tokens} tokens in {elapsed:.1f}s{rate}")
+
+    def on_wait(w: WaitStatus) -> None:
+        if w.state == "ready":
+            live.clear()
+            return
+        text = safe(f"  waiting for the server (attempt {w.attempt}, {w.elapsed_s:.0f} s): ")
+        if live.live:  # one line, updated in place
+            live.show(text + safe(w.detail), force=True)
+        elif not waited or waited[-1] != w.detail:  # off a terminal: only what changed
+            waited.append(w.detail)
+            say(text + w.detail)
+
+    say(f"Benchmarking {endpoint.base_url}")
+    say(
+        f"  max_tokens={config.max_tokens}, num_runs={config.runs}, warmup={config.warmup}"
+        + (f", concurrency={config.concurrency}" if config.concurrency > 1 else "")
+    )
+    say("")
+    with loop_signals(on_signal, log):
+        async with ServerClient(
+            endpoint, timeout_s=args.timeout, deadline_s=getattr(args, "deadline", None)
+        ) as client:
+            try:
+                if args.wait:
+                    info = await wait_ready(client, on_wait, timeout_s=args.wait)
+                else:
+                    info = await detect(client)
+                if sampler is not None and sampler.inventory is None:
+                    inv = await asyncio.to_thread(sampler.open)
+                    if not inv.available:
+                        say(f"  (GPU readings off: {inv.reason})")
+            except ServerError as exc:
+                raise _Failure(str(exc)) from None
+            except asyncio.CancelledError:
+                return None, secret, stopped_by[0] if stopped_by else signal.SIGINT
+            if cancel.is_set():
+                return None, secret, stopped_by[0]
+            connecting = False
+            result = await run_benchmark(
+                client, info, config, sampler, on_event, cancel, on_tokens=on_tokens
+            )
+            live.clear()
+    return result, secret, stopped_by[0] if stopped_by else None
+
+
+class _Failure(Exception):
+    """A one-line reason the benchmark could not start."""
+
+
+def run_bench(
+    args: argparse.Namespace,
+    *,
+    sampler: GpuReader | None = None,
+    argv: Sequence[str] | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Run ``specwatch bench``; returns the exit status.
+
+    Args:
+        args: Parsed options.
+        sampler: GPU sampler to use (tests pass one over a fake NVML); by default the
+            ``--dcgm`` exporters when given, else the real NVML unless ``--no-gpu``.
+        argv: The command line recorded in the snapshot (default ``sys.argv``).
+        stdout: Where results (or ``--json``) go.
+        stderr: Where errors go.
+    """
+    # sys.stdout is None when the process started with its stdout closed (``>&-``)
+    out = stdout or sys.stdout or open(os.devnull, "w")  # noqa: SIM115
+    err = stderr or sys.stderr or open(os.devnull, "w")  # noqa: SIM115
+    progress = err if args.json else out
+    config = BenchConfig(
+        runs=args.runs,
+        warmup=args.warmup,
+        max_tokens=args.max_tokens,
+        concurrency=args.concurrency,
+        label=args.label,
+        prompts_file=args.prompts,
+        seed=args.seed,
+        gpu_interval_s=args.gpu_interval,
+    )
+
+    if isinstance(args.url, list):  # repeatable for a fleet; a benchmark takes one server
+        args.url = args.url[-1] if args.url else None
+    demo: StoryServer | None = None
+    if args.demo is not None:
+        if args.url:
+            print("specwatch bench: give --url or --demo, not both", file=err)
+            return EXIT_USAGE
+        # Imported here: the simulator (aiohttp) is not needed to benchmark a real server.
+        from specwatch.sim.story import start_story_server
+
+        demo = start_story_server(args.demo, args.demo_step_factor)
+        args.url = demo.url
+    elif not args.url:
+        print("specwatch bench: --url is required (or --demo cold|hot)", file=err)
+        return EXIT_USAGE
+    try:
+        return _run_bench(args, config, sampler, demo, argv, out, err, progress)
+    finally:
+        if demo is not None:
+            demo.stop()
+
+
+def _run_bench(
+    args: argparse.Namespace,
+    config: BenchConfig,
+    sampler: GpuReader | None,
+    demo: StoryServer | None,
+    argv: Sequence[str] | None,
+    out: TextIO,
+    err: TextIO,
+    progress: TextIO,
+) -> int:
+    from specwatch.sources.http.endpoint import parse_endpoint
+
+    try:
+        endpoint = parse_endpoint(args.url, args.api_key)
+        # Read now so that a bad file is a usage error before connecting; the runner loads
+        # the prompts again from the config, and records where they came from.
+        load_prompts(args.prompts, args.seed)
+    except (ValueError, PromptsError) as exc:
+        print(f"specwatch bench: {exc}", file=err)
+        return EXIT_USAGE
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        print(f"specwatch bench: --out must name a directory; {args.out} is a file", file=err)
+        return EXIT_USAGE
+    identity = server_identity(endpoint.base_url)
+    own_sampler = False
+    if sampler is None:
+        from specwatch.commands.source_arguments import source_options
+        from specwatch.session.factory import gpu_source
+        from specwatch.session.fleet_gpus import PrometheusGpuSource
+        from specwatch.session.gpu_source import ReaderGpuSource
+
+        fake = None
+        if demo is not None:
+            from specwatch.sim.fake_nvml import FakeNvml
+
+            fake = FakeNvml(demo.world.gpus, demo.world.clock.now)
+        options = dataclasses.replace(
+            source_options(args, args.gpu_interval, args.gpu_interval), demo=False
+        )
+        try:
+            source = gpu_source(options, server_url=args.url, nvml=fake)
+        except ValueError as e:
+            print(f"specwatch bench: {e}", file=err)
+            return EXIT_USAGE
+        if isinstance(source, (ReaderGpuSource, PrometheusGpuSource)):
+            sampler, own_sampler = source.sampler, True
+    log = SignalLog()
+    try:
+        with shield_signals(log):
+            return _measure_and_save(
+                args, endpoint, config, sampler, argv, out, err, progress, log, identity
+            )
+    finally:
+        if own_sampler and sampler is not None:
+            sampler.stop()
+
+
+def _measure_and_save(
+    args: argparse.Namespace,
+    endpoint: Endpoint,
+    config: BenchConfig,
+    sampler: GpuReader | None,
+    argv: Sequence[str] | None,
+    out: TextIO,
+    err: TextIO,
+    progress: TextIO,
+    log: SignalLog,
+    identity: ServerIdentity,
+) -> int:
+    try:
+        result, secret, stopped_by = asyncio.run(
+            _bench(args, endpoint, config, sampler, progress, log)
+        )
+    except (_Failure, PromptsError) as exc:
+        # PromptsError: the prompts file changed after it was checked above.
+        print(f"specwatch bench: {exc}", file=err)
+        return EXIT_FAILED
+    stopped_by = stopped_by or log.first
+    if result is None or (result.interrupted and not result.runs):
+        # Nothing measured yet: an empty snapshot would only clutter the directory.
+        print_lines(err, ["specwatch bench: interrupted before the first run; nothing saved"])
+        return 128 + (stopped_by or signal.SIGINT)
+    identity = with_server_build(identity, result)
+    snap = build_snapshot(
+        result,
+        list(argv if argv is not None else sys.argv),
+        secrets=[secret or ""],
+        identity=identity,
+    )
+    # Written before anything is printed: after SIGHUP the terminal may be gone.
+    status = 0
+    try:
+        saved = f"  Snapshot: {write_snapshot(snap, args.out or DEFAULT_DIR)}"
+    except SnapshotError as exc:
+        saved = f"specwatch bench: {exc}"
+        status = EXIT_FAILED
+    print_lines(progress, [*results_block(result), *code_lines(identity)])
+    print_lines(err if status else progress, [saved])
+    if args.json:
+        print_lines(out, [dumps(snap).decode().rstrip("\n")])
+    stopped_by = stopped_by or log.first
+    if stopped_by is not None and stopped_by != signal.SIGINT:
+        kept = f"{len(result.runs)} of {config.runs} runs"
+        where = "saved" if not status else "NOT saved"
+        print_lines(err, [f"specwatch bench: stopped by {signal_name(stopped_by)}; {kept} {where}"])
+    if result.interrupted or stopped_by is not None:
+        return 128 + (stopped_by or signal.SIGINT)
+    if result.error is not None or not result.runs:
+        return EXIT_FAILED
+    return status
+
+
+def server_identity(base_url: str) -> ServerIdentity:
+    """The code identity of the server process behind ``base_url`` (a note when remote)."""
+    from specwatch.sources.identity.process import identify_server
+
+    return identify_server(base_url)
+
+
+def with_server_build(identity: ServerIdentity, result: BenchResult) -> ServerIdentity:
+    """Add a native server's own build id (llama-server reports its commit in ``/props``)."""
+    from specwatch.sources.identity import server_identity
+
+    return server_identity.with_server_build(identity, result.server)
+
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_USAGE",
+    "add_bench_arguments",
+    "add_compare_arguments",
+    "comparison_lines",
+    "results_block",
+    "run_bench",
+    "run_compare",
+    "server_identity",
+    "with_server_build",
+]

@@ -1,0 +1,147 @@
+"""The ``specwatch probe`` subcommand: arguments and the entry point the CLI calls."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+import orjson
+
+from specwatch.sources.http.endpoint import parse_endpoint
+
+if TYPE_CHECKING:
+    from specwatch.session.fleet_probe import FleetOptions
+
+
+def add_probe_arguments(p: argparse.ArgumentParser) -> None:
+    """Add ``--json``, ``--max-tokens``, ``--timeout``, ``--wait`` and ``--prompt``.
+
+    The CLI adds ``--url`` and ``--api-key`` itself.
+    """
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--max-tokens", type=int, default=256, help="tokens to stream (default 256)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds to wait for each answer from the server (default 30)",
+    )
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="wait up to S seconds for a server that is starting or loading (default: no wait)",
+    )
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        metavar="S",
+        help="wall-clock limit of each request, the stream included (default 60)",
+    )
+    # no default here: the probe module (httpx and the dialects) loads only when a probe runs
+    p.add_argument(
+        "--prompt", default=None, help="the prompt to stream (default: a question about hash maps)"
+    )
+    p.add_argument(
+        "--stream",
+        action="store_true",
+        help="fleet: also stream one completion per server (default: passive, none sent)",
+    )
+    from specwatch.commands.fleet_arguments import add_fleet_arguments
+
+    add_fleet_arguments(p)
+
+
+def run_probe(args: argparse.Namespace) -> int:
+    """Run one probe; print the report (or JSON) on stdout.
+
+    Returns:
+        0 when all went well, 1 when the server cannot be reached (or is not ready), 2 for bad
+        arguments, 3 when the server was reached but the stream failed.
+    """
+    import asyncio
+
+    from specwatch.commands.probe_text import render_text
+    from specwatch.session.fleet_probe import fleet_options
+    from specwatch.sources.probe import (
+        DEFAULT_PROMPT,
+        EXIT_USAGE,
+        probe,
+        probe_to_dict,
+    )
+
+    fleet = fleet_options(args, timeout_s=min(args.timeout, 10.0))
+    if fleet.is_fleet:
+        return _run_fleet_probe(args, fleet)
+    if not fleet.urls:
+        print("specwatch probe: give --url URL (or --prometheus URL)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        endpoint = parse_endpoint(fleet.urls[-1], getattr(args, "api_key", None))
+    except ValueError as exc:
+        print(f"specwatch probe: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.max_tokens < 1:
+        print("specwatch probe: --max-tokens must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    if args.timeout <= 0:
+        print("specwatch probe: --timeout must be positive", file=sys.stderr)
+        return EXIT_USAGE
+    deadline = getattr(args, "deadline", None)
+    if deadline is not None and not deadline > 0:
+        print("specwatch probe: --deadline must be positive", file=sys.stderr)
+        return EXIT_USAGE
+
+    def status(line: str) -> None:
+        print(f"specwatch probe: {line}", file=sys.stderr)
+
+    result = asyncio.run(
+        probe(
+            endpoint,
+            max_tokens=args.max_tokens,
+            timeout_s=args.timeout,
+            wait_s=max(0.0, args.wait),
+            prompt=DEFAULT_PROMPT if args.prompt is None else args.prompt,
+            dcgm=tuple(getattr(args, "dcgm", None) or ()),
+            on_status=status,
+            **({} if deadline is None else {"deadline_s": deadline}),
+        )
+    )
+    if args.json:
+        from specwatch.session.verdict_report import probe_verdict_json
+
+        doc = probe_to_dict(result, probe_verdict_json(result))
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+        sys.stdout.write("\n")
+    else:
+        print(render_text(result))
+    if result.error and not args.json:
+        print(f"specwatch probe: {result.error}", file=sys.stderr)
+    return result.exit_code
+
+
+def _run_fleet_probe(args: argparse.Namespace, fleet: FleetOptions) -> int:
+    """Probe a fleet (passive unless ``--stream``); 0 when every server was read."""
+    import asyncio
+
+    from specwatch.session.fleet_probe import fleet_probe, fleet_text
+
+    try:
+        doc = asyncio.run(
+            fleet_probe(fleet, stream=args.stream, max_tokens=args.max_tokens, prompt=args.prompt)
+        )
+    except ValueError as exc:
+        print(f"specwatch probe: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print(fleet_text(doc))
+    return 0 if doc["ok"] else 1
+
+
+__all__ = ["add_probe_arguments", "run_probe"]

@@ -1,0 +1,212 @@
+"""``specwatch record`` (headless, on the live session) and ``specwatch export``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+from specwatch.record.timespec import parse_duration
+
+EXIT_USAGE = 2
+
+
+def _duration(text: str) -> float:
+    try:
+        value = parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be above 0: {text!r}")
+    return value
+
+
+def _interval(text: str) -> float:
+    value = _duration(text)
+    if value < 0.1:
+        raise argparse.ArgumentTypeError(
+            "sampling faster than every 0.1 s costs more than it shows"
+        )
+    return value
+
+
+def add_record_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``specwatch record`` (``--url``/``--api-key`` are added by the caller)."""
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the recording (default: specwatch-DATE-TIME.sqlite here)",
+    )
+    p.add_argument(
+        "--duration",
+        type=_duration,
+        default=None,
+        metavar="D",
+        help="stop after this long (90s, 10m, 2h; default: until Ctrl-C)",
+    )
+    p.add_argument(
+        "--retention",
+        type=_duration,
+        default=None,
+        metavar="D",
+        help="keep only the last D (e.g. 24h); older rows are trimmed as it records",
+    )
+    p.add_argument(
+        "--interval",
+        type=_interval,
+        default=1.0,
+        metavar="S",
+        help="seconds between GPU samples and /metrics scrapes (default: 1)",
+    )
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="record a simulated server with 8 simulated GPUs instead of --url",
+    )
+
+
+def add_export_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``specwatch export``."""
+    p.add_argument("file", type=Path, metavar="FILE", help="a recording")
+    fmt = p.add_mutually_exclusive_group(required=True)
+    fmt.add_argument("--csv", action="store_true", help="CSV with a header row")
+    fmt.add_argument("--json", action="store_true", help="JSON Lines (pandas: lines=True)")
+    p.add_argument(
+        "--from",
+        dest="start",
+        default=None,
+        metavar="T",
+        help="ISO 8601 (local zone unless given) or -2h before the recording's end",
+    )
+    p.add_argument("--to", dest="end", default=None, metavar="T", help="as --from")
+
+
+def default_output(now: float | None = None) -> Path:
+    """``specwatch-20261201-140312.sqlite`` in the current directory."""
+    return Path(time.strftime("specwatch-%Y%m%d-%H%M%S.sqlite", time.localtime(now)))
+
+
+def run_record(args: argparse.Namespace, err: TextIO | None = None) -> int:
+    """Record until the duration ends or a signal arrives; returns the exit status."""
+    err = err or sys.stderr
+    from specwatch.commands.source_arguments import source_options
+    from specwatch.record.recorder import Recorder
+    from specwatch.session.factory import live_session
+
+    options = source_options(args, args.interval, args.interval)
+    if bool(options.urls) == options.demo:
+        print("specwatch record: give a server with --url URL, or --demo", file=err)
+        return EXIT_USAGE
+    try:
+        session = live_session(options)
+    except ValueError as e:
+        print(f"specwatch record: {e}", file=err)
+        return EXIT_USAGE
+    endpoints = session.endpoints
+    path = args.output or default_output()
+    stopped: list[str] = []
+    recorder = Recorder(
+        path,
+        session.endpoints,
+        clock=session.clock,
+        retention_s=args.retention,
+        interval_s=args.interval,
+        on_stop=stopped.append,
+    )
+    try:
+        recorder.start()
+    except Exception as e:  # not a database, a newer format, no permission: one line
+        session.stop()
+        print(f"specwatch record: cannot record into {path}: {e}", file=err)
+        return EXIT_USAGE
+    until = f" for {args.duration:g}s" if args.duration else ""
+    keep = f", keeping the last {args.retention:g}s" if args.retention else ""
+    servers = ", ".join(str(e) for e in endpoints)
+    print(
+        f"specwatch record: recording {servers} into {path}{until}{keep}; Ctrl-C to stop",
+        file=err,
+        flush=True,
+    )
+    session.subscribe(recorder)
+    try:
+        asyncio.run(_record(session, args.duration, stopped))
+    finally:
+        session.stop()
+        recorder.stop()
+    if recorder.error:
+        print(f"specwatch record: {recorder.error}", file=err)
+        return 1
+    print(f"specwatch record: {recorder.rows} events in {path}", file=err)
+    return 0
+
+
+async def _record(session: object, duration: float | None, stopped: list[str]) -> None:
+    from specwatch.session import LiveSession
+
+    assert isinstance(session, LiveSession)
+    done = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, done.set)
+    end = None if duration is None else loop.time() + duration
+    async with session:
+        while not done.is_set() and not stopped:
+            left = 0.5 if end is None else min(0.5, end - loop.time())
+            if left <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), left)
+
+
+def run_export(
+    args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """Write the recording's tidy time series to ``out``; returns the exit status."""
+    out, err = out or sys.stdout, err or sys.stderr
+    from specwatch.record.export import tidy_rows, write_csv, write_json_lines
+    from specwatch.record.reader import Reader, RecordingError
+    from specwatch.record.timespec import parse_time
+
+    try:
+        reader = Reader(args.file)
+    except RecordingError as e:
+        print(f"specwatch export: {e}", file=err)
+        return EXIT_USAGE
+    with reader:
+        span = reader.span()
+        end = reader.wall(span[1]) if span else time.time()
+        try:
+            wall0 = parse_time(args.start, end) if args.start else None
+            wall1 = parse_time(args.end, end) if args.end else None
+        except ValueError as e:
+            print(f"specwatch export: {e}", file=err)
+            return EXIT_USAGE
+        rows = tidy_rows(reader, wall0, wall1)
+        try:
+            (write_csv if args.csv else write_json_lines)(rows, out)
+        except BrokenPipeError:  # `| head`: the reader has all it wants
+            return 0
+        out.flush()
+        if reader.stopped:
+            print(f"specwatch export: {reader.stopped}", file=err)
+        if reader.skipped:
+            print(f"specwatch export: {reader.skipped} unreadable events skipped", file=err)
+    return 0
+
+
+__all__ = [
+    "add_export_arguments",
+    "add_record_arguments",
+    "default_output",
+    "run_export",
+    "run_record",
+]

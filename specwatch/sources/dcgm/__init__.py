@@ -1,0 +1,1 @@
+"""GPUs of any node read from dcgm-exporter."""

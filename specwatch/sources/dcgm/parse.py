@@ -1,0 +1,330 @@
+"""dcgm-exporter ``/metrics`` text to the GPU samples NVML produces (pure: no I/O).
+
+Only ``DCGM_`` lines are parsed (a node exporter or the exporter's own Go metrics on the same
+port cost nothing); the rest goes through ``prometheus_client``'s parser, and when that rejects
+the text, line by line so that one bad line costs only itself.
+
+A DCGM "blank" sentinel (a value near 2^63, 2^47 for doubles, or 2^31 for 32-bit gauges) means
+the board does not support the field: it becomes ``None`` with an ``"n/s"`` reason, never a
+number. A field the exporter does not send at all is ``None`` with :data:`NOT_EXPORTED` in its
+reason, so the pane can say which fields to add to the exporter's counters CSV.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from specwatch.core.gpu import GpuSample, GpuStatic
+from specwatch.sources.dcgm.fields import BY_NAME, FIELDS, MIB, OLD_NAMES, FieldMap
+
+DEFAULT_PORT = 9400
+NOT_EXPORTED = "n/s: not exported"
+"""Start of the reason for a field the exporter does not send (``"n/s: not exported (FIELD)"``)."""
+BLANK = "n/s: DCGM blank (not supported)"
+"""Reason for a field the exporter sends with DCGM's "blank" sentinel."""
+XID_GPU_FELL_OFF_BUS = 79
+
+_INT32_BLANK = 0x7FFFFFF0
+_INT64_BLANK = 0x7FFFFFFFFFFFFFF0
+_FP64_BLANK = 140737488355328.0  # 2^47: DCGM_FP64_BLANK and its NOT_FOUND/.. neighbours
+
+
+_NO_SOURCE = {"pstate": "n/s: dcgm-exporter has no P-state field"}
+_LABEL_STATICS = (("name", "modelName"), ("uuid", "UUID"), ("pci_bus_id", "pci_bus_id"))
+_K8S_LABELS = ("pod", "namespace", "container")
+_FIELDS_OF_SAMPLE = frozenset(GpuSample.__dataclass_fields__) - {"index", "t", "lost", "missing"}
+_FIELDS_OF_STATIC = frozenset(GpuStatic.__dataclass_fields__) - {"index", "missing"}
+
+
+def dcgm_url(spec: str) -> str:
+    """The ``/metrics`` URL for ``--dcgm`` text.
+
+    ``host`` -> ``http://host:9400/metrics``; ``host:port`` -> ``http://host:port/metrics``; a
+    URL with a scheme is kept as given, with ``/metrics`` added when it has no path.
+    """
+    text = spec.strip()
+    if not text:
+        raise ValueError("empty dcgm-exporter address")
+    if "://" in text:
+        parts = urlsplit(text)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {spec!r}")
+        return text if parts.path not in ("", "/") else f"{text.rstrip('/')}/metrics"
+    parts = urlsplit(f"http://{text}")
+    if not parts.hostname:
+        raise ValueError(f"no host in {spec!r}")
+    netloc = parts.netloc if parts.port is not None else f"{parts.netloc}:{DEFAULT_PORT}"
+    path = parts.path if parts.path not in ("", "/") else "/metrics"
+    return f"http://{netloc}{path}"
+
+
+def url_host(url: str) -> str:
+    """The host part of a URL (the node name when the exporter sends no ``Hostname``)."""
+    return urlsplit(url).hostname or url
+
+
+def is_blank(value: float, counter: bool = False) -> bool:
+    """Whether ``value`` is one of DCGM's blank / not-found / not-supported sentinels."""
+    if math.isnan(value) or math.isinf(value):
+        return True
+    if value >= _INT64_BLANK - 1024 or _FP64_BLANK <= value <= _FP64_BLANK + 16:
+        return True
+    return not counter and _INT32_BLANK <= value <= 0x7FFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class DcgmGpu:
+    """One GPU in one exposition: its identity labels and its field values."""
+
+    key: str
+    """``UUID`` when labelled, else ``gpu<N>``: stable across polls of one exporter."""
+    gpu: int | None
+    """The exporter's ``gpu`` label (the index on its node)."""
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    model: str | None = None
+    hostname: str | None = None
+    device: str | None = None
+    driver_version: str | None = None
+    k8s: Mapping[str, str] = field(default_factory=dict)
+    """Non-empty ``pod`` / ``namespace`` / ``container`` labels."""
+    values: Mapping[str, float] = field(default_factory=dict)
+    """DCGM field name (current spelling) -> value, sentinels left out."""
+    blank: frozenset[str] = frozenset()
+    """Fields sent with a sentinel."""
+
+    @property
+    def lost(self) -> bool:
+        """The exporter reports XID 79 (fell off the bus) and no readings."""
+        xid = self.values.get("DCGM_FI_DEV_XID_ERRORS")
+        readings = set(self.values) - {"DCGM_FI_DEV_XID_ERRORS"}
+        return xid == XID_GPU_FELL_OFF_BUS and not readings
+
+
+@dataclass(frozen=True, slots=True)
+class DcgmExposition:
+    """One parsed dcgm-exporter body."""
+
+    gpus: tuple[DcgmGpu, ...]
+    error: str | None = None
+    """What could not be parsed (everything else was kept)."""
+
+
+def parse_dcgm(text: str) -> DcgmExposition:
+    """Parse a dcgm-exporter exposition; never raises."""
+    lines = [ln for ln in text.splitlines() if _wanted(ln)]
+    samples, error = _samples("\n".join(lines) + "\n")
+    return DcgmExposition(gpus=tuple(gpus_from_samples(samples)), error=error)
+
+
+def gpus_from_samples(samples: Iterable[tuple[str, Mapping[str, str], float]]) -> list[DcgmGpu]:
+    """One exporter's ``(name, labels, value)`` samples grouped into GPUs, in index order.
+
+    The exposition parser and the Prometheus source (whose answers carry the same names and
+    labels) both come through here, so DCGM's field names and blank sentinels have one home.
+    """
+    by_key: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    for name, labels, value in samples:
+        name = OLD_NAMES.get(name, name)
+        gpu_label = labels.get("gpu", "").strip()
+        uuid = labels.get("UUID") or labels.get("uuid") or None
+        if not uuid and not gpu_label.isdigit():
+            continue  # not a per-GPU series (e.g. a node-wide count)
+        key = uuid or f"gpu{gpu_label}"
+        entry = by_key.get(key)
+        if entry is None:
+            entry = {"labels": labels, "values": {}, "blank": set()}
+            by_key[key] = entry
+            order.append(key)
+        fmap = BY_NAME.get(name)
+        if is_blank(value, counter=fmap.counter if fmap else False):
+            entry["blank"].add(name)
+        elif name not in entry["values"]:
+            # MIG series repeat device fields per instance: the first one stands.
+            entry["values"][name] = value
+    return sorted((_gpu(key, by_key[key]) for key in order), key=_gpu_order)
+
+
+def _gpu_order(gpu: DcgmGpu) -> tuple[bool, int]:
+    # By the exporter's index: a GPU with only an XID series would otherwise come last.
+    return (gpu.gpu is None, gpu.gpu or 0)
+
+
+def _wanted(line: str) -> bool:
+    if line.startswith("DCGM_"):
+        return True
+    return line.startswith(("# TYPE DCGM_", "# HELP DCGM_"))
+
+
+def _gpu(key: str, entry: dict[str, Any]) -> DcgmGpu:
+    labels: Mapping[str, str] = entry["labels"]
+    gpu_label = labels.get("gpu", "").strip()
+    blank: set[str] = entry["blank"]
+    values: dict[str, float] = entry["values"]
+    return DcgmGpu(
+        key=key,
+        gpu=int(gpu_label) if gpu_label.isdigit() else None,
+        uuid=labels.get("UUID") or labels.get("uuid") or None,
+        pci_bus_id=labels.get("pci_bus_id") or None,
+        model=labels.get("modelName") or None,
+        hostname=labels.get("Hostname") or None,
+        device=labels.get("device") or None,
+        driver_version=labels.get("DCGM_FI_DRIVER_VERSION") or None,
+        k8s={k: labels[k] for k in _K8S_LABELS if labels.get(k)},
+        values=values,
+        blank=frozenset(blank - set(values)),
+    )
+
+
+def _samples(text: str) -> tuple[list[tuple[str, dict[str, str], float]], str | None]:
+    try:
+        return _parse(text), None
+    except Exception as exc:  # the parser raises assorted types on bad input
+        first = " ".join(str(exc).split()) or type(exc).__name__
+    out: list[tuple[str, dict[str, str], float]] = []
+    bad: list[str] = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        try:
+            out.extend(_parse(line + "\n"))
+        except Exception:
+            bad.append(line)
+    shown = bad[0][:57] + "..." if bad and len(bad[0]) > 60 else (bad[0] if bad else "")
+    if bad:
+        return out, f"{len(bad)} unparseable DCGM line(s), first: {shown!r}"
+    return out, f"exposition parse error ({first}); recovered line by line"
+
+
+def _parse(text: str) -> list[tuple[str, dict[str, str], float]]:
+    out: list[tuple[str, dict[str, str], float]] = []
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            # The parser names counter samples "<family>_total"; no DCGM field ends so.
+            out.append((s.name.removesuffix("_total"), dict(s.labels), s.value))
+    return out
+
+
+# --- to specwatch's GPU samples ----------------------------------------------------------
+
+
+def not_exported(gpu: DcgmGpu) -> dict[str, str]:
+    """specwatch field -> reason, for every field ``gpu``'s exporter does not send at all."""
+    out: dict[str, str] = {}
+    for fmap in FIELDS:
+        if fmap.dcgm not in gpu.values and fmap.dcgm not in gpu.blank:
+            out[fmap.target] = f"{NOT_EXPORTED} ({fmap.dcgm})"
+    if "mem_total_bytes" in out and {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"} <= set(
+        gpu.values
+    ):
+        del out["mem_total_bytes"]  # used + free stands in for the total
+    for name, _ in _LABEL_STATICS:
+        if getattr(gpu, "model" if name == "name" else name) is None:
+            out[name] = f"{NOT_EXPORTED} (label)"
+    return out
+
+
+def _convert(fmap: FieldMap, value: float) -> int | float:
+    scaled = value * fmap.scale
+    if fmap.integer:
+        return round(scaled)
+    return float(scaled)
+
+
+def _values_for(gpu: DcgmGpu, targets: frozenset[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    values: dict[str, Any] = {}
+    missing: dict[str, str] = {}
+    absent = not_exported(gpu)
+    for fmap in FIELDS:
+        if fmap.target not in targets:
+            continue
+        if fmap.dcgm in gpu.values:
+            values[fmap.target] = _convert(fmap, gpu.values[fmap.dcgm])
+        elif fmap.dcgm in gpu.blank:
+            missing[fmap.target] = BLANK
+        elif fmap.target in absent:
+            missing[fmap.target] = absent[fmap.target]
+    for name, reason in _NO_SOURCE.items():
+        if name in targets:
+            missing[name] = reason
+    return values, missing
+
+
+def to_static(gpu: DcgmGpu, index: int) -> GpuStatic:
+    """The ``GpuStatic`` for ``gpu`` at specwatch's ``index`` (labels give name, UUID, bus id)."""
+    values, missing = _values_for(gpu, _FIELDS_OF_STATIC)
+    values["name"], values["uuid"], values["pci_bus_id"] = gpu.model, gpu.uuid, gpu.pci_bus_id
+    for name, _ in _LABEL_STATICS:
+        if values[name] is None:
+            missing[name] = f"{NOT_EXPORTED} (label)"
+    for name in _FIELDS_OF_STATIC - set(values) - set(missing):
+        missing[name] = f"{NOT_EXPORTED} (no DCGM field)"
+    return GpuStatic(index=index, missing=missing, **values)
+
+
+def to_sample(gpu: DcgmGpu, index: int, t: float, extra_reasons: int = 0) -> GpuSample:
+    """The ``GpuSample`` for ``gpu`` at specwatch's ``index`` and time ``t``.
+
+    Args:
+        gpu: The parsed GPU.
+        index: specwatch's GPU index (unique across nodes).
+        t: Monotonic seconds of the poll.
+        extra_reasons: Reason bits to add (from violation counters that grew since the last
+            collection: a throttle that came and went between samples).
+    """
+    if gpu.lost:
+        reason = f"N/A: GPU is lost (XID {XID_GPU_FELL_OFF_BUS})"
+        return GpuSample(
+            index=index, t=t, lost=True, missing=dict.fromkeys(_FIELDS_OF_SAMPLE, reason)
+        )
+    values, missing = _values_for(gpu, _FIELDS_OF_SAMPLE)
+    if "mem_total_bytes" not in values:
+        used = gpu.values.get("DCGM_FI_DEV_FB_USED")
+        free = gpu.values.get("DCGM_FI_DEV_FB_FREE")
+        if used is not None and free is not None:
+            reserved = gpu.values.get("DCGM_FI_DEV_FB_RESERVED", 0.0)
+            values["mem_total_bytes"] = round((used + free + reserved) * MIB)
+            missing.pop("mem_total_bytes", None)
+    if extra_reasons:
+        values["clock_event_reasons"] = int(values.get("clock_event_reasons") or 0) | extra_reasons
+        missing.pop("clock_event_reasons", None)
+    return GpuSample(index=index, t=t, missing=missing, **values)
+
+
+def extras(gpu: DcgmGpu) -> dict[str, int | float]:
+    """The DCGM readings with no ``GpuSample`` home (XID, other violation counters, replays)."""
+    out: dict[str, int | float] = {}
+    for fmap in FIELDS:
+        if fmap.target.startswith("extra:") and fmap.dcgm in gpu.values:
+            out[fmap.target.removeprefix("extra:")] = _convert(fmap, gpu.values[fmap.dcgm])
+    return out
+
+
+def signature(gpus: Iterable[DcgmGpu]) -> int:
+    """A hash of every value: equal between two polls of one unchanged collection."""
+    return hash(tuple((g.key, tuple(sorted(g.values.items()))) for g in gpus))
+
+
+__all__ = [
+    "BLANK",
+    "NOT_EXPORTED",
+    "DcgmExposition",
+    "DcgmGpu",
+    "dcgm_url",
+    "extras",
+    "gpus_from_samples",
+    "is_blank",
+    "not_exported",
+    "parse_dcgm",
+    "signature",
+    "to_sample",
+    "to_static",
+    "url_host",
+]

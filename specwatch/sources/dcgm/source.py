@@ -1,0 +1,421 @@
+"""GPU source over dcgm-exporter: any node's GPUs, in the same samples NVML gives.
+
+:class:`DcgmGpuSource` has the public shape of :class:`specwatch.sources.nvml.api.GpuSampler`
+(``open`` -> ``GpuInventory``, ``sample`` -> ``GpuTick``, a background thread with ``on_tick``,
+``latest``, ``history``) so a session can use either. It reads one or more exporters; GPUs are
+numbered across them in the order of the URLs, and each keeps its node name (the ``Hostname``
+label, else the URL's host) in :attr:`DcgmGpuSource.gpu_info`.
+
+The exporter's collection interval is inferred from how often the values change between polls
+(:mod:`specwatch.sources.dcgm.collection`); a collection coarser than the view gives
+:attr:`DcgmGpuSource.collection_warning`. A throttle that came and went between two
+collections still shows in the growth of its violation counter: its reason bit is added to
+``clock_event_reasons`` until the next collection (``fold_violations``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick, SystemInfo
+from specwatch.core.ring import Ring
+from specwatch.sources.dcgm.collection import CollectionTracker, coarse_warning
+from specwatch.sources.dcgm.fetch import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_TIMEOUT_S,
+    DcgmFetcher,
+    DcgmFetchError,
+    fetch_metrics,
+)
+from specwatch.sources.dcgm.fields import VIOLATION_BITS
+from specwatch.sources.dcgm.parse import (
+    DcgmGpu,
+    dcgm_url,
+    extras,
+    not_exported,
+    parse_dcgm,
+    to_sample,
+    to_static,
+    url_host,
+)
+from specwatch.sources.tick_loop import TickLoop, check_interval
+
+Fetch = Callable[[str, float, int], str]
+"""``(url, timeout_s, max_bytes) -> body``; raises :class:`DcgmFetchError` (tests inject one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DcgmGpuInfo:
+    """Where one of specwatch's GPUs lives."""
+
+    index: int
+    """specwatch's index (unique across nodes)."""
+    node: str
+    """``Hostname`` label, else the exporter URL's host."""
+    url: str
+    node_gpu: int | None
+    """The GPU's index on its node (the exporter's ``gpu`` label)."""
+    key: str
+    not_exported: Mapping[str, str] = field(default_factory=dict)
+    """specwatch field -> ``"n/s: not exported (DCGM_FI_...)"`` for fields the exporter omits."""
+    k8s: Mapping[str, str] = field(default_factory=dict)
+    """Non-empty ``pod`` / ``namespace`` / ``container`` labels."""
+
+
+@dataclass(frozen=True, slots=True)
+class DcgmGpuExtra:
+    """DCGM readings of one GPU at one tick that ``GpuSample`` has no field for."""
+
+    index: int
+    exported_reasons: int | None
+    """``clock_event_reasons`` as the exporter sent it (before violation bits were added)."""
+    violation_share: Mapping[str, float]
+    """``"power"``, ``"thermal"``... -> share of time throttled over the last collection."""
+    values: Mapping[str, int | float]
+    """``xid``, ``pcie_replay``, ``fb_free`` and the other ``*_violation_ns`` counters."""
+
+
+@dataclass(frozen=True, slots=True)
+class DcgmEndpointState:
+    """One exporter as the last poll saw it."""
+
+    url: str
+    node: str
+    error: str | None
+    """Why the last poll failed (``None``: it answered)."""
+    parse_error: str | None
+    gpus: int
+    collection_interval_s: float | None
+    """Inferred from how often values change; ``None`` until three changes were seen."""
+    unchanged_s: float | None
+    """Seconds since the values last changed."""
+
+
+@dataclass
+class _Endpoint:
+    url: str
+    node: str
+    keys: list[str] = field(default_factory=list)
+    gpus: dict[str, DcgmGpu] = field(default_factory=dict)
+    error: str | None = "not polled yet"
+    parse_error: str | None = None
+    collection: CollectionTracker = field(default_factory=CollectionTracker)
+
+
+class DcgmGpuSource(TickLoop):
+    """GPUs read from dcgm-exporter endpoints, as ``GpuInventory`` and ``GpuTick``.
+
+    Args:
+        urls: Exporter addresses (``host``, ``host:port`` or a URL; see ``dcgm_url``).
+        interval_s: Seconds between background polls (the view interval).
+        on_tick: Called on the poller thread after each background tick.
+        clock: Monotonic seconds for tick timestamps and interval inference.
+        history: How many ticks the bounded history keeps.
+        timeout_s: Wall-clock limit for one exporter's answer.
+        max_bytes: Size limit for one answer.
+        fetch: Replaces the HTTP fetch, one exporter a call (tests).
+        fold_violations: Add the reason bit of a violation counter that grew since the last
+            collection to ``clock_event_reasons``.
+    """
+
+    def __init__(
+        self,
+        urls: Sequence[str] | str,
+        interval_s: float = 1.0,
+        on_tick: Callable[[GpuTick], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        history: int = 3600,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        fetch: Fetch | None = None,
+        fold_violations: bool = True,
+    ) -> None:
+        check_interval(interval_s)
+        specs = [urls] if isinstance(urls, str) else list(urls)
+        if not specs:
+            raise ValueError("no dcgm-exporter address given")
+        self._endpoints = [_Endpoint(u, url_host(u)) for u in (dcgm_url(s) for s in specs)]
+        self._interval_s = interval_s
+        self.on_tick = on_tick
+        """Called on the poller thread after each background tick (may be replaced)."""
+        self._clock = clock
+        self._timeout_s = timeout_s
+        self._max_bytes = max_bytes
+        self._fetch = fetch
+        self._fetcher = DcgmFetcher()
+        """Kept-alive clients of the exporters (when no ``fetch`` is given)."""
+        self._fold = fold_violations
+        self._history: Ring[GpuTick] = Ring(history)
+        self._slots: list[tuple[int, str]] = []
+        self._statics: list[GpuStatic] = []
+        self._poll_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.inventory: GpuInventory | None = None
+        """What ``open()`` found; replaced when GPUs appear or their static fields change."""
+        self.latest: GpuTick | None = None
+        self.latest_extras: tuple[DcgmGpuExtra, ...] = ()
+        """Per-GPU DCGM readings without a ``GpuSample`` field, for the latest tick."""
+        self.gpu_info: tuple[DcgmGpuInfo, ...] = ()
+        """Node, URL and omitted fields of each GPU, by specwatch index."""
+        self.open_cost_ms: float | None = None
+        self.callback_error: str | None = None
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """The exporters' ``/metrics`` URLs."""
+        return tuple(e.url for e in self._endpoints)
+
+    # --- lifecycle (as GpuSampler) ------------------------------------------------------
+
+    def open(self) -> GpuInventory:
+        """Poll every exporter once and number the GPUs found. Never raises."""
+        with self._poll_lock:
+            if self.inventory is not None and self.inventory.available:
+                return self.inventory
+            started = time.perf_counter()
+            self._poll_locked(self._clock())
+            self.open_cost_ms = (time.perf_counter() - started) * 1000.0
+            assert self.inventory is not None
+            return self.inventory
+
+    def sample(self) -> GpuTick:
+        """Poll every exporter now on the calling thread. Never raises."""
+        with self._poll_lock:
+            tick = self._poll_locked(self._clock())
+            self._history.append(tick)
+            self.latest = tick
+            return tick
+
+    def start(self) -> None:
+        """Poll on a daemon thread; the next poll is scheduled when the previous one ends."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self.open()
+        self._stop.clear()
+        self._wake.clear()
+        self._thread = threading.Thread(target=self._run, name="specwatch-dcgm", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the thread (joining it). Safe to call repeatedly."""
+        self._stop.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
+            if not thread.is_alive():
+                self._thread = None
+        with self._poll_lock:  # after a poll in flight
+            self._fetcher.close()
+
+    close = stop
+
+    def __enter__(self) -> DcgmGpuSource:
+        self.open()
+        return self
+
+    @property
+    def interval_warning(self) -> str | None:
+        """The same as :attr:`collection_warning` (polling an exporter costs the GPUs nothing)."""
+        return self.collection_warning
+
+    @property
+    def history(self) -> Ring[GpuTick]:
+        """The bounded tick history, oldest first."""
+        return self._history
+
+    def ticks_since(self, t: float) -> list[GpuTick]:
+        """Ticks with ``tick.t >= t``, oldest first."""
+        return self._history.since(lambda tick: tick.t >= t)
+
+    # --- DCGM specifics -----------------------------------------------------------------
+
+    def node_of(self, index: int) -> str | None:
+        """The node name of specwatch GPU ``index``."""
+        return self.gpu_info[index].node if 0 <= index < len(self.gpu_info) else None
+
+    def missing_fields(self, index: int) -> Mapping[str, str]:
+        """specwatch field -> reason for the fields GPU ``index``'s exporter does not send."""
+        return self.gpu_info[index].not_exported if 0 <= index < len(self.gpu_info) else {}
+
+    @property
+    def endpoints(self) -> tuple[DcgmEndpointState, ...]:
+        """Each exporter as the last poll saw it."""
+        now = self._clock()
+        return tuple(
+            DcgmEndpointState(
+                url=e.url,
+                node=e.node,
+                error=e.error,
+                parse_error=e.parse_error,
+                gpus=len(e.keys),
+                collection_interval_s=e.collection.interval(),
+                unchanged_s=None
+                if e.collection.last_change_t is None
+                else now - e.collection.last_change_t,
+            )
+            for e in self._endpoints
+        )
+
+    @property
+    def collection_interval_s(self) -> float | None:
+        """The coarsest inferred exporter collection interval (``None`` until inferred)."""
+        known = [i for i in (e.collection.interval() for e in self._endpoints) if i is not None]
+        return max(known) if known else None
+
+    @property
+    def collection_warning(self) -> str | None:
+        """A note when an exporter collects more coarsely than the view interval."""
+        view, now = self._interval_s, self._clock()
+        notes = [e.collection.coarse_note(e.node, view, now) for e in self._endpoints]
+        return coarse_warning([n for n in notes if n is not None], view)
+
+    # --- polling ------------------------------------------------------------------------
+
+    def _poll_locked(self, t: float) -> GpuTick:
+        wall = time.time()
+        started = time.perf_counter()
+        bodies = self._fetch_all()
+        for endpoint, body in zip(self._endpoints, bodies, strict=True):
+            self._absorb(endpoint, body, t)
+        statics_changed = self._number_new_gpus()
+        samples: list[GpuSample] = []
+        extra_rows: list[DcgmGpuExtra] = []
+        for index, (ei, key) in enumerate(self._slots):
+            endpoint = self._endpoints[ei]
+            gpu = endpoint.gpus.get(key)
+            if endpoint.error is not None or gpu is None:
+                why = endpoint.error or "not in the exporter's answer"
+                reason = f"N/A: {endpoint.node}: {why}"
+                samples.append(GpuSample(index=index, t=t, missing=_all_sample_fields(reason)))
+                continue
+            shares = endpoint.collection.shares.get(key, {})
+            bits = 0
+            if self._fold:
+                for name, share in shares.items():
+                    if share > 0 and name != "low_util":
+                        bits |= VIOLATION_BITS[f"DCGM_FI_DEV_{name.upper()}_VIOLATION"]
+            samples.append(to_sample(gpu, index, t, extra_reasons=bits))
+            reasons = gpu.values.get("DCGM_FI_DEV_CLOCKS_EVENT_REASONS")
+            extra_rows.append(
+                DcgmGpuExtra(
+                    index=index,
+                    exported_reasons=None if reasons is None else round(reasons),
+                    violation_share=dict(shares),
+                    values=extras(gpu),
+                )
+            )
+            statics_changed |= self._refresh_static(index, gpu)
+        if statics_changed or self.inventory is None:
+            self.inventory = self._inventory()
+        self.latest_extras = tuple(extra_rows)
+        errors = [f"{e.node}: {e.error}" for e in self._endpoints if e.error is not None]
+        cost_ms = (time.perf_counter() - started) * 1000.0
+        return GpuTick(
+            t=t,
+            wall_time=wall,
+            samples=tuple(samples),
+            cost_ms=cost_ms,
+            error="; ".join(errors) if errors else None,
+        )
+
+    def _fetch_all(self) -> list[str | DcgmFetchError]:
+        urls = [e.url for e in self._endpoints]
+        fetch = self._fetch
+        if fetch is None:
+            return self._fetcher.fetch_all(urls, self._timeout_s, self._max_bytes)
+
+        def one(url: str) -> str | DcgmFetchError:
+            try:
+                return fetch(url, self._timeout_s, self._max_bytes)
+            except DcgmFetchError as exc:
+                return exc
+            except Exception as exc:  # an injected fetch must not end the poller
+                return DcgmFetchError(f"{type(exc).__name__}: {exc}")
+
+        return [one(url) for url in urls]
+
+    def _absorb(self, endpoint: _Endpoint, body: str | DcgmFetchError, t: float) -> None:
+        if isinstance(body, DcgmFetchError):
+            endpoint.error = str(body) or "unreadable"
+            return
+        parsed = parse_dcgm(body)
+        endpoint.parse_error = parsed.error
+        if not parsed.gpus:
+            endpoint.error = "no DCGM GPU series in the answer (is this a dcgm-exporter?)"
+            return
+        endpoint.error = None
+        endpoint.gpus = {g.key: g for g in parsed.gpus}
+        for g in parsed.gpus:
+            if g.key not in endpoint.keys:
+                endpoint.keys.append(g.key)
+        first = parsed.gpus[0]
+        if first.hostname:
+            endpoint.node = first.hostname
+        endpoint.collection.observe(parsed.gpus, t)
+
+    def _number_new_gpus(self) -> bool:
+        known = set(self._slots)
+        added = False
+        for ei, endpoint in enumerate(self._endpoints):
+            for key in endpoint.keys:
+                if (ei, key) not in known:
+                    self._slots.append((ei, key))
+                    added = True
+        while len(self._statics) < len(self._slots):
+            self._statics.append(GpuStatic(index=len(self._statics)))
+        return added
+
+    def _refresh_static(self, index: int, gpu: DcgmGpu) -> bool:
+        static = to_static(gpu, index)
+        ei, _ = self._slots[index]
+        endpoint = self._endpoints[ei]
+        info = DcgmGpuInfo(
+            index=index,
+            node=gpu.hostname or endpoint.node,
+            url=endpoint.url,
+            node_gpu=gpu.gpu,
+            key=gpu.key,
+            not_exported=not_exported(gpu),
+            k8s=dict(gpu.k8s),
+        )
+        infos = list(self.gpu_info) + [info] * (len(self._slots) - len(self.gpu_info))
+        changed = infos[index] != info or self._statics[index] != static
+        infos[index] = info
+        self.gpu_info = tuple(infos)
+        self._statics[index] = static
+        return changed
+
+    def _inventory(self) -> GpuInventory:
+        reachable = [e for e in self._endpoints if e.error is None]
+        drivers = sorted(
+            {g.driver_version for e in reachable for g in e.gpus.values() if g.driver_version}
+        )
+        system = SystemInfo(driver_version=", ".join(drivers) or None)
+        if not self._slots:
+            why = "; ".join(f"{e.url}: {e.error}" for e in self._endpoints)
+            return GpuInventory(
+                available=False, reason=f"dcgm-exporter unavailable: {why}", system=system
+            )
+        statics = tuple(self._statics)
+        return GpuInventory(available=True, system=system, gpus=statics)
+
+
+def _all_sample_fields(reason: str) -> dict[str, str]:
+    names = set(GpuSample.__dataclass_fields__) - {"index", "t", "lost", "missing"}
+    return dict.fromkeys(sorted(names), reason)
+
+
+__all__ = [
+    "DcgmEndpointState",
+    "DcgmFetchError",
+    "DcgmGpuExtra",
+    "DcgmGpuInfo",
+    "DcgmGpuSource",
+    "fetch_metrics",
+]

@@ -1,0 +1,328 @@
+"""The HTTP client for one inference server: the only place that creates ``httpx`` clients.
+
+Every failure becomes a :class:`ServerError` whose ``str`` is one clear line, e.g.
+``cannot connect to http://127.0.0.1:8000: connection refused``; the API key is never in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+import orjson
+
+from specwatch.core.sanitize import sanitize_line
+from specwatch.sources.http.banner import banner_message, sniff_banner
+from specwatch.sources.http.body import TooLarge, detached, read_limited
+from specwatch.sources.http.endpoint import Endpoint, redact
+from specwatch.sources.http.limits import (
+    BODY_LIMIT_BYTES,
+    ERROR_BODY_LIMIT_BYTES,
+    REQUEST_DEADLINE_S,
+    deadline_hint,
+    too_large,
+)
+from specwatch.sources.http.server_errors import (
+    ERROR_KINDS,
+    ServerError,
+    body_excerpt,
+    error_for_exception,
+    error_for_status,
+)
+
+MAX_REDIRECTS = 5
+ACCEPT_ENCODING = "identity"
+"""What requests accept: compressing each scrape would cost the watched server CPU, and
+decompressing it ours; a server that compresses anyway is still decoded."""
+SNIFF_AFTER_S = 1.0
+"""A request still unanswered after this long makes the client listen for a non-HTTP greeting."""
+_T = TypeVar("_T")
+
+
+class ServerClient:
+    """An async HTTP client bound to one :class:`Endpoint`.
+
+    Use as ``async with ServerClient(endpoint) as client:``. ``timeout_s`` bounds connecting and
+    each read (a hung server is reported after that long without a byte). ``transport`` is for
+    tests (``httpx.MockTransport``).
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        timeout_s: float = 5.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        deadline_s: float | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.timeout_s = timeout_s
+        self.deadline_s = deadline_s
+        """Wall-clock limit of each request (``--deadline``); ``None``: the default per use
+        (:mod:`specwatch.sources.http.limits`)."""
+        self.http = httpx.AsyncClient(
+            base_url=endpoint.base_url,
+            headers={**endpoint.headers(), "Accept-Encoding": ACCEPT_ENCODING},
+            timeout=httpx.Timeout(timeout_s),
+            # Redirects are followed by hand: only within the same origin (the API key and
+            # the prompt must not go elsewhere).
+            follow_redirects=False,
+            transport=transport,
+            # Plain http never does TLS (requests stay on base_url, redirects on its origin):
+            # no CA bundle loaded for it (~1-3 MiB resident per client).
+            verify=urlsplit(endpoint.base_url).scheme != "http",
+        )
+        self._sniffed = transport is not None or urlsplit(endpoint.base_url).scheme != "http"
+
+    async def __aenter__(self) -> ServerClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self.http.aclose()
+
+    def error_for(self, exc: BaseException, path: str, during: str = "") -> ServerError:
+        """Translate an ``httpx`` (or socket) exception into a one-line :class:`ServerError`."""
+        return error_for_exception(self.endpoint, self.timeout_s, exc, path, during)
+
+    def status_error(self, status: int, reason: str, body: str, path: str) -> ServerError:
+        """The error for an HTTP error status, with a short excerpt of the body."""
+        return error_for_status(self.endpoint, status, reason, body, path)
+
+    def deadline_error(self, path: str, deadline_s: float, during: str = "") -> ServerError:
+        """The error for a request that did not complete within its wall-clock deadline."""
+        url = self.endpoint.url(path)
+        message = f"no complete answer from {url}{during} {deadline_hint(deadline_s)}"
+        return ServerError(redact(message, self.endpoint), kind="deadline", url=url)
+
+    def too_large_error(self, path: str, exc: TooLarge) -> ServerError:
+        """The error for a body over its limit."""
+        url = self.endpoint.url(path)
+        message = too_large(url, exc.size, exc.limit)
+        return ServerError(redact(message, self.endpoint), kind="too_large", url=url)
+
+    def _too_many_redirects(self, path: str) -> ServerError:
+        url = self.endpoint.url(path)
+        return ServerError(f"{url}: more than {MAX_REDIRECTS} redirects", kind="redirect", url=url)
+
+    def redirect_target(self, response: httpx.Response, path: str) -> str:
+        """Where a same-origin redirect points (a path for the next request).
+
+        Raises:
+            ServerError: ``redirect``: the target is another origin (or unusable).
+        """
+        location = response.headers.get("location", "")
+        target = response.url.join(location)
+        base = httpx.URL(self.endpoint.base_url)
+        if (target.scheme, target.host, target.port) != (base.scheme, base.host, base.port):
+            url = self.endpoint.url(path)
+            shown = sanitize_line(str(target), 120)
+            message = (
+                f"{url} redirects to {shown} (HTTP {response.status_code}), another origin:"
+                " not followed; give that address with --url if it is the server"
+            )
+            raise ServerError(redact(message, self.endpoint), kind="redirect", url=url)
+        return str(target)
+
+    async def send(self, request: httpx.Request, path: str) -> httpx.Response:
+        """Send ``request`` with a streamed body (the caller closes the response).
+
+        The first request that is slow to answer makes the client listen for a greeting on
+        the port: a non-HTTP program (sshd) is named at once instead of timing out.
+
+        Raises:
+            ServerError: Unreachable, hung, dropped, or not HTTP.
+        """
+        return await self._sniffing(self._send_retrying(request), path)
+
+    async def _sniffing(self, work: Awaitable[_T], path: str) -> _T:
+        """Await ``work``; the first time, name a non-HTTP program that answers meanwhile.
+
+        Raises:
+            ServerError: ``work`` failed (``httpx`` or socket error), or the port is not HTTP.
+        """
+        if self._sniffed:
+            try:
+                return await work
+            except (httpx.HTTPError, OSError) as exc:
+                raise self.error_for(exc, path) from None
+        task = asyncio.ensure_future(work)
+        try:
+            if not self._sniffed:
+                done, _ = await asyncio.wait({task}, timeout=SNIFF_AFTER_S)
+                if not done:
+                    self._sniffed = True
+                    url = httpx.URL(self.endpoint.base_url)
+                    banner = await sniff_banner(url.host, url.port or 80)
+                    if banner is not None:
+                        message = banner_message(self.endpoint.url(path), banner)
+                        raise ServerError(message, kind="garbage", url=self.endpoint.url(path))
+            result = await task
+        except (httpx.HTTPError, OSError) as exc:
+            raise self.error_for(exc, path) from None
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        self._sniffed = True
+        return result
+
+    async def _send_retrying(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return await self.http.send(request, stream=True)
+        except (httpx.RemoteProtocolError, httpx.ReadError):
+            if request.method != "GET":
+                raise
+            # a kept-alive connection the server closed (e.g. it restarted): a GET is safe
+            # to send once more, on a fresh connection
+            return await self.http.send(request, stream=True)
+
+    async def get(
+        self,
+        path: str,
+        *,
+        check: bool = True,
+        limit: int = BODY_LIMIT_BYTES,
+        deadline_s: float | None = None,
+    ) -> httpx.Response:
+        """GET ``path`` (body read in full, at most ``limit`` bytes, within the deadline).
+
+        With ``check``, an error status raises :class:`ServerError`. Redirects are followed
+        within the same origin only.
+
+        Raises:
+            ServerError: Unreachable, hung, dropped, too large, past the deadline (``deadline_s``,
+                else the client's, else 60 s), redirected elsewhere, or (with ``check``) an
+                HTTP error status.
+        """
+        deadline = deadline_s or self.deadline_s or REQUEST_DEADLINE_S
+        try:
+            async with asyncio.timeout(deadline):
+                response = await self._get(path, limit)
+        except TimeoutError:
+            raise self.deadline_error(path, deadline) from None
+        if check and response.status_code >= 400:
+            raise self.status_error(
+                response.status_code, response.reason_phrase, response.text, path
+            )
+        return response
+
+    async def _get(self, path: str, limit: int) -> httpx.Response:
+        target = path
+        for _ in range(MAX_REDIRECTS + 1):
+            response = await self.send(self.http.build_request("GET", target), path)
+            try:
+                if response.is_redirect:
+                    target = self.redirect_target(response, path)
+                    continue
+                return await self._read_body(response, path, limit)
+            finally:
+                await response.aclose()
+        raise self._too_many_redirects(path)
+
+    async def answer(
+        self, request: httpx.Request, path: str, *, limit: int, deadline_s: float
+    ) -> httpx.Response:
+        """Send ``request`` (a redirect is not followed) and read its answer in full, at most
+        ``limit`` bytes (an error answer's cut to its excerpt), within ``deadline_s``.
+
+        Raises:
+            ServerError: As :meth:`send`, ``too_large``, or ``deadline``.
+        """
+        try:
+            async with asyncio.timeout(deadline_s):
+                response = await self.send(request, path)
+                try:
+                    return await self._read_body(response, path, limit)
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise self.deadline_error(path, deadline_s) from None
+
+    async def _read_body(self, response: httpx.Response, path: str, limit: int) -> httpx.Response:
+        """``response`` with its body read (an error answer's cut to its excerpt limit).
+
+        Raises:
+            ServerError: ``too_large``, or the connection failed while reading.
+        """
+        error = response.status_code >= 400
+        try:
+            body = await read_limited(
+                response, ERROR_BODY_LIMIT_BYTES if error else limit, truncate=error
+            )
+        except TooLarge as exc:
+            raise self.too_large_error(path, exc) from None
+        except (httpx.HTTPError, OSError) as exc:
+            raise self.error_for(exc, path) from None
+        return detached(response, body)
+
+    async def get_json(self, path: str) -> Any:
+        """GET ``path`` and decode its JSON body.
+
+        Raises:
+            ServerError: As :meth:`get`, or ``garbage`` when the body is not JSON.
+        """
+        response = await self.get(path)
+        return self.decode_json(response.content, path)
+
+    def decode_json(self, content: bytes, path: str) -> Any:
+        """Decode a JSON body or raise a ``garbage`` :class:`ServerError`."""
+        try:
+            return orjson.loads(content)
+        except orjson.JSONDecodeError:
+            url = self.endpoint.url(path)
+            excerpt = body_excerpt(content.decode("utf-8", "replace"), 60)
+            message = f"{url}: the answer is not JSON ({excerpt or 'empty body'})"
+            raise ServerError(redact(message, self.endpoint), kind="garbage", url=url) from None
+
+    @asynccontextmanager
+    async def stream_post(
+        self, path: str, payload: dict[str, Any]
+    ) -> AsyncIterator[httpx.Response]:
+        """POST ``payload`` as JSON and yield the streaming response (status already checked).
+
+        Raises:
+            ServerError: Unreachable, redirected, or an HTTP error status (the body excerpt is in
+                the message).
+        """
+        request = self.http.build_request(
+            "POST",
+            path,
+            content=orjson.dumps(payload),
+            headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
+        )
+        response = await self.send(request, path)
+        try:
+            if response.is_redirect:
+                # a POST is never re-sent to another address (it carries the prompt)
+                target = self.redirect_target(response, path)
+                url = self.endpoint.url(path)
+                message = f"{url} redirects to {sanitize_line(target, 120)}: not followed"
+                raise ServerError(message, kind="redirect", url=url)
+            if response.status_code >= 400:
+                try:
+                    raw = await read_limited(response, ERROR_BODY_LIMIT_BYTES, truncate=True)
+                    body = raw.decode("utf-8", "replace")
+                except (httpx.HTTPError, OSError):
+                    body = ""
+                raise self.status_error(response.status_code, response.reason_phrase, body, path)
+            yield response
+        finally:
+            await response.aclose()
+
+
+__all__ = ["ERROR_KINDS", "ServerClient", "ServerError"]

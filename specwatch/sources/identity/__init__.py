@@ -1,0 +1,1 @@
+"""Who a server is: its process, code origin and the identity it reports."""

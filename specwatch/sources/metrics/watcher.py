@@ -1,0 +1,233 @@
+"""Passive watch: windowed readings from ``/metrics`` counter and histogram deltas.
+
+Each :meth:`MetricsWatcher.scrape` fetches ``/metrics`` once and compares it with the previous
+scrape, and notices restarts. Which series give which number is the dialect's business
+(``sources/dialects/``); each value says in ``sources`` what it was computed from, and each
+missing value says why in ``notes``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+from specwatch.core.server import MetricsWindow, ServerInfo
+from specwatch.sources.dialects import dialect_for
+from specwatch.sources.dialects.llamacpp import END_ONLY as LLAMACPP_END_ONLY
+from specwatch.sources.http.client import ServerClient, ServerError
+from specwatch.sources.http.limits import METRICS_LIMIT_BYTES
+from specwatch.sources.http.untrusted import clean_notes
+from specwatch.sources.metrics.prom import Sample, Scrape, parse_metrics, series_key
+from specwatch.sources.metrics.prom_filter import MetricsReader
+from specwatch.sources.metrics.window_builder import QUANTILES, WindowBuilder
+
+_COUNTER_SUFFIXES = ("_total", "_count", "_sum")
+_BREAKDOWN_LABELS = ("mode", "position")
+_RESTART_EPS = 1e-9
+_MONOTONIC_SUFFIXES = (*_COUNTER_SUFFIXES, "_bucket")
+"""Samples that only grow while the server runs."""
+_WATCHED_SUFFIXES = (*_MONOTONIC_SUFFIXES, "_created")
+
+
+def summed_counters(scrape: Scrape) -> dict[str, float]:
+    """Counter-like samples summed over their series (replicas once), by name.
+
+    Keys are sample names (``vllm:generation_tokens_total``, ``..._seconds_sum``,
+    ``..._count``) plus ``name{mode="decode"}`` / ``name{position="0"}`` breakdowns.
+    """
+    out: dict[str, float] = {}
+    for name in sorted(scrape.names()):
+        if not name.endswith(_COUNTER_SUFFIXES):
+            continue
+        total = scrape.total(name)
+        if total is not None:
+            out[name] = total
+        for label in _BREAKDOWN_LABELS:
+            for value, amount in scrape.by_label(name, label).items():
+                out[f'{name}{{{label}="{value}"}}'] = amount
+    return out
+
+
+@dataclass(slots=True)
+class _Snapshot:
+    t: float
+    scrape: Scrape
+    start_header: str | None
+
+
+class MetricsWatcher:
+    """Scrapes ``/metrics`` and turns pairs of scrapes into :class:`MetricsWindow` readings.
+
+    Args:
+        client: The server's client.
+        info: What detection found (the dialect decides which series are read).
+        clock: Monotonic seconds for window times.
+        only_used: Parse only the families the dialect reads (``wanted_families``); the
+            benchmark, which keeps every counter's delta, passes ``False``.
+    """
+
+    def __init__(
+        self,
+        client: ServerClient,
+        info: ServerInfo,
+        clock: Callable[[], float] = time.monotonic,
+        only_used: bool = True,
+    ) -> None:
+        self.client = client
+        self.info = info
+        self.clock = clock
+        self.last_scrape: Scrape | None = None
+        self._prev: _Snapshot | None = None
+        wanted = dialect_for(info.dialect).wanted_families
+        self._reader = MetricsReader(wanted) if only_used and wanted else None
+        self._counters: tuple[Scrape | None, Mapping[str, float]] = (None, {})
+
+    @property
+    def last_counters(self) -> Mapping[str, float]:
+        """Summed raw counters of the last good scrape (see :func:`summed_counters`).
+
+        Worked out when asked (the benchmark asks twice a run; the live watch never does).
+        """
+        scrape = self.last_scrape
+        if scrape is None:
+            return {}
+        if self._counters[0] is not scrape:
+            self._counters = (scrape, summed_counters(scrape))
+        return self._counters[1]
+
+    def reset(self) -> None:
+        """Forget the previous scrape: the next one starts a fresh window."""
+        self._prev = None
+
+    async def scrape(self) -> MetricsWindow:
+        """Fetch ``/metrics`` once; return the window since the previous good scrape.
+
+        Never raises: a failed fetch or parse gives ``notes["error"]`` and keeps the previous
+        scrape as the start of the next window. The first scrape has ``dt == 0.0`` and only
+        lifetime values and gauges. A body over 8 MiB is neither read past the limit nor
+        parsed (``notes["error"]`` says "answer too large"). Notes are sanitised.
+        """
+        window = await self._scrape()
+        notes = clean_notes(window.notes)
+        return window if notes == window.notes else dataclasses.replace(window, notes=notes)
+
+    async def _scrape(self) -> MetricsWindow:
+        t = self.clock()
+        if self.info.metrics_enabled is False:
+            reason = self.info.metrics_reason or "metrics are off on this server"
+            return MetricsWindow(t=t, dt=0.0, notes={"metrics": reason})
+        try:
+            response = await self.client.get("/metrics", check=False, limit=METRICS_LIMIT_BYTES)
+        except ServerError as exc:
+            return MetricsWindow(t=t, dt=0.0, notes={"error": str(exc)})
+        except Exception as exc:  # never raise from a scrape
+            return MetricsWindow(t=t, dt=0.0, notes={"error": f"scrape failed: {exc!r}"[:200]})
+        try:
+            if response.status_code >= 400:
+                return MetricsWindow(
+                    t=t, dt=0.0, notes=self._status_notes(response.status_code, response.text)
+                )
+            text = response.text
+            scrape = self._reader.parse(text) if self._reader else parse_metrics(text)
+            header = response.headers.get("Process-Start-Time-Unix")
+            return self._window(t, scrape, header)
+        except Exception as exc:  # a bug here must not take the monitor down
+            return MetricsWindow(
+                t=t, dt=0.0, notes={"error": f"metrics derivation failed: {exc!r}"}
+            )
+
+    def _status_notes(self, status: int, body: str) -> dict[str, str]:
+        off = dialect_for(self.info.dialect).metrics_off_reason(status)
+        if off is not None:
+            return {"error": off, "metrics": off}
+        excerpt = " ".join(body.split())[:120]
+        return {"error": f"{self.client.endpoint.url('/metrics')}: HTTP {status} {excerpt}".strip()}
+
+    def _window(self, t: float, scrape: Scrape, header: str | None) -> MetricsWindow:
+        snap = _Snapshot(t, scrape, header)
+        prev = self._prev
+        dialect = dialect_for(self.info.dialect)
+        b = WindowBuilder()
+        if scrape.error:
+            b.notes["parse"] = scrape.error
+        b.notes.update(dialect.scrape_notes(scrape))
+        restarted = prev is not None and _restarted(prev, snap)
+        if restarted:
+            b.notes["restart"] = (
+                "the server restarted between scrapes (a counter went backwards); "
+                "the window starts again from this scrape"
+            )
+        start = None if (prev is None or restarted) else prev
+        dt = 0.0 if start is None else t - start.t
+        if start is not None and dt <= 0:
+            start = None
+            dt = 0.0
+        if start is None and not restarted:
+            b.notes["window"] = "first scrape: windowed values need a second one"
+        dialect.derive_window(b, scrape, None if start is None else start.scrape, dt, self.info)
+        self._prev = snap
+        self.last_scrape = scrape
+        return MetricsWindow(
+            t=t, dt=dt, restarted=restarted, sources=b.sources, notes=b.notes, **b.values
+        )
+
+
+def _restarted(prev: _Snapshot, cur: _Snapshot) -> bool:
+    """A new process start header, a ``_created`` that moved or a counter that went back."""
+    if prev.start_header and cur.start_header and prev.start_header != cur.start_header:
+        return True
+    before, now = prev.scrape.samples, cur.scrape.samples
+    if len(before) == len(now):
+        # The reader hands back the very sample object of a series whose line did not change,
+        # in the order of the exposition: only the samples that changed need a look, and
+        # while each of those is the same series as before, no lookup by key is needed.
+        for old, new in zip(before, now, strict=True):
+            if old is new:
+                continue
+            if old.key != new.key or not new.key:
+                return _restarted_by_key(before, now)
+            if _went_back(new.name, old.value, new.value):
+                return True
+        return False
+    return _restarted_by_key(before, now)
+
+
+def _restarted_by_key(before: tuple[Sample, ...], now: tuple[Sample, ...]) -> bool:
+    """:func:`_restarted` for scrapes whose series do not line up: matched by series key."""
+    earlier = {series_key(s): s for s in before if s.name.endswith(_WATCHED_SUFFIXES)}
+    for sample in now:
+        if not sample.name.endswith(_WATCHED_SUFFIXES):
+            continue
+        old = earlier.get(series_key(sample))
+        if old is not None and _went_back(sample.name, old.value, sample.value):
+            return True
+    return False
+
+
+def _went_back(name: str, old: float, new: float) -> bool:
+    kind = _kind(name)
+    if kind is _CREATED:
+        return abs(old - new) > _RESTART_EPS
+    if kind is _MONOTONIC:
+        return new < old - _RESTART_EPS
+    return False
+
+
+_CREATED, _MONOTONIC, _OTHER = "created", "monotonic", "other"
+
+
+@lru_cache(maxsize=4096)
+def _kind(name: str) -> str:
+    """What a change of the value of samples so named can mean (a server exposes the same
+    names every scrape: remembered)."""
+    if name.endswith("_created"):
+        return _CREATED
+    if name.endswith(_MONOTONIC_SUFFIXES):
+        return _MONOTONIC
+    return _OTHER
+
+
+__all__ = ["LLAMACPP_END_ONLY", "QUANTILES", "MetricsWatcher", "summed_counters"]

@@ -1,0 +1,1 @@
+"""Local GPUs through NVML (binding is the only importer of pynvml)."""

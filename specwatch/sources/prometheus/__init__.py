@@ -1,0 +1,1 @@
+"""A fleet and its GPUs read through a Prometheus server."""

@@ -1,0 +1,288 @@
+"""A small client for the Prometheus HTTP API (the one Grafana uses).
+
+Each request has a wall-clock deadline and a body size limit, so a slow or huge answer from a
+large Prometheus (or a Thanos/Mimir front end) cannot stall or swamp the monitor. Every request
+is counted in :attr:`PrometheusClient.requests`, so callers can prove how many queries a refresh
+cost. Requests go through :class:`ServerClient` (its deadline, size limit and one-line errors).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import orjson
+
+from specwatch.sources.http.client import ServerClient, ServerError
+from specwatch.sources.http.endpoint import Endpoint, parse_endpoint
+
+DEFAULT_PORT = 9090
+MAX_BODY_BYTES = 32 * 1024 * 1024
+"""Largest answer read; a bigger one is an error (narrow with a matcher)."""
+MAX_RANGE_POINTS = 11_000
+"""Prometheus's own per-series limit on ``query_range`` points."""
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_UNIT_S["y"] = 365 * 86400.0
+
+
+def prometheus_endpoint(text: str, api_key: str | None = None) -> Endpoint:
+    """Parse ``--prometheus``: a bare host means ``http://host:9090``.
+
+    The environment's server keys (``OPENAI_API_KEY``...) are never sent to Prometheus.
+
+    Raises:
+        ValueError: One line saying what is wrong with the address.
+    """
+    raw = text.strip()
+    if raw and "://" not in raw:
+        try:
+            port = urlsplit("http://" + raw).port
+        except ValueError:
+            port = 0  # parse_endpoint says what is wrong
+        if port is None:
+            host, slash, rest = raw.partition("/")
+            raw = f"{host}:{DEFAULT_PORT}{slash}{rest}"
+    return parse_endpoint(raw, api_key, env={})
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds of a Prometheus duration (``"15s"``, ``"1m30s"``); ``None`` if not one."""
+    parts = _DURATION.findall(text.strip())
+    if not parts or "".join(n + u for n, u in parts) != text.strip():
+        return None
+    return sum(float(n) * _UNIT_S[u] for n, u in parts)
+
+
+@dataclass(frozen=True, slots=True)
+class VectorSample:
+    """One series of an instant-query answer."""
+
+    labels: Mapping[str, str]
+    t: float
+    """Unix seconds of the evaluation."""
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class RangeSeries:
+    """One series of a range answer (``query_range``, or an instant query of a range vector)."""
+
+    labels: Mapping[str, str]
+    points: tuple[tuple[float, float], ...]
+    """``(unix seconds, value)`` in time order."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One active scrape target."""
+
+    labels: Mapping[str, str]
+    scrape_url: str
+    scrape_interval_s: float | None
+    health: str
+    """``"up"``, ``"down"`` or ``"unknown"``."""
+    last_error: str = ""
+
+
+class PrometheusError(ServerError):
+    """Prometheus could not be reached, answered an error, or the answer was too big."""
+
+
+def _number(text: Any) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+class PrometheusClient:
+    """Async client for one Prometheus (or anything answering its HTTP API).
+
+    Args:
+        endpoint: From :func:`prometheus_endpoint`.
+        deadline_s: Wall-clock limit of each request, connect to last byte.
+        max_body_bytes: Largest answer read.
+        transport: For tests (``httpx.MockTransport``).
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        deadline_s: float = 5.0,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.deadline_s = deadline_s
+        self.max_body_bytes = max_body_bytes
+        self._server = ServerClient(endpoint, timeout_s=deadline_s, transport=transport)
+        self.requests = 0
+        """API requests sent so far (queries, range queries and target lists)."""
+
+    async def __aenter__(self) -> PrometheusClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._server.aclose()
+
+    async def query(self, expr: str, at: float | None = None) -> list[VectorSample]:
+        """``/api/v1/query`` of an instant vector (or a scalar, as one unlabelled sample).
+
+        Raises:
+            PrometheusError: Unreachable, too slow, too big, or Prometheus said ``error``.
+        """
+        form = {"query": expr} if at is None else {"query": expr, "time": f"{at:.3f}"}
+        data = await self._call("/api/v1/query", form)
+        kind = data.get("resultType")
+        result = data.get("result")
+        if kind == "scalar" and isinstance(result, list) and len(result) == 2:
+            return [VectorSample({}, _number(result[0]), _number(result[1]))]
+        if kind != "vector" or not isinstance(result, list):
+            raise self._garbage("/api/v1/query", f"expected a vector, got {kind!r}")
+        out: list[VectorSample] = []
+        for item in result:
+            value = item.get("value") or (math.nan, "NaN")
+            out.append(
+                VectorSample(dict(item.get("metric") or {}), _number(value[0]), _number(value[1]))
+            )
+        return out
+
+    async def query_matrix(self, expr: str, at: float | None = None) -> list[RangeSeries]:
+        """``/api/v1/query`` of a range vector (``x[30s]``): the raw samples, as stored."""
+        form = {"query": expr} if at is None else {"query": expr, "time": f"{at:.3f}"}
+        data = await self._call("/api/v1/query", form)
+        return self._matrix("/api/v1/query", data)
+
+    async def query_range(
+        self,
+        expr: str,
+        start: float,
+        end: float,
+        step_s: float,
+        max_points: int = MAX_RANGE_POINTS,
+    ) -> list[RangeSeries]:
+        """``/api/v1/query_range``; ``step_s`` grows so that a series has at most ``max_points``.
+
+        Raises:
+            PrometheusError: As :meth:`query`; ``ValueError`` for an empty or reversed range.
+        """
+        if not (end > start and step_s > 0):
+            raise ValueError(f"bad range: start {start}, end {end}, step {step_s}")
+        step = max(step_s, (end - start) / max(1, max_points - 1))
+        form = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+        data = await self._call("/api/v1/query_range", form)
+        return self._matrix("/api/v1/query_range", data)
+
+    async def targets(self) -> list[Target]:
+        """``/api/v1/targets?state=active``."""
+        data = await self._call("/api/v1/targets", {"state": "active"}, method="GET")
+        out: list[Target] = []
+        for item in data.get("activeTargets") or []:
+            out.append(
+                Target(
+                    labels=dict(item.get("labels") or {}),
+                    scrape_url=str(item.get("scrapeUrl") or ""),
+                    scrape_interval_s=parse_duration(str(item.get("scrapeInterval") or "")),
+                    health=str(item.get("health") or "unknown"),
+                    last_error=str(item.get("lastError") or ""),
+                )
+            )
+        return out
+
+    def _matrix(self, path: str, data: Mapping[str, Any]) -> list[RangeSeries]:
+        if data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
+            raise self._garbage(path, f"expected a matrix, got {data.get('resultType')!r}")
+        return [
+            RangeSeries(
+                dict(item.get("metric") or {}),
+                tuple((_number(t), _number(v)) for t, v in item.get("values") or ()),
+            )
+            for item in data["result"]
+        ]
+
+    def _garbage(self, path: str, why: str) -> PrometheusError:
+        url = self.endpoint.url(path)
+        return PrometheusError(f"{url}: {why}", kind="garbage", url=url)
+
+    async def _call(
+        self, path: str, form: Mapping[str, str], method: str = "POST"
+    ) -> Mapping[str, Any]:
+        """One request under the deadline; the ``data`` of a ``success`` answer."""
+        self.requests += 1
+        url = self.endpoint.url(path)
+        http = self._server.http
+        if method == "POST":
+            request = http.build_request("POST", path, data=dict(form))
+        else:
+            request = http.build_request("GET", path, params=dict(form))
+        started = time.monotonic()
+        try:
+            response = await self._server.answer(
+                request, path, limit=self.max_body_bytes, deadline_s=self.deadline_s
+            )
+        except ServerError as err:
+            raise self._error(err, path, time.monotonic() - started) from None
+        body, status = response.content, response.status_code
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            if status >= 400:
+                said = self._server.status_error(
+                    status, response.reason_phrase, body.decode("utf-8", "replace"), path
+                )
+                raise PrometheusError(str(said), kind="http", status=status, url=url) from None
+            raise self._garbage(path, "the answer is not JSON") from None
+        if not isinstance(doc, dict) or doc.get("status") != "success":
+            detail = doc.get("error") if isinstance(doc, dict) else None
+            kind = doc.get("errorType") if isinstance(doc, dict) else None
+            message = f"{url}: HTTP {status} {kind or 'error'}: {detail or 'no error text'}"
+            raise PrometheusError(message[:400], kind="http", status=status, url=url)
+        data = doc.get("data")
+        if not isinstance(data, dict):
+            raise self._garbage(path, "no data in the answer")
+        return data
+
+    def _error(self, err: ServerError, path: str, spent: float) -> PrometheusError:
+        """``err`` in Prometheus's words: a narrower query helps with a big answer."""
+        url = self.endpoint.url(path)
+        if err.kind == "deadline":
+            message = f"no answer from {url} within {self.deadline_s:g} s ({spent:.1f} s spent)"
+            return PrometheusError(message, kind="hung", url=url)
+        if err.kind == "too_large":
+            message = (
+                f"{url}: answer larger than {self.max_body_bytes} bytes; narrow it with a label"
+                " matcher"
+            )
+            return PrometheusError(message, kind="garbage", url=url)
+        return PrometheusError(str(err), kind=err.kind, url=err.url)
+
+
+__all__ = [
+    "DEFAULT_PORT",
+    "MAX_BODY_BYTES",
+    "MAX_RANGE_POINTS",
+    "PrometheusClient",
+    "PrometheusError",
+    "RangeSeries",
+    "Target",
+    "VectorSample",
+    "parse_duration",
+    "prometheus_endpoint",
+]

@@ -1,0 +1,206 @@
+"""A fleet through Prometheus: every server and GPU it scrapes, joined, in a constant number
+of queries per refresh (see :mod:`specwatch.sources.prometheus.queries`).
+
+Counters go through ``rate()`` over a window of at least two scrape intervals (four by default,
+like Grafana's ``$__rate_interval``), the intervals read from ``/api/v1/targets``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from specwatch.core.fleet import (
+    FleetGpu,
+    FleetServer,
+    FleetTotals,
+    NodeJoin,
+    fleet_totals,
+    join_gpus,
+)
+from specwatch.sources.prometheus.api import PrometheusClient, RangeSeries, VectorSample
+from specwatch.sources.prometheus.queries import (
+    derive_gpus,
+    derive_servers,
+    gpu_query,
+    label_matcher,
+    server_gauges_query,
+    server_rates_query,
+)
+
+DEFAULT_SCRAPE_S = 15.0
+"""Assumed scrape interval when ``/api/v1/targets`` does not say (a query front end)."""
+MIN_INTERVALS = 2
+TARGETS_MAX_AGE_S = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class FleetReading:
+    """One refresh of the whole fleet."""
+
+    t: float
+    """The source's clock (monotonic by default)."""
+    at: float
+    """Unix seconds at which Prometheus evaluated the queries."""
+    window_s: float
+    """The ``rate()`` window."""
+    servers: tuple[FleetServer, ...]
+    gpus: tuple[FleetGpu, ...]
+    joins: tuple[NodeJoin, ...]
+    totals: FleetTotals
+    queries: int
+    """HTTP requests to Prometheus this refresh cost (targets included when re-read)."""
+    cost_s: float
+    """CPU seconds of the calling thread (the event loop) during the refresh: requests, parsing,
+    derivation, and any other task that ran on that loop meanwhile. Other threads (an
+    in-process simulator) are not counted."""
+    errors: tuple[str, ...] = ()
+    """One line per query that failed; the other parts of the reading still stand."""
+
+
+@dataclass(frozen=True, slots=True)
+class FleetHistory:
+    """Figures over a past range, one point per step, for graphs at start-up."""
+
+    step_s: float
+    servers: dict[str, tuple[FleetServer, ...]] = field(default_factory=dict)
+    """Server instance -> its figures at each step (``window.t`` is the unix time)."""
+    gpus: dict[str, tuple[FleetGpu, ...]] = field(default_factory=dict)
+    """GPU key -> its samples at each step (``sample.t`` is the unix time)."""
+    queries: int = 0
+
+
+class PrometheusSource:
+    """Reads servers and GPUs from one Prometheus.
+
+    Args:
+        client: The API client (owned by the caller).
+        server_match: A label matcher (``'{job="vllm"}'``) narrowing the servers.
+        gpu_match: A label matcher narrowing the dcgm-exporter series.
+        pairs: Explicit ``(server target, exporter target)`` pairings
+            (:func:`specwatch.core.fleet.parse_node_pair`).
+        rate_window_s: The ``rate()`` window; by default four scrape intervals, and never
+            under two.
+        clock: Monotonic clock for :attr:`FleetReading.t`.
+
+    Raises:
+        ValueError: A matcher that is not ``{...}``.
+    """
+
+    def __init__(
+        self,
+        client: PrometheusClient,
+        server_match: str | None = None,
+        gpu_match: str | None = None,
+        pairs: Sequence[tuple[str, str]] = (),
+        rate_window_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.server_match = label_matcher(server_match)
+        self.gpu_match = label_matcher(gpu_match)
+        self.pairs = tuple(pairs)
+        self.rate_window_s = rate_window_s
+        self.clock = clock
+        self.scrape_interval_s: float | None = None
+        """The longest ``scrapeInterval`` of the active targets (``None`` until read)."""
+        self._targets_at: float | None = None
+
+    async def window_s(self) -> float:
+        """The ``rate()`` window: ≥ 2 scrape intervals (targets re-read every 5 minutes)."""
+        now = self.clock()
+        if self._targets_at is None or now - self._targets_at > TARGETS_MAX_AGE_S:
+            self._targets_at = now
+            try:
+                targets = await self.client.targets()
+            except Exception:  # a query front end may not have /api/v1/targets
+                targets = []
+            intervals = [x.scrape_interval_s for x in targets if x.scrape_interval_s]
+            self.scrape_interval_s = max(intervals) if intervals else None
+        interval = self.scrape_interval_s or DEFAULT_SCRAPE_S
+        floor = MIN_INTERVALS * interval
+        return max(self.rate_window_s or 4 * interval, floor)
+
+    async def refresh(self, at: float | None = None) -> FleetReading:
+        """Read every server and GPU once (three queries, plus targets now and then).
+
+        Args:
+            at: Unix time to evaluate at (default: now, by Prometheus's clock).
+
+        Never raises for a failed query: its error is in :attr:`FleetReading.errors`.
+        """
+        cpu0 = time.thread_time()
+        sent0 = self.client.requests
+        t = self.clock()
+        window = await self.window_s()
+        when = time.time() if at is None else at
+        errors: list[str] = []
+        gauges = await self._query(server_gauges_query(self.server_match), when, errors)
+        rates = await self._query(server_rates_query(window, self.server_match), when, errors)
+        gpu_samples = await self._query(gpu_query(self.gpu_match), when, errors)
+        servers = derive_servers(gauges, rates, t, window)
+        gpus = derive_gpus(gpu_samples, t)
+        joins = join_gpus(servers, gpus, self.pairs)
+        return FleetReading(
+            t=t,
+            at=when,
+            window_s=window,
+            servers=tuple(servers),
+            gpus=tuple(gpus),
+            joins=tuple(joins),
+            totals=fleet_totals(servers),
+            queries=self.client.requests - sent0,
+            cost_s=time.thread_time() - cpu0,
+            errors=tuple(errors),
+        )
+
+    async def history(self, start: float, end: float, step_s: float) -> FleetHistory:
+        """Server figures and GPU samples over ``[start, end]`` (two range queries).
+
+        ``step_s`` is the graph's column width; it grows so that no series is longer than
+        the client's point limit.
+
+        Raises:
+            PrometheusError: A range query failed.
+        """
+        sent0 = self.client.requests
+        window = await self.window_s()
+        sent_targets = self.client.requests - sent0
+        rates = await self.client.query_range(
+            server_rates_query(max(window, step_s), self.server_match), start, end, step_s
+        )
+        gpu_series = await self.client.query_range(gpu_query(self.gpu_match), start, end, step_s)
+        servers: dict[str, list[FleetServer]] = {}
+        for at, vector in _by_time(rates):
+            for s in derive_servers([], vector, at, max(window, step_s)):
+                servers.setdefault(s.instance, []).append(s)
+        gpus: dict[str, list[FleetGpu]] = {}
+        for at, vector in _by_time(gpu_series):
+            for g in derive_gpus(vector, at):
+                gpus.setdefault(g.key, []).append(g)
+        return FleetHistory(
+            step_s=step_s,
+            servers={k: tuple(v) for k, v in servers.items()},
+            gpus={k: tuple(v) for k, v in gpus.items()},
+            queries=self.client.requests - sent0 - sent_targets,
+        )
+
+    async def _query(self, expr: str, at: float, errors: list[str]) -> list[VectorSample]:
+        try:
+            return await self.client.query(expr, at)
+        except Exception as exc:  # one failed group must not blank the others
+            errors.append(str(exc)[:300])
+            return []
+
+
+def _by_time(series: Sequence[RangeSeries]) -> list[tuple[float, list[VectorSample]]]:
+    """A matrix as one instant vector per timestamp, in time order."""
+    steps: dict[float, list[VectorSample]] = {}
+    for s in series:
+        for at, value in s.points:
+            steps.setdefault(at, []).append(VectorSample(s.labels, at, value))
+    return sorted(steps.items())
+
+
+__all__ = ["DEFAULT_SCRAPE_S", "FleetHistory", "FleetReading", "PrometheusSource"]

@@ -1,0 +1,1 @@
+"""One streamed completion: the request, its steps, accumulator and figures."""

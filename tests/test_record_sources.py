@@ -1,0 +1,58 @@
+"""``specwatch record`` reads its sources as every command does (the session factory): a real
+simulated server over HTTP, with ``--no-gpu``, ``--demo-dialect`` and ``--dcgm``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specwatch.commands.main import main
+from specwatch.core.gpu import GpuInventory
+from specwatch.record import Reader
+from specwatch.session.events import GpuInventoryChanged, ServerReady
+from specwatch.sim.config import preset
+from specwatch.sim.server import SimServer
+from specwatch.sim.world import SimWorld
+
+
+def _recorded(path: Path) -> list[object]:
+    with Reader(path) as reader:
+        return [e.event for e in reader.events()]
+
+
+def _inventories(path: Path) -> list[GpuInventory]:
+    return [e.inventory for e in _recorded(path) if isinstance(e, GpuInventoryChanged)]
+
+
+def test_record_no_gpu_records_the_server_and_reads_no_gpus(tmp_path: Path) -> None:
+    server = SimServer(SimWorld(preset("vllm")))
+    url = server.start()
+    path = tmp_path / "no-gpu.sqlite"
+    try:
+        argv = ["record", "--no-gpu", url, "-o", str(path), "--duration", "1.5s"]
+        assert main([*argv, "--interval", "0.2"]) == 0
+    finally:
+        server.stop()
+    inventories = _inventories(path)
+    assert inventories and not any(i.available for i in inventories)
+    assert "--no-gpu" in (inventories[0].reason or "")
+    assert any(isinstance(e, ServerReady) for e in _recorded(path))
+
+
+def test_record_demo_takes_the_demo_dialect(tmp_path: Path) -> None:
+    path = tmp_path / "demo.sqlite"
+    argv = ["record", "--demo", "--demo-dialect", "llamacpp", "--no-gpu", "-o", str(path)]
+    # The demo's model loads for about 3 s before the server is ready.
+    assert main([*argv, "--duration", "5s", "--interval", "0.2"]) == 0
+    statuses = [e for e in _recorded(path) if isinstance(e, ServerReady)]
+    assert statuses, "no server status recorded"
+    assert statuses[-1].info.dialect.value == "llamacpp"
+
+
+def test_record_refuses_no_gpu_with_dcgm(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["record", "--no-gpu", "--dcgm", "localhost:9400", "localhost:1"]
+    assert main([*argv, "-o", str(tmp_path / "x.sqlite")]) == 2
+    assert "--no-gpu" in capsys.readouterr().err
