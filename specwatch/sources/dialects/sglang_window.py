@@ -14,6 +14,13 @@ import re
 
 from specwatch.core.server import ServerInfo
 from specwatch.core.versions import version_tuple
+from specwatch.sources.dialects.aggregation import (
+    count,
+    mean_of,
+    per_scheduler,
+    per_scheduler_delta,
+    ratio_mean,
+)
 from specwatch.sources.prom import Scrape
 from specwatch.sources.window_builder import (
     WindowBuilder,
@@ -26,6 +33,8 @@ from specwatch.sources.window_builder import (
 
 _S = "sglang:"
 _DECODE_MODES = re.compile(r"decode.*")
+_RUNNING = _S + "num_running_reqs"
+_PASSES = _S + "cuda_graph_passes_total"
 
 
 def _sglang_draft_per_round(info: ServerInfo) -> int | None:
@@ -47,10 +56,15 @@ def derive_sglang(
 ) -> None:
     """SGLang's window: live tokens; finished-request spec counters, or gauges without them."""
     version = version_tuple(info.version)
-    b.set("requests_running", cur.total(_S + "num_running_reqs"), _S + "num_running_reqs")
-    b.set("requests_waiting", cur.total(_S + "num_queue_reqs"), _S + "num_queue_reqs")
-    b.set("kv_cache_usage", cur.total(_S + "token_usage"), _S + "token_usage")
-    b.set("prefix_cache_hit_rate", cur.total(_S + "cache_hit_rate"), _S + "cache_hit_rate")
+    # counts sum over data-parallel ranks (the priority breakdown dropped); ratios are a mean
+    b.set("requests_running", count(cur, _RUNNING), _RUNNING)
+    b.set("requests_waiting", count(cur, _S + "num_queue_reqs"), _S + "num_queue_reqs")
+    b.set("kv_cache_usage", ratio_mean(cur, _S + "token_usage"), _S + "token_usage (mean of ranks)")
+    b.set(
+        "prefix_cache_hit_rate",
+        ratio_mean(cur, _S + "cache_hit_rate"),
+        _S + "cache_hit_rate (mean of ranks)",
+    )
     if prev is not None:
         set_load(b, cur, prev, dt, _S, _LATENCY)
     spec_on = info.spec.enabled is not False and (
@@ -78,8 +92,8 @@ def derive_sglang(
             )
     elif spec_on:
         b.note("lifetime_accept_length", "SGLang < 0.5.16 has no spec_verify_calls_total counter")
-    gauge_len = cur.mean(_S + "spec_accept_length")
-    gauge_rate = cur.mean(_S + "spec_accept_rate")
+    gauge_len = ratio_mean(cur, _S + "spec_accept_length")
+    gauge_rate = ratio_mean(cur, _S + "spec_accept_rate")
     if gauge_len is not None and gauge_len < 1.0:
         # an accept length below 1 is impossible: the gauge has not been set yet
         gauge_len = gauge_rate = None
@@ -119,9 +133,7 @@ def derive_sglang(
     else:
         _sglang_gauges(b, gauge_len, gauge_rate, version, per_round)
     # step latency
-    passes = delta(cur, prev, _S + "cuda_graph_passes_total", {"mode": _DECODE_MODES})
-    running_now = cur.total(_S + "num_running_reqs") or 0.0
-    running_before = prev.total(_S + "num_running_reqs") or 0.0
+    pass_time = _pass_time(cur, prev, dt)
     itl = hist_delta(cur, prev, _S + "inter_token_latency_seconds")
     if itl is None or itl.count <= 0:
         old = hist_delta(cur, prev, _S + "time_per_output_token_seconds")
@@ -135,11 +147,12 @@ def derive_sglang(
             itl.mean * b.values["accept_length"],
             "mean ITL (Δ_sum/Δ_count, per token) × windowed accept length",
         )
-    elif passes is not None and passes > 0 and running_now > 0 and running_before > 0:
+    elif pass_time is not None:
         b.set(
             "step_latency_s",
-            dt / passes,
-            f'Δt / Δ{_S}cuda_graph_passes_total{{mode=~"decode.*"}} (busy at both scrapes)',
+            pass_time,
+            f'Δt / Δ{_S}cuda_graph_passes_total{{mode=~"decode.*"}} per data-parallel rank busy'
+            " at both scrapes, mean of ranks",
         )
     elif itl is not None and itl.mean is not None and b.values.get("accept_length") is not None:
         b.set(
@@ -154,6 +167,22 @@ def derive_sglang(
     b.note("step_latency_p50_s", "SGLang's ITL histogram is per token, not per step")
     if ttft is not None:
         b.set("ttft_s", ttft.mean, f"Δ{_S}time_to_first_token_seconds _sum/_count")
+
+
+def _pass_time(cur: Scrape, prev: Scrape, dt: float) -> float | None:
+    """Δt / Δdecode passes of each data-parallel rank busy at both scrapes, their mean.
+
+    Ranks are separate schedulers stepping side by side: Δt over their summed passes would
+    halve the pass time with two ranks. A rank idle at either scrape stepped for part of the
+    window only and is left out.
+    """
+    passes = per_scheduler_delta(cur, prev, _PASSES, {"mode": _DECODE_MODES})
+    now, before = per_scheduler(cur, _RUNNING), per_scheduler(prev, _RUNNING)
+    return mean_of(
+        dt / n
+        for rank, n in passes.items()
+        if n > 0 and now.get(rank, 0.0) > 0 and before.get(rank, 0.0) > 0
+    )
 
 
 def _sglang_windowed_spec(
@@ -230,7 +259,7 @@ def _sglang_gauges(
 
 
 def _sglang_throughput_gauge(b: WindowBuilder, cur: Scrape) -> None:
-    gauge = cur.total(_S + "gen_throughput")
+    gauge = count(cur, _S + "gen_throughput")  # a rate per rank: ranks add up
     if "gen_tok_s" not in b.values and gauge is not None:
         b.set("gen_tok_s", gauge, f"gauge {_S}gen_throughput (last 40 decode steps)")
         b.notes.setdefault(
