@@ -117,7 +117,7 @@ def exposition(
     lines.append(f"sglang:generation_tokens_total{{{tok}}} {float(finished * 280)}")
     lines.append("# TYPE sglang:num_requests_total counter")
     lines.append(f"sglang:num_requests_total{{{tok}}} {float(finished)}")
-    if _at_least(version, "0.5.16"):
+    if _at_least(version, "0.5.15"):  # the 0.5.15.post1 wheel has it
         lines.append("# TYPE sglang:spec_verify_calls_total counter")
         lines.append(f"sglang:spec_verify_calls_total{{{tok}}} {float(verify)}")
     chunks = sum(passes) * RUNNING
@@ -195,3 +195,16 @@ def test_gauge_mean_leaves_out_series_set_apart() -> None:
     text = text.replace("# HELP sglang:gen_throughput", extra + "# HELP sglang:gen_throughput")
     b = _window("0.5.9", text, text, 1.0)
     assert b.values["accept_length"] == pytest.approx(2.8)
+
+
+def test_version_notes_follow_the_wheels() -> None:
+    # 0.5.9 advances realtime_tokens_total every decode pass (no "log ticks" caveat) and has
+    # no spec_verify_calls_total, which 0.5.15.post1 already has (issue 22 item 8)
+    before = exposition("0.5.9", 1, [1000])
+    b = _window("0.5.9", before, exposition("0.5.9", 1, [1100]), 100 * PASS_S)
+    assert "gen_tok_s" in b.values and "log ticks" not in b.notes.get("gen_tok_s", "")
+    assert "0.5.15.post1" in b.notes["lifetime_accept_length"]
+    with_counter = exposition("0.5.15.post1", 1, [10], finished=2, verify=200)
+    assert "spec_verify_calls_total" in with_counter
+    b = _window("0.5.15.post1", with_counter, with_counter, 1.0)
+    assert "lifetime_accept_length" in b.values

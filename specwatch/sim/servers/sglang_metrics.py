@@ -210,7 +210,7 @@ class SglangTelemetry(Telemetry):
                 [(tok, float(ec.finished))],
             )
         )
-        if cfg.at_least("0.5.16"):
+        if cfg.at_least("0.5.15"):  # in the 0.5.15.post1 wheel already
             out.append(
                 counter(
                     "sglang:spec_verify_calls",
@@ -264,7 +264,7 @@ def sglang_accept_rate(cfg: SimConfig, incl_bonus: int, forward_ct: int, correct
         return 0.0
     if cfg.at_least("0.5.23"):
         return correct / (forward_ct * max(1, cfg.num_draft_tokens - 1))
-    if cfg.at_least("0.5.16"):
+    if cfg.at_least("0.5.15"):  # drafts only in the 0.5.15.post1 wheel already
         return (incl_bonus - forward_ct) / (forward_ct * max(1, cfg.num_draft_tokens - 1))
     if cfg.at_least("0.5.9"):  # the 0.5.9 wheel's formula already
         return incl_bonus / (forward_ct * max(1, cfg.num_draft_tokens))

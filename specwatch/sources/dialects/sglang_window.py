@@ -1,8 +1,10 @@
 """SGLang's metrics window: which ``sglang:*`` series give which number, per version.
 
-Live token counters since 0.5.10 (``realtime_tokens_total``, possibly only on log ticks before
-0.5.23), finished-request spec counters since 0.5.16 (``spec_verify_calls_total``), a
-drafts-only ``spec_accept_rate`` gauge since 0.5.16; the gauges cover the last
+Versions as the released wheels have them (the server reference names later ones): a live
+token counter (``realtime_tokens_total``, advanced every decode pass) and the passes counter
+already in 0.5.9 (not in 0.5.3); finished-request spec counters (``spec_verify_calls_total``)
+and a drafts-only ``spec_accept_rate`` gauge already in 0.5.15.post1 (0.5.9's gauge is
+(accepted + bonus) / (forwards × num_draft_tokens)); the gauges cover the last
 ``--decode-log-interval`` steps. The accept length has one source per server, chosen once: the
 finished-request counters where the server has them, else the gauges; a window in which the
 counters did not move reports nothing (the UI holds the last value) instead of another source.
@@ -78,7 +80,7 @@ def derive_sglang(
         f"(Δ{gen_name} − Δ{req_name}) / Δ{verify_name}: finished requests, first (prefill) token"
         " left out"
     )
-    # lifetime, from the finished-request counters (0.5.16+)
+    # lifetime, from the finished-request counters (0.5.15.post1+)
     if spec_on and cur.has(verify_name):
         life_len = ratio(minus(cur.total(gen_name), cur.total(req_name)), cur.total(verify_name))
         b.set(
@@ -91,7 +93,9 @@ def derive_sglang(
                 f"(lifetime accept length − 1) / {per_round} drafts per round",
             )
     elif spec_on:
-        b.note("lifetime_accept_length", "SGLang < 0.5.16 has no spec_verify_calls_total counter")
+        b.note(
+            "lifetime_accept_length", "SGLang < 0.5.15.post1 has no spec_verify_calls_total counter"
+        )
     gauge_len = ratio_mean(cur, _S + "spec_accept_length")
     gauge_rate = ratio_mean(cur, _S + "spec_accept_rate")
     if gauge_len is not None and gauge_len < 1.0:
@@ -117,13 +121,9 @@ def derive_sglang(
             source += f" + Δ{_S}time_to_first_token_seconds_count (first tokens)"
         b.set("tokens", live, source)
         b.set("gen_tok_s", ratio(live, dt), f"({source}) / Δt")
-        if version and version < (0, 5, 23):
-            b.notes["gen_tok_s"] = (
-                "SGLang before 0.5.23 may advance realtime_tokens_total only on log ticks"
-            )
     else:
         _sglang_throughput_gauge(b, cur)
-        b.note("tokens", "SGLang < 0.5.10 has no live token counter")
+        b.note("tokens", "SGLang < 0.5.9 has no live token counter")
     if not spec_on:
         why = "speculative decoding is off"
         b.note("accept_length", why)
@@ -196,7 +196,7 @@ def _sglang_windowed_spec(
     info: ServerInfo,
     finished_source: str,
 ) -> None:
-    """Accept length from the finished-request counters (0.5.16+), and only from them.
+    """Accept length from the finished-request counters (0.5.15.post1+), and only from them.
 
     A server that has them is always read this way: a window in which no request finished is
     left empty, so the UI holds the last reading, rather than switching to the 40-step gauge,
@@ -244,11 +244,11 @@ def _sglang_gauges(
         )
     if "draft_acceptance_rate" in b.values:
         return
-    if gauge_rate is not None and version >= (0, 5, 16):
+    if gauge_rate is not None and version >= (0, 5, 15):
         b.set(
             "draft_acceptance_rate",
             gauge_rate,
-            f"gauge {_S}spec_accept_rate (drafts only since 0.5.16; last 40 steps)",
+            f"gauge {_S}spec_accept_rate (drafts only since 0.5.15.post1; last 40 steps)",
         )
     elif gauge_len is not None and per_round:
         b.set(
@@ -267,7 +267,7 @@ def _sglang_throughput_gauge(b: WindowBuilder, cur: Scrape) -> None:
         b.set("gen_tok_s", gauge, f"gauge {_S}gen_throughput (last 40 decode steps)")
         b.notes.setdefault(
             "gen_tok_s",
-            "SGLang < 0.5.10 has no live token counter: gauge over the last 40 decode steps, "
+            "SGLang < 0.5.9 has no live token counter: gauge over the last 40 decode steps, "
             "stale when idle",
         )
 
