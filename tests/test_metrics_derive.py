@@ -164,9 +164,10 @@ async def test_sglang_0523_windowed_from_counters(fake_server: FakeServer) -> No
     assert w2.accept_length == pytest.approx(638 / 200)
     assert "spec_verify_calls_total" in w2.sources["accept_length"]
     assert w2.draft_acceptance_rate == pytest.approx((638 / 200 - 1) / 3)
-    # per-token ITL × windowed accept length
     assert w2.itl_s == pytest.approx(1.8 / 600)
-    assert w2.step_latency_s == pytest.approx(1.8 / 600 * 638 / 200)
+    # the pass time (issue 22 item 6: one method, not ITL × the finished requests' length)
+    assert w2.step_latency_s == pytest.approx(2.0 / 200)
+    assert "cuda_graph_passes_total" in w2.sources["step_latency_s"]
     assert w2.ttft_s == pytest.approx(0.05)
     assert w2.requests_running == 1 and w2.requests_waiting == 0
     assert w2.step_latency_p50_s is None and "per token" in w2.notes["step_latency_p50_s"]
@@ -250,7 +251,7 @@ async def test_sglang_046_uses_gauges_with_notes(fake_server: FakeServer) -> Non
     )
     assert w.gen_tok_s == 260.0 and "gen_throughput" in w.sources["gen_tok_s"]
     assert "no live token counter" in w.notes["gen_tok_s"]
-    assert w.tokens is None and "< 0.5.10" in w.notes["tokens"]
+    assert w.tokens is None and "< 0.5.9" in w.notes["tokens"]
     assert w.accept_length == 2.8 and "40" in w.notes["accept_length"]
     # the old rate gauge has another formula: drafts-only rate derived from the length
     assert w.draft_acceptance_rate == pytest.approx(1.8 / 3)

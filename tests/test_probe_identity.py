@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import orjson
 
@@ -48,3 +49,35 @@ async def test_probe_says_why_the_process_is_unknown() -> None:
     assert probe_to_dict(skipped)["server"]["process"] is None
     assert probe_to_dict(skipped)["server"]["process_note"] == "not read"
     assert "  code     not read" in render_text(skipped)
+
+
+def _hog_gil(seconds: float) -> None:
+    # sum() over a range is one C call: it keeps the GIL until it ends, like the C-heavy parts
+    # of reading a process's identity do on a small machine
+    n = 1_000_000
+    start = time.perf_counter()
+    sum(range(n))
+    once = max(time.perf_counter() - start, 1e-4)
+    sum(range(int(n * seconds / once)))
+
+
+async def test_identity_is_read_after_the_stream_so_ttft_is_the_servers() -> None:
+    # issue 22 item 4: identity work started just before the stream landed inside its TTFT
+    finished_when_called: list[int] = []
+
+    with real_time_sim("sglang") as (world, url):
+
+        def slow(base_url: str, info: ServerInfo) -> ServerIdentity:
+            finished_when_called.append(len(world.truth.requests()))
+            _hog_gil(0.15)
+            return ServerIdentity(notes=("remote server",))
+
+        result = await probe(
+            parse_endpoint(url, env={}), max_tokens=8, read_gpus=False, identify=slow
+        )
+    stream = result.stream
+    assert stream is not None and stream.ttft_s is not None
+    # the stream's request had finished before the identity work began: none of it (150 ms
+    # holding the GIL here) is inside the measured TTFT
+    assert finished_when_called == [1]
+    assert probe_to_dict(result)["server"]["process_note"] == "remote server"

@@ -54,7 +54,11 @@ class SimConfig:
     max_running: int = 64
     """Requests decoded together at most; the rest wait (llama.cpp: the slot count)."""
     dp_engines: int = 1
-    """vLLM data-parallel engines: one series per ``engine`` label."""
+    """Data-parallel schedulers stepping side by side: vLLM one series per ``engine`` label,
+    SGLang one per ``dp_rank`` (``--dp-size``)."""
+    priority_scheduling: bool = False
+    """SGLang ``--enable-priority-scheduling``: running and waiting written as the total
+    (``priority=""``) and again per priority (0.5.23)."""
     decode_log_interval: int = 40
     """SGLang: decode iterations between gauge updates."""
     max_model_len: int = 32768

@@ -106,8 +106,8 @@ async def probe(
         on_status: Progress lines (waiting attempts).
         clock: Seconds, for the stream's arrival times and the metrics window.
         deadline_s: Wall-clock limit of each request, the stream included.
-        identify: Reads the server process's code identity, on a thread while the stream
-            runs (``None``: not read).
+        identify: Reads the server process's code identity, on a thread once the stream is
+            over (``None``: not read).
     """
     async with ServerClient(endpoint, timeout_s=timeout_s, deadline_s=deadline_s) as client:
         try:
@@ -133,9 +133,6 @@ async def probe(
             return ProbeResult(
                 endpoint.base_url, None, None, None, inventory, tick, str(exc), problem_word(exc)
             )
-        id_task = None
-        if identify is not None:
-            id_task = asyncio.create_task(asyncio.to_thread(identify, endpoint.base_url, info))
         watcher = MetricsWatcher(client, info, clock=clock)
         await watcher.scrape()
         first_chunk = asyncio.Event()
@@ -150,6 +147,11 @@ async def probe(
             client, info, prompt, max_tokens, clock=clock, on_chunk=chunk_seen
         )
         first_chunk.set()
+        # Reading the process's identity costs tens of ms of CPU: started before the stream
+        # it landed inside the measured TTFT on a small machine, so it waits for the stream.
+        id_task = None
+        if identify is not None:
+            id_task = asyncio.create_task(asyncio.to_thread(identify, endpoint.base_url, info))
         window = await watcher.scrape()
         inventory, tick = (None, None) if gpu_task is None else await gpu_task
         identity = await _identity(id_task)

@@ -112,6 +112,7 @@ class SglangDialect(OpenAiDialect):
         avg = tm.avg_spec_accept_length
         if avg is not None:
             state["avg_spec_accept_length"] = avg
+        states = [dict(state) for _ in range(max(1, cfg.dp_engines))]  # one per DP rank
         info: dict[str, Any] = {
             "model_path": cfg.model,
             "tokenizer_path": cfg.model,
@@ -119,7 +120,8 @@ class SglangDialect(OpenAiDialect):
             "host": self.server.host,
             "port": self.server.port,
             "tp_size": cfg.tp_size,
-            "dp_size": 1,
+            "dp_size": max(1, cfg.dp_engines),
+            "enable_priority_scheduling": cfg.priority_scheduling,
             "pp_size": 1,
             "context_length": cfg.max_model_len,
             "max_running_requests": cfg.max_running,
@@ -137,7 +139,7 @@ class SglangDialect(OpenAiDialect):
             "max_total_num_tokens": 500000,
             "launch_command": self._launch_command(),
             "startup_time": self.world.unix_time(self.world.started_at),
-            "internal_states": [state],
+            "internal_states": states,
             "version": cfg.version,
         }
         if cfg.at_least("0.5.16"):

@@ -10,7 +10,8 @@ from prometheus_client.core import Metric
 
 from specwatch.sim.config import SimConfig
 from specwatch.sim.engine import SimRequest
-from specwatch.sim.servers.telemetry import Hist, Telemetry, counter, gauge, histogram
+from specwatch.sim.servers.sglang_ranks import scheduler_families
+from specwatch.sim.servers.telemetry import Hist, Telemetry, counter, histogram
 from specwatch.sim.truth import StepRecord
 
 ITL_BUCKETS = (
@@ -34,8 +35,10 @@ class SglangTelemetry(Telemetry):
         super().__init__(config, start_t)
         # scheduler side
         self.decode_iterations = 0
-        self.decode_passes = 0
-        self.prefill_passes = 0
+        ranks = max(1, config.dp_engines)
+        # one scheduler per data-parallel rank, each stepping in every engine step it has work
+        self.decode_passes = [0] * ranks
+        self.prefill_passes = [0] * ranks
         self.realtime_decode = 0
         self.realtime_prefill = 0
         self._tick_tokens = 0
@@ -48,7 +51,7 @@ class SglangTelemetry(Telemetry):
         self.spec_accept_rate = 0.0
         self.lifetime_accept_tokens = 0
         self.lifetime_forward_ct = 0
-        # tokenizer side; the finish counters count data-parallel engine 0 only
+        # tokenizer side: one tokenizer manager sees the requests of every rank
         self.finished = 0
         self.prompt_tokens_finish = 0
         self.generation_tokens_finish = 0
@@ -74,9 +77,9 @@ class SglangTelemetry(Telemetry):
     ) -> None:
         """Forward passes, inter-token latency, and the decode log tick."""
         if step.prefill_requests:
-            self.prefill_passes += 1
-        if step.decode_requests:
-            self.decode_passes += 1
+            self.prefill_passes[0] += 1
+        for rank in {self.rank_of(req) for req, _, _, _ in decoded}:
+            self.decode_passes[rank] += 1
         for req, n, _, _ in decoded:
             itl = req.step_latencies[-1]
             # The tokenizer manager: interval / new tokens, recorded once per token.
@@ -111,17 +114,20 @@ class SglangTelemetry(Telemetry):
         """Request-end counters and histograms (not for the health probe)."""
         if req.probe:
             return
-        if req.engine_index % max(1, self.config.dp_engines) == 0:
-            self.finished += 1
-            self.prompt_tokens_finish += req.prompt_tokens
-            self.generation_tokens_finish += req.generated
-            self.verify_calls_finish += req.steps
+        self.finished += 1
+        self.prompt_tokens_finish += req.prompt_tokens
+        self.generation_tokens_finish += req.generated
+        self.verify_calls_finish += req.steps
         self.sg_gen_by_stream[req.streaming] += req.generated
         self.sg_prompt_by_stream[req.streaming] += req.prompt_tokens
         first = req.t_first if req.t_first is not None else t
         if req.generated > 1:
             self.sg_tpot.observe((t - first) / (req.generated - 1))
         self.sg_e2e.observe(t - req.t_arrival)
+
+    def rank_of(self, req: SimRequest) -> int:
+        """The data-parallel rank (scheduler) a request runs on."""
+        return req.engine_index % len(self.decode_passes)
 
     def gen_throughput_now(self, t: float) -> float:
         """The gauge as exposed; 0.5.23 decays it to 0 when stale for over 30 s."""
@@ -144,70 +150,12 @@ class SglangTelemetry(Telemetry):
         """SGLang's series for the imitated version."""
         cfg = self.config
         tm = self
-        kv_usage = kv
-        sched: dict[str, str] = {"model_name": cfg.model, "engine_type": "unified"}
-        if cfg.at_least("0.4.10"):
-            sched.update({"tp_rank": "0", "pp_rank": "0"})
-        if cfg.at_least("0.5.23"):
-            sched["moe_ep_rank"] = "0"
         tok: dict[str, str] = {"model_name": cfg.model}
         if cfg.at_least("0.5.23"):
             tok["engine_type"] = "unified"
         ec = tm
-        n_running = len(running)
-        used = int(kv_usage * 500_000)
-        out: list[Metric] = [
-            gauge("sglang:num_running_reqs", "The number of running requests.", sched, n_running),
-            gauge("sglang:num_used_tokens", "The number of used tokens.", sched, used),
-            gauge("sglang:token_usage", "The token usage.", sched, kv_usage),
-            gauge(
-                "sglang:gen_throughput",
-                "The generation throughput (token/s).",
-                sched,
-                tm.gen_throughput_now(t),
-            ),
-            gauge("sglang:num_queue_reqs", "The number of requests in the queue.", sched, waiting),
-            gauge("sglang:cache_hit_rate", "The prefix cache hit rate.", sched, 0.0),
-            gauge(
-                "sglang:spec_accept_length",
-                "The average acceptance length of speculative decoding.",
-                sched,
-                tm.spec_accept_length,
-            ),
-        ]  # fmt: skip
-        if cfg.at_least("0.5.4"):
-            out.append(
-                gauge(
-                    "sglang:spec_accept_rate",
-                    "The average acceptance rate of speculative decoding.",
-                    sched,
-                    tm.spec_accept_rate,
-                )
-            )
-            out.append(
-                gauge("sglang:is_cuda_graph", "Whether the batch is using CUDA graph.", sched, 1.0)
-            )
-        if cfg.at_least("0.5.16"):
-            steps = cfg.num_steps if cfg.spec_enabled else 0
-            drafts = cfg.num_draft_tokens if cfg.spec_enabled else 0
-            out.append(
-                gauge("sglang:spec_num_steps", "Active speculative_num_steps.", sched, steps)
-            )
-            out.append(
-                gauge("sglang:spec_num_draft_tokens", "Active num_draft_tokens.", sched, drafts)
-            )
-        if cfg.at_least("0.5.10"):
-            out.append(
-                counter(
-                    "sglang:cuda_graph_passes",
-                    "Number of forward passes by mode.",
-                    [
-                        ({**sched, "mode": "decode_cuda_graph"}, float(tm.decode_passes)),
-                        ({**sched, "mode": "decode_none"}, 0.0),
-                        ({**sched, "mode": "prefill_none"}, float(tm.prefill_passes)),
-                    ],
-                )
-            )
+        out = scheduler_families(self, running, waiting, t, kv)
+        if cfg.at_least("0.5.9"):  # in the 0.5.9 wheel already (not 0.5.3)
             out.append(
                 counter(
                     "sglang:realtime_tokens",
@@ -262,7 +210,7 @@ class SglangTelemetry(Telemetry):
                 [(tok, float(ec.finished))],
             )
         )
-        if cfg.at_least("0.5.16"):
+        if cfg.at_least("0.5.15"):  # in the 0.5.15.post1 wheel already
             out.append(
                 counter(
                     "sglang:spec_verify_calls",
@@ -316,8 +264,8 @@ def sglang_accept_rate(cfg: SimConfig, incl_bonus: int, forward_ct: int, correct
         return 0.0
     if cfg.at_least("0.5.23"):
         return correct / (forward_ct * max(1, cfg.num_draft_tokens - 1))
-    if cfg.at_least("0.5.16"):
+    if cfg.at_least("0.5.15"):  # drafts only in the 0.5.15.post1 wheel already
         return (incl_bonus - forward_ct) / (forward_ct * max(1, cfg.num_draft_tokens - 1))
-    if cfg.at_least("0.5.10"):
+    if cfg.at_least("0.5.9"):  # the 0.5.9 wheel's formula already
         return incl_bonus / (forward_ct * max(1, cfg.num_draft_tokens))
     return (incl_bonus / forward_ct) / (cfg.num_steps + 1)

@@ -5,6 +5,8 @@ its speculative setup, which ``/metrics`` series give which windowed number (and
 names changed between versions), how to ask for a stream and read its chunks, and how to get an
 accept length out of counter deltas over a benchmark run. The machinery in
 ``sources/{detect,metrics,stream}.py`` is the same for every server and asks the dialect.
+How a family's series combine across labels (replicas, parallel schedulers, breakdowns, series
+set apart) is one rule for every dialect, in :mod:`specwatch.sources.dialects.aggregation`.
 """
 
 from __future__ import annotations

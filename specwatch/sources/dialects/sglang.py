@@ -2,8 +2,8 @@
 
 Probing never runs a generation: ``/health`` and ``/health_generate`` do (>= 0.4.10), so
 readiness comes from ``/ready``. Metric names and meanings changed across versions: live token
-counters since 0.5.10, finished-request spec counters since 0.5.16, a drafts-only
-``spec_accept_rate`` since 0.5.16.
+counters since 0.5.9, finished-request spec counters and a drafts-only ``spec_accept_rate``
+since 0.5.15.post1 (as the released wheels have them).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """SGLang's metrics window: which ``sglang:*`` series give which number, per version.
 
-Live token counters since 0.5.10 (``realtime_tokens_total``, possibly only on log ticks before
-0.5.23), finished-request spec counters since 0.5.16 (``spec_verify_calls_total``), a
-drafts-only ``spec_accept_rate`` gauge since 0.5.16; the gauges cover the last
+Versions as the released wheels have them (the server reference names later ones): a live
+token counter (``realtime_tokens_total``, advanced every decode pass) and the passes counter
+already in 0.5.9 (not in 0.5.3); finished-request spec counters (``spec_verify_calls_total``)
+and a drafts-only ``spec_accept_rate`` gauge already in 0.5.15.post1 (0.5.9's gauge is
+(accepted + bonus) / (forwards × num_draft_tokens)); the gauges cover the last
 ``--decode-log-interval`` steps. The accept length has one source per server, chosen once: the
 finished-request counters where the server has them, else the gauges; a window in which the
 counters did not move reports nothing (the UI holds the last value) instead of another source.
@@ -14,6 +16,13 @@ import re
 
 from specwatch.core.server import ServerInfo
 from specwatch.core.versions import version_tuple
+from specwatch.sources.dialects.aggregation import (
+    count,
+    mean_of,
+    per_scheduler,
+    per_scheduler_delta,
+    ratio_mean,
+)
 from specwatch.sources.metrics.prom import Scrape
 from specwatch.sources.metrics.window_builder import (
     WindowBuilder,
@@ -26,6 +35,8 @@ from specwatch.sources.metrics.window_builder import (
 
 _S = "sglang:"
 _DECODE_MODES = re.compile(r"decode.*")
+_RUNNING = _S + "num_running_reqs"
+_PASSES = _S + "cuda_graph_passes_total"
 
 
 def _sglang_draft_per_round(info: ServerInfo) -> int | None:
@@ -47,10 +58,15 @@ def derive_sglang(
 ) -> None:
     """SGLang's window: live tokens; finished-request spec counters, or gauges without them."""
     version = version_tuple(info.version)
-    b.set("requests_running", cur.total(_S + "num_running_reqs"), _S + "num_running_reqs")
-    b.set("requests_waiting", cur.total(_S + "num_queue_reqs"), _S + "num_queue_reqs")
-    b.set("kv_cache_usage", cur.total(_S + "token_usage"), _S + "token_usage")
-    b.set("prefix_cache_hit_rate", cur.total(_S + "cache_hit_rate"), _S + "cache_hit_rate")
+    # counts sum over data-parallel ranks (the priority breakdown dropped); ratios are a mean
+    b.set("requests_running", count(cur, _RUNNING), _RUNNING)
+    b.set("requests_waiting", count(cur, _S + "num_queue_reqs"), _S + "num_queue_reqs")
+    b.set("kv_cache_usage", ratio_mean(cur, _S + "token_usage"), _S + "token_usage (mean of ranks)")
+    b.set(
+        "prefix_cache_hit_rate",
+        ratio_mean(cur, _S + "cache_hit_rate"),
+        _S + "cache_hit_rate (mean of ranks)",
+    )
     if prev is not None:
         set_load(b, cur, prev, dt, _S, _LATENCY)
     spec_on = info.spec.enabled is not False and (
@@ -64,7 +80,7 @@ def derive_sglang(
         f"(Δ{gen_name} − Δ{req_name}) / Δ{verify_name}: finished requests, first (prefill) token"
         " left out"
     )
-    # lifetime, from the finished-request counters (0.5.16+)
+    # lifetime, from the finished-request counters (0.5.15.post1+)
     if spec_on and cur.has(verify_name):
         life_len = ratio(minus(cur.total(gen_name), cur.total(req_name)), cur.total(verify_name))
         b.set(
@@ -77,9 +93,11 @@ def derive_sglang(
                 f"(lifetime accept length − 1) / {per_round} drafts per round",
             )
     elif spec_on:
-        b.note("lifetime_accept_length", "SGLang < 0.5.16 has no spec_verify_calls_total counter")
-    gauge_len = cur.mean(_S + "spec_accept_length")
-    gauge_rate = cur.mean(_S + "spec_accept_rate")
+        b.note(
+            "lifetime_accept_length", "SGLang < 0.5.15.post1 has no spec_verify_calls_total counter"
+        )
+    gauge_len = ratio_mean(cur, _S + "spec_accept_length")
+    gauge_rate = ratio_mean(cur, _S + "spec_accept_rate")
     if gauge_len is not None and gauge_len < 1.0:
         # an accept length below 1 is impossible: the gauge has not been set yet
         gauge_len = gauge_rate = None
@@ -103,13 +121,9 @@ def derive_sglang(
             source += f" + Δ{_S}time_to_first_token_seconds_count (first tokens)"
         b.set("tokens", live, source)
         b.set("gen_tok_s", ratio(live, dt), f"({source}) / Δt")
-        if version and version < (0, 5, 23):
-            b.notes["gen_tok_s"] = (
-                "SGLang before 0.5.23 may advance realtime_tokens_total only on log ticks"
-            )
     else:
         _sglang_throughput_gauge(b, cur)
-        b.note("tokens", "SGLang < 0.5.10 has no live token counter")
+        b.note("tokens", "SGLang < 0.5.9 has no live token counter")
     if not spec_on:
         why = "speculative decoding is off"
         b.note("accept_length", why)
@@ -119,9 +133,7 @@ def derive_sglang(
     else:
         _sglang_gauges(b, gauge_len, gauge_rate, version, per_round)
     # step latency
-    passes = delta(cur, prev, _S + "cuda_graph_passes_total", {"mode": _DECODE_MODES})
-    running_now = cur.total(_S + "num_running_reqs") or 0.0
-    running_before = prev.total(_S + "num_running_reqs") or 0.0
+    pass_time = _pass_time(cur, prev, dt)
     itl = hist_delta(cur, prev, _S + "inter_token_latency_seconds")
     if itl is None or itl.count <= 0:
         old = hist_delta(cur, prev, _S + "time_per_output_token_seconds")
@@ -129,17 +141,21 @@ def derive_sglang(
     if itl is not None and itl.count > 0:
         b.set("itl_s", itl.mean, "Δ sglang ITL histogram _sum/_count (per token)")
     windowed_length = "spec_verify_calls_total" in b.sources.get("accept_length", "")
-    if itl is not None and itl.mean is not None and windowed_length:
+    # One method while the passes counter moves: the per-rank pass time is the step itself;
+    # ITL × the accept length of the requests that finished mixes two populations and made
+    # the figure switch method (±2%) between windows with and without a finished request.
+    if pass_time is not None:
+        b.set(
+            "step_latency_s",
+            pass_time,
+            f'Δt / Δ{_S}cuda_graph_passes_total{{mode=~"decode.*"}} per data-parallel rank busy'
+            " at both scrapes, mean of ranks",
+        )
+    elif itl is not None and itl.mean is not None and windowed_length:
         b.set(
             "step_latency_s",
             itl.mean * b.values["accept_length"],
             "mean ITL (Δ_sum/Δ_count, per token) × windowed accept length",
-        )
-    elif passes is not None and passes > 0 and running_now > 0 and running_before > 0:
-        b.set(
-            "step_latency_s",
-            dt / passes,
-            f'Δt / Δ{_S}cuda_graph_passes_total{{mode=~"decode.*"}} (busy at both scrapes)',
         )
     elif itl is not None and itl.mean is not None and b.values.get("accept_length") is not None:
         b.set(
@@ -156,6 +172,22 @@ def derive_sglang(
         b.set("ttft_s", ttft.mean, f"Δ{_S}time_to_first_token_seconds _sum/_count")
 
 
+def _pass_time(cur: Scrape, prev: Scrape, dt: float) -> float | None:
+    """Δt / Δdecode passes of each data-parallel rank busy at both scrapes, their mean.
+
+    Ranks are separate schedulers stepping side by side: Δt over their summed passes would
+    halve the pass time with two ranks. A rank idle at either scrape stepped for part of the
+    window only and is left out.
+    """
+    passes = per_scheduler_delta(cur, prev, _PASSES, {"mode": _DECODE_MODES})
+    now, before = per_scheduler(cur, _RUNNING), per_scheduler(prev, _RUNNING)
+    return mean_of(
+        dt / n
+        for rank, n in passes.items()
+        if n > 0 and now.get(rank, 0.0) > 0 and before.get(rank, 0.0) > 0
+    )
+
+
 def _sglang_windowed_spec(
     b: WindowBuilder,
     cur: Scrape,
@@ -164,7 +196,7 @@ def _sglang_windowed_spec(
     info: ServerInfo,
     finished_source: str,
 ) -> None:
-    """Accept length from the finished-request counters (0.5.16+), and only from them.
+    """Accept length from the finished-request counters (0.5.15.post1+), and only from them.
 
     A server that has them is always read this way: a window in which no request finished is
     left empty, so the UI holds the last reading, rather than switching to the 40-step gauge,
@@ -212,11 +244,11 @@ def _sglang_gauges(
         )
     if "draft_acceptance_rate" in b.values:
         return
-    if gauge_rate is not None and version >= (0, 5, 16):
+    if gauge_rate is not None and version >= (0, 5, 15):
         b.set(
             "draft_acceptance_rate",
             gauge_rate,
-            f"gauge {_S}spec_accept_rate (drafts only since 0.5.16; last 40 steps)",
+            f"gauge {_S}spec_accept_rate (drafts only since 0.5.15.post1; last 40 steps)",
         )
     elif gauge_len is not None and per_round:
         b.set(
@@ -230,12 +262,12 @@ def _sglang_gauges(
 
 
 def _sglang_throughput_gauge(b: WindowBuilder, cur: Scrape) -> None:
-    gauge = cur.total(_S + "gen_throughput")
+    gauge = count(cur, _S + "gen_throughput")  # a rate per rank: ranks add up
     if "gen_tok_s" not in b.values and gauge is not None:
         b.set("gen_tok_s", gauge, f"gauge {_S}gen_throughput (last 40 decode steps)")
         b.notes.setdefault(
             "gen_tok_s",
-            "SGLang < 0.5.10 has no live token counter: gauge over the last 40 decode steps, "
+            "SGLang < 0.5.9 has no live token counter: gauge over the last 40 decode steps, "
             "stale when idle",
         )
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
+from specwatch.sources.dialects.aggregation import count, ratio_mean
 from specwatch.sources.dialects.base import (
     ONE_CHUNK_PER_STEP,
     ServerDialect,
@@ -66,11 +67,12 @@ def derive_vllm(
     b: WindowBuilder, cur: Scrape, prev: Scrape | None, dt: float, info: ServerInfo
 ) -> None:
     """vLLM's window: generation tokens, spec_decode counters, the ITL histogram per step."""
-    b.set("requests_running", cur.total(_V + "num_requests_running"), _V + "num_requests_running")
-    b.set("requests_waiting", cur.total(_V + "num_requests_waiting"), _V + "num_requests_waiting")
+    # the aggregation rule: engines (data-parallel) add up their requests; KV usage is a ratio
+    b.set("requests_running", count(cur, _V + "num_requests_running"), _V + "num_requests_running")
+    b.set("requests_waiting", count(cur, _V + "num_requests_waiting"), _V + "num_requests_waiting")
     for kv in ("kv_cache_usage_perc", "gpu_cache_usage_perc"):  # the second before 0.10
         if cur.has(_V + kv):
-            b.set("kv_cache_usage", cur.total(_V + kv), _V + kv)
+            b.set("kv_cache_usage", ratio_mean(cur, _V + kv), f"{_V}{kv} (mean of engines)")
             break
     spec = spec_lifetime(b, cur, _V)
     itl_name = _V + "inter_token_latency_seconds"

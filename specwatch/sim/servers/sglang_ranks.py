@@ -1,0 +1,138 @@
+"""The simulated SGLang's scheduler series, one set per data-parallel rank.
+
+As SGLang writes them (``scheduler_metrics_mixin.py`` ``init_metrics``, 0.5.23): every rank's
+stats-logging scheduler (``attn_tp_rank == 0``) writes its own series, labelled
+``engine_type``, ``model_name``, ``tp_rank``, ``pp_rank`` (0.4.10+), ``moe_ep_rank`` (0.5.23),
+``priority=""`` with ``--enable-priority-scheduling`` and ``dp_rank`` when ``--dp-size`` > 1;
+with priority scheduling ``num_running_reqs``/``num_queue_reqs`` are written again per priority
+(``metrics_collector.py`` ``QueueCount.by_priority``). Ratios (KV usage, accept length) are
+each rank's own; counts and passes are each rank's share.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from specwatch.sim.servers.telemetry import counter
+
+if TYPE_CHECKING:
+    from specwatch.sim.engine import SimRequest
+    from specwatch.sim.servers.sglang_metrics import SglangTelemetry
+
+DEFAULT_PRIORITY = "0"
+"""The priority of every simulated request (``--default-priority-value 0``)."""
+
+
+def rank_labels(tm: SglangTelemetry, rank: int, priority: str | None = None) -> dict[str, str]:
+    """The scheduler labels of data-parallel ``rank`` (``priority`` for a breakdown series)."""
+    cfg = tm.config
+    ranks = len(tm.decode_passes)
+    labels: dict[str, str] = {"model_name": cfg.model, "engine_type": "unified"}
+    if cfg.at_least("0.4.10"):
+        # the stats-logging rank of each DP rank: the first TP rank of its attention group
+        labels.update({"tp_rank": str(rank * max(1, cfg.tp_size // ranks)), "pp_rank": "0"})
+    if cfg.at_least("0.5.23"):
+        labels["moe_ep_rank"] = "0"
+        if cfg.priority_scheduling:
+            labels["priority"] = "" if priority is None else priority
+    if ranks > 1:
+        labels["dp_rank"] = str(rank)
+    return labels
+
+
+def _gauge(name: str, doc: str, rows: list[tuple[dict[str, str], float]]) -> GaugeMetricFamily:
+    g = GaugeMetricFamily(name, doc, labels=list(rows[0][0]))
+    for labels, value in rows:
+        g.add_metric(list(labels.values()), value)
+    return g
+
+
+def scheduler_families(
+    tm: SglangTelemetry, running: list[SimRequest], waiting: int, t: float, kv: float
+) -> list[Metric]:
+    """The scheduler gauges and pass counters of every data-parallel rank."""
+    cfg = tm.config
+    ranks = len(tm.decode_passes)
+    per_rank = [0] * ranks
+    for req in running:
+        per_rank[tm.rank_of(req)] += 1
+    queued = [waiting // ranks + (1 if r < waiting % ranks else 0) for r in range(ranks)]
+    total = len(running)
+    usage = [min(1.0, kv * ranks * n / total) if total else kv for n in per_rank]
+    labels = [rank_labels(tm, r) for r in range(ranks)]
+    split = cfg.priority_scheduling and cfg.at_least("0.5.23")
+
+    def each(values: list[float]) -> list[tuple[dict[str, str], float]]:
+        return [(labels[r], float(values[r])) for r in range(ranks)]
+
+    def with_breakdown(values: list[int]) -> list[tuple[dict[str, str], float]]:
+        rows = each([float(v) for v in values])
+        if split:  # the same requests again, by priority
+            rows += [(rank_labels(tm, r, DEFAULT_PRIORITY), float(values[r])) for r in range(ranks)]
+        return rows
+
+    same = [0.0] * ranks
+    out: list[Metric] = [
+        _gauge(
+            "sglang:num_running_reqs", "The number of running requests.", with_breakdown(per_rank)
+        ),
+        _gauge(
+            "sglang:num_used_tokens",
+            "The number of used tokens.",
+            each([int(u * 500_000) for u in usage]),
+        ),
+        _gauge("sglang:token_usage", "The token usage.", each(usage)),
+        _gauge(
+            "sglang:gen_throughput",
+            "The generation throughput (token/s).",
+            each([tm.gen_throughput_now(t) / ranks] * ranks),
+        ),
+        _gauge(
+            "sglang:num_queue_reqs", "The number of requests in the queue.", with_breakdown(queued)
+        ),
+        _gauge("sglang:cache_hit_rate", "The prefix cache hit rate.", each(same)),
+        _gauge(
+            "sglang:spec_accept_length",
+            "The average acceptance length of speculative decoding.",
+            each([tm.spec_accept_length] * ranks),
+        ),
+    ]
+    if cfg.at_least("0.5.4"):
+        out.append(
+            _gauge(
+                "sglang:spec_accept_rate",
+                "The average acceptance rate of speculative decoding.",
+                each([tm.spec_accept_rate] * ranks),
+            )
+        )
+        out.append(
+            _gauge(
+                "sglang:is_cuda_graph",
+                "Whether the batch is using CUDA graph.",
+                each([1.0] * ranks),
+            )
+        )
+    if cfg.at_least("0.5.16"):
+        steps = cfg.num_steps if cfg.spec_enabled else 0
+        drafts = cfg.num_draft_tokens if cfg.spec_enabled else 0
+        out.append(
+            _gauge("sglang:spec_num_steps", "Active speculative_num_steps.", each([steps] * ranks))
+        )
+        out.append(
+            _gauge(
+                "sglang:spec_num_draft_tokens", "Active num_draft_tokens.", each([drafts] * ranks)
+            )
+        )
+    if cfg.at_least("0.5.9"):  # in the 0.5.9 wheel already (not 0.5.3)
+        rows: list[tuple[dict[str, str], float]] = []
+        for r in range(ranks):
+            rows.append(({**labels[r], "mode": "decode_cuda_graph"}, float(tm.decode_passes[r])))
+            rows.append(({**labels[r], "mode": "decode_none"}, 0.0))
+            rows.append(({**labels[r], "mode": "prefill_none"}, float(tm.prefill_passes[r])))
+        out.append(counter("sglang:cuda_graph_passes", "Number of forward passes by mode.", rows))
+    return out
+
+
+__all__ = ["DEFAULT_PRIORITY", "rank_labels", "scheduler_families"]
