@@ -93,6 +93,15 @@ class MetricsWindow:
     draft_acceptance_rate: float | None = None
     """Windowed accepted drafts / proposed drafts (bonus excluded)."""
     per_position_acceptance: tuple[float, ...] | None = None
+    spec_drafts: float | None = None
+    """Verify steps that carried a draft (Δ``spec_decode_num_drafts``): the denominator of
+    ``per_position_acceptance``."""
+    spec_accepted_per_pos: tuple[float, ...] | None = None
+    """Accepted drafts at each position, position 0 first: the counts behind
+    ``per_position_acceptance`` (a bound needs counts, not ratios)."""
+    decode_steps: float | None = None
+    """Request decode steps, one per request per step, with a draft or not (vLLM: the count of
+    the inter-token-latency histogram); ``spec_drafts / decode_steps`` is the draft-hit share."""
     step_latency_s: float | None = None
     """Windowed mean verify-step (decode step) latency."""
     step_latency_p50_s: float | None = None

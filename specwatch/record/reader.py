@@ -141,8 +141,12 @@ class Reader:
                 return out
             if not rows:
                 return out
-            out.extend(IndexEntry(int(i), float(t), str(k)) for i, t, k in rows)
-            last = out[-1].id
+            out.extend(
+                IndexEntry(int(i), float(t), str(k))
+                for i, t, k in rows
+                if isinstance(t, int | float)  # a damaged page's NULL time: unreadable
+            )
+            last = int(rows[-1][0])
 
     def events(
         self, t0: float | None = None, t1: float | None = None, first_id: int = 0
@@ -165,6 +169,11 @@ class Reader:
                 return
             for i, t, wall, kind, server, z, data in rows:
                 last = int(i)
+                if not isinstance(t, int | float):
+                    # A damaged page can hand back a row with a NULL time: skip it like any
+                    # other undecodable row.
+                    self.skipped += 1
+                    continue
                 if not lo <= t <= hi:
                     continue
                 try:

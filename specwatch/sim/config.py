@@ -73,6 +73,16 @@ class SimConfig:
     (implies ``--enable-per-request-metrics``)."""
     truth_max_steps: int | None = None
     """Bound on the steps the ground truth keeps (a demo left running); ``None`` keeps all."""
+    draft_ms_per_token: float = 0.0
+    """Drafting cost per draft token, added to every speculative step (``base_step_ms`` is
+    then the verify alone)."""
+    spec_batch_step_ms: float | None = None
+    """Added to a speculative step per running request beyond the first (``None``:
+    ``batch_step_ms``). A verify carries k+1 tokens per request, so once the batch is
+    compute-bound it grows faster than a plain step."""
+    verify_cliffs: tuple[tuple[int, float], ...] = ()
+    """``(batch, factor)``: speculative steps at exactly that running batch take ``factor``
+    times as long (no CUDA graph captured for that shape)."""
 
     @property
     def spec_enabled(self) -> bool:
@@ -102,6 +112,20 @@ class SimConfig:
     def max_accepted(self) -> int:
         """Most drafts one verify step can accept."""
         return min(self.num_steps, self.drafts_per_step, len(self.acceptance))
+
+    def decode_step_ms(self, batch: int) -> float:
+        """Milliseconds of a step that decodes ``batch`` requests, at full boost clock."""
+        if not self.spec_enabled:
+            return self.plain_step_ms + self.batch_step_ms * (batch - 1)
+        per_request = (
+            self.batch_step_ms if self.spec_batch_step_ms is None else self.spec_batch_step_ms
+        )
+        ms = self.base_step_ms + self.draft_ms_per_token * self.drafts_per_step
+        ms += per_request * (batch - 1)
+        for at, factor in self.verify_cliffs:
+            if at == batch:
+                ms *= factor
+        return ms
 
     @property
     def vtuple(self) -> tuple[int, ...]:

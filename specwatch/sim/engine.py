@@ -242,8 +242,7 @@ class Engine:
         warm = any(r.seq < cfg.warmup_requests for r in decode + prefill)
         ms = 0.0
         if decode:
-            per_step = cfg.base_step_ms if cfg.spec_enabled else cfg.plain_step_ms
-            ms += per_step + cfg.batch_step_ms * (len(decode) - 1)
+            ms += cfg.decode_step_ms(len(decode))
         ms += cfg.prefill_ms * len(prefill)
         latency = ms / 1000.0 * pace * (cfg.warmup_factor if warm else 1.0)
         self.step = _Step(t0, t0 + latency, latency, decode, prefill, pace, warm)
@@ -273,16 +272,19 @@ class Engine:
         finished: list[SimRequest] = []
         tokens = decode_tokens = accepted_sum = proposed_sum = drafted = 0
         decoded: list[tuple[SimRequest, int, int, int]] = []
+        # Read once per step: each property asks the server registry.
+        drafts, max_accepted = cfg.drafts_per_step, cfg.max_accepted
+        capped, in_full = cfg.drafts_capped_by_remaining, cfg.counts_cut_step_in_full
         for req in step.decode:
             remaining = req.stop_at - req.generated
-            proposed = cfg.drafts_per_step
-            if cfg.drafts_capped_by_remaining:
+            proposed = drafts
+            if capped:
                 proposed = min(proposed, max(0, remaining - 1))
-            limit = min(cfg.max_accepted, proposed)
+            limit = min(max_accepted, proposed)
             drawn = self._draw_accepted(limit) if limit > 0 else 0
             n = min(1 + drawn, remaining)
             # What the server counts: vLLM counts a step cut by max_tokens in full.
-            acc = drawn if cfg.counts_cut_step_in_full else n - 1
+            acc = drawn if in_full else n - 1
             req.generated += n
             req.steps += 1
             req.accepted += acc

@@ -96,6 +96,7 @@ def derive_vllm(
         source = f"Δ{itl_name}_sum / Δ{itl_name}_count (one observation per request per step)"
         b.set("step_latency_s", hist.mean, source)
         b.set("itl_s", hist.mean, source)
+        b.set("decode_steps", hist.count, f"Δ{itl_name}_count (one per request per step)")
         set_latency_quantiles(b, hist, itl_name)
     else:
         b.note("step_latency_s", "no decode steps observed in this window")

@@ -168,14 +168,17 @@ def spec_window(b: WindowBuilder, cur: Scrape, prev: Scrape, prefix: str) -> flo
     dtoks = delta(cur, prev, dtok_name) or 0.0
     b.set("accept_length", plus_one(ratio(acc, drafts)), f"1 + Δ{acc_name} / Δ{drafts_name}")
     b.set("draft_acceptance_rate", ratio(acc, dtoks), f"Δ{acc_name} / Δ{dtok_name}")
+    b.set("spec_drafts", drafts, f"Δ{drafts_name}")
     per_pos = prefix + "spec_decode_num_accepted_tokens_per_pos_total"
     now = cur.by_label(per_pos, "position")
     if now:
         before = prev.by_label(per_pos, "position")
         ordered = sorted(now, key=lambda p: int(p) if p.isdigit() else 1 << 30)
+        counts = tuple(now[p] - before.get(p, 0.0) for p in ordered)
+        b.set("spec_accepted_per_pos", counts, f"Δ{per_pos}{{position}}")
         b.set(
             "per_position_acceptance",
-            tuple((now[p] - before.get(p, 0.0)) / drafts for p in ordered),
+            tuple(c / drafts for c in counts),
             f"Δ{per_pos}{{position}} / Δ{drafts_name}",
         )
     return drafts

@@ -1,0 +1,207 @@
+"""Per-position acceptance from windowed counters: ``p_i`` and ``E[L(k')]`` with bounds.
+
+With chain drafting, vLLM and llama.cpp count, for every verify step that carried a draft, the
+accepted tokens at each draft position. Position ``i`` (1-based) is counted only when the first
+``i`` drafts were all accepted, so ``p_i = Δaccepted_per_pos[i-1] / Δnum_drafts`` is the
+probability of that, and for any ``k' <= K`` (the draft tokens the server runs)::
+
+    E[L(k')] = 1 + Σ_{i<=k'} p_i        (tokens per drafted verify step, bonus included)
+
+Nothing is known above ``K``. Each ``p_i`` carries a Wilson interval on its counts, at a level
+that makes the K of them hold together with 95% confidence (Bonferroni); the bounds of ``E[L]``
+sum the bounds of the ``p_i`` (they rise and fall together). Below
+``MIN_DRAFTS`` drafted steps, or with tree drafting (SGLang ``topk > 1``, where positions are
+not a chain), the table is withheld with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from specwatch.core.server import MetricsWindow, SpecConfig
+
+CONFIDENCE = 0.95
+"""For the whole table: each of the K positions gets ``1 − (1 − CONFIDENCE)/K`` (Bonferroni)."""
+MIN_DRAFTS = 200.0
+"""Drafted verify steps below which acceptance is not reported: a Wilson interval at p=0.5 is
+then wider than ±0.07 per position."""
+CHAIN_SLACK = 0.02
+"""How far a later position's rate may exceed an earlier one's before the counts are judged not
+to be chain counts (counting noise between scrapes of a live server)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """A value with the interval it is known to within."""
+
+    value: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptanceCounts:
+    """Counter deltas summed over windows."""
+
+    drafts: float
+    """Verify steps that carried a draft."""
+    accepted_per_pos: tuple[float, ...]
+    """Accepted drafts at each position, position 1 first."""
+    decode_steps: float | None
+    """Request decode steps with a draft or not; ``None`` unless every window had it."""
+    windows: int
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptanceTable:
+    """What the counters say about draft lengths up to the one the server runs."""
+
+    k_running: int | None
+    """``K``: draft tokens per verify step (positions the server counts)."""
+    drafts: float
+    p: tuple[Estimate, ...] = ()
+    """``p_i`` for i = 1..K: the first i drafts all accepted. Empty when withheld."""
+    expected_len: tuple[Estimate, ...] = ()
+    """``E[L(k')]`` for k' = 1..K, per drafted step. Empty when withheld."""
+    draft_hit: float | None = None
+    """Share of decode steps that carried a draft (an n-gram miss drafts nothing)."""
+    reason: str | None = None
+    """Why the table is withheld; ``None`` when it is given."""
+
+    def tokens_per_step(self, k: int, bound: str = "value") -> float:
+        """Expected tokens per decode step at ``k`` drafts, steps without a draft included.
+
+        ``bound`` is ``"value"``, ``"low"`` or ``"high"``; ``k = 0`` is plain decoding.
+        """
+        if k <= 0:
+            return 1.0
+        e = self.expected_len[k - 1]
+        hit = 1.0 if self.draft_hit is None else self.draft_hit
+        return 1.0 + hit * (float(getattr(e, bound)) - 1.0)
+
+
+def z_for(positions: int, confidence: float = CONFIDENCE) -> float:
+    """The two-sided normal quantile giving ``positions`` intervals joint ``confidence``."""
+    return NormalDist().inv_cdf(1.0 - (1.0 - confidence) / (2.0 * max(1, positions)))
+
+
+def wilson(successes: float, n: float, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of ``successes`` out of ``n`` trials (``n > 0``)."""
+    p = min(1.0, max(0.0, successes / n))
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2.0 * n)) / denom
+    half = z * math.sqrt(p * (1.0 - p) / n + z * z / (4.0 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def usable(w: MetricsWindow) -> bool:
+    """A window with a span and no restart inside it."""
+    return w.dt > 0 and not w.restarted
+
+
+def pool_counts(windows: Iterable[MetricsWindow]) -> AcceptanceCounts | None:
+    """Sum the per-position counts of ``windows`` (``None`` when none carries them).
+
+    Windows whose number of positions differs from the most common one (the server was
+    restarted with another ``K``) are left out.
+    """
+    rows = [
+        w
+        for w in windows
+        if usable(w) and w.spec_drafts is not None and w.spec_accepted_per_pos is not None
+    ]
+    if not rows:
+        return None
+    k = Counter(len(w.spec_accepted_per_pos or ()) for w in rows).most_common(1)[0][0]
+    rows = [w for w in rows if len(w.spec_accepted_per_pos or ()) == k]
+    per_pos = [0.0] * k
+    for w in rows:
+        for i, c in enumerate(w.spec_accepted_per_pos or ()):
+            per_pos[i] += c
+    steps = [w.decode_steps for w in rows]
+    return AcceptanceCounts(
+        drafts=sum(w.spec_drafts or 0.0 for w in rows),
+        accepted_per_pos=tuple(per_pos),
+        decode_steps=None if any(s is None for s in steps) else sum(s or 0.0 for s in steps),
+        windows=len(rows),
+    )
+
+
+def refusal(spec: SpecConfig | None) -> str | None:
+    """Why the chain formula does not apply to this setup; ``None`` when it does."""
+    if spec is not None and spec.topk is not None and spec.topk > 1:
+        return (
+            f"tree drafting (topk={spec.topk}): positions are branches, not a chain, so "
+            "E[L] = 1 + Σ p_i does not hold"
+        )
+    if spec is not None and spec.enabled is False:
+        return "speculative decoding is off on this server"
+    return None
+
+
+def acceptance_table(
+    counts: AcceptanceCounts | None,
+    spec: SpecConfig | None = None,
+    min_drafts: float = MIN_DRAFTS,
+) -> AcceptanceTable:
+    """``p_i`` and ``E[L(k')]`` with Wilson bounds, or the reason they are withheld."""
+    why = refusal(spec)
+    k = len(counts.accepted_per_pos) if counts else None
+    drafts = counts.drafts if counts else 0.0
+    if why is not None:
+        return AcceptanceTable(k, drafts, reason=why)
+    if counts is None or not counts.accepted_per_pos:
+        return AcceptanceTable(
+            k,
+            drafts,
+            reason="no per-position acceptance counters in these windows (vLLM "
+            "spec_decode_num_accepted_tokens_per_pos, llama.cpp builds that export it)",
+        )
+    if drafts < min_drafts:
+        return AcceptanceTable(
+            k,
+            drafts,
+            reason=f"{drafts:.0f} drafted steps, fewer than the {min_drafts:.0f} needed",
+        )
+    rates = [c / drafts for c in counts.accepted_per_pos]
+    for i in range(1, len(rates)):
+        if rates[i] > rates[i - 1] + CHAIN_SLACK:
+            return AcceptanceTable(
+                k,
+                drafts,
+                reason=f"position {i + 1} accepted more often than position {i}: these are "
+                "not chain counts, so E[L] = 1 + Σ p_i does not hold",
+            )
+    z = z_for(len(rates))
+    p = tuple(
+        Estimate(r, *wilson(c, drafts, z))
+        for r, c in zip(rates, counts.accepted_per_pos, strict=True)
+    )
+    expected: list[Estimate] = []
+    total = Estimate(1.0, 1.0, 1.0)
+    for e in p:
+        total = Estimate(total.value + e.value, total.low + e.low, total.high + e.high)
+        expected.append(total)
+    hit = None
+    if counts.decode_steps:
+        hit = min(1.0, drafts / counts.decode_steps)
+    return AcceptanceTable(k, drafts, p, tuple(expected), hit)
+
+
+__all__ = [
+    "CONFIDENCE",
+    "MIN_DRAFTS",
+    "AcceptanceCounts",
+    "AcceptanceTable",
+    "Estimate",
+    "acceptance_table",
+    "pool_counts",
+    "refusal",
+    "usable",
+    "wilson",
+    "z_for",
+]

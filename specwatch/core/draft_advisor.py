@@ -1,0 +1,278 @@
+"""Speculation economics: which draft length pays, at which running batch, from live counters.
+
+For each running-batch bin (see :mod:`specwatch.core.step_cost`) and each draft length
+``k' = 0..K`` (0 is plain decoding):
+
+* tokens per step ``1 + h·Σ_{i<=k'} p_i`` (``h`` the draft-hit share, see
+  :mod:`specwatch.core.acceptance`), from that bin's own counters;
+* step time: observed at ``K``, modelled elsewhere;
+* system tok/s ``B · tokens / T_step(B, k')`` against plain ``B / T_plain(B)``; the gain is
+  their ratio − 1. Speculation pays at ``k'`` when ``tokens / T_step > 1 / T_plain``.
+
+``T_plain`` is not observable on a server that speculates: it comes from a baseline (the same
+server without speculation, by batch), interpolated between measured batches, never beyond.
+Every gain carries an interval (Wilson on the acceptance counts, t over windows on the step
+time, combined at their extremes); a bin's verdict is "pays" or "loses" only when the interval
+says so, else "unclear". The crossover is the batch from which every measured bin above loses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from specwatch.core.acceptance import (
+    AcceptanceTable,
+    Estimate,
+    acceptance_table,
+    pool_counts,
+)
+from specwatch.core.draft_syntax import engine_setting
+from specwatch.core.server import Dialect, MetricsWindow, ServerInfo
+from specwatch.core.step_cost import StepBin, interpolate, model_step_s, model_text, step_curve
+from specwatch.core.values import to_jsonable
+
+PAYS, LOSES, UNCLEAR = "pays", "loses", "unclear"
+
+
+@dataclass(frozen=True, slots=True)
+class PlainBaseline:
+    """Plain-decoding step time by running batch, and where it came from."""
+
+    step_s: Mapping[int, float]
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class KOption:
+    """One draft length at one batch."""
+
+    k: int
+    """Draft tokens per step; 0 is plain decoding."""
+    tokens_per_step: Estimate
+    step_s: Estimate
+    tok_s: Estimate
+    """System tokens per second, ``B · tokens / step``."""
+    gain: Estimate
+    """Over plain decoding: ``tok_s / plain tok_s − 1``."""
+    modelled: bool
+    """The step time is the model's, not observed (``k != K``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchAdvice:
+    """The advice at one running batch."""
+
+    batch: int
+    windows: int
+    step_s: Estimate | None
+    """The observed step time at ``K``."""
+    plain_step_s: float | None
+    acceptance: AcceptanceTable | None
+    cliff: float | None = None
+    options: tuple[KOption, ...] = ()
+    """k' = 0..K; empty when withheld."""
+    best_k: int | None = None
+    plausible_k: tuple[int, ...] = ()
+    """Draft lengths whose gain interval reaches the best one's lower bound."""
+    advised_k: int | None = None
+    """The running ``K`` while it is plausible (no change the data cannot justify), else
+    ``best_k``."""
+    verdict: str | None = None
+    """``"pays"``, ``"loses"`` or ``"unclear"``."""
+    reason: str | None = None
+    """Why this batch has no advice."""
+
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    """The whole advice over a sequence of windows."""
+
+    dialect: Dialect
+    k_running: int | None
+    acceptance: AcceptanceTable
+    """Pooled over every window (the headline ``E[L(k')]`` table)."""
+    bins: tuple[BatchAdvice, ...] = ()
+    loses_from: int | None = None
+    """The batch from which speculation loses at every measured batch above (point)."""
+    loses_between: tuple[int, int | None] | None = None
+    """Where the crossover lies given the intervals: from the first batch not surely paying to
+    the first surely losing (``None``: not reached in the measured range)."""
+    recommendation: str | None = None
+    """In the engine's own syntax."""
+    main_batch: int | None = None
+    """The batch with the most windows (the one a one-value engine is tuned for)."""
+    assumptions: str = ""
+    reason: str | None = None
+    """Why there is no recommendation."""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def advise(
+    windows: Sequence[MetricsWindow],
+    info: ServerInfo,
+    plain: PlainBaseline | None,
+    draft_s_per_token: float | None = None,
+    *,
+    min_drafts: float | None = None,
+) -> Advice:
+    """The draft-length advice from ``windows`` of the server ``info`` describes.
+
+    Args:
+        windows: Windows in time order (live, from a recording, or built by a test).
+        info: The detected server (dialect and speculative setup).
+        plain: Plain step time by batch (a baseline run without speculation).
+        draft_s_per_token: Drafting cost per draft token where measured; else the linear model.
+        min_drafts: The sample floor of drafted steps (default ``acceptance.MIN_DRAFTS``).
+    """
+    floor: dict[str, float] = {} if min_drafts is None else {"min_drafts": min_drafts}
+    pooled = acceptance_table(pool_counts(windows), info.spec, **floor)
+    k = pooled.k_running
+    assumptions = _assumptions(plain, draft_s_per_token, pooled)
+    base = Advice(info.dialect, k, pooled, assumptions=assumptions)
+    if pooled.reason is not None or k is None:
+        return replace(base, reason=pooled.reason or "no draft length known")
+    curve = step_curve(windows)
+    bins = tuple(_bin(b, info, plain, draft_s_per_token, k, floor) for b in curve)
+    if not bins:
+        return replace(base, reason="no window says how many requests were running")
+    advised = [b for b in bins if b.best_k is not None]
+    if not advised:
+        why = "; ".join(f"batch {b.batch}: {b.reason}" for b in bins if b.reason)
+        return replace(base, bins=bins, reason=why or "no batch has advice")
+    main = max(advised, key=lambda b: (b.windows, -b.batch)).batch
+    per_batch = [(b.batch, b.advised_k or 0) for b in advised]
+    loses_from, between = _crossover(advised)
+    notes = tuple(
+        f"batch {b.batch} is a step-time cliff ({b.cliff:.1f}× its neighbours)"
+        + (": speculation loses there alone" if b.verdict == LOSES else "")
+        for b in bins
+        if b.cliff is not None
+    )
+    return replace(
+        base,
+        bins=bins,
+        loses_from=loses_from,
+        loses_between=between,
+        recommendation=engine_setting(info.dialect, k, per_batch, main),
+        main_batch=main,
+        notes=notes,
+    )
+
+
+def _assumptions(plain: PlainBaseline | None, draft_s: float | None, table: AcceptanceTable) -> str:
+    hit = (
+        "every decode step drafts (draft-hit share unknown)"
+        if table.draft_hit is None
+        else f"draft-hit share {table.draft_hit:.2f}"
+    )
+    where = plain.source if plain else "none"
+    return (
+        f"chain drafting; {model_text(draft_s)}; plain step from {where}; acceptance at "
+        f"k'<=K as counted at K (Wilson, 95% jointly); {hit}; "
+        "batch = requests running at each scrape"
+    )
+
+
+def _bin(
+    b: StepBin,
+    info: ServerInfo,
+    plain: PlainBaseline | None,
+    draft_s: float | None,
+    k_running: int,
+    floor: Mapping[str, float],
+) -> BatchAdvice:
+    table = acceptance_table(pool_counts(b.windows), info.spec, **floor)
+    found = interpolate(plain.step_s, b.batch) if plain else None
+    plain_s = found[0] if found else None
+    head = BatchAdvice(b.batch, len(b.windows), b.step_s, plain_s, table, b.cliff)
+    why = b.reason or table.reason
+    if why is None and plain_s is None:
+        why = "no plain-decoding baseline at this batch"
+    if why is None and table.k_running != k_running:
+        why = f"counted at k={table.k_running}, not the server's {k_running}"
+    if why is not None or b.step_s is None or plain_s is None:
+        return replace(head, reason=why or "no step time")
+    options = tuple(_option(k, b, table, plain_s, draft_s, k_running) for k in range(k_running + 1))
+    best = max(options, key=lambda o: o.gain.value)
+    plausible = tuple(o.k for o in options if o.gain.high >= best.gain.low)
+    drafting = options[1:]
+    if best.k > 0 and best.gain.low > 0:
+        verdict = PAYS
+    elif all(o.gain.high < 0 for o in drafting):
+        verdict = LOSES
+    else:
+        verdict = UNCLEAR
+    advised = k_running if k_running in plausible else best.k
+    return replace(
+        head,
+        options=options,
+        best_k=best.k,
+        plausible_k=plausible,
+        advised_k=advised,
+        verdict=verdict,
+    )
+
+
+def _option(
+    k: int,
+    b: StepBin,
+    table: AcceptanceTable,
+    plain_s: float,
+    draft_s: float | None,
+    k_running: int,
+) -> KOption:
+    assert b.step_s is not None
+    obs = b.step_s
+    steps = [
+        model_step_s(t, k, k_running, plain_s, draft_s) for t in (obs.value, obs.low, obs.high)
+    ]
+    step = Estimate(steps[0], min(steps), max(steps))
+    tokens = Estimate(*(table.tokens_per_step(k, bound) for bound in ("value", "low", "high")))
+    batch = float(b.batch)
+    low_step = max(step.low, 1e-12)
+    tok_s = Estimate(
+        batch * tokens.value / step.value,
+        batch * tokens.low / step.high,
+        batch * tokens.high / low_step,
+    )
+    plain_tok_s = batch / plain_s
+    gain = Estimate(*(x / plain_tok_s - 1.0 for x in (tok_s.value, tok_s.low, tok_s.high)))
+    return KOption(k, tokens, step, tok_s, gain, modelled=k != k_running)
+
+
+def _crossover(bins: Sequence[BatchAdvice]) -> tuple[int | None, tuple[int, int | None] | None]:
+    """The batch from which speculation loses at every bin above, and its interval."""
+
+    def first_of_tail(pred: Callable[[BatchAdvice], bool]) -> int | None:
+        start: int | None = None
+        for b in bins:
+            start = (b.batch if start is None else start) if pred(b) else None
+        return start
+
+    point = first_of_tail(lambda b: b.best_k == 0)
+    low = first_of_tail(lambda b: b.verdict != PAYS)
+    high = first_of_tail(lambda b: b.verdict == LOSES)
+    if low is None:
+        return point, None
+    return point, (low, high)
+
+
+def advice_json(advice: Advice) -> dict[str, Any]:
+    """``advice`` as plain JSON values (for ``--json`` and recordings)."""
+    out: dict[str, Any] = to_jsonable(advice)
+    return out
+
+
+__all__ = [
+    "LOSES",
+    "PAYS",
+    "UNCLEAR",
+    "Advice",
+    "BatchAdvice",
+    "KOption",
+    "PlainBaseline",
+    "advice_json",
+    "advise",
+]

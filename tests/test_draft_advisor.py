@@ -1,0 +1,186 @@
+"""The draft advisor's arithmetic on hand-made windows: acceptance, step cost, syntax, text."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specwatch.core.acceptance import (
+    acceptance_table,
+    pool_counts,
+    wilson,
+    z_for,
+)
+from specwatch.core.advice_text import advice_lines
+from specwatch.core.draft_advisor import PlainBaseline, advice_json, advise
+from specwatch.core.draft_syntax import engine_setting, ranges
+from specwatch.core.server import Dialect, MetricsWindow, ServerInfo, SpecConfig
+from specwatch.core.step_cost import MODEL_LINEAR, model_step_s, step_curve
+
+VLLM = ServerInfo("http://x", Dialect.VLLM, spec=SpecConfig(enabled=True, num_draft_tokens=3))
+
+
+def _window(
+    t: float,
+    batch: float = 4.0,
+    step_s: float = 0.020,
+    drafts: float = 100.0,
+    per_pos: tuple[float, ...] = (80.0, 48.0, 21.6),
+    decode_steps: float | None = 100.0,
+) -> MetricsWindow:
+    return MetricsWindow(
+        t=t,
+        dt=1.0,
+        requests_running=batch,
+        step_latency_s=step_s,
+        spec_drafts=drafts,
+        spec_accepted_per_pos=per_pos,
+        decode_steps=decode_steps,
+    )
+
+
+def test_wilson_interval_matches_the_textbook_figures() -> None:
+    low, high = wilson(5, 10)
+    assert low == pytest.approx(0.2366, abs=1e-4) and high == pytest.approx(0.7634, abs=1e-4)
+    assert wilson(0, 10)[0] == 0.0 and wilson(10, 10)[1] == 1.0
+    assert z_for(1) == pytest.approx(1.96, abs=1e-3) and z_for(4) == pytest.approx(2.498, abs=1e-3)
+
+
+def test_expected_length_is_one_plus_the_chain_sum_and_unknown_above_k() -> None:
+    table = acceptance_table(pool_counts([_window(float(t)) for t in range(5)]), VLLM.spec)
+    assert table.reason is None and table.k_running == 3 and table.drafts == 500
+    assert [round(e.value, 4) for e in table.expected_len] == [1.8, 2.28, 2.496]
+    assert len(table.expected_len) == 3  # nothing above K
+    for e in (*table.p, *table.expected_len):
+        assert e.low < e.value < e.high
+    assert table.draft_hit == 1.0
+
+
+def test_draft_hit_share_scales_the_tokens_a_step_gains() -> None:
+    windows = [_window(float(t), decode_steps=200.0) for t in range(3)]
+    table = acceptance_table(pool_counts(windows))
+    assert table.draft_hit == 0.5
+    assert table.tokens_per_step(3) == pytest.approx(1.0 + 0.5 * 1.496)
+    assert table.tokens_per_step(0) == 1.0
+
+
+def test_one_window_without_decode_steps_leaves_the_share_unknown() -> None:
+    windows = [_window(0.0), _window(1.0, decode_steps=None), _window(2.0)]
+    assert acceptance_table(pool_counts(windows)).draft_hit is None
+
+
+def test_windows_counted_at_another_k_and_restarts_are_left_out() -> None:
+    other_k = _window(3.0, per_pos=(80.0, 48.0))
+    restarted = MetricsWindow(t=4.0, dt=1.0, restarted=True, spec_drafts=1e6,
+                              spec_accepted_per_pos=(1.0, 1.0, 1.0))  # fmt: skip
+    counts = pool_counts([_window(0.0), _window(1.0), _window(2.0), other_k, restarted])
+    assert counts is not None
+    assert counts.accepted_per_pos == pytest.approx((240.0, 144.0, 64.8))
+    assert (counts.drafts, counts.decode_steps, counts.windows) == (300.0, 300.0, 3)
+
+
+def test_tree_drafting_is_refused_with_its_reason() -> None:
+    tree = SpecConfig(enabled=True, num_steps=3, num_draft_tokens=8, topk=4)
+    table = acceptance_table(pool_counts([_window(0.0)] * 5), tree)
+    assert table.expected_len == () and table.reason is not None
+    assert table.reason.startswith("tree drafting (topk=4)")
+
+
+def test_below_the_sample_floor_acceptance_is_withheld_with_the_count() -> None:
+    table = acceptance_table(pool_counts([_window(0.0, drafts=150.0)]))
+    assert table.expected_len == ()
+    assert table.reason == "150 drafted steps, fewer than the 200 needed"
+
+
+def test_counts_that_rise_with_position_are_not_chain_counts() -> None:
+    table = acceptance_table(pool_counts([_window(0.0, drafts=500.0, per_pos=(100.0, 300.0))]))
+    assert table.reason is not None and "not chain counts" in table.reason
+
+
+def test_no_per_position_counters_says_which_are_needed() -> None:
+    table = acceptance_table(pool_counts([MetricsWindow(t=1.0, dt=1.0, accept_length=2.0)]))
+    assert table.reason is not None and "per-position acceptance counters" in table.reason
+
+
+def test_step_curve_bins_by_running_batch_and_flags_a_cliff() -> None:
+    times = {1: 0.010, 2: 0.011, 3: 0.066, 4: 0.013, 6: 0.015}
+    windows = [
+        _window(float(i), batch=b, step_s=s * (1 + 0.001 * i))
+        for b, s in times.items()
+        for i in range(4)
+    ]
+    curve = step_curve(windows)
+    assert [b.batch for b in curve] == [1, 2, 3, 4, 6]
+    assert [b.batch for b in curve if b.cliff is not None] == [3]
+    assert curve[2].cliff == pytest.approx(0.066 / 0.012, rel=0.01)
+    assert all(
+        b.step_s is not None and b.step_s.low <= b.step_s.value <= b.step_s.high for b in curve
+    )
+
+
+def test_a_batch_with_too_few_windows_is_withheld() -> None:
+    (b,) = step_curve([_window(0.0), _window(1.0)])
+    assert b.step_s is None and b.reason == "2 windows at batch 4, fewer than the 3 needed"
+
+
+def test_the_step_model_with_and_without_a_measured_split() -> None:
+    # Observed 14 ms at K=3, plain 10 ms: linear puts 4/3 ms on each draft token.
+    assert model_step_s(0.014, 3, 3, 0.010, None) == 0.014
+    assert model_step_s(0.014, 0, 3, 0.010, None) == 0.010
+    assert model_step_s(0.014, 1, 3, 0.010, None) == pytest.approx(0.010 + 0.004 / 3)
+    assert model_step_s(0.014, 1, 3, 0.010, 0.001) == pytest.approx(0.012)
+
+
+def test_vllm_ranges_merge_and_end_at_the_last_measured_batch() -> None:
+    assert ranges([(1, 3), (4, 3), (8, 2), (16, 0), (24, 0)]) == [
+        [1, 7, 3], [8, 15, 2], [16, 24, 0],
+    ]  # fmt: skip
+    assert ranges([(2, 3), (3, 0), (4, 3)]) == [[1, 2, 3], [3, 3, 0], [4, 4, 3]]
+
+
+@pytest.mark.parametrize(
+    ("dialect", "per_batch", "expected"),
+    [
+        (Dialect.VLLM, [(1, 3), (8, 3)], "keep num_speculative_tokens=3"),
+        (Dialect.VLLM, [(1, 0)], "turn speculation off: drop --speculative-config"),
+        (Dialect.VLLM, [(1, 2)], "--speculative-config '{\"num_speculative_tokens\": 2}'"),
+        (
+            Dialect.SGLANG,
+            [(1, 3), (4, 2)],
+            "--speculative-num-steps 2 --speculative-eagle-topk 1 --speculative-num-draft-tokens 3",
+        ),
+        (Dialect.LLAMACPP, [(1, 3), (4, 2)], "--draft-max 2"),
+        (Dialect.LLAMACPP, [(4, 3)], "keep --draft-max 3"),
+    ],
+)
+def test_the_recommendation_in_each_engine_s_syntax(
+    dialect: Dialect, per_batch: list[tuple[int, int]], expected: str
+) -> None:
+    assert engine_setting(dialect, 3, per_batch, main_batch=4) == expected
+
+
+def test_advice_without_a_plain_baseline_withholds_every_batch_with_the_reason() -> None:
+    advice = advise([_window(float(t)) for t in range(4)], VLLM, None)
+    assert advice.recommendation is None
+    assert advice.reason == "batch 4: no plain-decoding baseline at this batch"
+    assert "plain step from none" in advice.assumptions
+
+
+def test_a_plain_baseline_is_interpolated_between_measured_batches_only() -> None:
+    windows = [_window(float(t), batch=b) for b in (2, 4, 8) for t in range(4)]
+    advice = advise(windows, VLLM, PlainBaseline({1: 0.010, 4: 0.013}, "given"))
+    plain = {b.batch: b.plain_step_s for b in advice.bins}
+    assert plain[2] == pytest.approx(0.011) and plain[4] == 0.013 and plain[8] is None
+
+
+def test_advice_is_json_and_lines_state_model_and_verdict() -> None:
+    windows = [_window(float(t), batch=b) for b in (1, 4) for t in range(4)]
+    advice = advise(windows, VLLM, PlainBaseline({1: 0.010, 4: 0.013}, "a plain run"))
+    assert advice.recommendation == "keep num_speculative_tokens=3"
+    lines = advice_lines(advice)
+    assert lines[0] == "recommendation (vllm): keep num_speculative_tokens=3"
+    assert any(MODEL_LINEAR in line for line in lines)
+    assert any(line.startswith("batch 4: step 20.0 ms, plain 13.0 ms") for line in lines)
+    data = json.loads(json.dumps(advice_json(advice)))
+    assert data["bins"][0]["options"][3]["k"] == 3 and data["dialect"] == "vllm"
