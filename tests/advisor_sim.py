@@ -17,8 +17,8 @@ from specwatch.sim.clock import ManualClock
 from specwatch.sim.config import SimConfig, preset
 from specwatch.sim.world import SimWorld
 from specwatch.sources.dialects import dialect_for
-from specwatch.sources.prom import Scrape, parse_metrics
-from specwatch.sources.window_builder import WindowBuilder
+from specwatch.sources.metrics.prom import Scrape, parse_metrics
+from specwatch.sources.metrics.window_builder import WindowBuilder
 
 STEADY: dict[str, Any] = {
     "warmup_requests": 0,
