@@ -74,3 +74,10 @@ def test_the_demo_dialects_are_every_dialect() -> None:
 
 def test_the_model_uses_the_windows_the_options_offer() -> None:
     assert MODEL_WINDOWS is WINDOWS
+
+
+def test_the_advise_help_loads_neither_the_watch_nor_the_recording_reader() -> None:
+    loaded = _loaded_by_help(["advise", "--help"])
+    assert "specwatch.commands.advise" in loaded
+    heavy = ("specwatch.session", "specwatch.record", "specwatch.sources", "httpx", "asyncio")
+    assert [m for m in loaded if m.startswith(heavy)] == []

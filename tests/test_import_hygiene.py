@@ -51,6 +51,8 @@ HEADLESS_ENTRY_POINTS = (
     "specwatch.commands.record",
     "specwatch.commands.sim",
     "specwatch.commands.dcgm_counters",
+    "specwatch.commands.advise",
+    "specwatch.commands.advise_sweep",
 )
 
 

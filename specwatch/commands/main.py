@@ -1,5 +1,5 @@
 """Command line: the TUI (``specwatch [URL]``, ``-u URL`` or ``--demo``) and the sim, probe,
-bench, record, replay, export, compare and dcgm-counters tools."""
+bench, record, replay, export, compare, advise and dcgm-counters tools."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ SUBCOMMANDS = (
     "probe",
     "bench",
     "compare",
+    "advise",
     "record",
     "replay",
     "export",
@@ -128,6 +129,12 @@ def _fill_compare(p: argparse.ArgumentParser) -> None:
     add_compare_arguments(p)
 
 
+def _fill_advise(p: argparse.ArgumentParser) -> None:
+    from specwatch.commands.advise import add_advise_arguments
+
+    add_advise_arguments(p)
+
+
 def _fill_record(p: argparse.ArgumentParser) -> None:
     from specwatch.commands.record import add_record_arguments
     from specwatch.commands.source_arguments import add_source_arguments
@@ -198,6 +205,7 @@ def build_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
     add("probe", "detect a server, stream once, read the GPUs, print", _fill_probe)
     add("bench", "benchmark: warmup runs, then N streamed runs", _fill_bench)
     add("compare", "compare two snapshots: is it the GPUs or the code?", _fill_compare)
+    add("advise", "which draft length pays, at which batch (live, recording, sweep)", _fill_advise)
     add("record", "record the live session into a SQLite file", _fill_record)
     add("replay", "watch a recording in the TUI, with time controls", _fill_replay)
     add("export", "a recording as a tidy time series (CSV or JSON Lines)", _fill_export)
@@ -264,6 +272,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from specwatch.commands.bench import run_compare
 
             return run_compare(args)
+        if args.command == "advise":
+            from specwatch.commands.advise import run_advise
+
+            return run_advise(args)
         if args.command == "record":
             from specwatch.commands.record import run_record
 

@@ -1,0 +1,203 @@
+"""``specwatch advise``: which draft length pays, at which running batch.
+
+``advise URL`` watches a live server passively (``/metrics`` only) for ``--seconds``;
+``advise FILE[@FROM/TO]`` reads a recording; ``advise SNAP.json ...`` ranks benchmark snapshots
+taken at different draft lengths (:mod:`specwatch.commands.advise_sweep`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine
+
+    from specwatch.core.draft_advisor import PlainBaseline
+    from specwatch.core.server import MetricsWindow, ServerInfo
+    from specwatch.session.advice_watch import Watched
+    from specwatch.sources.http.endpoint import Endpoint
+
+    Watch = Callable[[Endpoint, float, float], Coroutine[Any, Any, Watched]]
+
+EXIT_ADVISED, EXIT_WITHHELD, EXIT_USAGE = 0, 1, 2
+NO_BASELINE = (
+    "no plain-decoding baseline: speculation's gain is measured against plain decoding of the "
+    "same server at the same batch, which a speculating server never shows. Give --baseline "
+    "FILE (a recording or benchmark snapshot of the same server without speculation) or "
+    "--baseline-itl MS"
+)
+
+
+def add_advise_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``specwatch advise``."""
+    p.add_argument(
+        "source",
+        nargs="+",
+        metavar="URL|FILE",
+        help="a live server (watched passively), a recording FILE or FILE@FROM/TO, or several "
+        "benchmark snapshots SNAP.json taken at different draft lengths",
+    )
+    p.add_argument("--json", action="store_true", help="print the advice as JSON")
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=60.0,
+        metavar="N",
+        help="live: seconds to watch /metrics (default 60)",
+    )
+    p.add_argument(
+        "--interval", type=float, default=1.0, metavar="S", help="live: seconds between scrapes"
+    )
+    base = p.add_mutually_exclusive_group()
+    base.add_argument(
+        "--baseline",
+        metavar="FILE",
+        default=None,
+        help="plain step times: a recording (FILE[@FROM/TO]) or snapshot of the same server "
+        "without speculation",
+    )
+    base.add_argument(
+        "--baseline-itl",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="plain step time in ms, the same at every batch",
+    )
+    p.add_argument(
+        "--api-key",
+        default=None,
+        help="Bearer token (default: env SPECWATCH_API_KEY, else OPENAI_API_KEY); never stored",
+    )
+    p.epilog = (
+        "Nothing is sent to the model: a live server is only read (/metrics and detection). "
+        "Exit status: 0 advice given (snapshots: every batch ranked), 1 withheld or not ranked "
+        "(the reason is printed), 2 bad arguments or an unreadable file."
+    )
+
+
+def _is_file_source(text: str) -> bool:
+    from specwatch.record.compare_range import parse_range_spec
+
+    if Path(text).is_file():
+        return True
+    spec = parse_range_spec(text)
+    return spec is not None and spec.path.is_file()
+
+
+def run_advise(
+    args: argparse.Namespace,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    watch: Watch | None = None,
+) -> int:
+    """Run ``specwatch advise``; returns the exit status (see the epilog)."""
+    out = stdout or sys.stdout or open(os.devnull, "w")  # noqa: SIM115
+    err = stderr or sys.stderr or open(os.devnull, "w")  # noqa: SIM115
+    from specwatch.record.advice_inputs import is_snapshot
+
+    sources: list[str] = list(args.source)
+    if len(sources) > 1 or is_snapshot(sources[0]):
+        if not all(is_snapshot(s) for s in sources):
+            print("specwatch advise: give one URL or recording, or only snapshots", file=err)
+            return EXIT_USAGE
+        from specwatch.commands.advise_sweep import run_sweep
+
+        return run_sweep(sources, args.json, out, err)
+    try:
+        label, info, windows = _windows(sources[0], args, err, watch)
+        plain = _baseline(args, windows)
+    except ValueError as e:
+        print(f"specwatch advise: {e}", file=err)
+        return EXIT_USAGE
+    return _print_advice(label, info, windows, plain, args.json, out)
+
+
+def _windows(
+    source: str, args: argparse.Namespace, err: TextIO, watch: Watch | None
+) -> tuple[str, ServerInfo, tuple[MetricsWindow, ...]]:
+    """The windows to advise on, from a recording or a live watch (``ValueError``: why not)."""
+    if _is_file_source(source):
+        from specwatch.record.advice_inputs import recorded_windows
+        from specwatch.record.reader import RecordingError
+
+        try:
+            rec = recorded_windows(source)
+        except RecordingError as e:
+            raise ValueError(str(e)) from None
+        if rec.info is None:
+            raise ValueError(f"{rec.label}: no server detection recorded (which dialect, which K)")
+        return rec.label, rec.info, rec.windows
+    import asyncio
+
+    from specwatch.sources.http.client import ServerError
+    from specwatch.sources.http.endpoint import parse_endpoint
+
+    if not args.seconds > 0 or not args.interval > 0:
+        raise ValueError("--seconds and --interval must be positive")
+    endpoint = parse_endpoint(source, args.api_key)
+    print(f"specwatch advise: watching {endpoint} for {args.seconds:g} s (/metrics only)", file=err)
+    try:
+        watched = asyncio.run((watch or _watch)(endpoint, args.seconds, args.interval))
+    except ServerError as e:
+        raise ValueError(str(e)) from None
+    for line in sorted(set(watched.errors))[:3]:
+        print(f"specwatch advise: scrape failed: {line}", file=err)
+    return str(endpoint), watched.info, watched.windows
+
+
+async def _watch(endpoint: Endpoint, seconds: float, interval_s: float) -> Watched:
+    from specwatch.session.advice_watch import watch_windows
+
+    return await watch_windows(endpoint, seconds, interval_s)
+
+
+def _baseline(args: argparse.Namespace, windows: tuple[MetricsWindow, ...]) -> PlainBaseline | None:
+    from specwatch.record.advice_inputs import baseline_from_file, flat_baseline
+
+    if args.baseline_itl is not None:
+        if not args.baseline_itl > 0:
+            raise ValueError("--baseline-itl must be positive")
+        return flat_baseline(args.baseline_itl, windows)
+    if args.baseline is not None:
+        return baseline_from_file(args.baseline)
+    return None
+
+
+def _print_advice(
+    label: str,
+    info: ServerInfo,
+    windows: tuple[MetricsWindow, ...],
+    plain: PlainBaseline | None,
+    as_json: bool,
+    out: TextIO,
+) -> int:
+    from specwatch.core.advice_text import advice_lines
+    from specwatch.core.draft_advisor import advice_json, advise
+
+    advice = advise(windows, info, plain)
+    withheld = NO_BASELINE if plain is None else None
+    if as_json:
+        import orjson
+
+        doc: dict[str, Any] = {
+            "source": label,
+            "windows": len(windows),
+            "withheld": withheld,
+            "advice": advice_json(advice),
+        }
+        out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        head = [f"{label}: {len(windows)} windows"]
+        if withheld is not None:
+            head.append(f"advice withheld: {withheld}")
+        out.write("\n".join([*head, *advice_lines(advice)]) + "\n")
+    out.flush()
+    return EXIT_ADVISED if advice.recommendation is not None else EXIT_WITHHELD
+
+
+__all__ = ["NO_BASELINE", "add_advise_arguments", "run_advise"]
