@@ -157,7 +157,8 @@ async def _watch(endpoint: Endpoint, seconds: float, interval_s: float) -> Watch
 
 
 def _baseline(args: argparse.Namespace, windows: tuple[MetricsWindow, ...]) -> PlainBaseline | None:
-    from specwatch.record.advice_inputs import baseline_from_file, flat_baseline
+    from specwatch.core.draft_advisor import flat_baseline
+    from specwatch.record.advice_inputs import baseline_from_file
 
     if args.baseline_itl is not None:
         if not args.baseline_itl > 0:

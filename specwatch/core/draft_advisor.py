@@ -18,7 +18,7 @@ says so, else "unclear". The crossover is the batch from which every measured bi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,7 +30,14 @@ from specwatch.core.acceptance import (
 )
 from specwatch.core.draft_syntax import engine_setting
 from specwatch.core.server import Dialect, MetricsWindow, ServerInfo
-from specwatch.core.step_cost import StepBin, interpolate, model_step_s, model_text, step_curve
+from specwatch.core.step_cost import (
+    StepBin,
+    batch_of,
+    interpolate,
+    model_step_s,
+    model_text,
+    step_curve,
+)
 from specwatch.core.values import to_jsonable
 
 PAYS, LOSES, UNCLEAR = "pays", "loses", "unclear"
@@ -107,6 +114,15 @@ class Advice:
     reason: str | None = None
     """Why there is no recommendation."""
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def flat_baseline(
+    step_ms: float, windows: Iterable[MetricsWindow], source: str | None = None
+) -> PlainBaseline:
+    """The same plain step time at every batch the windows held (``--baseline-itl MS``)."""
+    batches = {b for w in windows if (b := batch_of(w)) is not None}
+    steps = {b: step_ms / 1000.0 for b in sorted(batches)}
+    return PlainBaseline(steps, source or f"--baseline-itl {step_ms:g} ms at every batch")
 
 
 def advise(
@@ -275,4 +291,5 @@ __all__ = [
     "PlainBaseline",
     "advice_json",
     "advise",
+    "flat_baseline",
 ]

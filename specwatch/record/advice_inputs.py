@@ -1,6 +1,6 @@
 """What ``specwatch advise`` reads from files: a recording's windows (whole, or ``FILE@FROM/TO``)
 and the plain-decoding baseline (a recording or snapshot of the same server without
-speculation, or a flat step time).
+speculation; a flat step time is :func:`specwatch.core.draft_advisor.flat_baseline`).
 
 The advisor cannot observe plain decoding on a server that speculates, so a baseline that
 speculates is refused: its step times are verify steps, and the gain against them would be
@@ -10,13 +10,12 @@ the gain of one speculative setting over another.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from specwatch.core.draft_advisor import PlainBaseline
 from specwatch.core.server import MetricsWindow, ServerInfo
-from specwatch.core.step_cost import MIN_WINDOWS, batch_of, plain_steps
+from specwatch.core.step_cost import MIN_WINDOWS, plain_steps
 from specwatch.record.compare_range import parse_range_spec
 from specwatch.record.reader import Reader, RecordingError
 from specwatch.record.timespec import parse_time
@@ -133,18 +132,10 @@ def _refuse_speculating(label: str, info: ServerInfo | None) -> None:
         )
 
 
-def flat_baseline(itl_ms: float, windows: Iterable[MetricsWindow]) -> PlainBaseline:
-    """The same plain step time at every batch the windows held (``--baseline-itl MS``)."""
-    batches = {b for w in windows if (b := batch_of(w)) is not None}
-    steps = {b: itl_ms / 1000.0 for b in sorted(batches)}
-    return PlainBaseline(steps, f"--baseline-itl {itl_ms:g} ms at every batch")
-
-
 __all__ = [
     "BaselineError",
     "RecordedWindows",
     "baseline_from_file",
-    "flat_baseline",
     "is_snapshot",
     "recorded_windows",
 ]

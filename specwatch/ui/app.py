@@ -87,6 +87,7 @@ class SpecwatchApp(SessionEventsApp):
         Binding("b", "benchmark", "Bench"),
         Binding("r", "mark_reference", "Mark ref", show=False),
         Binding("m", "sources", "Sources", show=False),
+        Binding("a", "advice", "Advice", show=False),
         # Listed in help and the palette; left out of the footer so that help and quit still
         # fit in the footer of a 60-column terminal.
         Binding("s", "save_svg", "Screenshot", show=False),
@@ -335,6 +336,12 @@ class SpecwatchApp(SessionEventsApp):
 
         self.push_screen(TextModal("metric sources", body))
 
+    def action_advice(self) -> None:
+        """Which draft length pays at which batch, from the session's recent windows."""
+        from specwatch.ui.advice_view import open_advice
+
+        open_advice(self, self.model)
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:  # type: ignore[type-arg]
         """The command palette: the app's own commands, then Textual's (each once)."""
         yield SystemCommand(
@@ -344,6 +351,9 @@ class SpecwatchApp(SessionEventsApp):
         )
         yield SystemCommand("Benchmark", "Start (or stop) a benchmark", self.action_benchmark)
         yield SystemCommand("Metric sources", "Where each number comes from", self.action_sources)
+        yield SystemCommand(
+            "Draft advisor", "Which draft length pays, at which batch size", self.action_advice
+        )
         yield SystemCommand(
             "Resume" if self.model.paused else "Pause",
             "Pause or resume drawing (sampling continues)",

@@ -17,6 +17,7 @@ KEYS: Rows = (
     ("b", "benchmark with the current settings (again: stop it)"),
     ("r", "mark the reference: the live verdict judges against the last 30 s from now on"),
     ("m", "metric sources: where each number comes from, and the formulas"),
+    ("a", "draft advisor: which draft length pays at which batch, with intervals"),
     ("s", "save an SVG screenshot (~/.local/share/specwatch/screenshots, or --screenshot-dir)"),
     ("? / F1", "this help"),
     ("ctrl+p", "command palette (compare snapshots, next theme…)"),

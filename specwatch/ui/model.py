@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from specwatch.core.server import MetricsWindow, ServerInfo
 
 HISTORY = 4000
+ADVICE_WINDOWS = 1800
+"""Windows kept for the draft advisor (``a``): half an hour at one scrape a second."""
 """Points kept per series: over an hour at the default 1 s rate."""
 HOLD_S = 60.0
 """A reading missing from newer windows is held (dimmed, with its age) for this long."""
@@ -100,6 +102,8 @@ class MonitorModel:
         self.window: MetricsWindow | None = None
         """Latest window with a real interval (``dt > 0``)."""
         self.last_scrape: MetricsWindow | None = None
+        self.windows: deque[MetricsWindow] = deque(maxlen=ADVICE_WINDOWS)
+        """The latest windows with a real interval, oldest first (the advisor's input)."""
         self.server: ServerInfo | None = None
         self.commit: str | None = None
         """The server's code commit for the status line (``"0c1e570*"`` when dirty), if known."""
@@ -254,6 +258,7 @@ class MonitorModel:
             self._open_warmup(w.t)
         if w.dt > 0:
             self.window = w
+            self.windows.append(w)
             self.tok_s.append(w.t, self._hold(w, "gen_tok_s"))
             self.accept_length.append(w.t, self._hold(w, "accept_length"))
             self.acceptance_rate.append(w.t, self._hold(w, "draft_acceptance_rate"))

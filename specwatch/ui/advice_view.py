@@ -1,0 +1,69 @@
+"""The draft advisor's view (``a``): the core's advice on the session's recent windows, as text.
+
+The plain baseline is the monitor's own (``--baseline-itl``, ``--baseline`` or the demo's
+simulator), flat over batch; without one the view says the advice is withheld and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from specwatch.core.advice_text import advice_lines
+from specwatch.core.draft_advisor import advise, flat_baseline
+from specwatch.core.server import MetricsWindow, ServerInfo
+from specwatch.ui.model import MonitorModel
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+TITLE = "draft advisor"
+NO_BASELINE = (
+    "advice withheld: no plain-decoding baseline (start specwatch with --baseline-itl MS or "
+    "--baseline FILE); speculation's gain is measured against plain decoding of the same "
+    "server, which a speculating server never shows"
+)
+
+
+def advice_body(
+    info: ServerInfo | None,
+    windows: Sequence[MetricsWindow],
+    baseline_ms: float | None,
+    baseline_source: str = "",
+) -> str:
+    """The advice on ``windows`` of the server ``info`` describes, or why there is none.
+
+    Half an hour of windows takes ~60 ms here: :func:`open_advice` calls it on a thread.
+    """
+    if info is None:
+        return "no server detected yet"
+    if not windows:
+        return "no /metrics window yet"
+    plain = None
+    head = [
+        f"{len(windows)} windows, the last {windows[-1].t - windows[0].t + windows[0].dt:.0f} s"
+    ]
+    if baseline_ms is not None:
+        where = baseline_source or "the monitor's baseline"
+        source = f"{where}: {baseline_ms:g} ms at every batch"
+        plain = flat_baseline(baseline_ms, windows, source)
+    else:
+        head.append(NO_BASELINE)
+    return "\n".join([*head, *advice_lines(advise(windows, info, plain))])
+
+
+def open_advice(app: App[Any], model: MonitorModel) -> None:
+    """Work the advice out on a thread from ``model``'s windows as they are now, then show it."""
+    info, windows = model.server, tuple(model.windows)
+    ms, source = model.baseline_ms, model.baseline_source
+
+    def work() -> None:
+        from specwatch.ui.modals import TextModal
+
+        body = advice_body(info, windows, ms, source)
+        app.call_from_thread(app.push_screen, TextModal(TITLE, body))
+
+    app.run_worker(work, thread=True, group="advice")
+
+
+__all__ = ["NO_BASELINE", "TITLE", "advice_body", "open_advice"]

@@ -1,0 +1,80 @@
+"""The draft advisor's view in the TUI (``a``): the core's advice on the session's windows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specwatch.core.advice_text import advice_lines
+from specwatch.core.draft_advisor import advise, flat_baseline
+from specwatch.core.server import MetricsWindow
+from specwatch.ui.advice_view import NO_BASELINE, advice_body
+from specwatch.ui.app import AppSettings, SpecwatchApp
+from specwatch.ui.help_text import KEYS
+from specwatch.ui.modals import TextModal
+from specwatch.ui.model import ADVICE_WINDOWS, MonitorModel
+from tests.advisor_sim import held_batch_windows, info_of, true_step_s, vllm_config
+
+CHAIN: dict[str, Any] = {"num_steps": 3, "num_draft_tokens": 3, "acceptance": (0.8, 0.6, 0.45)}
+COST: dict[str, Any] = {"base_step_ms": 11.0, "draft_ms_per_token": 1.0, "plain_step_ms": 10.0}
+CONFIG = vllm_config(**CHAIN, **COST)
+PLAIN_MS = true_step_s(CONFIG, 2, 0) * 1000.0
+
+
+def _windows() -> list[MetricsWindow]:
+    return held_batch_windows(CONFIG, [2], windows_per_batch=6, window_s=1.0)
+
+
+def _model(baseline_ms: float | None) -> MonitorModel:
+    model = MonitorModel(baseline_ms, "--baseline-itl" if baseline_ms else "")
+    model.server = info_of(CONFIG)
+    for w in _windows():
+        model.add_window(w)
+    return model
+
+
+def _app(model: MonitorModel) -> SpecwatchApp:
+    return SpecwatchApp(AppSettings(watch_terminal=False, live_cpu=False), model=model)
+
+
+async def test_the_a_key_opens_the_advice_on_the_sessions_windows() -> None:
+    app = _app(_model(PLAIN_MS))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("a")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, TextModal)
+        assert app.screen.title_text == "draft advisor"
+        body = app.screen.body
+        windows = _windows()
+        expected = advise(windows, info_of(CONFIG), flat_baseline(PLAIN_MS, windows))
+        assert expected.recommendation == "keep num_speculative_tokens=3"
+        assert advice_lines(expected)[0] in body.splitlines()
+        assert "plain step from --baseline-itl" in body
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, TextModal)
+
+
+async def test_without_a_baseline_the_view_says_the_advice_is_withheld() -> None:
+    app = _app(_model(None))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("a")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, TextModal)
+        lines = app.screen.body.splitlines()
+        assert lines[1] == NO_BASELINE and lines[2].startswith("no recommendation")
+
+
+def test_before_any_window_the_view_says_so_and_the_key_is_in_the_help() -> None:
+    assert advice_body(None, _windows(), PLAIN_MS) == "no server detected yet"
+    assert advice_body(info_of(CONFIG), (), PLAIN_MS) == "no /metrics window yet"
+    assert any(key == "a" and "draft advisor" in what for key, what in KEYS)
+
+
+def test_the_model_keeps_a_bounded_history_of_windows() -> None:
+    model = MonitorModel()
+    w = _windows()[0]
+    for i in range(ADVICE_WINDOWS + 5):
+        model.add_window(MetricsWindow(t=w.t + i, dt=1.0))
+    assert len(model.windows) == ADVICE_WINDOWS and model.windows[0].t == w.t + 5
