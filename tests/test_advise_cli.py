@@ -175,3 +175,23 @@ def test_the_subcommand_is_listed_and_its_help_names_the_baseline() -> None:
     assert isinstance(args, argparse.Namespace) and args.baseline_itl == 12.0
     with pytest.raises(SystemExit):
         parser.parse_args(["advise", "x", "--baseline", "a", "--baseline-itl", "3"])
+
+
+def test_a_known_draft_cost_replaces_the_linear_model(
+    recordings: tuple[Path, Path, list[MetricsWindow]],
+) -> None:
+    spec_file, plain_file, _ = recordings
+    code, out, _ = _run([str(spec_file), "--baseline", str(plain_file), "--json"])
+    linear = json.loads(out)["advice"]
+    code, out, _ = _run(
+        [str(spec_file), "--baseline", str(plain_file), "--draft-ms", "1", "--json"]
+    )
+    split = json.loads(out)["advice"]
+    assert code == 0
+    assert "linear in k" in linear["assumptions"] and "measured split" in split["assumptions"]
+    # The sim's verify grows with the batch whatever k: only the split model sees it lose.
+    assert linear["loses_from"] is None
+    low, high = split["loses_between"]
+    assert low <= 16 <= (high or 24)
+    code, _, err = _run([str(spec_file), "--draft-ms", "-1"])
+    assert code == 2 and "--draft-ms" in err

@@ -68,6 +68,15 @@ def add_advise_arguments(p: argparse.ArgumentParser) -> None:
         help="plain step time in ms, the same at every batch",
     )
     p.add_argument(
+        "--draft-ms",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="drafting cost per draft token, where known (e.g. the draft model's own step "
+        "time); default: the verify is assumed to cost a plain step and the rest of the step "
+        "to be drafting, linear in k",
+    )
+    p.add_argument(
         "--api-key",
         default=None,
         help="Bearer token (default: env SPECWATCH_API_KEY, else OPENAI_API_KEY); never stored",
@@ -111,10 +120,13 @@ def run_advise(
     try:
         label, info, windows = _windows(sources[0], args, err, watch)
         plain = _baseline(args, windows)
+        if args.draft_ms is not None and not args.draft_ms >= 0:
+            raise ValueError("--draft-ms must be zero or more")
     except ValueError as e:
         print(f"specwatch advise: {e}", file=err)
         return EXIT_USAGE
-    return _print_advice(label, info, windows, plain, args.json, out)
+    draft_s = None if args.draft_ms is None else args.draft_ms / 1000.0
+    return _print_advice(label, info, windows, plain, draft_s, args.json, out)
 
 
 def _windows(
@@ -174,13 +186,14 @@ def _print_advice(
     info: ServerInfo,
     windows: tuple[MetricsWindow, ...],
     plain: PlainBaseline | None,
+    draft_s: float | None,
     as_json: bool,
     out: TextIO,
 ) -> int:
     from specwatch.core.advice_text import advice_lines
     from specwatch.core.draft_advisor import advice_json, advise
 
-    advice = advise(windows, info, plain)
+    advice = advise(windows, info, plain, draft_s)
     withheld = NO_BASELINE if plain is None else None
     if as_json:
         import orjson
