@@ -79,3 +79,24 @@ def test_demo_and_url_together_is_a_usage_error(capsys: pytest.CaptureFixture[st
     # Unsettled (main gives it http://localhost:8000): called directly without a server.
     assert run_bench(build_parser().parse_args(["bench"])) == 2
     assert "--url is required" in capsys.readouterr().err
+
+
+def test_a_list_of_concurrencies_writes_one_snapshot_each(tmp_path: Path) -> None:
+    from specwatch.commands.bench import run_bench
+
+    out = tmp_path / "snaps"
+    argv = ["bench", "--demo", "cold", *FAST, "-n", "2", "--warmup", "0", "--max-tokens", "48"]
+    argv += ["-c", "1,2,1", "--label", "sweep", "--out", str(out)]
+    stdout = io.StringIO()
+    assert run_bench(build_parser().parse_args(argv), argv=argv, stdout=stdout) == 0
+    snaps = [read_snapshot(p) for p in sorted(out.glob("*.json"))]
+    assert sorted((s["config"]["concurrency"], s["label"]) for s in snaps) == [
+        (1, "sweep-c1"),
+        (2, "sweep-c2"),
+    ]
+    assert stdout.getvalue().count("Benchmarking ") == 2
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["bench", "-c", "1,0"])
+    err = io.StringIO()
+    args = build_parser().parse_args(["bench", "--demo", "cold", "-c", "1,4", "--json"])
+    assert run_bench(args, stderr=err) == 2 and "give one concurrency" in err.getvalue()

@@ -201,11 +201,15 @@ def run_bench(
     out = stdout or sys.stdout or open(os.devnull, "w")  # noqa: SIM115
     err = stderr or sys.stderr or open(os.devnull, "w")  # noqa: SIM115
     progress = err if args.json else out
+    levels = args.concurrency if isinstance(args.concurrency, list) else [args.concurrency]
+    if len(levels) > 1 and args.json:
+        print("specwatch bench: --json prints one snapshot: give one concurrency", file=err)
+        return EXIT_USAGE
     config = BenchConfig(
         runs=args.runs,
         warmup=args.warmup,
         max_tokens=args.max_tokens,
-        concurrency=args.concurrency,
+        concurrency=levels[0],
         label=args.label,
         prompts_file=args.prompts,
         seed=args.seed,
@@ -228,7 +232,15 @@ def run_bench(
         print("specwatch bench: --url is required (or --demo cold|hot)", file=err)
         return EXIT_USAGE
     try:
-        return _run_bench(args, config, sampler, demo, argv, out, err, progress)
+        status = 0
+        for c in levels:
+            label = f"{args.label}-c{c}" if args.label else f"c{c}"
+            one = len(levels) == 1
+            level = config if one else dataclasses.replace(config, concurrency=c, label=label)
+            status = _run_bench(args, level, sampler, demo, argv, out, err, progress)
+            if status != 0:  # a failure or an interruption ends the list there
+                break
+        return status
     finally:
         if demo is not None:
             demo.stop()

@@ -16,6 +16,21 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _concurrencies(text: str) -> list[int]:
+    """``4`` or ``1,4,16``: each a positive integer, repeats dropped, order kept."""
+    out: list[int] = []
+    for part in text.split(","):
+        try:
+            value = int(part.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a concurrency: {part.strip()!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+        if value not in out:
+            out.append(value)
+    return out
+
+
 def _count(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -37,7 +52,13 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=_positive_int, default=2048, help="tokens per run (2048)")
     p.add_argument("--label", default=None, help="a name for this benchmark (in the file name)")
     p.add_argument(
-        "-c", "--concurrency", type=_positive_int, default=1, help="parallel streams per run (1)"
+        "-c",
+        "--concurrency",
+        type=_concurrencies,
+        default=[1],
+        metavar="N[,N...]",
+        help="parallel streams per run (1); a list (1,4,16) runs one benchmark per value, "
+        "each saved as its own snapshot (label suffix -cN)",
     )
     p.add_argument(
         "--prompts",
