@@ -130,6 +130,8 @@ def test_a_file_that_is_not_a_recording_is_a_usage_error(tmp_path: Path) -> None
     bad.write_text("not sqlite")
     code, _, err = _run([str(bad)])
     assert code == 2 and "not a specwatch recording" in err
+    code, _, err = _run([str(tmp_path / "missing.sqlite@-1h/-0s")])
+    assert code == 2 and "missing.sqlite: no such recording" in err
 
 
 def test_live_watch_over_http_reads_metrics_only_and_advises() -> None:

@@ -89,12 +89,12 @@ def add_advise_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _is_file_source(text: str) -> bool:
-    from specwatch.record.compare_range import parse_range_spec
+    """A recording (existing, or named like one: a missing file is said as such, not dialled)."""
+    from specwatch.record.compare_range import RECORDING_SUFFIXES, parse_range_spec
 
-    if Path(text).is_file():
-        return True
     spec = parse_range_spec(text)
-    return spec is not None and spec.path.is_file()
+    path = spec.path if spec is not None and not Path(text).exists() else Path(text)
+    return path.is_file() or path.suffix.lower() in RECORDING_SUFFIXES
 
 
 def run_advise(
