@@ -35,6 +35,7 @@ from specwatch.bench.snapshot import (
 )
 from specwatch.commands.bench_arguments import add_bench_arguments
 from specwatch.commands.compare import add_compare_arguments, run_compare
+from specwatch.core.clock_policy import UNLOCKED_LINE, any_unlocked
 from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -161,6 +162,9 @@ async def _bench(
                     inv = await asyncio.to_thread(sampler.open)
                     if not inv.available:
                         say(f"  (GPU readings off: {inv.reason})")
+                gpus = sampler.inventory.gpus if sampler and sampler.inventory else ()
+                if any_unlocked(gpus):
+                    say(f"  Clocks unlocked: {UNLOCKED_LINE}")
             except ServerError as exc:
                 raise _Failure(str(exc)) from None
             except asyncio.CancelledError:
