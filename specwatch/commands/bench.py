@@ -117,6 +117,16 @@ async def _bench(
             say(f"  {e.message}")
             if e.index == e.total:
                 say("")
+        elif e.kind == "steady_wait":
+            live.show(f"  {e.message}", force=True)
+        elif e.kind == "steady":
+            # Said with the steady state, just before the runs: where it bears on them.
+            if sampler is not None and any_unlocked(
+                sampler.inventory.gpus if sampler.inventory else ()
+            ):
+                say(f"  Clocks unlocked: {UNLOCKED_LINE}")
+            say(f"  {e.message}")
+            say("")
         elif e.kind == "run_start":
             run_now[:] = [(f"Run {e.index}/{e.total}", time.monotonic())]
             live.show(f"  Run {e.index}/{e.total}: waiting for the first token", force=True)
@@ -162,9 +172,6 @@ async def _bench(
                     inv = await asyncio.to_thread(sampler.open)
                     if not inv.available:
                         say(f"  (GPU readings off: {inv.reason})")
-                gpus = sampler.inventory.gpus if sampler and sampler.inventory else ()
-                if any_unlocked(gpus):
-                    say(f"  Clocks unlocked: {UNLOCKED_LINE}")
             except ServerError as exc:
                 raise _Failure(str(exc)) from None
             except asyncio.CancelledError:
@@ -214,6 +221,9 @@ def run_bench(
         prompts_file=args.prompts,
         seed=args.seed,
         gpu_interval_s=args.gpu_interval,
+        steady=args.steady,
+        steady_limit_s=args.steady_limit,
+        steady_window_s=args.steady_window,
     )
 
     if isinstance(args.url, list):  # repeatable for a fleet; a benchmark takes one server
