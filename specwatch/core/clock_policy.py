@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from specwatch.core.gpu import GpuStatic
+if TYPE_CHECKING:
+    from specwatch.core.gpu import GpuStatic
 
 POWER_CAP_MARGIN = 0.02
 """An enforced power limit this far (relative) below the default counts as a cap."""
