@@ -100,6 +100,11 @@ class FakeClockPolicy:
         self._policy("nvmlDeviceGetDefaultApplicationsClock", handle)
         return self._max_clock(clock_type)
 
+    def nvmlDeviceGetPowerManagementLimit(self, handle: Any) -> int:
+        """The power limit set (follows ``SimGpus.set_power_limit``), mW."""
+        state = self._policy("nvmlDeviceGetPowerManagementLimit", handle)
+        return int(self.gpus.gpus[state.index].power_limit_w * 1000)
+
     # --- sets (root only) ----------------------------------------------------------------
 
     def nvmlDeviceSetGpuLockedClocks(self, handle: Any, lo: int, hi: int) -> None:
