@@ -178,10 +178,10 @@ async def test_per_run_measurements() -> None:
         events: list[BenchEvent] = []
         result = await bench(sim, on_event=events.append)
     kinds = [e.kind for e in events]
-    assert kinds == ["warmup_done"] + ["run_start", "run_done"] * 4 + ["finished"]
+    assert kinds == ["warmup_done", "steady"] + ["run_start", "run_done"] * 4 + ["finished"]
     assert events[0].message == "Warmup 1/1 done (8 tokens)"
     assert re.fullmatch(
-        r"Run 1/4: 80 tokens in \d+\.\d\ds = \d+\.\d tok/s \(prompt: \d+ toks\)", events[2].message
+        r"Run 1/4: 80 tokens in \d+\.\d\ds = \d+\.\d tok/s \(prompt: \d+ toks\)", events[3].message
     )
     run = result.runs[0]
     assert run.completion_tokens == 80 and run.prompt_tokens

@@ -39,3 +39,6 @@ def test_full_check_over_simulated_gpus() -> None:
     assert "tick 2:" in out and "cost per tick:" in out
     assert "nvmlInit: 1," in out and "nvmlDeviceGetName: 2," in out
     assert "summary gpu 1:" in out
+    assert "gpu 0 clock policy: unlocked (boost) (flag -)" in out
+    assert "gpu 1 nvmlDeviceGetDefaultApplicationsClock(2,): 2619" in out
+    assert "slopes over the check: " in out

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from specwatch.bench.aggregate import build_series, combine_streams, counter_deltas, overall_of
 from specwatch.bench.gpu_recorder import GpuRecorder
 from specwatch.bench.prompts import load_prompts
+from specwatch.bench.steady_gate import steady_after, steady_gate
 from specwatch.bench.stream_waiting import wait_all
 from specwatch.core.gpu import GpuSample, GpuTick
 from specwatch.core.gpu_rules import sample_busy
@@ -36,6 +37,7 @@ from specwatch.core.snapshot_records import (
     SeriesGpu,
     SeriesPoint,
 )
+from specwatch.core.steady import Steadiness
 
 if TYPE_CHECKING:
     from specwatch.core.gpu_summary import GpuRunSummary
@@ -106,6 +108,7 @@ class _Benchmark:
         self.interrupted = False
         self.error: str | None = None
         self.next_prompt = 0
+        self.steadiness: Steadiness | None = None
 
     def emit(
         self, kind: str, index: int, total: int, message: str, run: RunResult | None = None
@@ -138,6 +141,8 @@ class _Benchmark:
                 (self.warmups if warmup else self.runs).append(run)
                 kind = "warmup_done" if warmup else "run_done"
                 self.emit(kind, i, count, run.progress_line(count), run)
+            if warmup and not await steady_gate(self):
+                return
 
     def _next_prompts(self) -> tuple[int, list[str]]:
         n = max(1, self.config.concurrency)
@@ -266,6 +271,7 @@ class _Benchmark:
             ),
             interrupted=self.interrupted,
             error=self.error,
+            steady=steady_after(self.steadiness, self.t0, runs, all_ticks),
         )
 
 

@@ -185,6 +185,7 @@ def build_snapshot(
         runs=runs,
         overall=overall,
         timeseries=TimeSeries(result.config.series_interval_s, result.series),
+        steady=result.steady,
     )
     cleaned: dict[str, Any] = scrub_snapshot(scrub(snapshot_to_json(snap), secrets))
     return cleaned

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import os
 import signal
@@ -34,7 +35,9 @@ from specwatch.bench.snapshot import (
     write_snapshot,
 )
 from specwatch.commands.bench_arguments import add_bench_arguments
+from specwatch.commands.clocks import lock_for_bench, parse_lock_target, with_locks
 from specwatch.commands.compare import add_compare_arguments, run_compare
+from specwatch.core.clock_policy import UNLOCKED_LINE, any_unlocked
 from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -116,6 +119,17 @@ async def _bench(
             say(f"  {e.message}")
             if e.index == e.total:
                 say("")
+        elif e.kind == "steady_wait":
+            live.show(f"  {e.message}", force=True)
+        elif e.kind == "steady":
+            # Said with the steady state, just before the runs: where it bears on them.
+            inventory = (
+                None if getattr(args, "clocks_locked", False) else sampler and sampler.inventory
+            )
+            if inventory and any_unlocked(inventory.gpus):
+                say(f"  Clocks unlocked: {UNLOCKED_LINE}")
+            say(f"  {e.message}")
+            say("")
         elif e.kind == "run_start":
             run_now[:] = [(f"Run {e.index}/{e.total}", time.monotonic())]
             live.show(f"  Run {e.index}/{e.total}: waiting for the first token", force=True)
@@ -214,6 +228,9 @@ def run_bench(
         prompts_file=args.prompts,
         seed=args.seed,
         gpu_interval_s=args.gpu_interval,
+        steady=args.steady,
+        steady_limit_s=args.steady_limit,
+        steady_window_s=args.steady_window,
     )
 
     if isinstance(args.url, list):  # repeatable for a fleet; a benchmark takes one server
@@ -263,6 +280,7 @@ def _run_bench(
         # Read now so that a bad file is a usage error before connecting; the runner loads
         # the prompts again from the config, and records where they came from.
         load_prompts(args.prompts, args.seed)
+        lock_target = parse_lock_target(args.lock_clocks)
     except (ValueError, PromptsError) as exc:
         print(f"specwatch bench: {exc}", file=err)
         return EXIT_USAGE
@@ -271,13 +289,13 @@ def _run_bench(
         return EXIT_USAGE
     identity = server_identity(endpoint.base_url)
     own_sampler = False
+    fake = None
     if sampler is None:
         from specwatch.commands.source_arguments import source_options
         from specwatch.session.factory import gpu_source
         from specwatch.session.fleet_gpus import PrometheusGpuSource
         from specwatch.session.gpu_source import ReaderGpuSource
 
-        fake = None
         if demo is not None:
             from specwatch.sim.fake_nvml import FakeNvml
 
@@ -294,9 +312,13 @@ def _run_bench(
             sampler, own_sampler = source.sampler, True
     log = SignalLog()
     try:
-        with shield_signals(log):
+        with shield_signals(log), contextlib.ExitStack() as lock:
+            locked = lock_for_bench(lock, lock_target, demo, fake, progress, err)
+            if locked is None:
+                return EXIT_USAGE
+            args.clocks_locked = bool(locked)
             return _measure_and_save(
-                args, endpoint, config, sampler, argv, out, err, progress, log, identity
+                args, endpoint, config, sampler, argv, out, err, progress, log, identity, locked
             )
     finally:
         if own_sampler and sampler is not None:
@@ -314,6 +336,7 @@ def _measure_and_save(
     progress: TextIO,
     log: SignalLog,
     identity: ServerIdentity,
+    locked: dict[int, int] | None = None,
 ) -> int:
     try:
         result, secret, stopped_by = asyncio.run(
@@ -329,6 +352,7 @@ def _measure_and_save(
         print_lines(err, ["specwatch bench: interrupted before the first run; nothing saved"])
         return 128 + (stopped_by or signal.SIGINT)
     identity = with_server_build(identity, result)
+    result = with_locks(result, locked or {})
     snap = build_snapshot(
         result,
         list(argv if argv is not None else sys.argv),

@@ -50,6 +50,34 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--runs", type=_positive_int, default=5, help="measured runs (5)")
     p.add_argument("--warmup", type=_count, default=2, help="warmup requests first (2)")
     p.add_argument("--max-tokens", type=_positive_int, default=2048, help="tokens per run (2048)")
+    p.add_argument(
+        "--steady",
+        action="store_true",
+        help="after the warmups, keep warming up until the GPUs' SM clock, memory clock and"
+        " temperature are steady (see --steady-window), at most --steady-limit seconds",
+    )
+    p.add_argument(
+        "--steady-limit",
+        type=_seconds,
+        default=300.0,
+        metavar="S",
+        help="longest --steady wait before measuring anyway (300 s)",
+    )
+    p.add_argument(
+        "--steady-window",
+        type=_seconds,
+        default=10.0,
+        metavar="S",
+        help="window of the steady-state slopes (10 s; thresholds per second: SM and memory"
+        " clock 2 MHz, temperature 0.1 °C)",
+    )
+    p.add_argument(
+        "--lock-clocks",
+        metavar="base|max|MHZ",
+        default=None,
+        help="root only: lock the GPU clock for the benchmark and restore it afterwards (for"
+        " A/B tests of code, not capacity claims)",
+    )
     p.add_argument("--label", default=None, help="a name for this benchmark (in the file name)")
     p.add_argument(
         "-c",
@@ -113,9 +141,10 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     demo = p.add_argument_group("demo (the story on the simulator, instead of --url)")
     demo.add_argument(
         "--demo",
-        choices=("cold", "hot"),
+        choices=("cold", "hot", "warming"),
         default=None,
-        help="benchmark a simulated server whose 8 simulated GPUs are held cold or hot",
+        help="benchmark a simulated server whose 8 simulated GPUs are held cold or hot, or"
+        " start cold and heat up under load (warming)",
     )
     demo.add_argument(
         "--demo-step-factor",

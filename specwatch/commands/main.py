@@ -23,6 +23,7 @@ SUBCOMMANDS = (
     "export",
     "scrub",
     "dcgm-counters",
+    "clocks",
 )
 COMMAND_METAVAR = "{" + ",".join(SUBCOMMANDS) + "}"
 
@@ -158,6 +159,12 @@ def _fill_export(p: argparse.ArgumentParser) -> None:
     add_export_arguments(p)
 
 
+def _fill_clocks(p: argparse.ArgumentParser) -> None:
+    from specwatch.commands.clocks import fill_clocks
+
+    fill_clocks(p)
+
+
 def _fill_scrub(p: argparse.ArgumentParser) -> None:
     from specwatch.commands.scrub import add_scrub_arguments
 
@@ -215,6 +222,7 @@ def build_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
         "print the dcgm-exporter counters CSV specwatch reads (run the exporter with -f FILE)",
         lambda p: None,
     )
+    add("clocks", "restore GPU clocks a bench --lock-clocks left locked", _fill_clocks)
     return parser
 
 
@@ -240,6 +248,18 @@ def parse_args(
     return settle(args, os.environ if env is None else env)
 
 
+def _restore_stale_clocks(command: str | None) -> None:
+    """Clocks a killed ``bench --lock-clocks`` left locked are restored at the next start."""
+    if command == "clocks":
+        return  # it says what it restores itself
+    from specwatch.core.clock_state import state_path
+
+    if state_path().exists():
+        from specwatch.commands.clocks import restore_stale
+
+        restore_stale(sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
     try:
@@ -251,7 +271,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"specwatch: {e}", file=sys.stderr)
         return 2
+    _restore_stale_clocks(args.command)
     try:
+        if args.command == "clocks":
+            from specwatch.commands.clocks import run_clocks
+
+            return run_clocks(args)
         if args.command == "sim":
             from specwatch.commands.sim import run_sim
 

@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from specwatch.core.clock_policy import policy_difference
 from specwatch.core.compare_rows import (
     Row,
     code_rows,
@@ -35,6 +36,7 @@ from specwatch.core.outcomes import Outcome
 from specwatch.core.snapshot_figures import figures, run_tok_s, straggler_clock
 from specwatch.core.snapshot_records import Snapshot
 from specwatch.core.stats import Summary, Welch
+from specwatch.core.steady import steady_note
 
 VERDICT_GPU = Outcome.GPU
 VERDICT_CODE = Outcome.CODE
@@ -237,6 +239,13 @@ def compare(
             notes.append(f"{name} was interrupted: {n} of {planned} runs")
         if n < 2:
             notes.append(f"{name} has {n} run(s): no confidence interval, noise unknown")
+    policies = policy_difference(a.gpu_environment.gpus, b.gpu_environment.gpus)
+    if policies is not None:
+        notes.append(f"different clock policies: {a_name} {policies[0]}; {b_name} {policies[1]}")
+    for name, snap in ((a_name, a), (b_name, b)):
+        unsteady = steady_note(name, snap.steady)
+        if unsteady is not None:
+            notes.append(unsteady)
     clock_a, idx_a = straggler_clock(a)
     clock_b, idx_b = straggler_clock(b)
     attribution = Attribution(

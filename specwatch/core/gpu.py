@@ -44,6 +44,13 @@ class GpuStatic:
     """Enforced power limit."""
     app_sm_clock_mhz: int | None = None
     """Application clock, if one is set."""
+    app_mem_clock_mhz: int | None = None
+    default_app_sm_clock_mhz: int | None = None
+    """The board's default application clocks (what ``nvidia-smi -rac`` restores)."""
+    default_app_mem_clock_mhz: int | None = None
+    locked_sm_clock_mhz: int | None = None
+    """Locked GPU clock; NVML cannot read these back, so only set when specwatch locked them."""
+    locked_mem_clock_mhz: int | None = None
     missing: Mapping[str, str] = field(default_factory=dict)
 
 

@@ -55,6 +55,8 @@ class GpuRunSummary:
     thermal_violation_s: float | None = None
     """Time spent held by the thermal policy over the run."""
     util_mean_pct: float | None = None
+    mem_clock_mean_mhz: float | None = None
+    """Mean memory clock: what a memory-bound decode follows."""
 
 
 def summarize_ticks(
@@ -131,6 +133,7 @@ def _summarize_gpu(
         power_violation_s=power_viol / 1e9 if power_viol is not None else None,
         thermal_violation_s=thermal_viol / 1e9 if thermal_viol is not None else None,
         util_mean_pct=_mean([float(u) for u in util]),
+        mem_clock_mean_mhz=_mean([s.mem_clock_mhz for s in live if s.mem_clock_mhz is not None]),
     )
 
 

@@ -12,7 +12,9 @@ a live verdict calls it with a reference window and the current window. The rule
    is **explained by GPU state** when ``expected`` moves the same way and accounts for at least
    ``min_share`` (75%) of the change in log terms, or lies inside the 95% interval of the
    observed ratio. A clock change larger than the tok/s change still explains it (decode is
-   partly memory-bound).
+   partly memory-bound). Where the SM clock does not explain it, the **memory clock** term
+   (:func:`memory_term`) may: a power cap that lowers the memory clock slows a memory-bound
+   decode about as much, and the reason then names the memory clock.
 3. **Acceptance.** At a fixed step time tok/s scales with the accept length (tokens per verify
    step). **Acceptance changed** when the accept length moved by at least
    :data:`ACCEPT_MIN_CHANGE` in the direction of tok/s and accounts for ``min_share`` of it.
@@ -61,6 +63,8 @@ class Figures:
     running_requests: float | None = None
     prompt_tok_s: float | None = None
     accept_length: float | None = None
+    slowest_mem_clock_mhz: float | None = None
+    """The lowest mean memory clock of a busy GPU (a memory-bound decode follows it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +94,9 @@ class Judgement:
     """``ln (accept length ratio) / ln observed``."""
     load_changes: tuple[str, ...] = ()
     """What about the load differs (``"running requests 1.0 → 3.1"``)."""
+    term: str = "SM clock"
+    """The clock whose change carried a GPU-state verdict (``"memory clock"``: see
+    :func:`memory_term`)."""
 
     @property
     def reason(self) -> str:
@@ -130,6 +137,35 @@ def _clock_words(f: Figures) -> str:
     return f"{deficit * 100:+.1f}% of its {f.board_max_sm_clock_mhz:.0f} MHz maximum, {active}"
 
 
+MEM_MIN_CHANGE = 0.02
+"""Smallest relative memory-clock change that can explain anything."""
+
+
+def memory_term(
+    reference: Figures,
+    current: Figures,
+    observed: float | None,
+    low: float | None,
+    high: float | None,
+) -> tuple[str, float] | None:
+    """The memory-clock term: (its words, its share of the change; 1.0 when the predicted ratio
+    lies in the observed interval), when the memory clock moved by :data:`MEM_MIN_CHANGE`.
+
+    A power cap lowers the memory clock too, and a memory-bound decode follows it where the SM
+    clock alone predicts too little.
+    """
+    ma, mb = reference.slowest_mem_clock_mhz, current.slowest_mem_clock_mhz
+    if not ma or mb is None or abs(mb / ma - 1.0) < MEM_MIN_CHANGE:
+        return None
+    ratio = mb / ma
+    share = _share(ratio, observed)
+    if low is not None and high is not None and low <= ratio <= high:
+        share = 1.0
+    if share is None:
+        return None
+    return f"memory clock {ma:.0f} → {mb:.0f} MHz ({(ratio - 1) * 100:+.1f}%)", share
+
+
 def judge(
     reference: Figures,
     current: Figures,
@@ -168,6 +204,7 @@ def judge(
         and obs_low <= expected <= obs_high
     )
     explained = expected is not None and ((share is not None and share >= min_share) or inside)
+    memory = None if explained else memory_term(reference, current, observed, obs_low, obs_high)
     acc_a, acc_b = reference.accept_length, current.accept_length
     acc_ratio = acc_b / acc_a if acc_a and acc_b is not None else None
     accept_share = _share(acc_ratio, observed)
@@ -200,9 +237,13 @@ def judge(
         outcome = Outcome.NO_CHANGE
         why = "within noise" if w is None or not w.significant else f"smaller than {min_change:.0%}"
         reasons.append(f"{head}: {why}")
-    elif explained:
+    elif explained or (memory is not None and memory[1] >= min_share):
         outcome = Outcome.GPU
-        reasons.append(f"{head}; {clocks}")
+        if explained:
+            reasons.append(f"{head}; {clocks}")
+        else:
+            assert memory is not None
+            reasons.append(f"{memory[0]} explains {pct} tok/s (decode is memory-bound)")
         if words := _clock_words(current):
             reasons.append(f"{current_name}: slowest GPU {words}")
     elif accept_explains and acc_a is not None and acc_b is not None:
@@ -245,6 +286,7 @@ def judge(
         explained_by_clock=explained,
         accept_share=accept_share,
         load_changes=loads,
+        term="SM clock" if explained or memory is None else "memory clock",
     )
 
 
@@ -253,10 +295,12 @@ __all__ = [
     "LOAD_MIN_PROMPT_TOK_S",
     "LOAD_MIN_RUNNING",
     "LOAD_REL_CHANGE",
+    "MEM_MIN_CHANGE",
     "MIN_CHANGE",
     "MIN_SHARE",
     "Figures",
     "Judgement",
     "judge",
     "load_changes",
+    "memory_term",
 ]

@@ -82,6 +82,9 @@ def figures(snap: Snapshot) -> Figures:
             else None
         ),
         clock_reasons=reasons,
+        slowest_mem_clock_mhz=min(
+            (g.mem_clock_mean_mhz for g in busy if g.mem_clock_mean_mhz is not None), default=None
+        ),
         running_requests=snap.overall.running_requests.mean,
         prompt_tok_s=snap.overall.prompt_tok_s.mean,
         accept_length=snap.accept_length,

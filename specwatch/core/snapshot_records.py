@@ -26,9 +26,19 @@ from specwatch.core.identity import ServerIdentity
 from specwatch.core.load import RunLoad, load_from_counters
 from specwatch.core.server import ServerInfo, SpecConfig
 from specwatch.core.stats import Summary, summarize
+from specwatch.core.steady import WINDOW_S, Steadiness
 from specwatch.core.values import from_plain, to_jsonable
 
-EVENT_KINDS = ("warmup_done", "run_start", "run_done", "finished", "interrupted", "error")
+EVENT_KINDS = (
+    "warmup_done",
+    "steady_wait",
+    "steady",
+    "run_start",
+    "run_done",
+    "finished",
+    "interrupted",
+    "error",
+)
 NO_FIGURE = summarize([])
 """A figure over no runs (mean ``None``)."""
 NO_LOAD = RunLoad(None, None)
@@ -55,6 +65,12 @@ class BenchConfig:
     """Bucket width of the token-rate and GPU time series."""
     gpu_interval_s: float = 0.5
     """Sampling period used when the runner drives a sampler that is not already running."""
+    steady: bool = False
+    """Warm up until the GPUs are steady (``specwatch.core.steady``) instead of a fixed count."""
+    steady_limit_s: float = 300.0
+    """The longest ``steady`` waits before measuring anyway."""
+    steady_window_s: float = WINDOW_S
+    """The window over which the steady-state slopes are taken."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -200,6 +216,8 @@ class BenchResult:
     series: tuple[SeriesPoint, ...]
     interrupted: bool
     error: str | None
+    steady: Steadiness | None = None
+    """Whether the GPUs were steady before the runs, and their drift during them."""
 
     @property
     def ok(self) -> bool:
@@ -284,6 +302,8 @@ class Snapshot:
     runs: tuple[RunResult, ...]
     overall: Overall
     timeseries: TimeSeries
+    steady: Steadiness | None = None
+    """The steady-state gate (``None``: not recorded, older snapshots)."""
 
     @property
     def run_tok_s(self) -> list[float]:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from specwatch.sim.fake_nvml_clocks import FakeClockPolicy
 from specwatch.sim.fake_nvml_structs import (
     FakeFieldValue,
     FakeHandle,
@@ -45,7 +46,7 @@ class _Failure:
     times: int | None
 
 
-class FakeNvml:
+class FakeNvml(FakeClockPolicy):
     """Module-like stand-in for ``pynvml`` over ``SimGpus``.
 
     Args:
@@ -227,11 +228,6 @@ class FakeNvml:
             return self.gpus.spec.shutdown_temp_c
         raise N.nvml_error(N.ERROR_NOT_SUPPORTED)
 
-    def nvmlDeviceGetPersistenceMode(self, handle: Any) -> int:
-        """Persistence mode (1: enabled)."""
-        self._device("nvmlDeviceGetPersistenceMode", handle)
-        return 1
-
     def nvmlDeviceGetPowerManagementDefaultLimit(self, handle: Any) -> int:
         """Default power limit, mW."""
         self._device("nvmlDeviceGetPowerManagementDefaultLimit", handle)
@@ -241,10 +237,6 @@ class FakeNvml:
         """Enforced power limit (follows ``SimGpus.set_power_limit``), mW."""
         state = self._device("nvmlDeviceGetEnforcedPowerLimit", handle)
         return int(self.gpus.gpus[state.index].power_limit_w * 1000)
-
-    def nvmlDeviceGetApplicationsClock(self, handle: Any, clock_type: int) -> int:
-        """Application clock, MHz (the maximum, as on a board nobody has tuned)."""
-        return self._clock_limit("nvmlDeviceGetApplicationsClock", handle, clock_type)
 
     def _clock_limit(self, function: str, handle: Any, clock_type: int) -> int:
         self._device(function, handle)

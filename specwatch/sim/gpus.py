@@ -40,6 +40,9 @@ class SimGpuSpec:
     slowdown_temp_c: int = 87
     shutdown_temp_c: int = 92
     hbm_offset_c: float = 6.0
+    memory_bound_share: float = 0.0
+    """Share of a decode step spent waiting on HBM, which follows the memory clock (0: the step
+    follows the SM clock alone, as in the story)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,8 @@ class SimGpu:
         self.link: tuple[int, int] | None = None
         """Forced (gen, width) for a degraded link; ``None`` for a healthy one."""
         self.pinned_temp_c: float | None = None
+        self.mem_clock_cap_mhz: int | None = None
+        """A lowered memory clock (a power cap on boards that cut HBM clocks under it)."""
         self.lost = False
         self.power_violation_ns = 0
         self.thermal_violation_ns = 0
@@ -109,6 +114,11 @@ class SimGpu:
             bits |= 0x004
         clock = max(clock, float(s.idle_sm_clock_mhz))
         return clock, power, bits
+
+    def mem_clock(self) -> int:
+        """The memory clock under load, MHz."""
+        cap = self.mem_clock_cap_mhz
+        return self.spec.max_mem_clock_mhz if cap is None else min(cap, self.spec.max_mem_clock_mhz)
 
     def integrate(self, dt: float) -> None:
         """Advance temperature, energy and violation counters by ``dt`` seconds."""
@@ -138,7 +148,7 @@ class SimGpu:
             uuid=self.uuid,
             pci_bus_id=self.pci_bus_id,
             sm_clock_mhz=round(clock),
-            mem_clock_mhz=s.max_mem_clock_mhz if busy else 1593,
+            mem_clock_mhz=self.mem_clock() if busy else 1593,
             temp_c=self.temp_c,
             hbm_temp_c=self.temp_c + s.hbm_offset_c * (1.0 + self.load),
             power_w=power,
@@ -219,14 +229,22 @@ class SimGpus:
         The slowest busy GPU sets the pace of a TP step, so this is max clock / min clock.
         """
         with self._lock:
-            clocks = [g._operating_point()[0] for g in self.gpus if not g.lost]
-            if not clocks:
+            live = [g for g in self.gpus if not g.lost]
+            if not live:
                 return 1.0
             top = float(self.spec.max_sm_clock_mhz)
             # Evaluate at load: an idle GPU's idle clock does not pace a step about to run.
             if all(g.load <= 0.0 for g in self.gpus):
                 return 1.0
-            return max(1.0, top / min(clocks))
+            m = self.spec.memory_bound_share
+            top_mem = float(self.spec.max_mem_clock_mhz)
+            return max(
+                1.0,
+                max(
+                    (1 - m) * top / g._operating_point()[0] + m * top_mem / g.mem_clock()
+                    for g in live
+                ),
+            )
 
     # --- knobs for the demo, the tests and fault injection -------------------------------
 
@@ -242,6 +260,12 @@ class SimGpus:
         with self._lock:
             for g in self._select(index):
                 g.power_limit_w = watts
+
+    def set_memory_clock(self, mhz: int | None, index: int | None = None) -> None:
+        """Lower the memory clock under load (``None``: back to the maximum)."""
+        with self._lock:
+            for g in self._select(index):
+                g.mem_clock_cap_mhz = mhz
 
     def set_link(self, gen: int, width: int, index: int | None = None) -> None:
         """Force a degraded PCIe link."""

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from specwatch.sim.clock import RealClock
 from specwatch.sim.config import preset
 from specwatch.sim.demo import DEMO_GPU
-from specwatch.sim.gpus import SimGpus
+from specwatch.sim.gpus import SimGpus, with_overrides
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
 
-GPU_STATES = ("cold", "hot")
+GPU_STATES = ("cold", "hot", "warming")
 
 _COLD = (40.0, 700.0)
 """Pinned temperature (°C) and power limit (W): full boost at the H100's real limit; the demo's
@@ -25,6 +25,10 @@ boards decode below it, so no cap."""
 _HOT = (72.0, 700.0)
 """Warm: the boost clock is lower with no clock-event reason set, as in the story (all GPUs
 in P0, nothing flagged, yet 89 tok/s had become 82.7)."""
+_WARMING = (35.0, 700.0)
+"""Start temperature (not pinned) and power limit: idle boards that heat up under load."""
+WARMING_TAU_S = 4.0
+"""The warming boards' thermal time constant: seconds, not minutes, so a demo shows it."""
 
 
 @dataclass
@@ -65,10 +69,13 @@ def start_story_server(
         plain_step_ms=base.plain_step_ms * step_factor,
     )
     clock = RealClock()
-    boards = SimGpus(count=config.gpu_count, spec=DEMO_GPU, seed=seed, start_t=clock.now())
+    spec = DEMO_GPU
+    if gpu_state == "warming":
+        spec = with_overrides(DEMO_GPU, thermal_tau_s=WARMING_TAU_S)
+    boards = SimGpus(count=config.gpu_count, spec=spec, seed=seed, start_t=clock.now())
     world = SimWorld(config, clock=clock, gpus=boards)
-    temp_c, limit_w = _COLD if gpu_state == "cold" else _HOT
-    world.gpus.set_temperature(temp_c, pin=True)
+    temp_c, limit_w = {"cold": _COLD, "hot": _HOT, "warming": _WARMING}[gpu_state]
+    world.gpus.set_temperature(temp_c, pin=gpu_state != "warming")
     world.gpus.set_power_limit(limit_w)
     server = SimServer(world)
     url = server.start()

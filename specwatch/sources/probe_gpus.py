@@ -11,6 +11,7 @@ import socket
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from specwatch.core.clock_policy import policy_of
 from specwatch.core.gpu import GpuInventory, GpuOrigin, GpuSample, GpuStatic, GpuTick
 from specwatch.core.reasons import decode
 from specwatch.core.values import to_jsonable
@@ -26,6 +27,12 @@ STATIC_KEYS = (
     "power_limit_w",
     "max_pcie_gen",
     "max_pcie_width",
+    "persistence_mode",
+    "power_default_limit_w",
+    "app_sm_clock_mhz",
+    "app_mem_clock_mhz",
+    "default_app_sm_clock_mhz",
+    "default_app_mem_clock_mhz",
 )
 SAMPLE_KEYS = (
     "sm_clock_mhz",
@@ -43,6 +50,7 @@ GPU_KEYS = (
     "source",
     *STATIC_KEYS,
     *SAMPLE_KEYS,
+    "clock_policy",
     "clock_event_reason_names",
     "missing",
 )
@@ -107,6 +115,9 @@ def gpu_entry(
                 missing[key] = "the GPU fell off the bus"
             else:
                 missing[key] = sample.missing.get(key) or "not reported by the source"
+    out["clock_policy"] = policy_of(static).text() if static is not None else None
+    if static is None:
+        missing["clock_policy"] = "no static facts were read"
     reasons = sample.clock_event_reasons if sample is not None else None
     out["clock_event_reason_names"] = (
         [r.short for r in decode(reasons)] if reasons is not None else None

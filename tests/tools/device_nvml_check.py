@@ -25,9 +25,11 @@ from typing import Any
 # Runs from a plain checkout too (no install needed on a fresh device machine).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from specwatch.core.gpu import GpuTick
+from specwatch.core.clock_policy import policy_of
+from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.core.gpu_summary import summarize_ticks
 from specwatch.core.reasons import short_names
+from specwatch.core.steady import window_slopes
 from specwatch.core.values import to_jsonable
 from specwatch.sources.nvml import api as N
 from specwatch.sources.nvml.api import CountingNvml, GpuSampler
@@ -107,6 +109,45 @@ def compare_fields(nv: Any, gpus: int) -> None:
             print(f"gpu {index} field {field_id} {name}: {field_text}; classic: {classic}")
 
 
+POLICY_READS: tuple[tuple[str, tuple[Any, ...]], ...] = (
+    # Read-only: the calls behind the clock policy (never a Set/Reset call here).
+    ("nvmlDeviceGetPersistenceMode", ()),
+    ("nvmlDeviceGetApplicationsClock", (N.CLOCK_SM,)),
+    ("nvmlDeviceGetApplicationsClock", (N.CLOCK_MEM,)),
+    ("nvmlDeviceGetDefaultApplicationsClock", (N.CLOCK_SM,)),
+    ("nvmlDeviceGetDefaultApplicationsClock", (N.CLOCK_MEM,)),
+    ("nvmlDeviceGetPowerManagementLimit", ()),
+    ("nvmlDeviceGetEnforcedPowerLimit", ()),
+    ("nvmlDeviceGetPowerManagementDefaultLimit", ()),
+    ("nvmlGpmQueryDeviceSupport", ()),
+)
+
+
+def policy_report(nv: Any, inventory: GpuInventory) -> None:
+    """Each GPU's clock policy as specwatch reads it, and the raw policy calls beside it."""
+    for static in inventory.gpus:
+        policy = policy_of(static)
+        print(f"gpu {static.index} clock policy: {policy.text()} (flag {policy.flag or '-'})")
+        try:
+            handle = nv.nvmlDeviceGetHandleByIndex(static.index)
+        except Exception as exc:
+            print(f"gpu {static.index} policy calls: no handle: {N.describe(exc)}")
+            continue
+        for name, args in POLICY_READS:
+            fn = getattr(nv, name, None)
+            if fn is None:
+                print(f"gpu {static.index} {name}{args}: not in this NVML binding")
+                continue
+            try:
+                value = fn(handle, *args)
+                text = fields(value) if dataclasses.is_dataclass(value) else repr(value)
+                if hasattr(value, "isSupportedDevice"):
+                    text = f"isSupportedDevice={value.isSupportedDevice}"
+            except Exception as exc:
+                text = N.describe(exc)
+            print(f"gpu {static.index} {name}{args}: {text}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the check; see the module docstring for the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -144,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     # calls they replace (units and counters should agree).
     # Uncounted, so that the call-count checks below see the sampler's calls only.
     compare_fields(N.real_nvml() if inner is None else inner, len(inventory.gpus))
+    policy_report(N.real_nvml() if inner is None else inner, inventory)
     problems: list[str] = []
     got: list[GpuTick] = []
     sampler.start()
@@ -190,6 +232,12 @@ def main(argv: list[str] | None = None) -> int:
         problems.append("a GPU reported lost")
     if any(t.error for t in got):
         problems.append("a tick carried an error")
+    if len(got) >= 3:
+        slopes = window_slopes(got, got[-1].t, got[-1].t - got[0].t)
+        print(f"slopes over the check: {slopes.text() if slopes else 'n/a'}")
+    changed = [n for n in counter.calls if n.startswith(("nvmlDeviceSet", "nvmlDeviceReset"))]
+    if changed:
+        problems.append(f"the sampler changed GPU settings: {', '.join(sorted(changed))}")
     for problem in problems:
         print(f"PROBLEM: {problem}", file=sys.stderr)
     print("OK" if not problems else f"{len(problems)} problem(s)")

@@ -228,6 +228,19 @@ STATIC_READS: tuple[tuple[str, str, tuple[Any, ...], Callable[[Any], Any]], ...]
     ("power_default_limit_w", "nvmlDeviceGetPowerManagementDefaultLimit", (), mw_to_w),
     ("power_limit_w", "nvmlDeviceGetEnforcedPowerLimit", (), mw_to_w),
     ("app_sm_clock_mhz", "nvmlDeviceGetApplicationsClock", (CLOCK_SM,), positive_int),
+    ("app_mem_clock_mhz", "nvmlDeviceGetApplicationsClock", (CLOCK_MEM,), positive_int),
+    (
+        "default_app_sm_clock_mhz",
+        "nvmlDeviceGetDefaultApplicationsClock",
+        (CLOCK_SM,),
+        positive_int,
+    ),
+    (
+        "default_app_mem_clock_mhz",
+        "nvmlDeviceGetDefaultApplicationsClock",
+        (CLOCK_MEM,),
+        positive_int,
+    ),
 )
 
 

@@ -52,10 +52,11 @@ from specwatch.sources.nvml.state import (
 SLOW_REFRESH_S = 5.0
 """How long slow fields (fan, persistence, power limit, application clock) are cached."""
 
+_NOT_READ = {"index", "missing", "locked_sm_clock_mhz", "locked_mem_clock_mhz"}
 _STATIC_FIELDS: tuple[str, ...] = tuple(
-    f.name for f in dataclasses.fields(GpuStatic) if f.name not in {"index", "missing"}
+    f.name for f in dataclasses.fields(GpuStatic) if f.name not in _NOT_READ
 )
-_SLOW_STATIC_FIELDS = ("persistence_mode", "power_limit_w", "app_sm_clock_mhz")
+_SLOW_STATIC_FIELDS = ("persistence_mode", "power_limit_w", "app_sm_clock_mhz", "app_mem_clock_mhz")
 _STATIC_CALLS = tuple(
     (NvmlCall(f"static:{name}", (function,), (name,), args), convert)
     for name, function, args, convert in STATIC_READS

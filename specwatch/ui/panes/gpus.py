@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, ClassVar
 from rich.segment import Segment
 
 from specwatch.core import gpu_rules
+from specwatch.core.clock_policy import policy_of
 from specwatch.core.reasons import harmful, short_names
 from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes.base import ModelPane
@@ -71,7 +72,8 @@ def gpu_row(
     else:
         text = f"{s.power_w:.0f}/{limit:.0f}" if limit else f"{s.power_w:.0f}"
         row["power"] = Cell(text, "warn" if gpu_rules.near_power_limit(s.power_w, limit) else "")
-    row["pstate"] = Cell("–", "dim") if s.pstate is None else Cell(f"P{s.pstate}")
+    flag = policy_of(st).flag if st else ""  # lock / app / cap: clocks not free to boost
+    row["pstate"] = Cell("–", "dim") if s.pstate is None else Cell(f"P{s.pstate} {flag}".strip())
     row["pcie"] = pcie_cell(s, st)
     row["util"] = Cell("–", "dim") if s.util_gpu_pct is None else Cell(f"{s.util_gpu_pct}%")
     if s.mem_used_bytes is None:

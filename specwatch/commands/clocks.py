@@ -1,0 +1,157 @@
+"""``specwatch clocks restore``, the stale-lock check at start-up, and the lock ``bench`` holds.
+
+The lock itself lives in :mod:`specwatch.sources.nvml.clock_lock`; this module picks the NVML a
+state file names (the driver, or the demo's fake NVML, which never touches real GPUs) and says
+what happened in one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, TextIO
+
+from specwatch.core.clock_state import LockState, pid_alive, read_state, state_path
+from specwatch.sources.nvml.clock_lock import lock, parse_target, restore
+
+if TYPE_CHECKING:
+    from specwatch.core.snapshot_records import BenchResult
+    from specwatch.sim.story import StoryServer
+
+
+def fill_clocks(p: argparse.ArgumentParser) -> None:
+    """``specwatch clocks restore``."""
+    p.add_argument(
+        "action", choices=("restore",), help="restore: undo clocks a specwatch bench left locked"
+    )
+
+
+def nvml_for(state: LockState) -> Any:
+    """The NVML that locked ``state``'s GPUs."""
+    if state.nvml == "sim":
+        from specwatch.sim.fake_nvml import FakeNvml
+        from specwatch.sim.gpus import SimGpus
+
+        count = max((g.index for g in state.gpus), default=0) + 1
+        return FakeNvml(SimGpus(count))
+    from specwatch.sources.nvml.api import real_nvml
+
+    return real_nvml()
+
+
+def _restore_lines(state: LockState, why: str) -> list[str]:
+    problems = restore(nvml_for(state), state, state_path())
+    if problems:
+        return [f"specwatch: could not restore GPU clocks ({why}): {'; '.join(problems)}"]
+    return [f"specwatch: restored the GPU clocks {why}"]
+
+
+def restore_stale(err: TextIO) -> None:
+    """At start-up: restore clocks a specwatch process that is gone left locked."""
+    path = state_path()
+    if not path.exists():
+        return
+    state = read_state(path)
+    if state is None or pid_alive(state.pid):
+        return
+    for line in _restore_lines(state, f"left locked by process {state.pid}, which is gone"):
+        print(line, file=err)
+
+
+def run_clocks(args: argparse.Namespace, err: TextIO | None = None) -> int:
+    """``specwatch clocks restore``: 0 when nothing is left locked."""
+    err = err or sys.stderr
+    state = read_state(state_path())
+    if state is None:
+        print("specwatch clocks: no locked clocks to restore", file=err)
+        return 0
+    if pid_alive(state.pid):
+        print(
+            f"specwatch clocks: process {state.pid} holds the lock and restores it when it ends",
+            file=err,
+        )
+        return 1
+    lines = _restore_lines(state, f"locked by process {state.pid}")
+    for line in lines:
+        print(line, file=err)
+    return 1 if "could not" in lines[0] else 0
+
+
+def parse_lock_target(text: str | None) -> str | int | None:
+    """``--lock-clocks``: ``None`` when not given (raises ``ValueError`` when malformed)."""
+    return None if text is None else parse_target(text)
+
+
+def lock_for_bench(
+    stack: contextlib.ExitStack,
+    target: str | int | None,
+    demo: StoryServer | None,
+    fake: object | None,
+    progress: TextIO,
+    err: TextIO,
+) -> dict[int, int] | None:
+    """Lock the clocks until ``stack`` closes: GPU index -> MHz (``{}`` without a target;
+    ``None`` when refused, said in one line on ``err``, nothing changed)."""
+    if target is None:
+        return {}
+    from specwatch.bench.shield import print_lines
+    from specwatch.sources.nvml.clock_lock import LockError, locked_clocks
+
+    if demo is not None:
+        from specwatch.sim.fake_nvml import FakeNvml
+
+        nv: object = fake or FakeNvml(demo.world.gpus, demo.world.clock.now)
+        kind = "sim"
+    else:
+        from specwatch.sources.nvml.api import real_nvml
+
+        nv, kind = real_nvml(), "nvml"
+    try:
+        state = stack.enter_context(held_lock(nv, target, kind))
+    except LockError as exc:
+        print_lines(err, [f"specwatch bench: {exc}"])
+        return None
+    locked = locked_clocks(state)
+    mhz = ", ".join(sorted({str(v) for v in locked.values()}))
+    print_lines(
+        progress,
+        [f"  Clocks locked at {mhz} MHz until the benchmark ends (undo record: {state_path()})"],
+    )
+    return locked
+
+
+def with_locks(result: BenchResult, locked: dict[int, int]) -> BenchResult:
+    """``result`` with the locked clocks in its GPUs' static facts (NVML cannot read them)."""
+    if not locked or result.inventory is None:
+        return result
+    gpus = tuple(
+        dataclasses.replace(g, locked_sm_clock_mhz=locked.get(g.index))
+        for g in result.inventory.gpus
+    )
+    return dataclasses.replace(result, inventory=dataclasses.replace(result.inventory, gpus=gpus))
+
+
+@contextlib.contextmanager
+def held_lock(nv: Any, target: str | int, kind: str) -> Iterator[LockState]:
+    """Lock the clocks while inside; restore them on every way out (raises ``LockError``)."""
+    path = state_path()
+    state = lock(nv, target, path, kind)
+    try:
+        yield state
+    finally:
+        restore(nv, state, path)
+
+
+__all__ = [
+    "fill_clocks",
+    "held_lock",
+    "lock_for_bench",
+    "nvml_for",
+    "parse_lock_target",
+    "restore_stale",
+    "run_clocks",
+    "with_locks",
+]

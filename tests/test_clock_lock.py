@@ -1,0 +1,205 @@
+"""bench --lock-clocks: refused without root (nothing changed); with it, the clocks are restored
+on a normal exit, ^C, ^C^C, SIGTERM, SIGHUP and a crash, and after SIGKILL by the next start or
+``specwatch clocks restore``. Proven against the fake NVML, whose set/reset calls go to a
+ledger file shared across processes."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specwatch.commands.main import build_parser
+from specwatch.core.clock_state import read_state, state_path
+from specwatch.sim.clock import ManualClock
+from specwatch.sim.fake_nvml import FakeNvml
+from specwatch.sim.fake_nvml_clocks import LEDGER_ENV, ROOT_ENV
+from specwatch.sim.gpus import SimGpus
+from specwatch.sources.nvml import api as N
+from specwatch.sources.nvml.clock_lock import LockError, lock, parse_target, restore
+
+ROOT = Path(__file__).resolve().parent.parent
+GPUS = 8
+"""The story demo's GPUs."""
+WAIT_S = 60.0
+BENCH = ["bench", "--demo", "hot", "--demo-step-factor", "0.3", "--max-tokens", "256"]
+
+
+def _fake(privileged: bool = True) -> FakeNvml:
+    clock = ManualClock(100.0)
+    fake = FakeNvml(SimGpus(2, seed=1, start_t=clock.now()), clock=clock.now)
+    fake.privileged = privileged
+    return fake
+
+
+def test_lock_writes_the_state_file_first_and_restore_undoes_it(tmp_path: Path) -> None:
+    fake, path = _fake(), tmp_path / "lock.json"
+    state = lock(fake, "max", path, "sim")
+    assert read_state(path) == state and {g.sm_mhz for g in state.gpus} == {1980}
+    assert fake.locked == {(0, N.CLOCK_SM): (1980, 1980), (1, N.CLOCK_SM): (1980, 1980)}
+    assert restore(fake, state, path) == []
+    assert fake.locked == {} and not path.exists()
+    assert lock(fake, "base", path, "sim").gpus[0].sm_mhz == 1980  # default application clock
+    assert parse_target("1500") == 1500
+    with pytest.raises(ValueError):
+        parse_target("fast")
+
+
+def test_a_failed_lock_restores_what_it_set(tmp_path: Path) -> None:
+    fake, path = _fake(), tmp_path / "lock.json"
+    fake.fail("nvmlDeviceSetGpuLockedClocks", N.ERROR_UNKNOWN, index=1)
+    with pytest.raises(LockError, match="could not lock"):
+        lock(fake, 1500, path, "sim")
+    assert fake.locked == {} and not path.exists()
+
+
+def test_without_root_nothing_changes(tmp_path: Path) -> None:
+    fake, path = _fake(privileged=False), tmp_path / "lock.json"
+    with pytest.raises(LockError, match="needs root"):
+        lock(fake, "max", path, "sim")
+    assert fake.clock_calls == [] and not path.exists()
+
+
+def _env(tmp_path: Path, root: bool = True) -> dict[str, str]:
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"), PYTHONPATH=str(ROOT))
+    env[LEDGER_ENV] = str(tmp_path / "ledger.jsonl")
+    env.pop(ROOT_ENV, None)
+    if root:
+        env[ROOT_ENV] = "1"
+    return env
+
+
+def _ledger(tmp_path: Path) -> list[list[Any]]:
+    path = tmp_path / "ledger.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _calls(tmp_path: Path, function: str) -> set[int]:
+    return {row[1] for row in _ledger(tmp_path) if row[0] == function}
+
+
+def _start(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[bytes], Path]:
+    out = tmp_path / "out.txt"
+    argv = [sys.executable, "-m", "specwatch", *BENCH, "--out", str(tmp_path / "snaps"), *extra]
+    with out.open("wb") as f:
+        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=_env(tmp_path))
+    return proc, out
+
+
+def _wait_for(predicate: Any, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not predicate():
+        assert proc.poll() is None, "bench ended early"
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def _assert_restored(tmp_path: Path) -> None:
+    assert _calls(tmp_path, "nvmlDeviceSetGpuLockedClocks") == set(range(GPUS))
+    assert _calls(tmp_path, "nvmlDeviceResetGpuLockedClocks") == set(range(GPUS))
+    assert not (tmp_path / "state" / "specwatch" / "clock-lock.json").exists()
+
+
+def test_normal_exit_restores(tmp_path: Path) -> None:
+    proc, out = _start(tmp_path, "-n", "2", "--lock-clocks", "max")
+    assert proc.wait(WAIT_S) == 0, out.read_text()
+    assert "Clocks locked at 1980 MHz" in out.read_text()
+    assert "Clocks unlocked" not in out.read_text()
+    _assert_restored(tmp_path)
+    (snap,) = (tmp_path / "snaps").glob("*.json")
+    gpus = json.loads(snap.read_text())["gpu_environment"]["gpus"]
+    assert {g["locked_sm_clock_mhz"] for g in gpus} == {1980}
+
+
+@pytest.mark.parametrize(
+    "signals",
+    [(signal.SIGINT,), (signal.SIGINT, signal.SIGINT), (signal.SIGTERM,), (signal.SIGHUP,)],
+    ids=["ctrl-c", "ctrl-c-twice", "sigterm", "sighup"],
+)
+def test_a_stop_signal_restores(tmp_path: Path, signals: tuple[int, ...]) -> None:
+    proc, out = _start(tmp_path, "-n", "500", "--lock-clocks", "1500")
+    try:
+        _wait_for(lambda: "Run 1/500" in out.read_text(errors="replace"), proc)
+        for sig in signals:
+            proc.send_signal(sig)
+            time.sleep(0.05)
+        assert proc.wait(WAIT_S) == 128 + signals[0], out.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _assert_restored(tmp_path)
+
+
+@pytest.mark.parametrize("next_start", [["dcgm-counters"], ["clocks", "restore"]])
+def test_sigkill_then_the_next_start_restores(tmp_path: Path, next_start: list[str]) -> None:
+    proc, out = _start(tmp_path, "-n", "500", "--lock-clocks", "max")
+    try:
+        _wait_for(lambda: "Run 1/500" in out.read_text(errors="replace"), proc)
+        proc.kill()
+        proc.wait(WAIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert _calls(tmp_path, "nvmlDeviceResetGpuLockedClocks") == set()
+    after = subprocess.run(
+        [sys.executable, "-m", "specwatch", *next_start],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
+    assert after.returncode == 0, after.stderr
+    assert f"restored the GPU clocks left locked by process {proc.pid}" in after.stderr or (
+        f"restored the GPU clocks locked by process {proc.pid}" in after.stderr
+    )
+    _assert_restored(tmp_path)
+    resets = [r for r in _ledger(tmp_path) if r[0] == "nvmlDeviceResetGpuLockedClocks"]
+    assert proc.pid not in {r[-1] for r in resets}  # the next start did it
+
+
+def test_without_root_the_refusal_is_one_line_and_nothing_changes(tmp_path: Path) -> None:
+    argv = [*BENCH, "-n", "1", "--out", str(tmp_path / "snaps"), "--lock-clocks", "max"]
+    env = _env(tmp_path, root=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "specwatch", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert errors == [
+        "specwatch bench: --lock-clocks needs root (a locked clock is a driver-wide setting);"
+        " nothing changed"
+    ]
+    assert _ledger(tmp_path) == [] and not (tmp_path / "snaps").exists()
+
+
+def test_a_crash_restores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specwatch.commands import bench
+
+    for key, value in _env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+
+    def crash(*a: Any, **k: Any) -> int:
+        assert read_state(state_path()) is not None  # locked, and the undo record written
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(bench, "_measure_and_save", crash)
+    argv = [*BENCH, "-n", "1", "--out", str(tmp_path / "snaps"), "--lock-clocks", "max"]
+    with pytest.raises(RuntimeError, match="boom"):
+        bench.run_bench(build_parser().parse_args(argv), stdout=io.StringIO(), stderr=io.StringIO())
+    _assert_restored(tmp_path)
