@@ -91,7 +91,11 @@ class Readings:
 
     def _take(self, event: ev.SessionEvent) -> None:
         if isinstance(event, ev.MetricsScraped):
-            self._set(event.server, up=True, window=event.window, last_success=self._wall())
+            changes: dict[str, object] = {"up": True, "last_success": self._wall()}
+            # A window of no width (the first scrape) measured nothing: keep the one before.
+            if event.window.dt > 0:
+                changes["window"] = event.window
+            self._set(event.server, **changes)
         elif isinstance(event, ev.ServerReady):
             self._ready(event.server, event.info)
         elif isinstance(event, ev.ServerLost | ev.ServerWaiting):
