@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import io
+import json
 import re
 import signal
 import subprocess
@@ -10,15 +13,19 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from specwatch.commands.exporter import run_dashboard
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.outcomes import Outcome
 from specwatch.core.server import Dialect, MetricsWindow, ServerInfo
+from specwatch.exporter.dashboard import expressions
 from specwatch.exporter.families import SessionCollector
 from specwatch.exporter.listen import parse_listen
 from specwatch.exporter.readings import LABEL_LIMIT, Readings
+from specwatch.exporter.serve import Exporter
 from specwatch.session import events as ev
 from specwatch.session.verdict_rule import LiveJudgement, WindowFigures
 from specwatch.session.verdict_state import LiveVerdictState, Reference
@@ -179,3 +186,53 @@ def test_the_command_serves_metrics_and_ends_cleanly_on_sigterm() -> None:
             proc.kill()
     assert proc.returncode == 0, err
     assert "stopped (SIGTERM)" in err and SECRET not in first + err
+
+
+@pytest.mark.parametrize("case", ["banner", "escape", "huge-metrics", "loading"])
+async def test_a_hostile_server_shows_as_health_series_never_a_crash(case: str) -> None:
+    from specwatch.session.live import LiveSession
+    from specwatch.sim.hostile import HOSTILE, hostile_server
+
+    with hostile_server(case, trickle_s=0.05) as hostile:
+        session = LiveSession([parse_endpoint(hostile.url)], None, 0.1, timeout_s=0.5)
+        exporter = Exporter.of(session)
+        async with session:
+            end = time.monotonic() + 20
+            while True:
+                got = _scrape(exporter.readings)
+                settled = got["specwatch_source_errors_total"][0][1] > 0 or (
+                    "specwatch_generation_tokens_per_second" in got
+                )
+                if settled:
+                    break
+                assert time.monotonic() < end, got
+                await asyncio.sleep(0.05)
+        body = generate_latest(exporter.registry).decode()
+    assert "\x1b" not in body and HOSTILE not in body
+    up = got["specwatch_server_up"][0][1]
+    if up == 0.0:
+        assert "specwatch_verdict" not in got and "specwatch_accept_length" not in got
+
+
+def test_the_dashboard_command_prints_grafana_json() -> None:
+    out = io.StringIO()
+    assert run_dashboard(out) == 0
+    board = json.loads(out.getvalue())
+    exprs = [t["expr"] for p in board["panels"] for t in p["targets"]]
+    assert exprs == expressions() and len(exprs) >= 12
+    names = " ".join(exprs)
+    for series in ("specwatch_gpu_temperature_celsius", "specwatch_gpu_clock_event_reason"):
+        assert series in names  # speculation overlaid with clocks, temperatures, reasons
+
+
+def test_exporter_help_stays_light() -> None:
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from specwatch.commands.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    main(['exporter', '--help'])\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [m for m in loaded if m.split(".")[0] in ("prometheus_client", "httpx", "asyncio")] == []
