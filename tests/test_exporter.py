@@ -132,6 +132,17 @@ def test_a_lost_server_is_up_zero_and_its_figures_are_dropped() -> None:
     assert [v for _, v in _scrape(readings)["specwatch_server_up"]] == [1.0]
 
 
+def test_a_failed_gpu_tick_drops_the_gpu_figures() -> None:
+    readings = Readings([parse_endpoint(URL)])
+    sample = GpuSample(0, 2.0, sm_clock_mhz=1830, temp_c=60)
+    readings(ev.GpuTicked(GpuTick(2.0, 1.7e9, (sample,), 0.1)))
+    assert "specwatch_gpu_temperature_celsius" in _scrape(readings)
+    readings(ev.GpuTicked(GpuTick(3.0, 1.7e9, (), 0.1, error="NVML: GPU is lost")))
+    got = _scrape(readings)
+    assert "specwatch_gpu_temperature_celsius" not in got
+    assert got["specwatch_gpu_source_errors_total"][0][1] == 1.0
+
+
 def test_labels_from_the_server_are_sanitised_and_bounded() -> None:
     readings = Readings([parse_endpoint(URL)])
     _feed_ready(readings, model="\x1b]0;pwned\x07" + "m" * 500)

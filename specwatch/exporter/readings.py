@@ -107,8 +107,8 @@ class Readings:
                 self._set(event.server, verdict=event.state)
         elif isinstance(event, ev.GpuTicked):
             g = self._gpus
-            if event.tick.error:
-                self._gpus = replace(g, errors=g.errors + 1)
+            if event.tick.error:  # the GPUs' last figures are no longer current: dropped
+                self._gpus = replace(g, tick=None, errors=g.errors + 1)
             else:
                 self._gpus = replace(g, tick=event.tick, last_success=self._wall())
         elif isinstance(event, ev.GpuInventoryChanged):
