@@ -157,7 +157,10 @@ def test_listen_defaults_to_loopback() -> None:
     assert parse_listen("[::1]:9100") == ("::1", 9100)
 
 
-def test_the_command_serves_metrics_and_ends_cleanly_on_sigterm() -> None:
+def test_the_command_serves_metrics_and_ends_cleanly_on_sigterm(tmp_path: Path) -> None:
+    from specwatch.record.reader import Reader
+
+    recording = tmp_path / "live.sqlite"
     with manual_sim() as sim:
         proc = subprocess.Popen(
             [
@@ -173,6 +176,8 @@ def test_the_command_serves_metrics_and_ends_cleanly_on_sigterm() -> None:
                 "--no-gpu",
                 "--api-key",
                 SECRET,
+                "--record",
+                str(recording),
             ],
             cwd=ROOT,
             stderr=subprocess.PIPE,
@@ -197,6 +202,9 @@ def test_the_command_serves_metrics_and_ends_cleanly_on_sigterm() -> None:
             proc.kill()
     assert proc.returncode == 0, err
     assert "stopped (SIGTERM)" in err and SECRET not in first + err
+    with Reader(recording) as reader:  # closed whole: it opens and holds the session's events
+        assert reader.span() is not None and not reader.stopped
+    assert SECRET.encode() not in recording.read_bytes()
 
 
 @pytest.mark.parametrize("case", ["banner", "escape", "huge-metrics", "loading"])
