@@ -49,7 +49,7 @@ CASES: dict[str, tuple[list[dict[str, str]], dict[str, str], str]] = {
         [
             _series("specwatch_verdict", {**SERVER, "cause": "gpu_state"}, "1x30"),
             _series("specwatch_verdict", {**SERVER, "cause": "not_gpu_state"}, "0x30"),
-            _series("specwatch_tok_s_ratio", SERVER, "0.92x30"),
+            _series("specwatch_tokens_per_second_ratio", SERVER, "0.92x30"),
         ],
         {**SERVER, "cause": "gpu_state"},
         "",
@@ -58,7 +58,7 @@ CASES: dict[str, tuple[list[dict[str, str]], dict[str, str], str]] = {
         [
             _series("specwatch_verdict", {**SERVER, "cause": "gpu_state"}, "0x30"),
             _series("specwatch_verdict", {**SERVER, "cause": "not_gpu_state"}, "1x30"),
-            _series("specwatch_tok_s_ratio", SERVER, "0.92x30"),
+            _series("specwatch_tokens_per_second_ratio", SERVER, "0.92x30"),
         ],
         {**SERVER, "cause": "not_gpu_state"},
         "",

@@ -6,6 +6,7 @@ import asyncio
 import io
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -100,7 +101,7 @@ def test_every_series_of_a_judged_server_and_its_gpus() -> None:
     assert got["specwatch_server_up"] == [(server, 1.0)]
     causes = {labels["cause"]: v for labels, v in got["specwatch_verdict"]}
     assert causes["gpu_state"] == 1.0 and sum(causes.values()) == 1.0
-    assert got["specwatch_tok_s_ratio"][0][1] == 740.0 / 800.0
+    assert got["specwatch_tokens_per_second_ratio"][0][1] == 740.0 / 800.0
     assert abs(got["specwatch_clock_predicted_ratio"][0][1] - 1830.0 / 1980.0) < 1e-12
     assert got["specwatch_verify_step_seconds"][0][1] == 0.025
     assert got["specwatch_effective_token_seconds"][0][1] == 0.01
@@ -126,7 +127,11 @@ def test_a_lost_server_is_up_zero_and_its_figures_are_dropped() -> None:
     got = _scrape(readings)
     assert [v for _, v in got["specwatch_server_up"]] == [0.0]
     assert got["specwatch_source_errors_total"][0][1] == 1.0
-    for name in ("specwatch_verdict", "specwatch_tok_s_ratio", "specwatch_accept_length"):
+    for name in (
+        "specwatch_verdict",
+        "specwatch_tokens_per_second_ratio",
+        "specwatch_accept_length",
+    ):
         assert name not in got, name
     readings(ev.MetricsScraped(MetricsWindow(t=9.0, dt=1.0, gen_tok_s=10.0)))
     assert [v for _, v in _scrape(readings)["specwatch_server_up"]] == [1.0]
@@ -255,3 +260,18 @@ def test_exporter_help_stays_light() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
     assert [m for m in loaded if m.split(".")[0] in ("prometheus_client", "httpx", "asyncio")] == []
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
+def test_promtool_finds_no_problem_in_the_exposition() -> None:
+    readings = Readings([parse_endpoint(URL)])
+    _feed_ready(readings)
+    sample = GpuSample(0, 2.0, sm_clock_mhz=1830, temp_c=73, clock_event_reasons=0x4)
+    readings(ev.GpuTicked(GpuTick(2.0, 1.7e9, (sample,), 0.1)))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SessionCollector(readings.view, 0.012))
+    text = generate_latest(registry)
+    done = subprocess.run(
+        ["promtool", "check", "metrics"], input=text, capture_output=True, check=False
+    )
+    assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr

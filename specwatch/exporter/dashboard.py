@@ -37,7 +37,7 @@ PANELS: tuple[Panel, ...] = (
         "tok/s against the reference, and what the clock predicts",
         "percentunit",
         (
-            ("observed {{server}}", f"specwatch_tok_s_ratio{S}"),
+            ("observed {{server}}", f"specwatch_tokens_per_second_ratio{S}"),
             ("clock predicts {{server}}", f"specwatch_clock_predicted_ratio{S}"),
         ),
         "When the two lines move together the GPUs explain the change; when only the observed "

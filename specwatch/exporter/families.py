@@ -171,7 +171,7 @@ class SessionCollector(Collector):
         ref_tok, cur_tok = ref.mean_tok_s, cur.mean_tok_s
         put("specwatch_reference_tokens_per_second", "The reference's mean tok/s", s, ref_tok)
         put(
-            "specwatch_tok_s_ratio",
+            "specwatch_tokens_per_second_ratio",
             "Current / reference mean tok/s (the verdict's window)",
             s,
             cur_tok / ref_tok if cur_tok is not None and ref_tok else None,

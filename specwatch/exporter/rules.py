@@ -54,7 +54,8 @@ RULES: tuple[AlertRule, ...] = (
     ),
     AlertRule(
         "SpecwatchTokSDownExplainedByGpu",
-        'specwatch_verdict{cause="gpu_state"} == 1 and on (server) specwatch_tok_s_ratio < 1',
+        'specwatch_verdict{cause="gpu_state"} == 1 '
+        "and on (server) specwatch_tokens_per_second_ratio < 1",
         "2m",
         "warning",
         "tok/s down on {{ $labels.server }}, explained by GPU state",
@@ -63,7 +64,8 @@ RULES: tuple[AlertRule, ...] = (
     ),
     AlertRule(
         "SpecwatchTokSDownNotExplained",
-        'specwatch_verdict{cause="not_gpu_state"} == 1 and on (server) specwatch_tok_s_ratio < 1',
+        'specwatch_verdict{cause="not_gpu_state"} == 1 '
+        "and on (server) specwatch_tokens_per_second_ratio < 1",
         "2m",
         "critical",
         "tok/s down on {{ $labels.server }}, not explained by GPU state",
