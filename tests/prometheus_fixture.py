@@ -124,13 +124,20 @@ class PrometheusProcess:
 
 @contextmanager
 def running_prometheus(
-    targets: Sequence[ScrapeTarget], data_dir: Path, interval_s: float = 1.0
+    targets: Sequence[ScrapeTarget],
+    data_dir: Path,
+    interval_s: float = 1.0,
+    extra: Mapping[str, Any] | None = None,
 ) -> Iterator[PrometheusProcess]:
-    """Start Prometheus on a free loopback port; yield once every target is up; stop it."""
+    """Start Prometheus on a free loopback port; yield once every target is up; stop it.
+
+    ``extra``: more top-level config (``rule_files``, ``alerting``).
+    """
     assert PROMETHEUS is not None, SKIP_REASON
     data_dir.mkdir(parents=True, exist_ok=True)
     config = data_dir / "prometheus.yml"
-    config.write_text(json.dumps(prometheus_config(targets, interval_s), indent=1))
+    body = {**prometheus_config(targets, interval_s), **(extra or {})}
+    config.write_text(json.dumps(body, indent=1))
     port = free_port()
     log = data_dir / "prometheus.log"
     with log.open("wb") as out:

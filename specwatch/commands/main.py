@@ -24,6 +24,9 @@ SUBCOMMANDS = (
     "scrub",
     "dcgm-counters",
     "clocks",
+    "exporter",
+    "alert-rules",
+    "dashboard",
 )
 COMMAND_METAVAR = "{" + ",".join(SUBCOMMANDS) + "}"
 
@@ -145,6 +148,15 @@ def _fill_record(p: argparse.ArgumentParser) -> None:
     add_source_arguments(p, "record the server only")
 
 
+def _fill_exporter(p: argparse.ArgumentParser) -> None:
+    from specwatch.commands.exporter import add_exporter_arguments
+    from specwatch.commands.source_arguments import add_source_arguments
+
+    _add_server_args(p)
+    add_exporter_arguments(p)
+    add_source_arguments(p, "export the server only")
+
+
 def _fill_replay(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="a recording")
     p.add_argument("--theme", default=None, help="as for the live monitor")
@@ -223,6 +235,9 @@ def build_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
         lambda p: None,
     )
     add("clocks", "restore GPU clocks a bench --lock-clocks left locked", _fill_clocks)
+    add("exporter", "serve the live verdict and figures on /metrics for Prometheus", _fill_exporter)
+    add("alert-rules", "print the Prometheus alert rules for the exporter's series", lambda p: None)
+    add("dashboard", "print a Grafana dashboard JSON for the exporter's series", lambda p: None)
     return parser
 
 
@@ -313,6 +328,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             from specwatch.commands.scrub import run_scrub
 
             return run_scrub(args)
+        if args.command == "exporter":
+            from specwatch.commands.exporter import run_exporter
+
+            return run_exporter(args)
+        if args.command == "alert-rules":
+            from specwatch.commands.exporter import run_alert_rules
+
+            return run_alert_rules()
+        if args.command == "dashboard":
+            from specwatch.commands.exporter import run_dashboard
+
+            return run_dashboard()
         if args.command == "replay":
             from specwatch.ui.replay_app import run_replay
 

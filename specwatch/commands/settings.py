@@ -17,7 +17,7 @@ from specwatch.core.config import Config, last_theme, load_config, resolve_urls
 
 DEFAULT_THEME = "dark"
 DEFAULT_INTERVAL_S = 1.0
-URL_COMMANDS = (None, "probe", "bench", "record")
+URL_COMMANDS = (None, "probe", "bench", "record", "exporter")
 """The commands that watch or query a server."""
 CONFIG_COMMANDS = (*URL_COMMANDS, "replay")
 """The commands the config file applies to (the others never read it)."""

@@ -1,0 +1,287 @@
+"""The exporter's series, built at scrape time from :class:`~specwatch.exporter.readings.View`.
+
+A custom ``prometheus_client`` collector rather than long-lived gauges: every scrape shows
+exactly what is known now, so a lost server's figures vanish with it instead of lingering as
+last values (the README's series list is this module).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from specwatch import __version__
+from specwatch.core.outcomes import Outcome
+from specwatch.core.reasons import REASONS, decode
+from specwatch.core.spec_payoff import break_even_accept_length
+from specwatch.exporter.readings import GpuView, ServerView, View
+
+CAUSES: dict[Outcome | None, str] = {
+    Outcome.NO_CHANGE: "no_change",
+    Outcome.GPU: "gpu_state",
+    Outcome.CODE: "not_gpu_state",
+    Outcome.UNKNOWN: "gpu_state_unknown",
+    Outcome.LOAD: "load",
+    Outcome.ACCEPTANCE: "acceptance",
+    None: "not_judged",
+}
+"""The verdict's ``cause`` label values (``not_judged``: warming up, idle, collecting)."""
+PHASES = ("waiting", "warmup", "reference", "idle", "benchmark", "judged")
+MAX_POSITIONS = 16
+"""Per-position acceptance beyond this draft position is not exported (bounded cardinality)."""
+SERVER_LABELS = ("server", "model", "dialect")
+GPU_LABELS = ("node", "gpu")
+MHZ = 1e6
+
+
+def _gauge(name: str, doc: str, labels: tuple[str, ...]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, labels=list(labels))
+
+
+class SessionCollector(Collector):
+    """Yields the session's series at each scrape.
+
+    Args:
+        view: What is known now (:meth:`Readings.view`).
+        plain_s: Per-token seconds without speculation (``--baseline-itl``), for the
+            break-even accept length and the speculative gain; ``None``: those are absent.
+    """
+
+    def __init__(self, view: Callable[[], View], plain_s: float | None = None) -> None:
+        self._view = view
+        self.plain_s = plain_s
+
+    def collect(self) -> Iterator[Metric]:
+        """Every family, built from one consistent view."""
+        view = self._view()
+        info = InfoMetricFamily("specwatch_exporter", "specwatch's version")
+        info.add_metric([], {"version": __version__})
+        yield info
+        yield from self._servers(view.servers)
+        yield from self._gpus(view.gpus)
+
+    # --- servers --------------------------------------------------------------------------------
+
+    def _servers(self, servers: tuple[ServerView, ...]) -> Iterator[Metric]:
+        up = _gauge(
+            "specwatch_server_up", "1 while the server answers, 0 while lost", SERVER_LABELS
+        )
+        errors = CounterMetricFamily(
+            "specwatch_source_errors",
+            "Failed attempts to read a source (server: a wait or a loss; gpu: a failed tick)",
+            labels=["server", "source"],
+        )
+        last = _gauge(
+            "specwatch_source_last_success_timestamp_seconds",
+            "Unix time of the newest successful read of a source",
+            ("server", "source"),
+        )
+        fams: dict[str, GaugeMetricFamily] = {}
+
+        def put(name: str, doc: str, s: ServerView, value: float | None, *extra: str) -> None:
+            if value is None:
+                return
+            keys = SERVER_LABELS + tuple(extra[0::2])
+            fam = fams.get(name) or fams.setdefault(name, _gauge(name, doc, keys))
+            fam.add_metric([s.server, s.model, s.dialect, *extra[1::2]], value)
+
+        for s in servers:
+            up.add_metric([s.server, s.model, s.dialect], 1.0 if s.up else 0.0)
+            errors.add_metric([s.server, "server"], s.errors)
+            if s.last_success is not None:
+                last.add_metric([s.server, "server"], s.last_success)
+            self._window(s, put)
+            self._verdict(s, put)
+        yield up
+        yield errors
+        yield last
+        yield from fams.values()
+
+    def _window(self, s: ServerView, put: _Put) -> None:
+        w = s.window
+        if w is None:
+            return
+        put("specwatch_generation_tokens_per_second", "Windowed generated tok/s", s, w.gen_tok_s)
+        put("specwatch_accept_length", "Windowed tokens per verify step", s, w.accept_length)
+        put(
+            "specwatch_draft_acceptance_rate",
+            "Windowed accepted / proposed draft tokens",
+            s,
+            w.draft_acceptance_rate,
+        )
+        for i, rate in enumerate((w.per_position_acceptance or ())[:MAX_POSITIONS]):
+            put(
+                "specwatch_position_acceptance_rate",
+                "Windowed acceptance at each draft position",
+                s,
+                rate,
+                "position",
+                str(i),
+            )
+        step = w.step_latency_s
+        put("specwatch_verify_step_seconds", "Windowed mean verify (decode) step", s, step)
+        length = w.accept_length
+        eff = step / length if step and length and step > 0 and length > 0 else None
+        put("specwatch_effective_token_seconds", "Verify step / accept length", s, eff)
+        plain = self.plain_s
+        put(
+            "specwatch_break_even_accept_length",
+            "Accept length at which speculation matches plain decoding",
+            s,
+            break_even_accept_length(step, plain),
+        )
+        put(
+            "specwatch_speculative_gain_ratio",
+            "Plain per-token time / effective per-token time (below 1: speculation costs)",
+            s,
+            plain / eff if plain and eff else None,
+        )
+        put("specwatch_requests_running", "Requests running", s, w.requests_running)
+
+    def _verdict(self, s: ServerView, put: _Put) -> None:
+        state = s.verdict
+        if state is None:
+            return
+        outcome = state.outcome
+        for o, cause in CAUSES.items():
+            put(
+                "specwatch_verdict",
+                "The live verdict: 1 for the current cause, 0 for the others",
+                s,
+                1.0 if o is outcome else 0.0,
+                "cause",
+                cause,
+            )
+        for phase in PHASES:
+            put(
+                "specwatch_verdict_phase",
+                "The live verdict's phase: 1 for the current one",
+                s,
+                1.0 if phase == state.phase else 0.0,
+                "phase",
+                phase,
+            )
+        ref = state.reference.figures if state.reference is not None else None
+        cur = state.current
+        if ref is None or cur is None:
+            return
+        ref_tok, cur_tok = ref.mean_tok_s, cur.mean_tok_s
+        put("specwatch_reference_tokens_per_second", "The reference's mean tok/s", s, ref_tok)
+        put(
+            "specwatch_tokens_per_second_ratio",
+            "Current / reference mean tok/s (the verdict's window)",
+            s,
+            cur_tok / ref_tok if cur_tok is not None and ref_tok else None,
+        )
+        clock_a, clock_b = ref.slowest_sm_clock_mhz, cur.slowest_sm_clock_mhz
+        put(
+            "specwatch_clock_predicted_ratio",
+            "tok/s ratio the slowest busy GPU's SM clock predicts (current / reference clock)",
+            s,
+            clock_b / clock_a if clock_a and clock_b is not None else None,
+        )
+        put(
+            "specwatch_reference_accept_length",
+            "The reference's accept length",
+            s,
+            ref.accept_length,
+        )
+
+    # --- GPUs -----------------------------------------------------------------------------------
+
+    def _gpus(self, g: GpuView) -> Iterator[Metric]:
+        errors = CounterMetricFamily(
+            "specwatch_gpu_source_errors", "Failed GPU reads (ticks with an error)", labels=[]
+        )
+        errors.add_metric([], g.errors)
+        yield errors
+        if g.last_success is not None:
+            last = _gauge(
+                "specwatch_gpu_last_success_timestamp_seconds",
+                "Unix time of the newest GPU tick without error",
+                (),
+            )
+            last.add_metric([], g.last_success)
+            yield last
+        if g.tick is None:
+            return
+        statics = {s.index: s for s in (g.inventory.gpus if g.inventory else ())}
+        origin = g.inventory.origin if g.inventory else None
+        nodes = origin.nodes if origin else ()
+        fams: dict[str, GaugeMetricFamily] = {}
+
+        def put(name: str, doc: str, keys: list[str], value: float | None) -> None:
+            if value is None:
+                return
+            fam = fams.get(name)
+            if fam is None:
+                extra = ("reason",) if len(keys) > len(GPU_LABELS) else ()
+                fam = fams.setdefault(name, _gauge(name, doc, GPU_LABELS + extra))
+            fam.add_metric(keys, value)
+
+        slowest: tuple[float, list[str]] | None = None
+        for sample in g.tick.samples:
+            if sample.lost:
+                continue
+            node = nodes[sample.index] if sample.index < len(nodes) else None
+            keys = [node or "", str(sample.index)]
+            static = statics.get(sample.index)
+            top = static.max_sm_clock_mhz if static else None
+            clock = sample.sm_clock_mhz
+            put("specwatch_gpu_sm_clock_hertz", "SM clock", keys, _hz(clock))
+            put("specwatch_gpu_max_sm_clock_hertz", "Maximum SM clock", keys, _hz(top))
+            put("specwatch_gpu_temperature_celsius", "GPU temperature", keys, sample.temp_c)
+            put("specwatch_gpu_power_watts", "Power draw", keys, sample.power_w)
+            limit = static.power_limit_w if static else None
+            put("specwatch_gpu_power_limit_watts", "Enforced power limit", keys, limit)
+            util = sample.util_gpu_pct
+            put("specwatch_gpu_utilization_ratio", "GPU busy share", keys, _ratio(util))
+            active = {r.name for r in decode(sample.clock_event_reasons)}
+            if sample.clock_event_reasons is not None:
+                for r in REASONS:
+                    on = 1.0 if r.name in active else 0.0
+                    put(
+                        "specwatch_gpu_clock_event_reason",
+                        "1 while a clock-event (throttle) reason is set",
+                        [*keys, r.name],
+                        on,
+                    )
+            for kind, ns in (
+                ("power", sample.power_violation_ns),
+                ("thermal", sample.thermal_violation_ns),
+            ):
+                put(
+                    "specwatch_gpu_throttle_seconds",
+                    "Seconds throttled since driver load (rate(): the throttled share)",
+                    [*keys, kind],
+                    ns / 1e9 if ns is not None else None,
+                )
+            if util and clock is not None and top:
+                share = clock / top
+                if slowest is None or share < slowest[0]:
+                    slowest = (share, keys)
+        if slowest is not None:
+            put(
+                "specwatch_gpu_straggler_clock_ratio",
+                "SM clock / maximum of the slowest busy GPU (the one series is that GPU)",
+                slowest[1],
+                slowest[0],
+            )
+        yield from fams.values()
+
+
+_Put = Callable[..., None]
+
+
+def _hz(mhz: float | None) -> float | None:
+    return mhz * MHZ if mhz is not None else None
+
+
+def _ratio(pct: float | None) -> float | None:
+    return pct / 100.0 if pct is not None else None
+
+
+__all__ = ["CAUSES", "MAX_POSITIONS", "PHASES", "SessionCollector"]

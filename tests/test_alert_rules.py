@@ -1,0 +1,151 @@
+"""``specwatch alert-rules``: promtool accepts the file, and every rule fires on recorded series
+(and not before its ``for``, nor on series it must ignore)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specwatch.commands.exporter import run_alert_rules
+from specwatch.exporter.rules import RULES, rules_text
+
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(
+    PROMTOOL is None,
+    reason="promtool is not installed (Debian: apt-get install -y prometheus; .ci/run does)",
+)
+SERVER = {"server": "http://10.0.0.7:30000", "model": "meta/llama", "dialect": "sglang"}
+GPU = {"node": "gpu-node-1", "gpu": "3"}
+
+
+def _series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
+    inside = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    return {"series": f"{name}{{{inside}}}", "values": values}
+
+
+CASES: dict[str, tuple[list[dict[str, str]], dict[str, str], str]] = {
+    # alert: (input series, the alert's labels, what $value renders as)
+    "SpecwatchSpeculationNetNegative": (
+        [_series("specwatch_speculative_gain_ratio", SERVER, "0.9x30")],
+        SERVER,
+        "0.90",
+    ),
+    "SpecwatchAcceptanceCollapsed": (
+        [
+            _series("specwatch_accept_length", SERVER, "1.5x30"),
+            _series("specwatch_reference_accept_length", SERVER, "3x30"),
+        ],
+        SERVER,
+        "50%",
+    ),
+    "SpecwatchTokSDownExplainedByGpu": (
+        [
+            _series("specwatch_verdict", {**SERVER, "cause": "gpu_state"}, "1x30"),
+            _series("specwatch_verdict", {**SERVER, "cause": "not_gpu_state"}, "0x30"),
+            _series("specwatch_tokens_per_second_ratio", SERVER, "0.92x30"),
+        ],
+        {**SERVER, "cause": "gpu_state"},
+        "",
+    ),
+    "SpecwatchTokSDownNotExplained": (
+        [
+            _series("specwatch_verdict", {**SERVER, "cause": "gpu_state"}, "0x30"),
+            _series("specwatch_verdict", {**SERVER, "cause": "not_gpu_state"}, "1x30"),
+            _series("specwatch_tokens_per_second_ratio", SERVER, "0.92x30"),
+        ],
+        {**SERVER, "cause": "not_gpu_state"},
+        "",
+    ),
+    "SpecwatchGpuThrottling": (
+        [
+            _series("specwatch_gpu_clock_event_reason", {**GPU, "reason": "SwPowerCap"}, "1x30"),
+            _series("specwatch_gpu_clock_event_reason", {**GPU, "reason": "GpuIdle"}, "1x30"),
+        ],
+        {**GPU, "reason": "SwPowerCap"},
+        "",
+    ),
+    "SpecwatchServerUnreachable": (
+        [_series("specwatch_server_up", SERVER, "0x30")],
+        SERVER,
+        "",
+    ),
+}
+
+
+def _render(template: str, labels: dict[str, str], value: str) -> str:
+    text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m.group(1)], template)
+    return re.sub(r"\{\{ \$value[^}]*\}\}", value, text)
+
+
+def _minutes(text: str) -> int:
+    assert text.endswith("m"), text
+    return int(text[:-1])
+
+
+def _test_file(rules: Path) -> dict[str, Any]:
+    tests = []
+    for rule in RULES:
+        series, labels, value = CASES[rule.alert]
+        wait = _minutes(rule.for_)
+        expected = {
+            "exp_labels": {**labels, "severity": rule.severity},
+            "exp_annotations": {
+                "summary": _render(rule.summary, labels, value),
+                "description": _render(rule.description, labels, value),
+            },
+        }
+        tests.append(
+            {
+                "interval": "1m",
+                "input_series": series,
+                "alert_rule_test": [
+                    {"eval_time": f"{wait - 1}m", "alertname": rule.alert, "exp_alerts": []},
+                    {
+                        "eval_time": f"{wait + 1}m",
+                        "alertname": rule.alert,
+                        "exp_alerts": [expected],
+                    },
+                ],
+            }
+        )
+    return {"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": tests}
+
+
+def test_every_rule_has_a_recorded_case() -> None:
+    assert set(CASES) == {r.alert for r in RULES}
+
+
+def test_the_command_prints_the_rules() -> None:
+    out = io.StringIO()
+    assert run_alert_rules(out) == 0
+    assert out.getvalue() == rules_text()
+    assert all(f'alert: "{r.alert}"' in out.getvalue() for r in RULES)
+
+
+@needs_promtool
+def test_promtool_checks_the_rules(tmp_path: Path) -> None:
+    rules = tmp_path / "specwatch.rules.yml"
+    rules.write_text(rules_text())
+    assert PROMTOOL is not None
+    done = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{len(RULES)} rules found" in done.stdout
+
+
+@needs_promtool
+def test_every_rule_fires_on_its_recorded_series(tmp_path: Path) -> None:
+    rules = tmp_path / "specwatch.rules.yml"
+    rules.write_text(rules_text())
+    spec = tmp_path / "specwatch.test.yml"
+    spec.write_text(json.dumps(_test_file(rules), indent=1))  # JSON is YAML
+    assert PROMTOOL is not None
+    done = subprocess.run([PROMTOOL, "test", "rules", str(spec)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS" in done.stdout

@@ -1,0 +1,277 @@
+"""``specwatch exporter``: the series it builds from session events, and the command itself."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from specwatch.commands.exporter import run_dashboard
+from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
+from specwatch.core.outcomes import Outcome
+from specwatch.core.server import Dialect, MetricsWindow, ServerInfo
+from specwatch.exporter.dashboard import expressions
+from specwatch.exporter.families import SessionCollector
+from specwatch.exporter.listen import parse_listen
+from specwatch.exporter.readings import LABEL_LIMIT, Readings
+from specwatch.exporter.serve import Exporter
+from specwatch.session import events as ev
+from specwatch.session.verdict_rule import LiveJudgement, WindowFigures
+from specwatch.session.verdict_state import LiveVerdictState, Reference
+from specwatch.sources.http.endpoint import parse_endpoint
+from tests.session_world import manual_sim
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "sk-exporter-secret-0123456789"
+URL = "http://127.0.0.1:8000"
+
+
+def _scrape(
+    readings: Readings, plain_s: float | None = None
+) -> dict[str, list[tuple[dict[str, str], float]]]:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SessionCollector(readings.view, plain_s))
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for fam in text_string_to_metric_families(generate_latest(registry).decode()):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append((dict(s.labels), s.value))
+    return out
+
+
+def _verdict(outcome: Outcome) -> LiveVerdictState:
+    ref = WindowFigures((800.0, 800.0), 1980.0, 1980.0, accept_length=3.0)
+    cur = WindowFigures((740.0, 740.0), 1830.0, 1980.0, accept_length=2.9)
+    return LiveVerdictState(
+        "judged",
+        reference=Reference("steady", "steady after warmup", ref, 0.0),
+        current=cur,
+        judgement=LiveJudgement(outcome, "tok/s -7.5%", -0.075),
+    )
+
+
+def _feed_ready(readings: Readings, model: str = "meta/llama") -> None:
+    info = ServerInfo(URL, Dialect.SGLANG, model=model)
+    readings(ev.ServerReady(1.0, info))
+    window = MetricsWindow(
+        t=2.0,
+        dt=1.0,
+        gen_tok_s=740.0,
+        accept_length=2.5,
+        draft_acceptance_rate=0.5,
+        per_position_acceptance=(0.8, 0.5, 0.2),
+        step_latency_s=0.025,
+    )
+    readings(ev.MetricsScraped(window))
+    readings(ev.VerdictChanged(2.0, _verdict(Outcome.GPU)))
+
+
+def test_every_series_of_a_judged_server_and_its_gpus() -> None:
+    readings = Readings([parse_endpoint(URL, SECRET)], wall=lambda: 1.7e9)
+    _feed_ready(readings)
+    readings(
+        ev.GpuInventoryChanged(
+            GpuInventory(True, gpus=(GpuStatic(0, max_sm_clock_mhz=1980, power_limit_w=700.0),))
+        )
+    )
+    sample = GpuSample(
+        0,
+        2.0,
+        sm_clock_mhz=1830,
+        temp_c=73,
+        power_w=560.0,
+        clock_event_reasons=0x20,
+        util_gpu_pct=100,
+        thermal_violation_ns=2_000_000_000,
+    )
+    readings(ev.GpuTicked(GpuTick(2.0, 1.7e9, (sample,), 0.1)))
+    got = _scrape(readings, plain_s=0.012)
+    server = {"server": URL, "model": "meta/llama", "dialect": "sglang"}
+    assert got["specwatch_server_up"] == [(server, 1.0)]
+    causes = {labels["cause"]: v for labels, v in got["specwatch_verdict"]}
+    assert causes["gpu_state"] == 1.0 and sum(causes.values()) == 1.0
+    assert got["specwatch_tokens_per_second_ratio"][0][1] == 740.0 / 800.0
+    assert abs(got["specwatch_clock_predicted_ratio"][0][1] - 1830.0 / 1980.0) < 1e-12
+    assert got["specwatch_verify_step_seconds"][0][1] == 0.025
+    assert got["specwatch_effective_token_seconds"][0][1] == 0.01
+    assert abs(got["specwatch_break_even_accept_length"][0][1] - 0.025 / 0.012) < 1e-12
+    assert abs(got["specwatch_speculative_gain_ratio"][0][1] - 1.2) < 1e-12
+    positions = {labels["position"]: v for labels, v in got["specwatch_position_acceptance_rate"]}
+    assert positions == {"0": 0.8, "1": 0.5, "2": 0.2}
+    assert got["specwatch_gpu_sm_clock_hertz"] == [({"node": "", "gpu": "0"}, 1830e6)]
+    reasons = {labels["reason"]: v for labels, v in got["specwatch_gpu_clock_event_reason"]}
+    assert reasons["SwThermalSlowdown"] == 1.0 and reasons["SwPowerCap"] == 0.0
+    assert got["specwatch_gpu_straggler_clock_ratio"][0][1] == 1830 / 1980
+    assert ({"node": "", "gpu": "0", "reason": "thermal"}, 2.0) in got[
+        "specwatch_gpu_throttle_seconds"
+    ]
+    assert "specwatch_source_last_success_timestamp_seconds" in got
+
+
+def test_a_lost_server_is_up_zero_and_its_figures_are_dropped() -> None:
+    readings = Readings([parse_endpoint(URL)])
+    _feed_ready(readings)
+    readings(ev.ServerLost(3.0, "connection refused"))
+    readings(ev.VerdictChanged(3.5, _verdict(Outcome.CODE)))  # judged on readings from before
+    got = _scrape(readings)
+    assert [v for _, v in got["specwatch_server_up"]] == [0.0]
+    assert got["specwatch_source_errors_total"][0][1] == 1.0
+    for name in (
+        "specwatch_verdict",
+        "specwatch_tokens_per_second_ratio",
+        "specwatch_accept_length",
+    ):
+        assert name not in got, name
+    readings(ev.MetricsScraped(MetricsWindow(t=9.0, dt=1.0, gen_tok_s=10.0)))
+    assert [v for _, v in _scrape(readings)["specwatch_server_up"]] == [1.0]
+
+
+def test_a_failed_gpu_tick_drops_the_gpu_figures() -> None:
+    readings = Readings([parse_endpoint(URL)])
+    sample = GpuSample(0, 2.0, sm_clock_mhz=1830, temp_c=60)
+    readings(ev.GpuTicked(GpuTick(2.0, 1.7e9, (sample,), 0.1)))
+    assert "specwatch_gpu_temperature_celsius" in _scrape(readings)
+    readings(ev.GpuTicked(GpuTick(3.0, 1.7e9, (), 0.1, error="NVML: GPU is lost")))
+    got = _scrape(readings)
+    assert "specwatch_gpu_temperature_celsius" not in got
+    assert got["specwatch_gpu_source_errors_total"][0][1] == 1.0
+
+
+def test_labels_from_the_server_are_sanitised_and_bounded() -> None:
+    readings = Readings([parse_endpoint(URL)])
+    _feed_ready(readings, model="\x1b]0;pwned\x07" + "m" * 500)
+    ((labels, _),) = _scrape(readings)["specwatch_server_up"]
+    assert "\x1b" not in labels["model"] and len(labels["model"]) <= LABEL_LIMIT
+
+
+def test_listen_defaults_to_loopback() -> None:
+    assert parse_listen("9100") == ("127.0.0.1", 9100)
+    assert parse_listen(":9100") == ("127.0.0.1", 9100)
+    assert parse_listen("0.0.0.0:9100") == ("0.0.0.0", 9100)
+    assert parse_listen("[::1]:9100") == ("::1", 9100)
+
+
+def test_the_command_serves_metrics_and_ends_cleanly_on_sigterm(tmp_path: Path) -> None:
+    from specwatch.record.reader import Reader
+
+    recording = tmp_path / "live.sqlite"
+    with manual_sim() as sim:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "specwatch",
+                "exporter",
+                sim.url,
+                "--listen",
+                "127.0.0.1:0",
+                "--interval",
+                "0.2",
+                "--no-gpu",
+                "--api-key",
+                SECRET,
+                "--record",
+                str(recording),
+            ],
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert proc.stderr is not None
+            first = proc.stderr.readline()
+            port = re.search(r"127\.0\.0\.1:(\d+)/metrics", first)
+            assert port, first
+            body = ""
+            end = time.monotonic() + 30
+            while "specwatch_server_up{" not in body or " 1.0" not in body:
+                assert time.monotonic() < end, body
+                time.sleep(0.1)  # polling the endpoint for a condition, with a deadline
+                body = httpx.get(f"http://127.0.0.1:{port.group(1)}/metrics").text
+            assert "process_cpu_seconds_total" in body
+            assert SECRET not in body
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=20)
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "stopped (SIGTERM)" in err and SECRET not in first + err
+    with Reader(recording) as reader:  # closed whole: it opens and holds the session's events
+        assert reader.span() is not None and not reader.stopped
+    assert SECRET.encode() not in recording.read_bytes()
+
+
+@pytest.mark.parametrize("case", ["banner", "escape", "huge-metrics", "loading"])
+async def test_a_hostile_server_shows_as_health_series_never_a_crash(case: str) -> None:
+    from specwatch.session.live import LiveSession
+    from specwatch.sim.hostile import HOSTILE, hostile_server
+
+    with hostile_server(case, trickle_s=0.05) as hostile:
+        session = LiveSession([parse_endpoint(hostile.url)], None, 0.1, timeout_s=0.5)
+        exporter = Exporter.of(session)
+        async with session:
+            end = time.monotonic() + 20
+            while True:
+                got = _scrape(exporter.readings)
+                settled = got["specwatch_source_errors_total"][0][1] > 0 or (
+                    "specwatch_generation_tokens_per_second" in got
+                )
+                if settled:
+                    break
+                assert time.monotonic() < end, got
+                await asyncio.sleep(0.05)
+        body = generate_latest(exporter.registry).decode()
+    assert "\x1b" not in body and HOSTILE not in body
+    up = got["specwatch_server_up"][0][1]
+    if up == 0.0:
+        assert "specwatch_verdict" not in got and "specwatch_accept_length" not in got
+
+
+def test_the_dashboard_command_prints_grafana_json() -> None:
+    out = io.StringIO()
+    assert run_dashboard(out) == 0
+    board = json.loads(out.getvalue())
+    exprs = [t["expr"] for p in board["panels"] for t in p["targets"]]
+    assert exprs == expressions() and len(exprs) >= 12
+    names = " ".join(exprs)
+    for series in ("specwatch_gpu_temperature_celsius", "specwatch_gpu_clock_event_reason"):
+        assert series in names  # speculation overlaid with clocks, temperatures, reasons
+
+
+def test_exporter_help_stays_light() -> None:
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from specwatch.commands.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    main(['exporter', '--help'])\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [m for m in loaded if m.split(".")[0] in ("prometheus_client", "httpx", "asyncio")] == []
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
+def test_promtool_finds_no_problem_in_the_exposition() -> None:
+    readings = Readings([parse_endpoint(URL)])
+    _feed_ready(readings)
+    sample = GpuSample(0, 2.0, sm_clock_mhz=1830, temp_c=73, clock_event_reasons=0x4)
+    readings(ev.GpuTicked(GpuTick(2.0, 1.7e9, (sample,), 0.1)))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SessionCollector(readings.view, 0.012))
+    text = generate_latest(registry)
+    done = subprocess.run(
+        ["promtool", "check", "metrics"], input=text, capture_output=True, check=False
+    )
+    assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr
