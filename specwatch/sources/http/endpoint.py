@@ -24,6 +24,9 @@ class Endpoint:
     base_url: str
     """Scheme, host, port and optional path prefix, without a trailing slash."""
     api_key: str | None = field(default=None, repr=False)
+    named: bool = True
+    """The user named this address (``--url``); ``False`` for one only a Prometheus label
+    names, which is never sent a key."""
 
     def headers(self) -> dict[str, str]:
         """HTTP headers that authenticate a request (empty without a key)."""
@@ -102,6 +105,19 @@ def parse_endpoint(
     return Endpoint(base_url=f"{scheme}://{netloc}{path}", api_key=key)
 
 
+def unnamed_endpoint(url: str) -> Endpoint:
+    """An address the user did not name (a Prometheus ``instance`` or scrape URL): no key.
+
+    Neither ``--api-key`` nor the key environment variables go to it; a keyed server is
+    reached by naming it (``--url HOST --api-key KEY``).
+
+    Raises:
+        ValueError: As :func:`parse_endpoint`.
+    """
+    endpoint = parse_endpoint(url, None, env={})
+    return Endpoint(endpoint.base_url, None, named=False)
+
+
 def redact(text: str, endpoint: Endpoint | None = None) -> str:
     """Remove the endpoint's API key, and anything that looks like a secret, from ``text``.
 
@@ -114,4 +130,11 @@ def redact(text: str, endpoint: Endpoint | None = None) -> str:
     return redact_text(text)
 
 
-__all__ = ["EXPECTED", "KEY_ENV_VARS", "Endpoint", "parse_endpoint", "redact"]
+__all__ = [
+    "EXPECTED",
+    "KEY_ENV_VARS",
+    "Endpoint",
+    "parse_endpoint",
+    "redact",
+    "unnamed_endpoint",
+]
