@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,15 +24,19 @@ KEY = "sk-secret-key-0123456789"
 
 
 @contextmanager
-def recording_server(status: int = 200) -> Iterator[tuple[str, list[dict[str, str]]]]:
+def recording_server(
+    status: int = 200, body: bytes = b'{"data": []}', password: str | None = None
+) -> Iterator[tuple[str, list[dict[str, str]]]]:
     """A loopback HTTP server that records each request's headers and answers ``status``."""
     seen: list[dict[str, str]] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             seen.append({k.lower(): v for k, v in self.headers.items()})
-            body = b'{"data": []}'
-            self.send_response(status)
+            code = status
+            if password is not None and self.headers.get("Authorization") != _basic(password):
+                code = 401
+            self.send_response(code)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -86,3 +95,69 @@ async def test_a_keyed_label_address_says_how_to_reach_it(env_key: None) -> None
 
 def _settings() -> AppSettings:
     return AppSettings()
+
+
+def _basic(password: str) -> str:
+    return "Basic " + base64.b64encode(f"user:{password}".encode()).decode()
+
+
+DCGM_BODY = (
+    b'DCGM_FI_DEV_SM_CLOCK{gpu="0", UUID="GPU-a", Hostname="edge-7", modelName="L4"} 1500\n'
+    b'DCGM_FI_DEV_GPU_TEMP{gpu="0", UUID="GPU-a", Hostname="edge-7", modelName="L4"} 61\n'
+)
+
+
+def _specwatch(*argv: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("API_KEY")}
+    return subprocess.run(
+        [sys.executable, "-m", "specwatch", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+
+
+def test_dcgm_credentials_are_sent_as_basic_auth_and_never_shown() -> None:
+    with recording_server(body=DCGM_BODY, password="hunter2") as (address, seen):
+        good = _specwatch(
+            "probe",
+            "--json",
+            "--timeout",
+            "2",
+            "--dcgm",
+            f"http://user:hunter2@{address}",
+            "http://127.0.0.1:9",
+        )
+        bad = _specwatch(
+            "probe",
+            "--timeout",
+            "2",
+            "--dcgm",
+            f"http://user:hunter3@{address}/metrics",
+            "http://127.0.0.1:9",
+        )
+    doc = json.loads(good.stdout)
+    assert [g["name"] for g in doc["gpus"]] == ["L4"]
+    assert seen[0]["authorization"] == _basic("hunter2")
+    assert "HTTP 401" in bad.stdout and f"http://user:…@{address}/metrics" in bad.stdout
+    for out in (good.stdout, good.stderr, bad.stdout, bad.stderr):
+        assert "hunter2" not in out and "hunter3" not in out
+
+
+def test_dcgm_address_errors_withhold_the_password() -> None:
+    from specwatch.core.fleet import parse_node_pair
+    from specwatch.sources.dcgm.fetch import exporter_endpoint
+    from specwatch.sources.dcgm.parse import dcgm_url
+    from specwatch.sources.dcgm.source import DcgmGpuSource
+
+    with pytest.raises(ValueError) as info:
+        dcgm_url("ftp://u:hunter2@h:9400")
+    assert "hunter2" not in str(info.value)
+    with pytest.raises(ValueError) as info:
+        parse_node_pair("http://u:hunter2@h:9400")
+    assert "hunter2" not in str(info.value)
+    endpoint = exporter_endpoint("http://u%40x:p%3Aw@h:9400/metrics")
+    assert endpoint.base_url == "http://h:9400" and endpoint.basic_auth == ("u@x", "p:w")
+    source = DcgmGpuSource("http://u:hunter2@h:9400")
+    assert source.urls == ("http://u:…@h:9400/metrics",)

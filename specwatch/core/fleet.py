@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from specwatch.core.gpu import GpuSample, GpuStatic
+from specwatch.core.redaction import strip_userinfo
 from specwatch.core.server import Dialect, MetricsWindow
 
 POD_LABELS = ("pod", "namespace")
@@ -133,7 +134,7 @@ def parse_node_pair(text: str) -> tuple[str, str]:
     """
     server, sep, dcgm = text.partition("=")
     if not sep or not server.strip() or not dcgm.strip():
-        raise ValueError(f"expected SERVER_URL=DCGM_URL, got {text!r}")
+        raise ValueError(f"expected SERVER_URL=DCGM_URL, got {strip_userinfo(text)!r}")
     return target_of(server), target_of(dcgm)
 
 

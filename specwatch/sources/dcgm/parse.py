@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from prometheus_client.parser import text_string_to_metric_families
 
 from specwatch.core.gpu import GpuSample, GpuStatic
+from specwatch.core.redaction import strip_userinfo
 from specwatch.sources.dcgm.fields import BY_NAME, FIELDS, MIB, OLD_NAMES, FieldMap
 
 DEFAULT_PORT = 9400
@@ -54,11 +55,11 @@ def dcgm_url(spec: str) -> str:
     if "://" in text:
         parts = urlsplit(text)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {spec!r}")
+            raise ValueError(f"not an http(s) URL: {strip_userinfo(spec)!r}")
         return text if parts.path not in ("", "/") else f"{text.rstrip('/')}/metrics"
     parts = urlsplit(f"http://{text}")
     if not parts.hostname:
-        raise ValueError(f"no host in {spec!r}")
+        raise ValueError(f"no host in {strip_userinfo(spec)!r}")
     netloc = parts.netloc if parts.port is not None else f"{parts.netloc}:{DEFAULT_PORT}"
     path = parts.path if parts.path not in ("", "/") else "/metrics"
     return f"http://{netloc}{path}"

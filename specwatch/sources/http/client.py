@@ -69,6 +69,7 @@ class ServerClient:
             base_url=endpoint.base_url,
             headers={**endpoint.headers(), "Accept-Encoding": ACCEPT_ENCODING},
             timeout=httpx.Timeout(timeout_s),
+            auth=None if endpoint.basic_auth is None else httpx.BasicAuth(*endpoint.basic_auth),
             # Redirects are followed by hand: only within the same origin (the API key and
             # the prompt must not go elsewhere).
             follow_redirects=False,

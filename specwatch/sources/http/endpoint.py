@@ -24,6 +24,8 @@ class Endpoint:
     base_url: str
     """Scheme, host, port and optional path prefix, without a trailing slash."""
     api_key: str | None = field(default=None, repr=False)
+    basic_auth: tuple[str, str] | None = field(default=None, repr=False)
+    """``(user, password)`` sent as HTTP basic auth (a dcgm-exporter's ``user:pass@``)."""
     named: bool = True
     """The user named this address (``--url``); ``False`` for one only a Prometheus label
     names, which is never sent a key."""
