@@ -161,3 +161,62 @@ def test_dcgm_address_errors_withhold_the_password() -> None:
     assert endpoint.base_url == "http://h:9400" and endpoint.basic_auth == ("u@x", "p:w")
     source = DcgmGpuSource("http://u:hunter2@h:9400")
     assert source.urls == ("http://u:…@h:9400/metrics",)
+
+
+def _printable(text: str) -> None:
+    """No byte of ``text`` can act on a terminal (newlines aside)."""
+    bad = [c for c in text if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0]
+    assert not bad and "\u202e" not in text, repr(text[:200])
+
+
+@contextmanager
+def hostile_prometheus(case: str) -> Iterator[str]:
+    from specwatch.sim.hostile import hostile_server
+
+    with hostile_server(case) as server:
+        yield server.url
+
+
+def test_hostile_labels_are_sanitised_bounded_and_never_sink_the_fleet() -> None:
+    with hostile_prometheus("prom-labels") as url:
+        text = _specwatch("probe", "--prometheus", url)
+        as_json = _specwatch("probe", "--json", "--prometheus", url)
+    assert text.returncode == 0, text.stderr
+    for out in (text.stdout, text.stderr, as_json.stdout, as_json.stderr):
+        _printable(out)
+        assert max(map(len, out.splitlines()), default=0) < 700
+    assert "good-node:8000" in text.stdout
+    assert "left out 6 unusable series" in text.stdout
+    assert "3 with an instance that is not host:port" in text.stdout
+    doc = json.loads(as_json.stdout)
+    assert [s["instance"] for s in doc["servers"]] == ["good-node:8000"]
+    hostile = [g for g in doc["gpus"] if g["node"] != "good-node"]
+    assert hostile and all(len(g["node"]) <= 256 and len(g["name"]) <= 256 for g in hostile)
+    assert hostile[0]["node"].startswith("\\x1b]0;PWNED\\x07")
+
+
+def test_an_exporter_s_hostname_and_model_are_sanitised() -> None:
+    from specwatch.sources.dcgm.parse import parse_dcgm
+
+    evil = "\x1b]0;PWNED\x07\u202e" + "A" * 5000
+    body = f'DCGM_FI_DEV_SM_CLOCK{{gpu="0",UUID="GPU-a",Hostname="{evil}",modelName="{evil}"}} 1\n'
+    (gpu,) = parse_dcgm(body).gpus
+    for value in (gpu.hostname or "", gpu.model or ""):
+        _printable(value)
+        assert len(value) <= 256 and value.startswith("\\x1b]0;")
+
+
+def test_a_recording_s_strings_come_back_sanitised() -> None:
+    from specwatch.core.server import Dialect, ServerInfo
+    from specwatch.record.codec import decode, encode
+    from specwatch.session.events import ServerReady
+
+    hostile = "0.11\x1b]0;PWNED\x07\x1b[2J\u202e" + "9" * 10_000
+    event = ServerReady(1.0, ServerInfo("http://h:8000", Dialect.VLLM, version=hostile))
+    back = decode(*encode(event))
+    assert isinstance(back, ServerReady)
+    version = back.info.version or ""
+    _printable(version)
+    assert version.startswith("0.11\\x1b]0;PWNED") and len(version) <= 4000
+    plain = ServerReady(1.0, ServerInfo("http://h:8000", Dialect.VLLM, version="0.11.0"))
+    assert decode(*encode(plain)) == plain

@@ -9,6 +9,7 @@ rate Σaccepted / Σproposed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -124,6 +125,15 @@ def target_of(address: str) -> str:
         port = 443 if parts.scheme == "https" else 80
     host = host_of(text)
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+_TARGET = re.compile(r"(?:[\w.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?")
+
+
+def is_target(instance: str) -> bool:
+    """Whether ``instance`` is a ``host[:port]`` a server can be reached at (a label such as
+    ``bad[host]:8000`` or one full of escapes is not)."""
+    return _TARGET.fullmatch(instance) is not None
 
 
 def parse_node_pair(text: str) -> tuple[str, str]:
@@ -263,6 +273,7 @@ __all__ = [
     "ServerRates",
     "fleet_totals",
     "host_of",
+    "is_target",
     "join_gpus",
     "parse_node_pair",
     "target_of",

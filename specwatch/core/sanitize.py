@@ -11,10 +11,13 @@ become spaces; the length is bounded with an ellipsis.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Mapping
 
 ELLIPSIS = "…"
 DEFAULT_LINE_LIMIT = 200
 DEFAULT_TEXT_LIMIT = 4000
+LABEL_LIMIT = 256
+"""Longest label value kept (a Prometheus or dcgm-exporter label); past it, an ellipsis."""
 TAB_WIDTH = 4
 
 BIDI_CONTROLS = frozenset(
@@ -84,4 +87,27 @@ def sanitize_text(text: str, limit: int = DEFAULT_TEXT_LIMIT, max_lines: int | N
     return _escape(text, keep_newlines=True, limit=limit)
 
 
-__all__ = ["BIDI_CONTROLS", "ELLIPSIS", "sanitize_line", "sanitize_text"]
+def clean_labels(raw: object, limit: int = LABEL_LIMIT) -> dict[str, str] | None:
+    """A series' labels from outside, each name and value through :func:`sanitize_line`
+    (one line, at most ``limit`` characters); ``None`` when they cannot be used: not an
+    object, or a name or value that is not a string.
+    """
+    if not isinstance(raw, Mapping):
+        return None
+    out: dict[str, str] = {}
+    for name, value in raw.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            return None
+        out[sanitize_line(name, limit)] = sanitize_line(value, limit)
+    return out
+
+
+__all__ = [
+    "BIDI_CONTROLS",
+    "DEFAULT_TEXT_LIMIT",
+    "ELLIPSIS",
+    "LABEL_LIMIT",
+    "clean_labels",
+    "sanitize_line",
+    "sanitize_text",
+]

@@ -16,6 +16,7 @@ import orjson
 
 from specwatch.core.identity import scrub_identity
 from specwatch.core.redaction import redact_value
+from specwatch.core.sanitize import DEFAULT_TEXT_LIMIT, sanitize_text
 from specwatch.core.values import from_plain, to_jsonable
 from specwatch.session import events as ev
 
@@ -79,11 +80,25 @@ def decode(kind: str, payload: bytes, compressed: bool) -> ev.SessionEvent:
         value = orjson.loads(raw)
     except (zlib.error, orjson.JSONDecodeError) as e:
         raise DecodeError(f"{kind}: unreadable payload ({type(e).__name__})") from None
+    if not (len(raw) < DEFAULT_TEXT_LIMIT and raw.isascii() and b"\\" not in raw):
+        value = _clean(value)  # a string in it may hold controls or be over the limit
     try:
         event = from_plain(cls, value, _names())
     except (TypeError, ValueError, KeyError, AttributeError) as e:
         raise DecodeError(f"{kind}: {e}") from None
     return _scrubbed(typing.cast(ev.SessionEvent, event))
+
+
+def _clean(value: Any) -> Any:
+    """Every string in a decoded payload through the sanitiser (a recording is outside text:
+    a stored version or model id may carry terminal escapes or be 10,000 characters long)."""
+    if isinstance(value, str):
+        return sanitize_text(value)
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    return value
 
 
 def _scrubbed(event: ev.SessionEvent) -> ev.SessionEvent:

@@ -15,6 +15,7 @@ from typing import Any
 
 from specwatch import __version__
 from specwatch.core.fleet import FleetGpu, FleetServer, parse_node_pair, target_of
+from specwatch.core.sanitize import sanitize_line
 from specwatch.session.fleet import FleetSource
 from specwatch.sources.http.endpoint import Endpoint, parse_endpoint, unnamed_endpoint
 from specwatch.sources.prometheus.fleet import FleetReading
@@ -171,6 +172,7 @@ def fleet_document(reading: FleetReading, where: str) -> dict[str, Any]:
         "window_s": reading.window_s,
         "queries": reading.queries,
         "errors": list(reading.errors),
+        "skipped": reading.skipped,
     }
 
 
@@ -238,7 +240,9 @@ def fleet_text(doc: dict[str, Any]) -> str:
     lines.append(
         f"  total: {f(t['gen_tok_s'], '.1f')} tok/s, accept length {f(t['accept_length'], '.2f')}"
     )
-    lines += [f"  error: {e}" for e in doc["errors"]]
+    lines += [f"  error: {sanitize_line(e, 400)}" for e in doc["errors"]]
+    if doc.get("skipped"):
+        lines.append(f"  {doc['skipped']}")
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.core.redaction import strip_userinfo
+from specwatch.core.sanitize import clean_labels
 from specwatch.sources.dcgm.fields import BY_NAME, FIELDS, MIB, OLD_NAMES, FieldMap
 
 DEFAULT_PORT = 9400
@@ -209,7 +210,7 @@ def _parse(text: str) -> list[tuple[str, dict[str, str], float]]:
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             # The parser names counter samples "<family>_total"; no DCGM field ends so.
-            out.append((s.name.removesuffix("_total"), dict(s.labels), s.value))
+            out.append((s.name.removesuffix("_total"), clean_labels(s.labels) or {}, s.value))
     return out
 
 
