@@ -220,3 +220,26 @@ def test_a_recording_s_strings_come_back_sanitised() -> None:
     assert version.startswith("0.11\\x1b]0;PWNED") and len(version) <= 4000
     plain = ServerReady(1.0, ServerInfo("http://h:8000", Dialect.VLLM, version="0.11.0"))
     assert decode(*encode(plain)) == plain
+
+
+def test_long_outside_text_says_how_much_was_left_out() -> None:
+    from specwatch.core.sanitize import sanitize_line, sanitize_text
+
+    out = sanitize_line("x" * 1000, 400)
+    assert len(out) <= 400 and out == "x" * 377 + "…(623 more characters)"
+    out = sanitize_text("\x1b" * 1000, 300)
+    assert len(out) <= 300 and out.endswith("more characters)")
+    assert sanitize_line("x" * 300, 24) == "x" * 23 + "…"  # a table cell: a bare ellipsis
+
+
+def test_every_command_error_line_is_bounded() -> None:
+    usage = _specwatch("probe", "--prometheus", "http://127.0.0.1:9", "--server-match", "A" * 9000)
+    assert usage.returncode == 2
+    (line,) = usage.stderr.splitlines()
+    assert line.startswith("specwatch probe: expected a label matcher")
+    assert len(line) < 450 and line.endswith("more characters)")
+    with hostile_prometheus("prom-error") as url:
+        fleet = _specwatch("probe", "--prometheus", url)
+    errors = [ln for ln in fleet.stdout.splitlines() if ln.startswith("  error:")]
+    assert errors and all(len(ln) < 450 and ln.endswith("more characters)") for ln in errors)
+    _printable(fleet.stdout)

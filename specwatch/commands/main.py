@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from specwatch import __version__
+from specwatch.commands.error_line import say_error
 
 SUBCOMMANDS = (
     "sim",
@@ -241,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if not isinstance(e, ConfigError):
             raise
-        print(f"specwatch: {e}", file=sys.stderr)
+        say_error("specwatch", e)
         return 2
     try:
         if args.command == "sim":

@@ -20,6 +20,7 @@ from specwatch.core.fleet import (
     is_target,
     join_gpus,
 )
+from specwatch.core.sanitize import sanitize_line
 from specwatch.sources.prometheus.api import PrometheusClient, RangeSeries, VectorSample
 from specwatch.sources.prometheus.queries import (
     derive_gpus,
@@ -205,7 +206,7 @@ class PrometheusSource:
         try:
             return await self.client.query(expr, at)
         except Exception as exc:  # one failed group must not blank the others
-            errors.append(str(exc)[:300])
+            errors.append(sanitize_line(str(exc), 400))
             return []
 
 
