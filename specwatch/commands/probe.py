@@ -81,8 +81,12 @@ def run_probe(args: argparse.Namespace) -> int:
     if not fleet.urls:
         print("specwatch probe: give --url URL (or --prometheus URL)", file=sys.stderr)
         return EXIT_USAGE
+    from specwatch.sources.dcgm.parse import dcgm_url
+
     try:
         endpoint = parse_endpoint(fleet.urls[-1], getattr(args, "api_key", None))
+        for spec in fleet.dcgm:  # a bad exporter address is said now, not as a traceback later
+            dcgm_url(spec)
     except ValueError as exc:
         say_error("specwatch probe", exc)
         return EXIT_USAGE

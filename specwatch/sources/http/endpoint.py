@@ -7,7 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+import httpx
+
 from specwatch.core.redaction import WITHHELD, redact_text
+from specwatch.core.sanitize import sanitize_line
 
 EXPECTED = "expected localhost:8000, host:port, http://host:port or https://host:port"
 KEY_ENV_VARS = ("SPECWATCH_API_KEY", "OPENAI_API_KEY")
@@ -95,6 +98,9 @@ def parse_endpoint(
         path = path[: -len("/v1")]
     host_text = f"[{host}]" if ":" in host else host
     netloc = host_text if port is None else f"{host_text}:{port}"
+    problem = host_problem(f"{scheme}://{netloc}")
+    if problem is not None:
+        raise ValueError(f"{problem} in server address {shown!r}; {EXPECTED}")
     key = api_key or None
     if key is None:
         environ = os.environ if env is None else env
@@ -105,6 +111,19 @@ def parse_endpoint(
     if key is not None and any(c in key for c in "\r\n"):
         raise ValueError("the API key contains a line break")
     return Endpoint(base_url=f"{scheme}://{netloc}{path}", api_key=key)
+
+
+def host_problem(url: str) -> str | None:
+    """Why the host of ``url`` cannot be used (``None``: it can): a label over 63 characters,
+    or a name IDNA cannot encode (HTTP would refuse it with a traceback)."""
+    host = urlsplit(url).hostname or ""
+    if any(len(label) > 63 for label in host.split(".")):
+        return "a host name label longer than 63 characters"
+    try:
+        httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        return f"a host name that cannot be used ({sanitize_line(str(exc), 120)})"
+    return None
 
 
 def unnamed_endpoint(url: str) -> Endpoint:
@@ -136,6 +155,7 @@ __all__ = [
     "EXPECTED",
     "KEY_ENV_VARS",
     "Endpoint",
+    "host_problem",
     "parse_endpoint",
     "redact",
     "unnamed_endpoint",
