@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from specwatch import __version__
-from specwatch.commands.error_line import say_error
 
 SUBCOMMANDS = (
     "sim",
@@ -242,6 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if not isinstance(e, ConfigError):
             raise
+        from specwatch.commands.error_line import say_error
+
         say_error("specwatch", e)
         return 2
     try:

@@ -7,8 +7,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-import httpx
-
 from specwatch.core.redaction import WITHHELD, redact_text
 from specwatch.core.sanitize import sanitize_line
 
@@ -119,6 +117,10 @@ def host_problem(url: str) -> str | None:
     host = urlsplit(url).hostname or ""
     if any(len(label) > 63 for label in host.split(".")):
         return "a host name label longer than 63 characters"
+    if host.isascii():
+        return None
+    import httpx  # only for a name to IDNA-encode: importing it costs ~50 ms (and rich)
+
     try:
         httpx.URL(url)
     except httpx.InvalidURL as exc:
