@@ -130,3 +130,29 @@ def test_a_host_label_over_63_characters_is_refused_in_one_line() -> None:
 
     with pytest.raises(ValueError, match="longer than 63"):
         parse_endpoint("a" * 64 + ".example:8000")
+
+
+def test_two_recorders_on_one_file_are_refused(tmp_path: Path) -> None:
+    from specwatch.record import Recorder
+    from specwatch.sources.http.endpoint import Endpoint
+
+    path = tmp_path / "one.sqlite"
+    first = Recorder(path, [Endpoint("http://a:8000")])
+    first.start()
+    try:
+        second = Recorder(path, [Endpoint("http://b:8000")])
+        with pytest.raises(ValueError, match="another specwatch is recording into it"):
+            second.start()
+        result = _specwatch("record", "--url", "http://b:8000", "--no-gpu", "-o", str(path))
+        assert result.returncode == 2
+        assert "another specwatch is recording into it" in _one_line(result)
+    finally:
+        first.stop()
+    again = Recorder(path, [Endpoint("http://a:8000")])  # the same server appends, as before
+    again.start()
+    again.stop()
+    other = Recorder(path, [Endpoint("http://b:8000")])
+    with pytest.raises(ValueError, match="not of this session's servers"):
+        other.start()
+    with Reader(path) as reader:
+        assert reader.url == "http://a:8000"
