@@ -243,3 +243,16 @@ def test_every_command_error_line_is_bounded() -> None:
     errors = [ln for ln in fleet.stdout.splitlines() if ln.startswith("  error:")]
     assert errors and all(len(ln) < 450 and ln.endswith("more characters)") for ln in errors)
     _printable(fleet.stdout)
+
+
+@pytest.mark.parametrize("case", ["prom-values", "prom-type", "prom-error", "prom-gzip"])
+def test_a_hostile_prometheus_gives_lines_not_tracebacks(case: str) -> None:
+    with hostile_prometheus(case) as url:
+        result = _specwatch("probe", "--json", "--prometheus", url)
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    doc = json.loads(result.stdout)
+    _printable(result.stdout)
+    for server in doc["servers"]:
+        assert server["gen_tok_s"] is None or server["gen_tok_s"] < 1e18
+    assert doc["errors"] or case == "prom-values"
+    assert all(len(e) <= 400 for e in doc["errors"])
