@@ -175,9 +175,9 @@ class PrometheusClient:
         out: list[VectorSample] = []
         for item in result:
             labels = self._labels(item)
-            value = item.get("value") if labels is not None else None
             if labels is None:
                 continue
+            value = item.get("value")
             if not isinstance(value, list) or len(value) != 2:
                 self.skip("without a [time, value] pair")
                 continue
