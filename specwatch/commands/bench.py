@@ -37,6 +37,7 @@ from specwatch.bench.snapshot import (
 from specwatch.commands.bench_arguments import add_bench_arguments
 from specwatch.commands.clocks import lock_for_bench, parse_lock_target, with_locks
 from specwatch.commands.compare import add_compare_arguments, run_compare
+from specwatch.commands.error_line import say_error
 from specwatch.core.clock_policy import UNLOCKED_LINE, any_unlocked
 from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
 
@@ -282,10 +283,10 @@ def _run_bench(
         load_prompts(args.prompts, args.seed)
         lock_target = parse_lock_target(args.lock_clocks)
     except (ValueError, PromptsError) as exc:
-        print(f"specwatch bench: {exc}", file=err)
+        say_error("specwatch bench", exc, err)
         return EXIT_USAGE
     if args.out is not None and args.out.exists() and not args.out.is_dir():
-        print(f"specwatch bench: --out must name a directory; {args.out} is a file", file=err)
+        say_error("specwatch bench", f"--out must name a directory; {args.out} is a file", err)
         return EXIT_USAGE
     identity = server_identity(endpoint.base_url)
     own_sampler = False
@@ -306,7 +307,7 @@ def _run_bench(
         try:
             source = gpu_source(options, server_url=args.url, nvml=fake)
         except ValueError as e:
-            print(f"specwatch bench: {e}", file=err)
+            say_error("specwatch bench", e, err)
             return EXIT_USAGE
         if isinstance(source, (ReaderGpuSource, PrometheusGpuSource)):
             sampler, own_sampler = source.sampler, True
@@ -344,7 +345,7 @@ def _measure_and_save(
         )
     except (_Failure, PromptsError) as exc:
         # PromptsError: the prompts file changed after it was checked above.
-        print(f"specwatch bench: {exc}", file=err)
+        say_error("specwatch bench", exc, err)
         return EXIT_FAILED
     stopped_by = stopped_by or log.first
     if result is None or (result.interrupted and not result.runs):

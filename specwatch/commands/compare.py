@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from specwatch.bench.report import comparison_lines, no_finished_run, safe
+from specwatch.bench.report import comparison_lines, no_finished_run
 from specwatch.bench.snapshot import Snapshot, SnapshotError, load_snapshot
+from specwatch.commands.error_line import say_error
 from specwatch.core.compare import compare
 from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
 
@@ -68,12 +69,12 @@ def run_compare(
         for path in (args.a, args.b):
             snaps.append(_load_side(path))
     except SnapshotError as exc:
-        print(f"specwatch compare: {safe(exc)}", file=err)
+        say_error("specwatch compare", exc, err)
         return EXIT_USAGE
     a, b = snaps
     for path, snap in ((args.a, a), (args.b, b)):
         if snap.finished_runs == 0:
-            print(f"specwatch compare: {safe(no_finished_run(path))}", file=err)
+            say_error("specwatch compare", no_finished_run(path), err)
             return EXIT_ERROR
     c = compare(a, b, a_name=_side_name(args.a), b_name=_side_name(args.b))
     if args.json:

@@ -284,7 +284,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if not isinstance(e, ConfigError):
             raise
-        print(f"specwatch: {e}", file=sys.stderr)
+        from specwatch.commands.error_line import say_error
+
+        say_error("specwatch", e)
         return 2
     _restore_stale_clocks(args.command)
     try:

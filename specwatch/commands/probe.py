@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from specwatch.commands.error_line import say_error
 from specwatch.sources.http.endpoint import parse_endpoint
 
 if TYPE_CHECKING:
@@ -80,10 +81,14 @@ def run_probe(args: argparse.Namespace) -> int:
     if not fleet.urls:
         print("specwatch probe: give --url URL (or --prometheus URL)", file=sys.stderr)
         return EXIT_USAGE
+    from specwatch.sources.dcgm.parse import dcgm_url
+
     try:
         endpoint = parse_endpoint(fleet.urls[-1], getattr(args, "api_key", None))
+        for spec in fleet.dcgm:  # a bad exporter address is said now, not as a traceback later
+            dcgm_url(spec)
     except ValueError as exc:
-        print(f"specwatch probe: {exc}", file=sys.stderr)
+        say_error("specwatch probe", exc)
         return EXIT_USAGE
     if args.max_tokens < 1:
         print("specwatch probe: --max-tokens must be at least 1", file=sys.stderr)
@@ -97,7 +102,7 @@ def run_probe(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
     def status(line: str) -> None:
-        print(f"specwatch probe: {line}", file=sys.stderr)
+        say_error("specwatch probe", line)
 
     result = asyncio.run(
         probe(
@@ -120,7 +125,7 @@ def run_probe(args: argparse.Namespace) -> int:
     else:
         print(render_text(result))
     if result.error and not args.json:
-        print(f"specwatch probe: {result.error}", file=sys.stderr)
+        say_error("specwatch probe", result.error)
     return result.exit_code
 
 
@@ -135,7 +140,7 @@ def _run_fleet_probe(args: argparse.Namespace, fleet: FleetOptions) -> int:
             fleet_probe(fleet, stream=args.stream, max_tokens=args.max_tokens, prompt=args.prompt)
         )
     except ValueError as exc:
-        print(f"specwatch probe: {exc}", file=sys.stderr)
+        say_error("specwatch probe", exc)
         return 2
     if args.json:
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from specwatch.commands.error_line import say_error
 from specwatch.record.timespec import parse_duration
 
 EXIT_USAGE = 2
@@ -108,7 +109,7 @@ def run_record(args: argparse.Namespace, err: TextIO | None = None) -> int:
     try:
         session = live_session(options)
     except ValueError as e:
-        print(f"specwatch record: {e}", file=err)
+        say_error("specwatch record", e, err)
         return EXIT_USAGE
     endpoints = session.endpoints
     path = args.output or default_output()
@@ -125,7 +126,7 @@ def run_record(args: argparse.Namespace, err: TextIO | None = None) -> int:
         recorder.start()
     except Exception as e:  # not a database, a newer format, no permission: one line
         session.stop()
-        print(f"specwatch record: cannot record into {path}: {e}", file=err)
+        say_error("specwatch record", f"cannot record into {path}: {e}", err)
         return EXIT_USAGE
     until = f" for {args.duration:g}s" if args.duration else ""
     keep = f", keeping the last {args.retention:g}s" if args.retention else ""
@@ -142,9 +143,9 @@ def run_record(args: argparse.Namespace, err: TextIO | None = None) -> int:
         session.stop()
         recorder.stop()
     if recorder.error:
-        print(f"specwatch record: {recorder.error}", file=err)
+        say_error("specwatch record", recorder.error, err)
         return 1
-    print(f"specwatch record: {recorder.rows} events in {path}", file=err)
+    say_error("specwatch record", f"{recorder.rows} events in {path}", err)
     return 0
 
 
@@ -179,7 +180,7 @@ def run_export(
     try:
         reader = Reader(args.file)
     except RecordingError as e:
-        print(f"specwatch export: {e}", file=err)
+        say_error("specwatch export", e, err)
         return EXIT_USAGE
     with reader:
         span = reader.span()
@@ -188,7 +189,7 @@ def run_export(
             wall0 = parse_time(args.start, end) if args.start else None
             wall1 = parse_time(args.end, end) if args.end else None
         except ValueError as e:
-            print(f"specwatch export: {e}", file=err)
+            say_error("specwatch export", e, err)
             return EXIT_USAGE
         rows = tidy_rows(reader, wall0, wall1)
         try:
@@ -197,9 +198,9 @@ def run_export(
             return 0
         out.flush()
         if reader.stopped:
-            print(f"specwatch export: {reader.stopped}", file=err)
+            say_error("specwatch export", reader.stopped, err)
         if reader.skipped:
-            print(f"specwatch export: {reader.skipped} unreadable events skipped", file=err)
+            say_error("specwatch export", f"{reader.skipped} unreadable events skipped", err)
     return 0
 
 

@@ -12,6 +12,7 @@ from typing import TextIO
 import orjson
 
 from specwatch.bench.snapshot import SnapshotError, dumps, read_snapshot, validate
+from specwatch.commands.error_line import say_error
 
 
 def add_scrub_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,7 +51,7 @@ def run_scrub(args: argparse.Namespace, stdout: TextIO = sys.stdout) -> int:
         try:
             changed = scrub_file(path)
         except (SnapshotError, OSError) as e:
-            print(f"specwatch scrub: {e}", file=sys.stderr)
+            say_error("specwatch scrub", e)
             status = 2
             continue
         print(f"{path}: {'secrets withheld' if changed else 'nothing to withhold'}", file=stdout)

@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 
+from specwatch.commands.error_line import say_error
 from specwatch.sim.config import preset
 from specwatch.sim.dcgm_exporter import SimDcgmExporter
 from specwatch.sim.hostile import HostileServer
@@ -51,7 +52,7 @@ def run_sim(args: argparse.Namespace) -> int:
     try:
         url = server.start()
     except (OSError, RuntimeError) as exc:
-        print(f"specwatch sim: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        say_error("specwatch sim", f"cannot serve on {args.host}:{args.port}: {exc}")
         return 1
     exporter: SimDcgmExporter | None = None
     if args.dcgm_port is not None:
@@ -66,7 +67,7 @@ def run_sim(args: argparse.Namespace) -> int:
             exporter.start()
         except (OSError, RuntimeError, ValueError) as exc:
             server.stop()
-            print(f"specwatch sim: cannot serve dcgm-exporter: {exc}", file=sys.stderr)
+            say_error("specwatch sim", f"cannot serve dcgm-exporter: {exc}")
             return 1
     spec = config.spec_algorithm or "no speculation"
     print(
@@ -90,7 +91,7 @@ def _run_hostile(case: str, host: str, port: int, trickle_s: float) -> int:
     try:
         url = server.start()
     except OSError as exc:
-        print(f"specwatch sim: cannot serve on {host}:{port}: {exc}", file=sys.stderr)
+        say_error("specwatch sim", f"cannot serve on {host}:{port}: {exc}")
         return 1
     print(f"specwatch sim: hostile case {case} at {url}  (Ctrl-C to stop)", flush=True)
     try:

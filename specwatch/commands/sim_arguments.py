@@ -28,6 +28,12 @@ HOSTILE_CASES = (
     "redirect",
     "loading",
     "unauthorised",
+    "prom-labels",
+    "prom-values",
+    "prom-type",
+    "prom-error",
+    "prom-gzip",
+    "prom-series",
 )
 """``sim.hostile.CASES``, spelt out (a test keeps the two equal)."""
 

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from specwatch.commands.error_line import say_error
+
 if TYPE_CHECKING:
     from specwatch.record.recorder import Recorder
     from specwatch.session import LiveSession
@@ -188,7 +190,7 @@ def run_tui(args: argparse.Namespace) -> int:
     fill_defaults(args)
     baseline_ms, baseline_source, baseline_error = _baseline(args)
     if baseline_error:
-        print(f"specwatch: {baseline_error}", file=sys.stderr)
+        say_error("specwatch", baseline_error)
         return 2
 
     from specwatch.ui.themes import load_themes
@@ -203,9 +205,9 @@ def run_tui(args: argparse.Namespace) -> int:
             names = ", ".join(sorted(themes.themes))
             bad = [e for e in themes.errors if args.theme in e]
             if bad:  # the file is there but was refused: say why, not "no theme"
-                print(f"specwatch: theme {args.theme!r} skipped: {bad[0]}", file=sys.stderr)
+                say_error("specwatch", f"theme {args.theme!r} skipped: {bad[0]}")
             else:
-                print(f"specwatch: no theme {args.theme!r}; have: {names}", file=sys.stderr)
+                say_error("specwatch", f"no theme {args.theme!r}; have: {names}")
             return 2
 
     from specwatch.ui.app import SpecwatchApp, remove_sighup
@@ -220,7 +222,7 @@ def run_tui(args: argparse.Namespace) -> int:
         try:
             snap = load_snapshot(args.reference)
         except SnapshotError as e:
-            print(f"specwatch: --reference: {e}", file=sys.stderr)
+            say_error("specwatch", f"--reference: {e}")
             return 2
         reference = snapshot_reference(snap, args.reference.name)
     if _session_after_first_frame(args):
@@ -229,7 +231,7 @@ def run_tui(args: argparse.Namespace) -> int:
         try:
             parse_endpoint(url or "", args.api_key)  # a bad address is refused before the UI
         except ValueError as e:
-            print(f"specwatch: {e}", file=sys.stderr)
+            say_error("specwatch", e)
             return 2
         app = SpecwatchApp(
             settings,
@@ -240,7 +242,7 @@ def run_tui(args: argparse.Namespace) -> int:
         try:
             session = build_session(args, reference)
         except ValueError as e:
-            print(f"specwatch: {e}", file=sys.stderr)
+            say_error("specwatch", e)
             return 2
         app = SpecwatchApp(settings, session, themes=app_themes)
     try:

@@ -9,11 +9,13 @@ rate Σaccepted / Σproposed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from specwatch.core.gpu import GpuSample, GpuStatic
+from specwatch.core.redaction import strip_userinfo
 from specwatch.core.server import Dialect, MetricsWindow
 
 POD_LABELS = ("pod", "namespace")
@@ -125,6 +127,15 @@ def target_of(address: str) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+_TARGET = re.compile(r"(?:[\w.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?")
+
+
+def is_target(instance: str) -> bool:
+    """Whether ``instance`` is a ``host[:port]`` a server can be reached at (a label such as
+    ``bad[host]:8000`` or one full of escapes is not)."""
+    return _TARGET.fullmatch(instance) is not None
+
+
 def parse_node_pair(text: str) -> tuple[str, str]:
     """``SERVER_URL=DCGM_URL`` as ``(server target, exporter target)``, both ``host:port``.
 
@@ -133,7 +144,7 @@ def parse_node_pair(text: str) -> tuple[str, str]:
     """
     server, sep, dcgm = text.partition("=")
     if not sep or not server.strip() or not dcgm.strip():
-        raise ValueError(f"expected SERVER_URL=DCGM_URL, got {text!r}")
+        raise ValueError(f"expected SERVER_URL=DCGM_URL, got {strip_userinfo(text)!r}")
     return target_of(server), target_of(dcgm)
 
 
@@ -262,6 +273,7 @@ __all__ = [
     "ServerRates",
     "fleet_totals",
     "host_of",
+    "is_target",
     "join_gpus",
     "parse_node_pair",
     "target_of",

@@ -5,17 +5,24 @@ value can carry terminal escapes (``"\\x1b]0;TITLE\\x07\\x1b[2J"`` renames the w
 the screen). Every C0/C1 control character, ESC, DEL, lone surrogate and bidirectional override
 is made visible as a ``\\xNN`` / ``\\uNNNN`` escape, so the sequence is shown but never acted
 on; line and paragraph separators become spaces (one line) or newlines (several lines); tabs
-become spaces; the length is bounded with an ellipsis.
+become spaces; the length is bounded with an ellipsis, which says how many characters were
+left out when the bound is that of a line or a message (``…(9800 more characters)``).
 """
 
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Mapping
 
 ELLIPSIS = "…"
 DEFAULT_LINE_LIMIT = 200
 DEFAULT_TEXT_LIMIT = 4000
+LABEL_LIMIT = 256
+"""Longest label value kept (a Prometheus or dcgm-exporter label); past it, an ellipsis."""
 TAB_WIDTH = 4
+COUNT_FROM = 100
+"""Bounds of this many characters or more (an error line, a message) end with
+"…(N more characters)"; shorter ones (a table cell, a version) with a bare ellipsis."""
 
 BIDI_CONTROLS = frozenset(
     "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
@@ -34,21 +41,39 @@ def _unsafe(ch: str) -> bool:
     return ch in BIDI_CONTROLS or unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp")
 
 
+def _tail(cut: int, limit: int) -> str:
+    return f"{ELLIPSIS}({cut} more characters)" if limit >= COUNT_FROM else ELLIPSIS
+
+
 def _bound(text: str, limit: int) -> str:
     limit = max(1, limit)
-    return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - len(_tail(len(text), limit)))
+    return text[:keep] + _tail(len(text) - keep, limit)
 
 
 def _escape(text: str, keep_newlines: bool, limit: int) -> str:
-    out: list[str] = []
+    limit = max(1, limit)
+    pieces: list[str] = []
     size = 0
     for ch in text:
         piece = ch if (ch == "\n" and keep_newlines) or not _unsafe(ch) else _visible(ch)
-        out.append(piece)
+        pieces.append(piece)
         size += len(piece)
         if size > limit:  # enough to know it will be cut
             break
-    return _bound("".join(out), limit)
+    if size <= limit and len(pieces) == len(text):
+        return "".join(pieces)
+    room = max(0, limit - len(_tail(len(text), limit)))
+    size = 0
+    shown = 0
+    for piece in pieces:
+        if size + len(piece) > room:
+            break
+        size += len(piece)
+        shown += 1
+    return "".join(pieces)[:room] + _tail(len(text) - shown, limit)
 
 
 def sanitize_line(text: str, limit: int = DEFAULT_LINE_LIMIT) -> str:
@@ -84,4 +109,27 @@ def sanitize_text(text: str, limit: int = DEFAULT_TEXT_LIMIT, max_lines: int | N
     return _escape(text, keep_newlines=True, limit=limit)
 
 
-__all__ = ["BIDI_CONTROLS", "ELLIPSIS", "sanitize_line", "sanitize_text"]
+def clean_labels(raw: object, limit: int = LABEL_LIMIT) -> dict[str, str] | None:
+    """A series' labels from outside, each name and value through :func:`sanitize_line`
+    (one line, at most ``limit`` characters); ``None`` when they cannot be used: not an
+    object, or a name or value that is not a string.
+    """
+    if not isinstance(raw, Mapping):
+        return None
+    out: dict[str, str] = {}
+    for name, value in raw.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            return None
+        out[sanitize_line(name, limit)] = sanitize_line(value, limit)
+    return out
+
+
+__all__ = [
+    "BIDI_CONTROLS",
+    "DEFAULT_TEXT_LIMIT",
+    "ELLIPSIS",
+    "LABEL_LIMIT",
+    "clean_labels",
+    "sanitize_line",
+    "sanitize_text",
+]

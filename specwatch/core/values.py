@@ -17,6 +17,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+FLOAT_LIMIT = 1e18
+"""Largest magnitude a stored figure may have (snapshots, recordings): a rate, a byte count or
+a counter is far below it; ``1e308`` would overflow the first sum taken of it."""
+
 
 def as_int(value: Any, *, digits: bool = False) -> int | None:
     """``value`` as an int when it is one (a whole float counts), else ``None``.
@@ -122,6 +126,8 @@ def from_plain(tp: Any, value: Any, names: Mapping[str, Any] | None = None) -> A
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise TypeError(f"expected a number, got {type(value).__name__}")
+        if not abs(value) <= FLOAT_LIMIT:
+            raise ValueError(f"number out of range: {float(value):g}")
         return float(value)
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -150,4 +156,4 @@ def _union(args: tuple[Any, ...], value: Any, names: Mapping[str, Any] | None) -
     raise TypeError("; ".join(errors) or "no type fits")
 
 
-__all__ = ["as_float", "as_int", "from_plain", "to_jsonable"]
+__all__ = ["FLOAT_LIMIT", "as_float", "as_int", "from_plain", "to_jsonable"]

@@ -16,6 +16,7 @@ import orjson
 
 from specwatch.core.identity import scrub_identity
 from specwatch.core.redaction import redact_value
+from specwatch.core.sanitize import DEFAULT_TEXT_LIMIT, sanitize_text
 from specwatch.core.values import from_plain, to_jsonable
 from specwatch.session import events as ev
 
@@ -38,6 +39,9 @@ EVENT_TYPES: dict[str, type[Any]] = {
 """Every event a recording holds, by the name stored in its ``kind`` column."""
 
 COMPRESS_OVER = 200
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+"""Largest inflated payload decoded (an event is a few KiB; a zlib bomb in a recording is not
+inflated past this)."""
 """Payloads at least this long are zlib-compressed (kept only when that makes them smaller)."""
 
 
@@ -75,15 +79,43 @@ def decode(kind: str, payload: bytes, compressed: bool) -> ev.SessionEvent:
     if cls is None:
         raise DecodeError(f"unknown event kind {kind[:40]!r}")
     try:
-        raw = zlib.decompress(payload) if compressed else payload
+        raw = _inflate(payload) if compressed else payload
         value = orjson.loads(raw)
     except (zlib.error, orjson.JSONDecodeError) as e:
         raise DecodeError(f"{kind}: unreadable payload ({type(e).__name__})") from None
+    if not (len(raw) < DEFAULT_TEXT_LIMIT and raw.isascii() and b"\\" not in raw):
+        value = _clean(value)  # a string in it may hold controls or be over the limit
     try:
         event = from_plain(cls, value, _names())
     except (TypeError, ValueError, KeyError, AttributeError) as e:
         raise DecodeError(f"{kind}: {e}") from None
     return _scrubbed(typing.cast(ev.SessionEvent, event))
+
+
+def _inflate(payload: bytes) -> bytes:
+    """``payload`` inflated, at most :data:`MAX_EVENT_BYTES`.
+
+    Raises:
+        DecodeError: It inflates past that.
+        zlib.error: It is not zlib data.
+    """
+    inflater = zlib.decompressobj()
+    raw = inflater.decompress(payload, MAX_EVENT_BYTES)
+    if inflater.unconsumed_tail:
+        raise DecodeError(f"payload inflates past {MAX_EVENT_BYTES} bytes")
+    return raw + inflater.flush()
+
+
+def _clean(value: Any) -> Any:
+    """Every string in a decoded payload through the sanitiser (a recording is outside text:
+    a stored version or model id may carry terminal escapes or be 10,000 characters long)."""
+    if isinstance(value, str):
+        return sanitize_text(value)
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    return value
 
 
 def _scrubbed(event: ev.SessionEvent) -> ev.SessionEvent:
@@ -105,4 +137,12 @@ def _names() -> dict[str, Any]:
     return dict(vars(verdict_rule))
 
 
-__all__ = ["COMPRESS_OVER", "EVENT_TYPES", "DecodeError", "decode", "encode", "event_time"]
+__all__ = [
+    "COMPRESS_OVER",
+    "EVENT_TYPES",
+    "MAX_EVENT_BYTES",
+    "DecodeError",
+    "decode",
+    "encode",
+    "event_time",
+]

@@ -7,6 +7,7 @@ reading stops and :attr:`Reader.stopped` says where.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -74,7 +75,7 @@ class Reader:
             ) from None
         self.meta: dict[str, str] = {str(k): str(v) for k, v in rows}
         version = self.meta.get("format_version", "")
-        if not version.isdigit():
+        if not (version.isascii() and version.isdigit()):  # "²".isdigit() too
             raise RecordingError(f"{self.path}: not a specwatch recording (no format version)")
         if int(version) > FORMAT_VERSION:
             by = sanitize_line(self.meta.get("specwatch_version", "?"), 40)
@@ -115,7 +116,10 @@ class Reader:
     def span(self) -> tuple[float, float] | None:
         """The first and last session times recorded; ``None`` when empty or unreadable."""
         try:
-            row = self._conn.execute("SELECT MIN(t), MAX(t) FROM events").fetchone()
+            # text sorts after every number in SQLite: a damaged row's text time is left out
+            row = self._conn.execute(
+                "SELECT MIN(t), MAX(t) FROM events WHERE t BETWEEN -1e300 AND 1e300"
+            ).fetchone()
         except sqlite3.Error as e:
             self._stop_at(None, e)
             index = self.index()
@@ -169,9 +173,9 @@ class Reader:
                 return
             for i, t, wall, kind, server, z, data in rows:
                 last = int(i)
-                if not isinstance(t, int | float):
-                    # A damaged page can hand back a row with a NULL time: skip it like any
-                    # other undecodable row.
+                if not _row_ok(t, wall, server):
+                    # A damaged page can hand back a row with a NULL time, an edited one text
+                    # in a number's column: skip it like any other undecodable row.
                     self.skipped += 1
                     continue
                 if not lo <= t <= hi:
@@ -198,6 +202,9 @@ class Reader:
                 self._stop_at_id(part[0], e)
                 return
             for i, t, wall, kind, server, z, data in rows:
+                if not _row_ok(t, wall, server):
+                    self.skipped += 1
+                    continue
                 try:
                     event = decode(str(kind), bytes(data), bool(z))
                 except DecodeError:
@@ -230,11 +237,24 @@ class Reader:
         self.close()
 
 
+def _row_ok(t: object, wall: object, server: object) -> bool:
+    """The row's numeric columns hold finite numbers (not NULL, text or a blob)."""
+    return (
+        isinstance(t, int | float)
+        and isinstance(wall, int | float)
+        and isinstance(server, int)
+        and math.isfinite(t)
+        and math.isfinite(wall)
+    )
+
+
 def _float(text: str | None) -> float:
+    """A stored number; 0 when it is not a finite one (``inf``, ``nan``, garbage)."""
     try:
-        return float(text) if text is not None else 0.0
+        value = float(text) if text is not None else 0.0
     except ValueError:
         return 0.0
+    return value if math.isfinite(value) else 0.0
 
 
 __all__ = ["IndexEntry", "Reader", "RecordedEvent", "RecordingError"]

@@ -9,6 +9,7 @@ recording with one line and keeps everything already committed.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 import time
@@ -18,7 +19,13 @@ from typing import TYPE_CHECKING
 
 from specwatch import __version__
 from specwatch.record.codec import encode, event_time
-from specwatch.record.store import FORMAT_VERSION, STATE_KINDS, local_iso, open_for_writing
+from specwatch.record.store import (
+    FORMAT_VERSION,
+    STATE_KINDS,
+    local_iso,
+    lock_recording,
+    open_for_writing,
+)
 from specwatch.session.events import RecordingStopped, SessionEvent
 from specwatch.sources.http.endpoint import Endpoint, redact
 
@@ -105,6 +112,8 @@ class Recorder:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._conn: sqlite3.Connection | None = None
+        self._file_lock: int | None = None
+        """The descriptor holding the one-writer lock of :attr:`path`."""
         self._last_trim = float("-inf")
 
     def start(self) -> None:
@@ -116,7 +125,12 @@ class Recorder:
         now_t, now_wall = self.clock(), self.wall_clock()
         self.offset = now_wall - now_t
         meta = recording_meta(self.endpoints, self.offset, now_wall, self.interval_s)
-        self._conn = open_for_writing(self.path, meta)
+        self._file_lock = lock_recording(self.path)
+        try:
+            self._conn = open_for_writing(self.path, meta)
+        except BaseException:
+            self._unlock()
+            raise
         if self.max_bytes is not None:
             page = self._conn.execute("PRAGMA page_size").fetchone()[0]
             self._conn.execute(f"PRAGMA max_page_count={max(1, self.max_bytes // page)}")
@@ -219,6 +233,12 @@ class Recorder:
         if conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
+        self._unlock()
+
+    def _unlock(self) -> None:
+        lock, self._file_lock = self._file_lock, None
+        if lock is not None:
+            os.close(lock)
 
 
 __all__ = ["FLUSH_S", "Recorder", "recording_meta"]

@@ -9,9 +9,13 @@ came from; never a credential.
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
+import os
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
+
+from specwatch.core.sanitize import sanitize_line
 
 FORMAT_VERSION = 1
 """Bumped whenever a reader of the previous version could misread a new file."""
@@ -60,6 +64,13 @@ def open_for_writing(path: Path, meta: Mapping[str, str]) -> sqlite3.Connection:
                 f"{path}: a recording of format {row[0]}; this specwatch writes format "
                 f"{FORMAT_VERSION}: record into a new file"
             )
+        had = conn.execute("SELECT value FROM meta WHERE key='servers'").fetchone()
+        if row is not None and had is not None and had[0] != meta.get("servers", had[0]):
+            # its events would be exported and replayed under the first session's addresses
+            raise ValueError(
+                f"{path}: a recording of {sanitize_line(str(had[0]), 200)}, not of this "
+                "session's servers: record into a new file"
+            )
         if row is None:
             conn.execute("BEGIN")
             conn.executemany(
@@ -70,6 +81,28 @@ def open_for_writing(path: Path, meta: Mapping[str, str]) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def lock_recording(path: Path) -> int:
+    """Take the one-writer lock of ``path`` (created if missing); returns the descriptor that
+    holds it (close it to release). Readers (replay, export) do not take it.
+
+    Raises:
+        ValueError: Another specwatch is recording into ``path``.
+        OSError: ``path`` cannot be opened.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ValueError(
+            f"{path}: another specwatch is recording into it; record into another file"
+        ) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def local_iso(wall: float, zone: dt.tzinfo | None = None) -> str:
@@ -90,5 +123,6 @@ __all__ = [
     "STATE_KINDS",
     "local_iso",
     "local_label",
+    "lock_recording",
     "open_for_writing",
 ]

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from specwatch.core.sanitize import sanitize_line
 from specwatch.sources.prometheus.fleet import FleetHistory, FleetReading
 
 HISTORY_S = 300.0
@@ -150,7 +151,11 @@ class FleetSession:
         try:
             history = await self.source.history(end - self.history_s, end, self.column_s)
         except Exception as exc:  # no past is no reason not to show the present
-            self.emit(FleetError(self.clock(), "history", str(exc)[:300] or type(exc).__name__))
+            self.emit(
+                FleetError(
+                    self.clock(), "history", sanitize_line(str(exc), 400) or type(exc).__name__
+                )
+            )
             return
         self.emit(FleetHistoryLoaded(history))
 

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from specwatch import __version__
-from specwatch.core.fleet import FleetGpu, FleetServer, parse_node_pair
+from specwatch.core.fleet import FleetGpu, FleetServer, parse_node_pair, target_of
+from specwatch.core.sanitize import sanitize_line
 from specwatch.session.fleet import FleetSource
+from specwatch.sources.http.endpoint import Endpoint, parse_endpoint, unnamed_endpoint
 from specwatch.sources.prometheus.fleet import FleetReading
 
 SERVER_FIELDS = (
@@ -71,6 +73,19 @@ def fleet_options(args: argparse.Namespace, timeout_s: float = 5.0) -> FleetOpti
     )
 
 
+def server_endpoint(address: str, options: FleetOptions) -> Endpoint:
+    """The endpoint of a fleet server at ``address``: with the API key only where the user
+    named that address (``--url``), never where only a Prometheus label names it.
+
+    Raises:
+        ValueError: A bad address.
+    """
+    wanted = target_of(address)
+    if any(target_of(url) == wanted for url in options.urls):
+        return parse_endpoint(address, options.api_key)
+    return unnamed_endpoint(address)
+
+
 def build_fleet_source(
     options: FleetOptions,
 ) -> tuple[FleetSource, Callable[[], Awaitable[None]]]:
@@ -90,7 +105,6 @@ def build_fleet_source(
         source = PrometheusSource(client, options.server_match, options.gpu_match, pairs)
         return source, client.aclose
     from specwatch.sources.direct_fleet import DirectFleetSource
-    from specwatch.sources.http.endpoint import parse_endpoint
 
     endpoints = [parse_endpoint(u, options.api_key) for u in options.urls]
     dcgm = None
@@ -158,6 +172,7 @@ def fleet_document(reading: FleetReading, where: str) -> dict[str, Any]:
         "window_s": reading.window_s,
         "queries": reading.queries,
         "errors": list(reading.errors),
+        "skipped": reading.skipped,
     }
 
 
@@ -191,12 +206,11 @@ async def fleet_probe(
 async def _stream_each(
     doc: dict[str, Any], options: FleetOptions, max_tokens: int, prompt: str | None
 ) -> None:
-    from specwatch.sources.http.endpoint import parse_endpoint
     from specwatch.sources.probe import DEFAULT_PROMPT, probe, probe_to_dict
 
     for entry in doc["servers"]:
         try:
-            endpoint = parse_endpoint(entry["instance"], options.api_key)
+            endpoint = server_endpoint(entry["instance"], options)
             result = await probe(
                 endpoint,
                 max_tokens=max_tokens,
@@ -226,7 +240,9 @@ def fleet_text(doc: dict[str, Any]) -> str:
     lines.append(
         f"  total: {f(t['gen_tok_s'], '.1f')} tok/s, accept length {f(t['accept_length'], '.2f')}"
     )
-    lines += [f"  error: {e}" for e in doc["errors"]]
+    lines += [f"  error: {sanitize_line(e, 400)}" for e in doc["errors"]]
+    if doc.get("skipped"):
+        lines.append(f"  {doc['skipped']}")
     return "\n".join(lines)
 
 
@@ -239,5 +255,6 @@ __all__ = [
     "fleet_probe",
     "fleet_text",
     "gpu_entry",
+    "server_endpoint",
     "server_entry",
 ]

@@ -17,6 +17,7 @@ Cases:
     redirect:     every path redirects to another origin
     loading:      HTTP 503 everywhere
     unauthorised: HTTP 401 everywhere
+    prom-*:       a hostile Prometheus HTTP API (:mod:`specwatch.sim.hostile_prometheus`)
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ import json
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlsplit
+
+from specwatch.sim.hostile_prometheus import PROMETHEUS_CASES, prometheus_answer
 
 HOSTILE = "\x1b]0;PWNED\x07\x1b[2J\x1b[31mred\u202eevil\x9b1m"
 """An OSC title change, a screen wipe, a colour, a bidi override and a C1 CSI."""
@@ -42,6 +46,7 @@ CASES = (
     "redirect",
     "loading",
     "unauthorised",
+    *PROMETHEUS_CASES,
 )
 MB = 1_000_000
 _METRICS = (
@@ -174,7 +179,9 @@ class HostileServer:
                 await writer.drain()
                 await asyncio.sleep(self.trickle_s)
             return
-        if case == "loading":
+        if case in PROMETHEUS_CASES:
+            writer.write(_prometheus(case, request))
+        elif case == "loading":
             writer.write(_json({"error": "model loading"}, "503 Service Unavailable"))
         elif case == "unauthorised":
             writer.write(_json({"error": "bad key"}, "401 Unauthorized"))
@@ -247,6 +254,16 @@ class HostileServer:
         }
         await _write_chunk(writer, b"data: " + json.dumps(final).encode() + b"\n\ndata: [DONE]\n\n")
         await _write_chunk(writer, b"")
+
+
+def _prometheus(case: str, request: Request) -> bytes:
+    parts = urlsplit(request.path)
+    form = dict(parse_qsl(parts.query))
+    form.update(parse_qsl(request.body.decode("latin-1")))
+    status, headers, body = prometheus_answer(case, parts.path, form)
+    phrase = {200: "OK", 400: "Bad Request"}.get(status, "Error")
+    head = {"Content-Type": "application/json", **headers, "Content-Length": str(len(body))}
+    return _head(f"{status} {phrase}", head) + body
 
 
 async def _read_request(reader: asyncio.StreamReader) -> Request | None:

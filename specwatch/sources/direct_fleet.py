@@ -26,6 +26,7 @@ from specwatch.core.fleet import (
     join_gpus,
     target_of,
 )
+from specwatch.core.sanitize import sanitize_line
 from specwatch.core.server import ServerInfo
 from specwatch.sources.prometheus.api import VectorSample
 from specwatch.sources.prometheus.fleet import FleetHistory, FleetReading
@@ -139,7 +140,7 @@ class DirectFleetSource:
             try:
                 server.info = await detect(server.client)
             except Exception as exc:  # down or loading: say so, try again next refresh
-                errors.append(f"{server.instance}: {exc}"[:300])
+                errors.append(sanitize_line(f"{server.instance}: {exc}", 400))
                 return None
             server.watcher = MetricsWatcher(server.client, server.info, clock=self.clock)
             server.counters = None
@@ -148,7 +149,7 @@ class DirectFleetSource:
         window = await watcher.scrape()
         error = window.notes.get("error")
         if error:
-            errors.append(f"{server.instance}: {error}"[:300])
+            errors.append(sanitize_line(f"{server.instance}: {error}", 400))
             server.info = None  # detect again next time: it may have restarted as another
             return None
         now = (window.t, dict(watcher.last_counters))
@@ -181,7 +182,7 @@ class DirectFleetSource:
             inventory = await asyncio.to_thread(dcgm.open)
         tick = await asyncio.to_thread(dcgm.sample)
         if tick.error:
-            errors.append(f"dcgm: {tick.error}"[:300])
+            errors.append(sanitize_line(f"dcgm: {tick.error}", 400))
         inventory = dcgm.inventory or inventory
         statics = {g.index: g for g in inventory.gpus}
         where = {g.index: g for g in dcgm.gpu_info}

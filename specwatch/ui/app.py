@@ -17,6 +17,7 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from specwatch.core.sanitize import sanitize_line
 from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes import (
     BenchBar,
@@ -164,7 +165,9 @@ class SpecwatchApp(SessionEventsApp):
         if self.settings.live_cpu:
             self.set_interval(CPU_EVERY_S, self._measure_cpu)
         for error in self.theme_errors:
-            self.notify(error, title="theme skipped", severity="warning", timeout=8)
+            self.notify(
+                sanitize_line(error, 300), title="theme skipped", severity="warning", timeout=8
+            )
         if self.settings.watch_terminal and not self.is_headless:
             self._watch_terminal()
         # The first frame first: starting the pollers imports httpx, builds a client and
@@ -291,7 +294,7 @@ class SpecwatchApp(SessionEventsApp):
             directory.mkdir(parents=True, exist_ok=True)
             path = self.save_screenshot(path=str(directory))
         except OSError as e:
-            self.notify(f"cannot save screenshot: {e}", severity="error")
+            self.notify(sanitize_line(f"cannot save screenshot: {e}", 300), severity="error")
             return
         self.notify(f"saved {path}", title="screenshot")
 

@@ -109,6 +109,8 @@ def status_text(reading: FleetReading | None, where: str, age_s: float | None, s
 def errors_text(reading: FleetReading | None, failures: list[str]) -> str:
     """The errors line (empty when all is well)."""
     errors = list(failures) + (list(reading.errors) if reading is not None else [])
+    if reading is not None and reading.skipped:
+        errors.append(reading.skipped)
     return " · ".join(sanitize_line(e, 200) for e in errors)
 
 

@@ -20,8 +20,9 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 
 from specwatch.core.fleet import target_of
+from specwatch.core.sanitize import sanitize_line
 from specwatch.session.fleet import FleetSession, FleetSource
-from specwatch.session.fleet_probe import FleetOptions, build_fleet_source
+from specwatch.session.fleet_probe import FleetOptions, build_fleet_source, server_endpoint
 from specwatch.ui.app import AppSettings, SpecwatchApp
 from specwatch.ui.fleet_app import FleetApp, FleetChoice
 
@@ -100,9 +101,8 @@ async def drill_session(
 ) -> LiveSession:
     """The live session of the chosen server and its node's GPUs."""
     from specwatch.session import LiveSession
-    from specwatch.sources.http.endpoint import parse_endpoint
 
-    endpoint = parse_endpoint(await server_url(choice, options), options.api_key)
+    endpoint = server_endpoint(await server_url(choice, options), options)
     gpus = drill_gpus(choice, options, settings.interval_s)
     return LiveSession([endpoint], gpus, metrics_interval_s=settings.metrics_interval_s)
 
@@ -159,7 +159,7 @@ def run_fleet(args: argparse.Namespace, settings: AppSettings) -> int:
     try:  # bad addresses and matchers are said before the terminal is taken
         built = build_fleet_source(options)
     except ValueError as e:
-        print(f"specwatch: {e}", file=sys.stderr)
+        print(f"specwatch: {sanitize_line(str(e), 400)}", file=sys.stderr)
         return 2
     return asyncio.run(run_fleet_async(options, settings, built=built))
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
+from specwatch.core.sanitize import sanitize_line
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.terminal_watch import TerminalWatchApp
 
@@ -160,7 +161,10 @@ class SessionEventsApp(TerminalWatchApp):
         except Exception as e:  # a malformed sample must not take the monitor down
             self.sample_errors += 1
             if self.sample_errors <= 3:
-                self.notify(f"{name}: {type(e).__name__}: {e}", title="bad sample skipped")
+                self.notify(
+                    sanitize_line(f"{name}: {type(e).__name__}: {e}", 300),
+                    title="bad sample skipped",
+                )
 
     def _show_bench_result(self, event: BenchFinished) -> None:
         """A benchmark ended: its result, where the snapshot went, or why it failed."""

@@ -12,7 +12,7 @@ import asyncio
 import threading
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from specwatch.sources.http.client import ServerClient, ServerError
 from specwatch.sources.http.endpoint import Endpoint
@@ -94,7 +94,7 @@ class DcgmFetcher:
         key = (f"{parts.scheme}://{parts.netloc}", timeout_s)
         client = self._clients.get(key)
         if client is None:
-            client = self._clients[key] = ServerClient(Endpoint(key[0]), timeout_s=timeout_s)
+            client = self._clients[key] = ServerClient(exporter_endpoint(url), timeout_s=timeout_s)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         try:
             response = await client.get(path, check=False, limit=max_bytes, deadline_s=timeout_s)
@@ -107,6 +107,17 @@ class DcgmFetcher:
         if response.status_code != 200:
             return DcgmFetchError(f"HTTP {response.status_code} {response.reason_phrase}")
         return response.text
+
+
+def exporter_endpoint(url: str) -> Endpoint:
+    """The endpoint of an exporter URL: ``user:pass@`` leaves the address (so no message
+    shows it) and becomes HTTP basic auth."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    auth = None
+    if parts.username is not None or parts.password is not None:
+        auth = (unquote(parts.username or ""), unquote(parts.password or ""))
+    return Endpoint(f"{parts.scheme}://{host}", basic_auth=auth)
 
 
 def fetch_metrics(
@@ -129,5 +140,6 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "DcgmFetchError",
     "DcgmFetcher",
+    "exporter_endpoint",
     "fetch_metrics",
 ]

@@ -21,7 +21,10 @@ from urllib.parse import urlsplit
 from prometheus_client.parser import text_string_to_metric_families
 
 from specwatch.core.gpu import GpuSample, GpuStatic
+from specwatch.core.redaction import strip_userinfo
+from specwatch.core.sanitize import clean_labels, sanitize_line
 from specwatch.sources.dcgm.fields import BY_NAME, FIELDS, MIB, OLD_NAMES, FieldMap
+from specwatch.sources.http.endpoint import host_problem
 
 DEFAULT_PORT = 9400
 NOT_EXPORTED = "n/s: not exported"
@@ -54,14 +57,19 @@ def dcgm_url(spec: str) -> str:
     if "://" in text:
         parts = urlsplit(text)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {spec!r}")
-        return text if parts.path not in ("", "/") else f"{text.rstrip('/')}/metrics"
-    parts = urlsplit(f"http://{text}")
-    if not parts.hostname:
-        raise ValueError(f"no host in {spec!r}")
-    netloc = parts.netloc if parts.port is not None else f"{parts.netloc}:{DEFAULT_PORT}"
-    path = parts.path if parts.path not in ("", "/") else "/metrics"
-    return f"http://{netloc}{path}"
+            raise ValueError(f"not an http(s) URL: {strip_userinfo(spec)!r}")
+        url = text if parts.path not in ("", "/") else f"{text.rstrip('/')}/metrics"
+    else:
+        parts = urlsplit(f"http://{text}")
+        if not parts.hostname:
+            raise ValueError(f"no host in {strip_userinfo(spec)!r}")
+        netloc = parts.netloc if parts.port is not None else f"{parts.netloc}:{DEFAULT_PORT}"
+        path = parts.path if parts.path not in ("", "/") else "/metrics"
+        url = f"http://{netloc}{path}"
+    problem = host_problem(url)
+    if problem is not None:
+        raise ValueError(f"{problem} in {sanitize_line(strip_userinfo(spec), 120)!r}")
+    return url
 
 
 def url_host(url: str) -> str:
@@ -69,9 +77,13 @@ def url_host(url: str) -> str:
     return urlsplit(url).hostname or url
 
 
+_OUT_OF_RANGE = 2.0**64
+
+
 def is_blank(value: float, counter: bool = False) -> bool:
-    """Whether ``value`` is one of DCGM's blank / not-found / not-supported sentinels."""
-    if math.isnan(value) or math.isinf(value):
+    """Whether ``value`` is one of DCGM's blank / not-found / not-supported sentinels, or one
+    no GPU can report (beyond ±2⁶⁴: ``-1e308`` would overflow every conversion)."""
+    if math.isnan(value) or math.isinf(value) or abs(value) >= _OUT_OF_RANGE:
         return True
     if value >= _INT64_BLANK - 1024 or _FP64_BLANK <= value <= _FP64_BLANK + 16:
         return True
@@ -208,7 +220,7 @@ def _parse(text: str) -> list[tuple[str, dict[str, str], float]]:
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             # The parser names counter samples "<family>_total"; no DCGM field ends so.
-            out.append((s.name.removesuffix("_total"), dict(s.labels), s.value))
+            out.append((s.name.removesuffix("_total"), clean_labels(s.labels) or {}, s.value))
     return out
 
 

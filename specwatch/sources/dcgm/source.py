@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick, SystemInfo
+from specwatch.core.redaction import strip_userinfo
 from specwatch.core.ring import Ring
 from specwatch.sources.dcgm.collection import CollectionTracker, coarse_warning
 from specwatch.sources.dcgm.fetch import (
@@ -137,7 +138,9 @@ class DcgmGpuSource(TickLoop):
         specs = [urls] if isinstance(urls, str) else list(urls)
         if not specs:
             raise ValueError("no dcgm-exporter address given")
-        self._endpoints = [_Endpoint(u, url_host(u)) for u in (dcgm_url(s) for s in specs)]
+        self._fetch_urls = [dcgm_url(s) for s in specs]
+        """With any ``user:pass@`` (sent as basic auth); every shown URL has it withheld."""
+        self._endpoints = [_Endpoint(strip_userinfo(u), url_host(u)) for u in self._fetch_urls]
         self._interval_s = interval_s
         self.on_tick = on_tick
         """Called on the poller thread after each background tick (may be replaced)."""
@@ -325,7 +328,7 @@ class DcgmGpuSource(TickLoop):
         )
 
     def _fetch_all(self) -> list[str | DcgmFetchError]:
-        urls = [e.url for e in self._endpoints]
+        urls = self._fetch_urls
         fetch = self._fetch
         if fetch is None:
             return self._fetcher.fetch_all(urls, self._timeout_s, self._max_bytes)

@@ -1,11 +1,15 @@
 """Reading an ``httpx`` response body within a byte limit, and SSE lines within a line limit.
 
 Bodies are read as a stream and reading stops past the limit, so a 500 MB answer costs at most
-the limit in memory. A ``Content-Length`` over the limit is refused before reading a byte.
+the limit in memory. A ``Content-Length`` over the limit is refused before reading a byte. A
+gzip or deflate body is inflated here, at most :data:`INFLATE_CHUNK` bytes at a time (httpx
+inflates each network chunk whole: 64 KiB of a gzip bomb is 64 MB), so inflating stops at the
+limit too.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import AsyncIterator
 
 import httpx
@@ -20,6 +24,45 @@ class TooLarge(Exception):
         super().__init__(f"{size} > {limit}")
         self.size = size
         self.limit = limit
+
+
+INFLATE_CHUNK = 1 << 20
+"""Most bytes one step of inflating produces."""
+_WBITS = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}
+
+
+async def decoded_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The decoded body of a streamed ``response``, gzip and deflate inflated in chunks of at
+    most :data:`INFLATE_CHUNK` bytes (other encodings as ``httpx`` decodes them).
+
+    Raises:
+        httpx.DecodingError: The body is not what its ``Content-Encoding`` says.
+        httpx.HTTPError: Reading failed.
+    """
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    wbits = _WBITS.get(encoding)
+    if wbits is None or response.is_stream_consumed:  # read already (a test's mock): decoded
+        async for chunk in response.aiter_bytes():
+            yield chunk
+        return
+    inflater = zlib.decompressobj(wbits)
+    first = True
+    async for raw in response.aiter_raw():
+        pending = raw
+        while pending and not inflater.eof:
+            try:
+                out = inflater.decompress(pending, INFLATE_CHUNK)
+            except zlib.error as exc:
+                if first and encoding == "deflate":  # raw deflate, without the zlib header
+                    inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+                    continue
+                raise httpx.DecodingError(f"bad {encoding} body: {exc}") from None
+            first = False
+            pending = inflater.unconsumed_tail
+            if out:
+                yield out
+        if inflater.eof:
+            return
 
 
 def announced_size(response: httpx.Response) -> int | None:
@@ -42,7 +85,7 @@ async def read_limited(response: httpx.Response, limit: int, *, truncate: bool =
         raise TooLarge(size, limit)
     parts: list[bytes] = []
     got = 0
-    async for chunk in response.aiter_bytes():
+    async for chunk in decoded_chunks(response):
         parts.append(chunk)
         got += len(chunk)
         if got > limit:
@@ -75,7 +118,7 @@ async def bounded_lines(response: httpx.Response, limit: int) -> AsyncIterator[s
         TooLarge: One line grew past ``limit`` bytes before its end arrived.
     """
     pending = b""
-    async for chunk in response.aiter_bytes():
+    async for chunk in decoded_chunks(response):
         pending += chunk
         # A chunk ending in \r may be half of a \r\n: wait for the next byte before splitting,
         # or the \n that follows would end one more (empty) line.
@@ -103,6 +146,7 @@ __all__ = [
     "TooLarge",
     "announced_size",
     "bounded_lines",
+    "decoded_chunks",
     "detached",
     "read_limited",
 ]

@@ -69,6 +69,7 @@ class ServerClient:
             base_url=endpoint.base_url,
             headers={**endpoint.headers(), "Accept-Encoding": ACCEPT_ENCODING},
             timeout=httpx.Timeout(timeout_s),
+            auth=None if endpoint.basic_auth is None else httpx.BasicAuth(*endpoint.basic_auth),
             # Redirects are followed by hand: only within the same origin (the API key and
             # the prompt must not go elsewhere).
             follow_redirects=False,
@@ -165,13 +166,17 @@ class ServerClient:
                 done, _ = await asyncio.wait({task}, timeout=SNIFF_AFTER_S)
                 if not done:
                     self._sniffed = True
-                    url = httpx.URL(self.endpoint.base_url)
-                    banner = await sniff_banner(url.host, url.port or 80)
-                    if banner is not None:
-                        message = banner_message(self.endpoint.url(path), banner)
-                        raise ServerError(message, kind="garbage", url=self.endpoint.url(path))
+                    named = await self._not_http(path)
+                    if named is not None:
+                        raise named
             result = await task
         except (httpx.HTTPError, OSError) as exc:
+            if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError) and not self._sniffed:
+                # sshd greets, then hangs up on the request: closed mid-response, but SSH
+                self._sniffed = True
+                named = await self._not_http(path)
+                if named is not None:
+                    raise named from None
             raise self.error_for(exc, path) from None
         finally:
             if not task.done():
@@ -180,6 +185,15 @@ class ServerClient:
                     await task
         self._sniffed = True
         return result
+
+    async def _not_http(self, path: str) -> ServerError | None:
+        """The error naming a program on the port that greets first (``None``: none does)."""
+        url = httpx.URL(self.endpoint.base_url)
+        banner = await sniff_banner(url.host, url.port or 80)
+        if banner is None:
+            return None
+        message = banner_message(self.endpoint.url(path), banner)
+        return ServerError(message, kind="garbage", url=self.endpoint.url(path))
 
     async def _send_retrying(self, request: httpx.Request) -> httpx.Response:
         try:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from specwatch.core.redaction import WITHHELD, redact_text
+from specwatch.core.sanitize import sanitize_line
 
 EXPECTED = "expected localhost:8000, host:port, http://host:port or https://host:port"
 KEY_ENV_VARS = ("SPECWATCH_API_KEY", "OPENAI_API_KEY")
@@ -24,6 +25,11 @@ class Endpoint:
     base_url: str
     """Scheme, host, port and optional path prefix, without a trailing slash."""
     api_key: str | None = field(default=None, repr=False)
+    basic_auth: tuple[str, str] | None = field(default=None, repr=False)
+    """``(user, password)`` sent as HTTP basic auth (a dcgm-exporter's ``user:pass@``)."""
+    named: bool = True
+    """The user named this address (``--url``); ``False`` for one only a Prometheus label
+    names, which is never sent a key."""
 
     def headers(self) -> dict[str, str]:
         """HTTP headers that authenticate a request (empty without a key)."""
@@ -90,6 +96,9 @@ def parse_endpoint(
         path = path[: -len("/v1")]
     host_text = f"[{host}]" if ":" in host else host
     netloc = host_text if port is None else f"{host_text}:{port}"
+    problem = host_problem(f"{scheme}://{netloc}")
+    if problem is not None:
+        raise ValueError(f"{problem} in server address {shown!r}; {EXPECTED}")
     key = api_key or None
     if key is None:
         environ = os.environ if env is None else env
@@ -100,6 +109,36 @@ def parse_endpoint(
     if key is not None and any(c in key for c in "\r\n"):
         raise ValueError("the API key contains a line break")
     return Endpoint(base_url=f"{scheme}://{netloc}{path}", api_key=key)
+
+
+def host_problem(url: str) -> str | None:
+    """Why the host of ``url`` cannot be used (``None``: it can): a label over 63 characters,
+    or a name IDNA cannot encode (HTTP would refuse it with a traceback)."""
+    host = urlsplit(url).hostname or ""
+    if any(len(label) > 63 for label in host.split(".")):
+        return "a host name label longer than 63 characters"
+    if host.isascii():
+        return None
+    import httpx  # only for a name to IDNA-encode: importing it costs ~50 ms (and rich)
+
+    try:
+        httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        return f"a host name that cannot be used ({sanitize_line(str(exc), 120)})"
+    return None
+
+
+def unnamed_endpoint(url: str) -> Endpoint:
+    """An address the user did not name (a Prometheus ``instance`` or scrape URL): no key.
+
+    Neither ``--api-key`` nor the key environment variables go to it; a keyed server is
+    reached by naming it (``--url HOST --api-key KEY``).
+
+    Raises:
+        ValueError: As :func:`parse_endpoint`.
+    """
+    endpoint = parse_endpoint(url, None, env={})
+    return Endpoint(endpoint.base_url, None, named=False)
 
 
 def redact(text: str, endpoint: Endpoint | None = None) -> str:
@@ -114,4 +153,12 @@ def redact(text: str, endpoint: Endpoint | None = None) -> str:
     return redact_text(text)
 
 
-__all__ = ["EXPECTED", "KEY_ENV_VARS", "Endpoint", "parse_endpoint", "redact"]
+__all__ = [
+    "EXPECTED",
+    "KEY_ENV_VARS",
+    "Endpoint",
+    "host_problem",
+    "parse_endpoint",
+    "redact",
+    "unnamed_endpoint",
+]

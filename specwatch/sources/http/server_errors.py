@@ -150,7 +150,12 @@ def error_for_status(
     """The error for an HTTP error status, with a short excerpt of the body."""
     url = endpoint.url(path)
     hint = ""
-    if status in (401, 403):
+    if status in (401, 403) and not endpoint.named:
+        hint = (
+            " (authorisation required: no API key is sent to an address only Prometheus"
+            f" names; run specwatch --url {endpoint.base_url} --api-key …)"
+        )
+    elif status in (401, 403):
         hint = (
             " (authorisation required: API key missing or wrong? use --api-key or"
             " SPECWATCH_API_KEY)"

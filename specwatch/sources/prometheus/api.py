@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
+from specwatch.core.sanitize import LABEL_LIMIT, clean_labels, sanitize_line
 from specwatch.sources.http.client import ServerClient, ServerError
 from specwatch.sources.http.endpoint import Endpoint, parse_endpoint
 
@@ -126,6 +127,21 @@ class PrometheusClient:
         self._server = ServerClient(endpoint, timeout_s=deadline_s, transport=transport)
         self.requests = 0
         """API requests sent so far (queries, range queries and target lists)."""
+        self.skipped: dict[str, int] = {}
+        """Why series were left out since :meth:`take_skipped` -> how many."""
+
+    def skip(self, why: str) -> None:
+        """Count one series left out because ``why`` (a short phrase)."""
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+
+    def take_skipped(self) -> str | None:
+        """One line naming the series left out since the last call (``None``: none)."""
+        if not self.skipped:
+            return None
+        total = sum(self.skipped.values())
+        parts = "; ".join(f"{n} {why}" for why, n in self.skipped.items())
+        self.skipped = {}
+        return sanitize_line(f"left out {total} unusable series: {parts}", 400)
 
     async def __aenter__(self) -> PrometheusClient:
         return self
@@ -158,11 +174,25 @@ class PrometheusClient:
             raise self._garbage("/api/v1/query", f"expected a vector, got {kind!r}")
         out: list[VectorSample] = []
         for item in result:
-            value = item.get("value") or (math.nan, "NaN")
-            out.append(
-                VectorSample(dict(item.get("metric") or {}), _number(value[0]), _number(value[1]))
-            )
+            labels = self._labels(item)
+            if labels is None:
+                continue
+            value = item.get("value")
+            if not isinstance(value, list) or len(value) != 2:
+                self.skip("without a [time, value] pair")
+                continue
+            out.append(VectorSample(labels, _number(value[0]), _number(value[1])))
         return out
+
+    def _labels(self, item: Any) -> dict[str, str] | None:
+        """The sanitised labels of one answer item; ``None`` (and counted) when unusable."""
+        if not isinstance(item, dict):
+            self.skip("not a series object")
+            return None
+        labels = clean_labels(item.get("metric") or {})
+        if labels is None:
+            self.skip("with a label that is not text")
+        return labels
 
     async def query_matrix(self, expr: str, at: float | None = None) -> list[RangeSeries]:
         """``/api/v1/query`` of a range vector (``x[30s]``): the raw samples, as stored."""
@@ -194,14 +224,18 @@ class PrometheusClient:
         """``/api/v1/targets?state=active``."""
         data = await self._call("/api/v1/targets", {"state": "active"}, method="GET")
         out: list[Target] = []
-        for item in data.get("activeTargets") or []:
+        active = data.get("activeTargets")
+        for item in active if isinstance(active, list) else []:
+            labels = clean_labels(item.get("labels") or {}) if isinstance(item, dict) else None
+            if labels is None:
+                continue
             out.append(
                 Target(
-                    labels=dict(item.get("labels") or {}),
-                    scrape_url=str(item.get("scrapeUrl") or ""),
+                    labels=labels,
+                    scrape_url=sanitize_line(str(item.get("scrapeUrl") or ""), LABEL_LIMIT),
                     scrape_interval_s=parse_duration(str(item.get("scrapeInterval") or "")),
-                    health=str(item.get("health") or "unknown"),
-                    last_error=str(item.get("lastError") or ""),
+                    health=sanitize_line(str(item.get("health") or "unknown"), 20),
+                    last_error=sanitize_line(str(item.get("lastError") or ""), 400),
                 )
             )
         return out
@@ -209,13 +243,19 @@ class PrometheusClient:
     def _matrix(self, path: str, data: Mapping[str, Any]) -> list[RangeSeries]:
         if data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
             raise self._garbage(path, f"expected a matrix, got {data.get('resultType')!r}")
-        return [
-            RangeSeries(
-                dict(item.get("metric") or {}),
-                tuple((_number(t), _number(v)) for t, v in item.get("values") or ()),
-            )
-            for item in data["result"]
-        ]
+        out: list[RangeSeries] = []
+        for item in data["result"]:
+            labels = self._labels(item)
+            if labels is None:
+                continue
+            values = item.get("values") or ()
+            if not isinstance(values, list) or not all(
+                isinstance(p, list) and len(p) == 2 for p in values
+            ):
+                self.skip("without [time, value] pairs")
+                continue
+            out.append(RangeSeries(labels, tuple((_number(t), _number(v)) for t, v in values)))
+        return out
 
     def _garbage(self, path: str, why: str) -> PrometheusError:
         url = self.endpoint.url(path)
@@ -253,7 +293,7 @@ class PrometheusClient:
             detail = doc.get("error") if isinstance(doc, dict) else None
             kind = doc.get("errorType") if isinstance(doc, dict) else None
             message = f"{url}: HTTP {status} {kind or 'error'}: {detail or 'no error text'}"
-            raise PrometheusError(message[:400], kind="http", status=status, url=url)
+            raise PrometheusError(sanitize_line(message, 400), kind="http", status=status, url=url)
         data = doc.get("data")
         if not isinstance(data, dict):
             raise self._garbage(path, "no data in the answer")

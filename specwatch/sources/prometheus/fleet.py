@@ -17,8 +17,10 @@ from specwatch.core.fleet import (
     FleetTotals,
     NodeJoin,
     fleet_totals,
+    is_target,
     join_gpus,
 )
+from specwatch.core.sanitize import sanitize_line
 from specwatch.sources.prometheus.api import PrometheusClient, RangeSeries, VectorSample
 from specwatch.sources.prometheus.queries import (
     derive_gpus,
@@ -57,6 +59,9 @@ class FleetReading:
     in-process simulator) are not counted."""
     errors: tuple[str, ...] = ()
     """One line per query that failed; the other parts of the reading still stand."""
+    skipped: str | None = None
+    """One line naming the series left out as unusable (a bad ``instance``, a label that is
+    not text); ``None``: none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +144,7 @@ class PrometheusSource:
         gauges = await self._query(server_gauges_query(self.server_match), when, errors)
         rates = await self._query(server_rates_query(window, self.server_match), when, errors)
         gpu_samples = await self._query(gpu_query(self.gpu_match), when, errors)
-        servers = derive_servers(gauges, rates, t, window)
+        servers = derive_servers(self._usable(gauges), self._usable(rates), t, window)
         gpus = derive_gpus(gpu_samples, t)
         joins = join_gpus(servers, gpus, self.pairs)
         return FleetReading(
@@ -153,6 +158,7 @@ class PrometheusSource:
             queries=self.client.requests - sent0,
             cost_s=time.thread_time() - cpu0,
             errors=tuple(errors),
+            skipped=self.client.take_skipped(),
         )
 
     async def history(self, start: float, end: float, step_s: float) -> FleetHistory:
@@ -173,7 +179,7 @@ class PrometheusSource:
         gpu_series = await self.client.query_range(gpu_query(self.gpu_match), start, end, step_s)
         servers: dict[str, list[FleetServer]] = {}
         for at, vector in _by_time(rates):
-            for s in derive_servers([], vector, at, max(window, step_s)):
+            for s in derive_servers([], self._usable(vector), at, max(window, step_s)):
                 servers.setdefault(s.instance, []).append(s)
         gpus: dict[str, list[FleetGpu]] = {}
         for at, vector in _by_time(gpu_series):
@@ -186,11 +192,21 @@ class PrometheusSource:
             queries=self.client.requests - sent0 - sent_targets,
         )
 
+    def _usable(self, samples: Sequence[VectorSample]) -> list[VectorSample]:
+        """Server series whose ``instance`` is a ``host:port`` (the others counted as left out)."""
+        out: list[VectorSample] = []
+        for s in samples:
+            if is_target(s.labels.get("instance", "")):
+                out.append(s)
+            else:
+                self.client.skip("with an instance that is not host:port")
+        return out
+
     async def _query(self, expr: str, at: float, errors: list[str]) -> list[VectorSample]:
         try:
             return await self.client.query(expr, at)
         except Exception as exc:  # one failed group must not blank the others
-            errors.append(str(exc)[:300])
+            errors.append(sanitize_line(str(exc), 400))
             return []
 
 

@@ -22,6 +22,7 @@ from typing import TypeVar
 from specwatch.core.fleet import FleetGpu, FleetServer, join_gpus, target_of
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
 from specwatch.core.ring import Ring
+from specwatch.core.sanitize import sanitize_line
 from specwatch.core.server import Dialect, MetricsWindow
 from specwatch.sources.http.endpoint import Endpoint
 from specwatch.sources.prometheus.api import PrometheusClient
@@ -102,7 +103,7 @@ class PrometheusGpuSampler(TickLoop):
                 self._loop = asyncio.new_event_loop()
             gpus = self._loop.run_until_complete(self._read(t))
         except Exception as exc:  # Prometheus down: a tick that says so, never a raise
-            error = str(exc)[:300] or type(exc).__name__
+            error = sanitize_line(str(exc), 400) or type(exc).__name__
         ordered = sorted(gpus, key=lambda g: g.key)
         samples: list[GpuSample] = []
         statics = []

@@ -14,6 +14,7 @@ follow ``specwatch.sources.metrics.watcher``.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -159,7 +160,7 @@ def derive_servers(
     for s in gauges:
         name = s.labels.get("__name__", "")
         dialect = _dialect(name)
-        if dialect is None or s.value != s.value:  # NaN: a stale or empty gauge
+        if dialect is None or not math.isfinite(s.value):  # NaN: a stale or empty gauge
             continue
         e = entry(s.labels, dialect)
         e["model"] = e["model"] or s.labels.get("model_name") or None
@@ -168,7 +169,7 @@ def derive_servers(
     for s in rates:
         field = s.labels.get(FIELD_LABEL, "")
         dialect = _dialect(field)
-        if dialect is None or s.value != s.value:
+        if dialect is None or not math.isfinite(s.value):
             continue
         entry(s.labels, dialect)["rates"][field.split(":", 1)[1]] = s.value
     out: list[FleetServer] = []
