@@ -23,9 +23,9 @@ from specwatch.core.gpu import GpuInventory, GpuOrigin, GpuSample, GpuStatic, Gp
 from specwatch.core.reasons import harmful
 from specwatch.session import DcgmExporterGpuSource, NvmlGpuSource
 from specwatch.session.events import GpuInventoryChanged, GpuTicked
-from specwatch.sim.config import preset
 from specwatch.sim.dcgm_exporter import SimDcgmExporter
 from specwatch.sim.fake_nvml import FakeNvml
+from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
 from specwatch.sources.dcgm.source import DcgmGpuSource

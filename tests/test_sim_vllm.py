@@ -11,6 +11,7 @@ import pytest
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.config import SimConfig
 from specwatch.sim.gpus import SimGpus
+from specwatch.sim.presets import preset
 from specwatch.sim.testing import (
     FAST,
     in_thread,
@@ -20,7 +21,6 @@ from specwatch.sim.testing import (
     serving,
     sse_data,
 )
-from specwatch.sim.world import preset
 
 
 def fast(version: str = "0.33.0", **kw: Any) -> SimConfig:

@@ -7,9 +7,9 @@ import signal
 import sys
 import threading
 
-from specwatch.sim.config import preset
 from specwatch.sim.dcgm_exporter import SimDcgmExporter
 from specwatch.sim.hostile import HostileServer
+from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
 

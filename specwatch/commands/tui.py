@@ -25,7 +25,7 @@ def _baseline(args: argparse.Namespace) -> tuple[float | None, str, str | None]:
 
     b = load_baseline(args.baseline_itl, getattr(args, "baseline", None))
     if b.ms is None and b.error is None and getattr(args, "demo", False):
-        from specwatch.sim.config import preset
+        from specwatch.sim.presets import preset
 
         return preset(args.demo_dialect).plain_step_ms, "simulated", None
     return b.ms, b.source, b.error

@@ -33,9 +33,9 @@ sys.path.insert(0, str(ROOT))
 from specwatch.bench.runner import BenchConfig, BenchEvent, run_benchmark  # noqa: E402
 from specwatch.core.gpu import GpuTick  # noqa: E402
 from specwatch.sim.clock import ManualClock  # noqa: E402
-from specwatch.sim.config import preset  # noqa: E402
 from specwatch.sim.demo import demo_world  # noqa: E402
 from specwatch.sim.fake_nvml import FakeNvml  # noqa: E402
+from specwatch.sim.presets import preset  # noqa: E402
 from specwatch.sim.server import SimServer  # noqa: E402
 from specwatch.sim.world import SimWorld  # noqa: E402
 from specwatch.sources.detect import detect  # noqa: E402

@@ -1,6 +1,6 @@
 """The simulated llama.cpp ``llama-server``: routes and payloads, build by build.
 
-Its counters and ``/metrics`` names live in :mod:`specwatch.sim.servers.llamacpp_metrics`.
+Its counters and ``/metrics`` names live in :mod:`specwatch.sim.metrics.llamacpp_metrics`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from specwatch.sim.servers.base import (
     token_id,
     token_text,
 )
-from specwatch.sim.servers.llamacpp_metrics import LlamaCppTelemetry
 
 CHAT_TEMPLATE = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}"
 SPEC_TYPES = {
@@ -52,9 +51,7 @@ class LlamaCppDialect(SimDialect):
         "max_running": 4,
         "model": "sim-llama-3.1-8b-instruct-q4_k_m.gguf",
     }
-    telemetry_class = LlamaCppTelemetry
     owned_by = "llamacpp"
-    drafts_capped_by_remaining = True
     listens_while_loading = True
 
     def mount(self, app: web.Application) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import groupby, repeat
 from operator import add, itemgetter
-from typing import NamedTuple, cast
+from typing import cast
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -23,18 +23,9 @@ from specwatch.sources.metrics.prom_replicas import (
     bucket_bounds,
     dedupe_replicas,
 )
+from specwatch.sources.metrics.sample import Sample
 
 LabelMatch = Mapping[str, "str | re.Pattern[str]"]
-
-
-class Sample(NamedTuple):
-    """One exposed sample (a named tuple: a scrape makes thousands, a tuple is cheap to make)."""
-
-    name: str
-    labels: Mapping[str, str]
-    value: float
-    key: str = ""
-    """The series as text (see :func:`series_key`); empty when not worked out yet."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,9 @@ from specwatch.sources.dialects.llamacpp import END_ONLY as LLAMACPP_END_ONLY
 from specwatch.sources.http.client import ServerClient, ServerError
 from specwatch.sources.http.limits import METRICS_LIMIT_BYTES
 from specwatch.sources.http.untrusted import clean_notes
-from specwatch.sources.metrics.prom import Sample, Scrape, parse_metrics, series_key
+from specwatch.sources.metrics.prom import Scrape, parse_metrics, series_key
 from specwatch.sources.metrics.prom_filter import MetricsReader
+from specwatch.sources.metrics.sample import Sample
 from specwatch.sources.metrics.window_builder import QUANTILES, WindowBuilder
 
 _COUNTER_SUFFIXES = ("_total", "_count", "_sum")
