@@ -10,7 +10,7 @@ from specwatch.core.gpu import GpuSample, GpuTick
 from specwatch.core.reasons import IDLE_BIT
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.gpus import STRAGGLER, gpu_rows
-from specwatch.ui.scene import scene_inventory
+from tests.scene import scene_inventory
 from tests.test_compare import STORY_AFTER, STORY_BEFORE, gpu_summary, synthetic_result
 
 PWRCAP = 0x004

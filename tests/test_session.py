@@ -19,8 +19,8 @@ from specwatch.session.events import (
     ServerReady,
     ServerWaiting,
 )
-from specwatch.sim.testing import FAST
 from tests.session_world import START_T, Collector, drive_until, manual_sim
+from tests.sim_testing import FAST
 
 
 def _limits(inv: GpuInventory) -> list[float | None]:

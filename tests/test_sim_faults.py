@@ -12,7 +12,7 @@ from specwatch.core.server import Dialect
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.config import SimConfig
 from specwatch.sim.presets import preset
-from specwatch.sim.testing import FAST, in_thread, metric_value, serving, sse_data
+from tests.sim_testing import FAST, in_thread, metric_value, serving, sse_data
 
 
 def fast(dialect: str, **kw: Any) -> SimConfig:

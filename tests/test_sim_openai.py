@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from specwatch.sim.presets import preset
-from specwatch.sim.testing import serving, sse_data
+from tests.sim_testing import serving, sse_data
 
 
 def test_generic_server_exposes_only_the_openai_surface() -> None:

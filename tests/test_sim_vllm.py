@@ -12,7 +12,7 @@ from specwatch.sim.clock import ManualClock
 from specwatch.sim.config import SimConfig
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.presets import preset
-from specwatch.sim.testing import (
+from tests.sim_testing import (
     FAST,
     in_thread,
     metric_names,

@@ -15,8 +15,8 @@ from specwatch.session.verdict_state import WAITING
 from specwatch.ui.app import AppSettings, SpecwatchApp
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes import VerdictLine
-from specwatch.ui.scene import build_scene, scene_server, verdict_scene
 from specwatch.ui.session_events import EventInbox
+from tests.scene import build_scene, scene_server, verdict_scene
 from tests.test_ui_app import make_app, text_of
 
 MAX = 1980

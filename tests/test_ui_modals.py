@@ -25,8 +25,8 @@ from specwatch.ui.modals import HelpScreen, ScrollModal, TextModal, fitted_width
 from specwatch.ui.panes.load import LATENCY_ROWS
 from specwatch.ui.renderables.gpu_table import GPU_COLUMNS
 from specwatch.ui.replay_app import JumpModal
-from specwatch.ui.scene import build_scene
 from specwatch.ui.themes import load_themes, repo_theme_dir
+from tests.scene import build_scene
 from tests.test_compare import STORY_AFTER, STORY_BEFORE, snap_dict
 from tests.test_ui_render import render_text
 

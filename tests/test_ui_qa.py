@@ -13,7 +13,7 @@ from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes import SpeculationPane, VerifyPane
 from specwatch.ui.panes.verify import verify_text
 from specwatch.ui.renderables import Reading, TokenRateGraph
-from specwatch.ui.scene import build_scene, scene_server
+from tests.scene import build_scene, scene_server
 from tests.test_ui_render import render_text
 
 TONES = {k: Style() for k in ("label", "value", "dim", "good", "bad")}

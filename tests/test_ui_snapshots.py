@@ -27,8 +27,8 @@ from specwatch.ui.panes import (
     VerdictLine,
     VerifyPane,
 )
-from specwatch.ui.scene import VERDICT_SCENES, build_scene, verdict_scene
 from specwatch.ui.themes import BUILTIN_ORDER, load_themes, repo_theme_dir
+from tests.scene import VERDICT_SCENES, build_scene, verdict_scene
 
 SnapCompare = Callable[..., bool]
 

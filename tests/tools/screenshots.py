@@ -45,8 +45,8 @@ from specwatch.sources.metrics.watcher import MetricsWatcher  # noqa: E402
 from specwatch.sources.nvml.api import GpuSampler  # noqa: E402
 from specwatch.ui.app import AppSettings, SpecwatchApp  # noqa: E402
 from specwatch.ui.model import MonitorModel  # noqa: E402
-from specwatch.ui.scene import JudgedModel  # noqa: E402
 from specwatch.ui.themes import BUILTIN_ORDER  # noqa: E402
+from tests.scene import JudgedModel  # noqa: E402
 
 START = 1000.0
 PLAIN_ITL_MS = 11.5
