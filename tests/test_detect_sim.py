@@ -6,8 +6,9 @@ import httpx
 import pytest
 
 from specwatch.core.server import Dialect
-from specwatch.sources.detect import FORBIDDEN_SGLANG_PATHS, WaitStatus, detect, wait_ready
-from specwatch.sources.http.client import ServerError
+from specwatch.sources.detect import WaitStatus, detect, wait_ready
+from specwatch.sources.dialects.sglang import FORBIDDEN_PATHS as FORBIDDEN_SGLANG_PATHS
+from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.streams.stream import stream_completion
 from tests.conftest import drive_stream, running_sim
 

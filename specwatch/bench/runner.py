@@ -27,14 +27,10 @@ from specwatch.core.gpu import GpuSample, GpuTick
 from specwatch.core.gpu_rules import sample_busy
 from specwatch.core.server import ChunkArrival, ServerInfo, StreamResult
 from specwatch.core.snapshot_records import (
-    EVENT_KINDS,
     BenchConfig,
     BenchEvent,
     BenchResult,
-    Overall,
     RunResult,
-    SeriesGpu,
-    SeriesPoint,
 )
 
 if TYPE_CHECKING:
@@ -338,19 +334,4 @@ async def run_benchmark(
     return result
 
 
-__all__ = [
-    "EVENT_KINDS",
-    "BenchConfig",
-    "BenchEvent",
-    "BenchResult",
-    "Overall",
-    "RunResult",
-    "SeriesGpu",
-    "SeriesPoint",
-    "build_series",
-    "busy_view",
-    "combine_streams",
-    "counter_deltas",
-    "overall_of",
-    "run_benchmark",
-]
+__all__ = ["busy_view", "run_benchmark"]

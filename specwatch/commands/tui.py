@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from specwatch.session import LiveSession
     from specwatch.session.live import Stoppable
     from specwatch.session.verdict_state import Reference
-    from specwatch.ui.app import AppSettings
+    from specwatch.ui.settings import AppSettings
 
 
 def _baseline(args: argparse.Namespace) -> tuple[float | None, str, str | None]:
@@ -49,10 +49,6 @@ def fill_defaults(args: argparse.Namespace) -> argparse.Namespace:
     if getattr(args, "metrics_interval", None) is None:
         args.metrics_interval = 1.0
     return args
-
-
-def _fleet_flag(args: argparse.Namespace) -> bool:
-    return any(getattr(args, k, None) for k in ("prometheus", "server_match", "gpu_match", "node"))
 
 
 class _StopBoth:
@@ -145,7 +141,7 @@ def build_settings(
     args: argparse.Namespace, baseline_ms: float | None = None, baseline_source: str = ""
 ) -> AppSettings:
     """The app's settings from the command line."""
-    from specwatch.ui.app import AppSettings
+    from specwatch.ui.settings import AppSettings
 
     fill_defaults(args)
     return AppSettings(

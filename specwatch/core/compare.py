@@ -292,8 +292,6 @@ def compare(
 
 
 __all__ = [
-    "MIN_CHANGE",
-    "MIN_SHARE",
     "VERDICTS",
     "VERDICT_ACCEPTANCE",
     "VERDICT_CODE",
@@ -303,9 +301,6 @@ __all__ = [
     "VERDICT_UNKNOWN",
     "Attribution",
     "Comparison",
-    "Row",
     "code_summary",
     "compare",
-    "run_tok_s",
-    "straggler_clock",
 ]

@@ -38,7 +38,6 @@ from specwatch.session import events as ev
 SLICE_S = 30.0
 """Target seconds per slice."""
 MIN_SLICES, MAX_SLICES = 3, 20
-RECORDING_SUFFIXES = (".sqlite", ".db", ".specwatch", ".rec")
 
 
 @dataclass(frozen=True, slots=True)

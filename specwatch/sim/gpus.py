@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from specwatch.core import reasons as R
 
@@ -269,8 +269,3 @@ class SimGpus:
     def _select(self, index: int | None) -> list[SimGpu]:
         self._changed()
         return self.gpus if index is None else [self.gpus[index]]
-
-
-def with_overrides(spec: SimGpuSpec, **kw: object) -> SimGpuSpec:
-    """A copy of ``spec`` with fields replaced (for ``--gpu-name`` style options)."""
-    return replace(spec, **kw)  # type: ignore[arg-type]

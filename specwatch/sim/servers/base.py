@@ -9,7 +9,7 @@ Telemetry` subclass (its counters and their exposition). The registry in
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from aiohttp import web
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from specwatch.sim.config import SimConfig
     from specwatch.sim.world import SimWorld
 
-Route = Callable[[web.Request], Awaitable[web.StreamResponse]]
 RenderGroup = Callable[[list[TokenEvent], bool], list[bytes]]
 
 DEFAULT_COMPLETION_TOKENS = 16

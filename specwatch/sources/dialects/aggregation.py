@@ -131,7 +131,6 @@ def _serving_engine_type(found: list[Sample]) -> list[Sample]:
 
 __all__ = [
     "BREAKDOWN_LABELS",
-    "REPLICA_LABELS",
     "SCHEDULER_LABELS",
     "SERVING_ENGINE_TYPES",
     "count",

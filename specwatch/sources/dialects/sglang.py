@@ -20,7 +20,7 @@ from specwatch.sources.dialects.base import (
     StreamRequest,
 )
 from specwatch.sources.dialects.sglang_window import derive_sglang
-from specwatch.sources.http.client import ServerError
+from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.identity.server_queries import (
     metrics_state,
     redact_launch_args,
@@ -270,4 +270,4 @@ class SGLangDialect(ServerDialect):
 
 DIALECT = SGLangDialect()
 
-__all__ = ["DIALECT", "FORBIDDEN_PATHS", "REASON_METRICS", "SGLangDialect", "derive_sglang"]
+__all__ = ["DIALECT", "FORBIDDEN_PATHS", "REASON_METRICS", "SGLangDialect"]

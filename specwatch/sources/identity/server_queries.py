@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from specwatch.core.redaction import WITHHELD, redact_value
-from specwatch.sources.http.client import ServerClient, ServerError
+from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.limits import METRICS_LIMIT_BYTES
+from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.metrics.prom import Scrape, parse_metrics
 
 if TYPE_CHECKING:

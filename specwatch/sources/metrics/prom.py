@@ -18,7 +18,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from specwatch.sources.metrics.prom_replicas import (
     _NO_BOUND,
-    REPLICA_LABELS,
     bound,
     bucket_bounds,
     dedupe_replicas,
@@ -196,10 +195,6 @@ class Scrape:
             buckets[le] = buckets.get(le, 0.0) + s.value
         return Histogram(sum=total, count=count, buckets=tuple(sorted(buckets.items())))
 
-    def series_key_values(self, suffix: str) -> dict[str, float]:
-        """``name{labels}`` -> value for every sample whose name ends with ``suffix``."""
-        return {series_key(s): s.value for s in self.samples if s.name.endswith(suffix)}
-
 
 def series_key(sample: Sample) -> str:
     """A stable text key for one series: ``name{a="1",b="2"}``."""
@@ -318,10 +313,8 @@ def _describe(exc: BaseException) -> str:
 
 
 __all__ = [
-    "REPLICA_LABELS",
     "Histogram",
     "LabelMatch",
-    "Sample",
     "Scrape",
     "make_series_key",
     "parse_metrics",

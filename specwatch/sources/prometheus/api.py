@@ -20,8 +20,9 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
-from specwatch.sources.http.client import ServerClient, ServerError
+from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import Endpoint, parse_endpoint
+from specwatch.sources.http.server_errors import ServerError
 
 DEFAULT_PORT = 9090
 MAX_BODY_BYTES = 32 * 1024 * 1024
