@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from specwatch.core.gpu_summary import GpuRunSummary
     from specwatch.sources.gpu_reader import GpuReader
     from specwatch.sources.http.client import ServerClient
-    from specwatch.sources.metrics.watcher import MetricsWatcher
+    from specwatch.sources.watch.watcher import MetricsWatcher
 
 
 def busy_view(ticks: Sequence[GpuTick]) -> list[GpuTick]:
@@ -195,7 +195,7 @@ class _Benchmark:
         self, prompts: Sequence[str], max_tokens: int, warmup: bool
     ) -> list[StreamResult] | None:
         """Stream every prompt at once; ``None`` when cancelled."""
-        from specwatch.sources.streams.stream import stream_completion
+        from specwatch.sources.watch.stream import stream_completion
 
         seen = [0] * len(prompts)
         mid: list[asyncio.Future[None]] = []
@@ -308,7 +308,7 @@ async def run_benchmark(
     else:
         prompts_source = f"builtin (seed {config.seed})"
     if metrics is None and info.metrics_enabled:
-        from specwatch.sources.metrics.watcher import MetricsWatcher
+        from specwatch.sources.watch.watcher import MetricsWatcher
 
         metrics = MetricsWatcher(client, info, only_used=False)
     recorder = GpuRecorder(sampler, config.gpu_interval_s)
