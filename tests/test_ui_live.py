@@ -19,7 +19,7 @@ from textual.widget import Widget
 from specwatch.commands.main import build_parser
 from specwatch.commands.tui import build_session, build_settings
 from specwatch.session import LiveSession
-from specwatch.sim.fake_nvml import unavailable_nvml
+from specwatch.sim.unavailable_nvml import unavailable_nvml
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.modals import TextModal
