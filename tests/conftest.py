@@ -20,7 +20,7 @@ import pytest
 from specwatch.core.server import ChunkArrival, Dialect, ServerInfo, StreamResult
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import Endpoint
-from specwatch.sources.streams.stream import stream_completion
+from specwatch.sources.watch.stream import stream_completion
 
 Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -102,8 +102,9 @@ class Sim:
 def running_sim(dialect: str, version: str | None = None, **overrides: Any) -> Iterator[Sim]:
     """Start a simulated server with a :class:`ManualClock` at t=1000."""
     from specwatch.sim.clock import ManualClock
+    from specwatch.sim.presets import preset
     from specwatch.sim.server import SimServer
-    from specwatch.sim.world import SimWorld, preset
+    from specwatch.sim.world import SimWorld
 
     clock = ManualClock(1000.0)
     world = SimWorld(preset(dialect, version, **overrides), clock=clock)

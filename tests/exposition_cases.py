@@ -33,8 +33,9 @@ EXPOSITION_CASES: tuple[tuple[str, str, dict[str, Any]], ...] = (
 def sim_exposition(dialect: str, version: str | None, seconds: float, **overrides: Any) -> str:
     """The ``/metrics`` text of a simulated server after ``seconds`` of background traffic."""
     from specwatch.sim.clock import ManualClock
+    from specwatch.sim.presets import preset
     from specwatch.sim.server import SimServer
-    from specwatch.sim.world import SimWorld, preset
+    from specwatch.sim.world import SimWorld
 
     settings: dict[str, Any] = {"background_concurrency": 6, "seed": 3, **overrides}
     clock = ManualClock(1000.0)

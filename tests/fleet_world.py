@@ -7,8 +7,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from specwatch.sim.config import preset
 from specwatch.sim.dcgm_exporter import SimDcgmExporter
+from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
 from tests.prometheus_fixture import PrometheusProcess, ScrapeTarget, running_prometheus

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 from specwatch.session import LiveSession, NvmlGpuSource
 from specwatch.session.events import SessionEvent
 from specwatch.sim.clock import ManualClock
-from specwatch.sim.config import preset
 from specwatch.sim.fake_nvml import FakeNvml
+from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
 from specwatch.sources.http.endpoint import parse_endpoint

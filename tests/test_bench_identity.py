@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from specwatch.bench.snapshot import load_snapshot, read_snapshot
-from specwatch.commands.bench import add_bench_arguments, run_bench
+from specwatch.commands.bench import run_bench
+from specwatch.commands.bench_arguments import add_bench_arguments
 from tests.test_process_identity import SECRETS, _checkout, _git, _start, _stop
 
 

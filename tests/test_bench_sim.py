@@ -23,24 +23,17 @@ from typing import Any
 import orjson
 import pytest
 
-from specwatch.bench.runner import BenchConfig, BenchEvent, BenchResult, run_benchmark
-from specwatch.bench.snapshot import (
-    Snapshot,
-    build_snapshot,
-    read_snapshot,
-    validate,
-    write_snapshot,
-)
-from specwatch.commands.bench import (
-    add_bench_arguments,
-    add_compare_arguments,
-    run_bench,
-    run_compare,
-)
+from specwatch.bench.runner import run_benchmark
+from specwatch.bench.snapshot import read_snapshot, validate, write_snapshot
+from specwatch.bench.snapshot_build import build_snapshot
+from specwatch.commands.bench import run_bench
+from specwatch.commands.bench_arguments import add_bench_arguments
+from specwatch.commands.compare import add_compare_arguments, run_compare
 from specwatch.core.compare import VERDICT_CODE, VERDICT_GPU, VERDICT_NONE, compare
-from specwatch.sim.config import preset
+from specwatch.core.snapshot_records import BenchConfig, BenchEvent, BenchResult, Snapshot
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
+from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
 from specwatch.sources.detect import detect

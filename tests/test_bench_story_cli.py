@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from specwatch.bench.snapshot import Snapshot, read_snapshot
+from specwatch.bench.snapshot import read_snapshot
 from specwatch.commands.main import build_parser
 from specwatch.core.compare import VERDICT_CODE, VERDICT_GPU, compare
+from specwatch.core.snapshot_records import Snapshot
 from specwatch.sim import story
 from specwatch.sim.story import StoryServer, start_story_server
 from specwatch.sim.truth import RequestTruth

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from specwatch.bench.aggregate import build_series, combine_streams, counter_deltas
 from specwatch.bench.prompts import (
     BUILTIN_PROMPTS,
     PromptsError,
@@ -13,12 +14,7 @@ from specwatch.bench.prompts import (
     load_prompts,
     parse_prompts,
 )
-from specwatch.bench.runner import (
-    build_series,
-    busy_view,
-    combine_streams,
-    counter_deltas,
-)
+from specwatch.bench.runner import busy_view
 from specwatch.core.gpu import GpuSample, GpuTick
 from specwatch.core.server import StreamResult
 

@@ -184,7 +184,7 @@ def test_several_urls_in_the_tui_open_the_fleet_screen(env: dict[str, str]) -> N
 
 def test_demo_has_a_simulated_plain_baseline(env: dict[str, str]) -> None:
     from specwatch.commands.tui import _baseline
-    from specwatch.sim.config import preset
+    from specwatch.sim.presets import preset
 
     ms, source, error = _baseline(parse_args(["--demo"], env))
     assert (ms, source, error) == (preset("sglang").plain_step_ms, "simulated", None)

@@ -11,9 +11,10 @@ from contextlib import asynccontextmanager
 import httpx
 import pytest
 
-from specwatch.sources.http.client import ServerClient, ServerError
+from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import Endpoint
 from specwatch.sources.http.limits import METRICS_LIMIT_BYTES
+from specwatch.sources.http.server_errors import ServerError
 
 Handler = Callable[[int, bytes], bytes | None]
 """(connection number, request head) -> answer bytes, or ``None`` to close without answering.

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from specwatch.bench.runner import BenchConfig, BenchResult, RunResult, SeriesPoint, overall_of
-from specwatch.bench.snapshot import Snapshot, build_snapshot, validate
+from specwatch.bench.aggregate import overall_of
+from specwatch.bench.snapshot import validate
+from specwatch.bench.snapshot_build import build_snapshot
 from specwatch.core.compare import (
     VERDICT_CODE,
     VERDICT_GPU,
@@ -17,11 +18,18 @@ from specwatch.core.compare import (
     VERDICT_UNKNOWN,
     VERDICTS,
     compare,
-    straggler_clock,
 )
 from specwatch.core.gpu import GpuInventory, GpuStatic, SystemInfo
 from specwatch.core.gpu_summary import GpuRunSummary
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
+from specwatch.core.snapshot_figures import straggler_clock
+from specwatch.core.snapshot_records import (
+    BenchConfig,
+    BenchResult,
+    RunResult,
+    SeriesPoint,
+    Snapshot,
+)
 
 
 def gpu_summary(

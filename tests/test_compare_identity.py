@@ -10,11 +10,12 @@ from typing import Any
 import orjson
 
 from specwatch.bench.report import comparison_lines
-from specwatch.bench.snapshot import Snapshot, validate, write_snapshot
+from specwatch.bench.snapshot import validate, write_snapshot
 from specwatch.commands.compare import add_compare_arguments, run_compare
 from specwatch.core.compare import compare
 from specwatch.core.identity import Checkout, LoadedLibrary, ServerIdentity, to_json
 from specwatch.core.outcomes import Outcome
+from specwatch.core.snapshot_records import Snapshot
 from tests.test_compare import STORY_AFTER, STORY_BEFORE, snap_dict
 
 COMMIT_A = "a" * 40

@@ -23,19 +23,20 @@ from specwatch.core.gpu import GpuInventory, GpuOrigin, GpuSample, GpuStatic, Gp
 from specwatch.core.reasons import harmful
 from specwatch.session import DcgmExporterGpuSource, NvmlGpuSource
 from specwatch.session.events import GpuInventoryChanged, GpuTicked
-from specwatch.sim.config import preset
 from specwatch.sim.dcgm_exporter import SimDcgmExporter
 from specwatch.sim.fake_nvml import FakeNvml
+from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
 from specwatch.sources.dcgm.source import DcgmGpuSource
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.probe import SCHEMA_VERSION, probe, probe_to_dict
 from specwatch.sources.probe_gpus import GPU_KEYS, gpus_document
-from specwatch.ui.app import AppSettings, SpecwatchApp
+from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes import GpusPane
 from specwatch.ui.panes.gpus import STRAGGLER, origin_note, with_node_headings
+from specwatch.ui.settings import AppSettings
 from tests.session_world import Collector, ManualSim, drive_until, manual_sim
 
 HOT = 1

@@ -13,8 +13,9 @@ from specwatch.sim.clock import ManualClock
 from specwatch.sim.dcgm_exporter import DcgmQuirks, SimDcgmExporter, render_dcgm
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
+from specwatch.sources.dcgm.fetch import DcgmFetchError, fetch_metrics
 from specwatch.sources.dcgm.parse import BLANK, NOT_EXPORTED
-from specwatch.sources.dcgm.source import DcgmFetchError, DcgmGpuSource, fetch_metrics
+from specwatch.sources.dcgm.source import DcgmGpuSource
 from specwatch.sources.nvml.api import GpuSampler
 
 

@@ -8,16 +8,12 @@ import httpx
 import pytest
 
 from specwatch.core.server import Dialect
-from specwatch.sources.detect import (
-    FORBIDDEN_SGLANG_PATHS,
-    REASON_LLAMACPP_METRICS,
-    REASON_SGLANG_METRICS,
-    REASON_VLLM_METRICS,
-    WaitStatus,
-    detect,
-    wait_ready,
-)
-from specwatch.sources.http.client import ServerError
+from specwatch.sources.detect import WaitStatus, detect, wait_ready
+from specwatch.sources.dialects.llamacpp import REASON_METRICS as REASON_LLAMACPP_METRICS
+from specwatch.sources.dialects.sglang import FORBIDDEN_PATHS as FORBIDDEN_SGLANG_PATHS
+from specwatch.sources.dialects.sglang import REASON_METRICS as REASON_SGLANG_METRICS
+from specwatch.sources.dialects.vllm import REASON_METRICS as REASON_VLLM_METRICS
+from specwatch.sources.http.server_errors import ServerError
 from tests.conftest import FakeServer, json_response, text_response
 
 

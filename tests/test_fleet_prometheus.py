@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from specwatch.core.server import Dialect
-from specwatch.sim.config import preset
+from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
 from specwatch.sources.dcgm.parse import NOT_EXPORTED

@@ -179,10 +179,10 @@ def test_cli_one_url_stays_the_single_server_screen() -> None:
 
 
 async def test_drill_app_escape_goes_back_after_closing_a_modal() -> None:
-    from specwatch.ui.app import AppSettings
     from specwatch.ui.fleet_run import BACK, DrillApp
     from specwatch.ui.modals import HelpScreen
-    from specwatch.ui.scene import build_scene
+    from specwatch.ui.settings import AppSettings
+    from tests.scene import build_scene
 
     settings = AppSettings(watch_terminal=False, live_cpu=False, theme_dirs=[repo_theme_dir()])
     app = DrillApp(settings, model=build_scene())

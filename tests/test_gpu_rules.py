@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from specwatch.bench.runner import busy_view
-from specwatch.bench.snapshot import Snapshot, build_snapshot, validate
+from specwatch.bench.snapshot import validate
+from specwatch.bench.snapshot_build import build_snapshot
 from specwatch.core import gpu_rules
 from specwatch.core.compare import compare
 from specwatch.core.gpu import GpuSample, GpuTick
 from specwatch.core.reasons import IDLE_BIT
+from specwatch.core.snapshot_records import Snapshot
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.gpus import STRAGGLER, gpu_rows
-from specwatch.ui.scene import scene_inventory
+from tests.scene import scene_inventory
 from tests.test_compare import STORY_AFTER, STORY_BEFORE, gpu_summary, synthetic_result
 
 PWRCAP = 0x004

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from specwatch.commands.bench import add_bench_arguments, run_bench
+from specwatch.commands.bench import run_bench
+from specwatch.commands.bench_arguments import add_bench_arguments
 from specwatch.commands.probe_text import render_text
 from specwatch.core.server import MetricsWindow
 from specwatch.session.events import MetricsScraped, ServerReady, SessionEvent

@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
-from specwatch.sources.http.client import ServerClient, ServerError
+from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import parse_endpoint
+from specwatch.sources.http.server_errors import ServerError
 
 BANNER = b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n"
 

@@ -15,10 +15,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from specwatch.session.fleet_probe import FleetOptions, server_endpoint
-from specwatch.sources.http.client import ServerClient, ServerError
-from specwatch.ui.app import AppSettings
+from specwatch.sources.http.client import ServerClient
+from specwatch.sources.http.server_errors import ServerError
 from specwatch.ui.fleet_app import FleetChoice
 from specwatch.ui.fleet_run import drill_session
+from specwatch.ui.settings import AppSettings
 
 KEY = "sk-secret-key-0123456789"
 

@@ -7,7 +7,7 @@ import pytest
 from specwatch.core.server import MetricsWindow
 from specwatch.sources.detect import detect
 from specwatch.sources.http.client import ServerClient
-from specwatch.sources.metrics.watcher import MetricsWatcher
+from specwatch.sources.watch.watcher import MetricsWatcher
 from tests.conftest import Sim, drive_stream, running_sim
 
 REL = 0.005
@@ -179,7 +179,7 @@ async def test_llamacpp_mid_stream_window_says_counters_wait() -> None:
             await watcher.scrape()
             import asyncio
 
-            from specwatch.sources.streams.stream import stream_completion
+            from specwatch.sources.watch.stream import stream_completion
 
             task = asyncio.create_task(
                 stream_completion(client, info, "p", 400, clock=sim.clock.now)

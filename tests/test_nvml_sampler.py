@@ -10,8 +10,9 @@ import pytest
 
 from specwatch.core.gpu import GpuSample, GpuTick
 from specwatch.sim.clock import ManualClock
-from specwatch.sim.fake_nvml import FakeNvml, unavailable_nvml
+from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
+from specwatch.sim.unavailable_nvml import unavailable_nvml
 from specwatch.sources.nvml import api as N
 from specwatch.sources.nvml.api import GpuSampler, nvml_error
 

@@ -12,10 +12,12 @@ import pytest
 
 from specwatch.commands.main import main
 from specwatch.commands.probe_text import render_text
-from specwatch.sim.fake_nvml import FakeNvml, unavailable_nvml
+from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
+from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
-from specwatch.sim.world import SimWorld, preset
+from specwatch.sim.unavailable_nvml import unavailable_nvml
+from specwatch.sim.world import SimWorld
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.probe import (
     EXIT_STREAM_FAILED,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
-from specwatch.sim.config import preset
+from specwatch.sim.presets import preset
 from specwatch.sources.dialects import all_dialects, dialect_for
 from specwatch.sources.metrics.prom import Scrape, parse_metrics
 from specwatch.sources.metrics.prom_filter import MetricsReader

@@ -337,7 +337,8 @@ def test_a_full_disk_stops_recording_in_one_line_and_keeps_what_was_written(
 async def test_a_full_disk_under_the_tui_is_said_on_screen(tmp_path: Path) -> None:
     """The recorder's stop travels as a session event to the app, which shows it as a notice;
     the session itself keeps running."""
-    from specwatch.ui.app import AppSettings, SpecwatchApp
+    from specwatch.ui.app import SpecwatchApp
+    from specwatch.ui.settings import AppSettings
 
     path = tmp_path / "full.sqlite"
     lines: list[str] = []
@@ -411,7 +412,7 @@ def test_export_is_a_tidy_time_series(tmp_path: Path) -> None:
 
 
 def test_compare_takes_a_time_range_of_a_recording(tmp_path: Path) -> None:
-    from specwatch.commands.bench import run_compare
+    from specwatch.commands.compare import run_compare
     from specwatch.core.outcomes import Outcome
 
     path = tmp_path / "night.sqlite"
@@ -451,9 +452,9 @@ def test_the_record_package_runs_without_textual() -> None:
 
 
 async def test_the_replay_app_shows_replay_time_and_obeys_its_keys(tmp_path: Path) -> None:
-    from specwatch.ui.app import AppSettings
     from specwatch.ui.panes import VerdictLine
     from specwatch.ui.replay_app import ReplayApp
+    from specwatch.ui.settings import AppSettings
     from tests.test_ui_app import text_of
 
     path = tmp_path / "app.sqlite"

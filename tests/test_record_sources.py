@@ -11,7 +11,7 @@ from specwatch.commands.main import main
 from specwatch.core.gpu import GpuInventory
 from specwatch.record import Reader
 from specwatch.session.events import GpuInventoryChanged, ServerReady
-from specwatch.sim.config import preset
+from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
 

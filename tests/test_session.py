@@ -19,8 +19,8 @@ from specwatch.session.events import (
     ServerReady,
     ServerWaiting,
 )
-from specwatch.sim.testing import FAST
 from tests.session_world import START_T, Collector, drive_until, manual_sim
+from tests.sim_testing import FAST
 
 
 def _limits(inv: GpuInventory) -> list[float | None]:
@@ -111,7 +111,7 @@ async def test_a_server_that_is_loading_is_waited_for() -> None:
 
 
 async def test_a_benchmark_runs_in_the_session_and_saves_its_snapshot(tmp_path: Path) -> None:
-    from specwatch.bench.runner import BenchConfig
+    from specwatch.core.snapshot_records import BenchConfig
 
     with manual_sim(**FAST) as sim:
         seen = Collector()

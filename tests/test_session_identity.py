@@ -15,14 +15,15 @@ from specwatch.core.server import Dialect, ServerInfo
 from specwatch.record.codec import decode, encode
 from specwatch.session import LiveSession
 from specwatch.session.events import BenchFinished, ServerIdentified, ServerReady
-from specwatch.sim.testing import FAST
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.identity.server_identity import commit_label, with_server_build
-from specwatch.ui.app import AppSettings, SpecwatchApp
+from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes import StatusLine
 from specwatch.ui.panes.status import status_parts
+from specwatch.ui.settings import AppSettings
 from tests.session_world import Collector, drive_until, manual_sim
+from tests.sim_testing import FAST
 
 COMMIT = "0c1e5701234567890abcdef0123456789abcdef0"
 DIRTY = ServerIdentity(pid=4242, checkout=Checkout("/src/sglang", COMMIT, dirty=True))
@@ -126,7 +127,7 @@ async def test_the_app_shows_the_commit_in_the_status_line() -> None:
 
 
 async def test_the_tui_benchmark_records_the_server_identity(tmp_path: Path) -> None:
-    from specwatch.bench.runner import BenchConfig
+    from specwatch.core.snapshot_records import BenchConfig
 
     fake = FakeIdentify()
     with manual_sim(**FAST) as sim:

@@ -8,7 +8,7 @@ import sys
 
 import httpx
 
-from specwatch.sim.testing import metric_names
+from tests.sim_testing import metric_names
 
 CODE = (
     "import argparse, sys\n"

@@ -6,7 +6,7 @@ import httpx
 
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.demo import start_demo
-from specwatch.sim.testing import metric_value
+from tests.sim_testing import metric_value
 
 
 def test_demo_loads_then_serves_background_traffic_and_warms_up() -> None:

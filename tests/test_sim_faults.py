@@ -11,8 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from specwatch.core.server import Dialect
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.config import SimConfig
-from specwatch.sim.testing import FAST, in_thread, metric_value, serving, sse_data
-from specwatch.sim.world import preset
+from specwatch.sim.presets import preset
+from tests.sim_testing import FAST, in_thread, metric_value, serving, sse_data
 
 
 def fast(dialect: str, **kw: Any) -> SimConfig:

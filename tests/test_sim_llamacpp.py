@@ -9,8 +9,8 @@ import pytest
 
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.config import SimConfig
-from specwatch.sim.testing import FAST, in_thread, metric_names, metric_value, serving, sse_data
-from specwatch.sim.world import preset
+from specwatch.sim.presets import preset
+from tests.sim_testing import FAST, in_thread, metric_names, metric_value, serving, sse_data
 
 NEW = "b6500-0c1e570"
 OLD = "b6100-25d5b0c"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from specwatch.sim.testing import serving, sse_data
-from specwatch.sim.world import preset
+from specwatch.sim.presets import preset
+from tests.sim_testing import serving, sse_data
 
 
 def test_generic_server_exposes_only_the_openai_surface() -> None:

@@ -8,10 +8,12 @@ from typing import Any
 import httpx
 import pytest
 
+from specwatch.core.versions import version_tuple
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.config import SimConfig
 from specwatch.sim.gpus import SimGpus
-from specwatch.sim.testing import (
+from specwatch.sim.presets import preset
+from tests.sim_testing import (
     FAST,
     in_thread,
     metric_names,
@@ -19,7 +21,6 @@ from specwatch.sim.testing import (
     serving,
     sse_data,
 )
-from specwatch.sim.world import preset, version_tuple
 
 VERSIONS = ("0.4.6.post5", "0.4.10.post2", "0.5.4", "0.5.10", "0.5.16", "0.5.23")
 

@@ -11,7 +11,8 @@ import pytest
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.config import SimConfig
 from specwatch.sim.gpus import SimGpus
-from specwatch.sim.testing import (
+from specwatch.sim.presets import preset
+from tests.sim_testing import (
     FAST,
     in_thread,
     metric_names,
@@ -20,7 +21,6 @@ from specwatch.sim.testing import (
     serving,
     sse_data,
 )
-from specwatch.sim.world import preset
 
 
 def fast(version: str = "0.33.0", **kw: Any) -> SimConfig:

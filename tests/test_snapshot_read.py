@@ -10,16 +10,15 @@ import orjson
 import pytest
 
 from specwatch.bench.snapshot import (
-    SCHEMA_VERSION,
-    Snapshot,
     SnapshotError,
-    build_snapshot,
     load_snapshot,
     read_snapshot,
     validate,
     write_snapshot,
 )
+from specwatch.bench.snapshot_build import SCHEMA_VERSION, build_snapshot
 from specwatch.core.compare import compare
+from specwatch.core.snapshot_records import Snapshot
 from tests.test_compare import STORY_AFTER, synthetic_result
 
 V1 = Path(__file__).parent / "data" / "snapshot-v1.json"

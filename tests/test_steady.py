@@ -6,10 +6,11 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from specwatch.bench.snapshot import Snapshot, read_snapshot
+from specwatch.bench.snapshot import read_snapshot
 from specwatch.commands.main import build_parser
 from specwatch.core.compare import compare
 from specwatch.core.gpu import GpuSample, GpuTick
+from specwatch.core.snapshot_records import Snapshot
 from specwatch.core.steady import (
     TEMP_SLOPE_C_S,
     first_steady,

@@ -8,10 +8,11 @@ from specwatch.core.advice_text import advice_lines
 from specwatch.core.draft_advisor import advise, flat_baseline
 from specwatch.core.server import MetricsWindow
 from specwatch.ui.advice_view import NO_BASELINE, advice_body
-from specwatch.ui.app import AppSettings, SpecwatchApp
+from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.help_text import KEYS
 from specwatch.ui.modals import TextModal
 from specwatch.ui.model import ADVICE_WINDOWS, MonitorModel
+from specwatch.ui.settings import AppSettings
 from tests.advisor_sim import held_batch_windows, info_of, true_step_s, vllm_config
 
 CHAIN: dict[str, Any] = {"num_steps": 3, "num_draft_tokens": 3, "acceptance": (0.8, 0.6, 0.45)}

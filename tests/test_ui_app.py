@@ -17,11 +17,12 @@ from specwatch.session.events import (
     ServerReady,
     ServerWaiting,
 )
-from specwatch.ui.app import AppSettings, SpecwatchApp
+from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.modals import HelpScreen, TextModal
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes import GpusPane, SpeculationPane, StatusLine, TokenRatePane, VerifyPane
-from specwatch.ui.scene import build_scene, scene_inventory, scene_server
+from specwatch.ui.settings import AppSettings
+from tests.scene import build_scene, scene_inventory, scene_server
 
 
 def make_app(model: MonitorModel | None = None, **kw: object) -> SpecwatchApp:

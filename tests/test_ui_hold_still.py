@@ -16,7 +16,7 @@ from specwatch.ui.panes.gpus import sm_trends
 from specwatch.ui.panes.speculation import SOURCES_HINT, speculation_text
 from specwatch.ui.panes.token_rate import graph_for
 from specwatch.ui.renderables import GraphMark, Reading, TokenRateGraph, bucket_sorted, place_labels
-from specwatch.ui.scene import build_scene, scene_inventory, scene_server
+from tests.scene import build_scene, scene_inventory, scene_server
 from tests.test_ui_render import render_text
 
 MAX = 1980

@@ -19,11 +19,12 @@ from textual.widget import Widget
 from specwatch.commands.main import build_parser
 from specwatch.commands.tui import build_session, build_settings
 from specwatch.session import LiveSession
-from specwatch.sim.fake_nvml import unavailable_nvml
+from specwatch.sim.unavailable_nvml import unavailable_nvml
 from specwatch.sources.http.endpoint import parse_endpoint
-from specwatch.ui.app import AppSettings, SpecwatchApp
+from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.modals import TextModal
 from specwatch.ui.panes import GpusPane, StatusLine, TokenRatePane
+from specwatch.ui.settings import AppSettings
 from tests.session_world import ManualSim, drive_until, manual_sim
 
 
@@ -142,7 +143,7 @@ async def test_survives_every_fault(sim: ManualSim, tmp_path: Path) -> None:
         )
         await wait_for(pilot, healthy_after(2), sim=sim)
         # Streams dropped and garbage in streams only matter to a benchmark: run a tiny one.
-        from specwatch.bench.runner import BenchConfig
+        from specwatch.core.snapshot_records import BenchConfig
 
         app.settings.bench_config = BenchConfig(runs=2, warmup=1, max_tokens=24)
         w.faults.drop_stream(after_chunks=2, times=1)
@@ -164,7 +165,7 @@ async def test_survives_every_fault(sim: ManualSim, tmp_path: Path) -> None:
 async def test_benchmark_from_the_tui_saves_a_snapshot_and_compare_reads_it(
     sim: ManualSim, tmp_path: Path
 ) -> None:
-    from specwatch.bench.runner import BenchConfig
+    from specwatch.core.snapshot_records import BenchConfig
 
     config = BenchConfig(runs=2, warmup=1, max_tokens=32)
     app = live_app(sim, snapshot_dir=tmp_path, bench_config=config)

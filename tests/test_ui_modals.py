@@ -17,7 +17,7 @@ from textual.pilot import Pilot
 from textual.widgets import OptionList, Static
 
 from specwatch.bench.snapshot import write_snapshot
-from specwatch.ui.app import AppSettings, SpecwatchApp
+from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.fleet_app import FleetApp
 from specwatch.ui.fleet_table import FLEET_COLUMNS
 from specwatch.ui.help_text import help_renderable
@@ -25,8 +25,9 @@ from specwatch.ui.modals import HelpScreen, ScrollModal, TextModal, fitted_width
 from specwatch.ui.panes.load import LATENCY_ROWS
 from specwatch.ui.renderables.gpu_table import GPU_COLUMNS
 from specwatch.ui.replay_app import JumpModal
-from specwatch.ui.scene import build_scene
+from specwatch.ui.settings import AppSettings
 from specwatch.ui.themes import load_themes, repo_theme_dir
+from tests.scene import build_scene
 from tests.test_compare import STORY_AFTER, STORY_BEFORE, snap_dict
 from tests.test_ui_render import render_text
 

@@ -6,7 +6,7 @@ from specwatch.core.gpu import GpuSample, GpuTick
 from specwatch.core.ring import TimeSeries
 from specwatch.core.server import MetricsWindow
 from specwatch.ui.model import MonitorModel, straggler
-from specwatch.ui.scene import build_scene, scene_inventory, scene_server
+from tests.scene import build_scene, scene_inventory, scene_server
 
 
 def test_series_since_and_last() -> None:

@@ -7,13 +7,14 @@ import dataclasses
 
 from rich.style import Style
 
-from specwatch.ui.app import AppSettings, SpecwatchApp
-from specwatch.ui.modals import help_renderable
+from specwatch.ui.app import SpecwatchApp
+from specwatch.ui.help_text import help_renderable
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes import SpeculationPane, VerifyPane
 from specwatch.ui.panes.verify import verify_text
 from specwatch.ui.renderables import Reading, TokenRateGraph
-from specwatch.ui.scene import build_scene, scene_server
+from specwatch.ui.settings import AppSettings
+from tests.scene import build_scene, scene_server
 from tests.test_ui_render import render_text
 
 TONES = {k: Style() for k in ("label", "value", "dim", "good", "bad")}

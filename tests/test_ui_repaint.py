@@ -13,7 +13,7 @@ from textual.strip import Strip
 from specwatch.core.gpu import GpuTick
 from specwatch.ui.panes import GpusPane
 from specwatch.ui.panes.line_changes import changed_box, changed_regions, changed_span
-from specwatch.ui.scene import build_scene
+from tests.scene import build_scene
 from tests.test_ui_app import make_app, settle
 
 STYLES = [Style(color="red"), Style(color="blue"), Style(bold=True)]

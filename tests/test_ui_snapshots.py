@@ -15,7 +15,7 @@ from textual.pilot import Pilot
 
 from specwatch.core.gpu import GpuInventory
 from specwatch.core.server import MetricsWindow
-from specwatch.ui.app import AppSettings, SpecwatchApp
+from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes import (
     GpusPane,
@@ -27,8 +27,9 @@ from specwatch.ui.panes import (
     VerdictLine,
     VerifyPane,
 )
-from specwatch.ui.scene import VERDICT_SCENES, build_scene, verdict_scene
+from specwatch.ui.settings import AppSettings
 from specwatch.ui.themes import BUILTIN_ORDER, load_themes, repo_theme_dir
+from tests.scene import VERDICT_SCENES, build_scene, verdict_scene
 
 SnapCompare = Callable[..., bool]
 

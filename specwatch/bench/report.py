@@ -17,10 +17,9 @@ from specwatch.core import gpu_rules
 from specwatch.core.sanitize import sanitize_line
 
 if TYPE_CHECKING:
-    from specwatch.bench.runner import BenchResult
     from specwatch.core.compare import Comparison
     from specwatch.core.identity import ServerIdentity
-    from specwatch.core.snapshot_records import Snapshot
+    from specwatch.core.snapshot_records import BenchResult, Snapshot
     from specwatch.core.stats import Summary
 
 DIFFERS = "*"

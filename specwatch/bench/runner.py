@@ -28,14 +28,10 @@ from specwatch.core.gpu import GpuSample, GpuTick
 from specwatch.core.gpu_rules import sample_busy
 from specwatch.core.server import ChunkArrival, ServerInfo, StreamResult
 from specwatch.core.snapshot_records import (
-    EVENT_KINDS,
     BenchConfig,
     BenchEvent,
     BenchResult,
-    Overall,
     RunResult,
-    SeriesGpu,
-    SeriesPoint,
 )
 from specwatch.core.steady import Steadiness
 
@@ -43,7 +39,7 @@ if TYPE_CHECKING:
     from specwatch.core.gpu_summary import GpuRunSummary
     from specwatch.sources.gpu_reader import GpuReader
     from specwatch.sources.http.client import ServerClient
-    from specwatch.sources.metrics.watcher import MetricsWatcher
+    from specwatch.sources.watch.watcher import MetricsWatcher
 
 
 def busy_view(ticks: Sequence[GpuTick]) -> list[GpuTick]:
@@ -204,7 +200,7 @@ class _Benchmark:
         self, prompts: Sequence[str], max_tokens: int, warmup: bool
     ) -> list[StreamResult] | None:
         """Stream every prompt at once; ``None`` when cancelled."""
-        from specwatch.sources.streams.stream import stream_completion
+        from specwatch.sources.watch.stream import stream_completion
 
         seen = [0] * len(prompts)
         mid: list[asyncio.Future[None]] = []
@@ -318,7 +314,7 @@ async def run_benchmark(
     else:
         prompts_source = f"builtin (seed {config.seed})"
     if metrics is None and info.metrics_enabled:
-        from specwatch.sources.metrics.watcher import MetricsWatcher
+        from specwatch.sources.watch.watcher import MetricsWatcher
 
         metrics = MetricsWatcher(client, info, only_used=False)
     recorder = GpuRecorder(sampler, config.gpu_interval_s)
@@ -344,19 +340,4 @@ async def run_benchmark(
     return result
 
 
-__all__ = [
-    "EVENT_KINDS",
-    "BenchConfig",
-    "BenchEvent",
-    "BenchResult",
-    "Overall",
-    "RunResult",
-    "SeriesGpu",
-    "SeriesPoint",
-    "build_series",
-    "busy_view",
-    "combine_streams",
-    "counter_deltas",
-    "overall_of",
-    "run_benchmark",
-]
+__all__ = ["busy_view", "run_benchmark"]

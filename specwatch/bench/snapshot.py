@@ -35,18 +35,9 @@ import orjson
 
 from specwatch.bench.bounded_read import BoundedReadError, read_bounded
 from specwatch.bench.scrub import scrub_snapshot
-from specwatch.bench.snapshot_build import (
-    REDACTED,
-    SCHEMA_VERSION,
-    build_snapshot,
-    mask_secret_args,
-    process_record,
-    redact_argv,
-    scrub,
-)
+from specwatch.bench.snapshot_build import SCHEMA_VERSION
 from specwatch.core.redaction import redact_text
 from specwatch.core.snapshot_records import Snapshot
-from specwatch.core.values import to_jsonable
 
 MAX_SNAPSHOT_BYTES = 32 * 1024 * 1024
 READ_TIMEOUT_S = 30.0
@@ -258,21 +249,12 @@ __all__ = [
     "DEFAULT_DIR",
     "MAX_SNAPSHOT_BYTES",
     "READ_TIMEOUT_S",
-    "REDACTED",
-    "SCHEMA_VERSION",
-    "Snapshot",
     "SnapshotError",
-    "build_snapshot",
     "dumps",
     "load_snapshot",
-    "mask_secret_args",
-    "process_record",
     "read_snapshot",
-    "redact_argv",
     "schema",
-    "scrub",
     "snapshot_name",
-    "to_jsonable",
     "validate",
     "write_snapshot",
 ]

@@ -3,12 +3,14 @@ warmups, then record the slopes and drift over the measured runs (``specwatch.co
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
+from specwatch.bench.gpu_recorder import GpuRecorder
 from specwatch.core.gpu import GpuTick
-from specwatch.core.snapshot_records import RunResult
+from specwatch.core.snapshot_records import BenchConfig, RunResult
 from specwatch.core.steady import (
     Steadiness,
     first_steady,
@@ -18,8 +20,23 @@ from specwatch.core.steady import (
     window_slopes,
 )
 
-if TYPE_CHECKING:
-    from specwatch.bench.runner import _Benchmark
+
+class _Benchmark(Protocol):
+    """What the gate uses of a running benchmark (``bench.runner``, which calls the gate)."""
+
+    config: BenchConfig
+    recorder: GpuRecorder
+    cancel: asyncio.Event | None
+    clock: Callable[[], float]
+    t0: float
+    interrupted: bool
+    steadiness: Steadiness | None
+
+    def emit(
+        self, kind: str, index: int, total: int, message: str, run: RunResult | None = None
+    ) -> None: ...
+
+    async def one_run(self, index: int, warmup: bool, max_tokens: int) -> RunResult | None: ...
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -146,8 +146,8 @@ def _windows(
         return rec.label, rec.info, rec.windows
     import asyncio
 
-    from specwatch.sources.http.client import ServerError
     from specwatch.sources.http.endpoint import parse_endpoint
+    from specwatch.sources.http.server_errors import ServerError
 
     if not args.seconds > 0 or not args.interval > 0:
         raise ValueError("--seconds and --interval must be positive")

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from specwatch.bench.report import safe, safe_lines
-from specwatch.bench.snapshot import Snapshot, SnapshotError, load_snapshot
+from specwatch.bench.snapshot import SnapshotError, load_snapshot
 from specwatch.core.draft_sweep import Sweep, sweep, sweep_lines
+from specwatch.core.snapshot_records import Snapshot
 
 EXIT_RANKED, EXIT_NOT_RANKED, EXIT_USAGE = 0, 1, 2
 

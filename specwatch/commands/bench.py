@@ -24,22 +24,21 @@ from typing import TYPE_CHECKING, TextIO
 
 from specwatch.bench.progress_line import ProgressLine
 from specwatch.bench.prompts import PromptsError, load_prompts
-from specwatch.bench.report import code_lines, comparison_lines, results_lines, safe
-from specwatch.bench.runner import BenchConfig, BenchEvent, BenchResult, run_benchmark
+from specwatch.bench.report import code_lines, results_lines, safe
+from specwatch.bench.runner import run_benchmark
 from specwatch.bench.shield import SignalLog, loop_signals, print_lines, shield_signals, signal_name
 from specwatch.bench.snapshot import (
     DEFAULT_DIR,
     SnapshotError,
-    build_snapshot,
     dumps,
     write_snapshot,
 )
-from specwatch.commands.bench_arguments import add_bench_arguments
+from specwatch.bench.snapshot_build import build_snapshot
 from specwatch.commands.clocks import lock_for_bench, parse_lock_target, with_locks
-from specwatch.commands.compare import add_compare_arguments, run_compare
 from specwatch.commands.error_line import say_error
 from specwatch.core.clock_policy import UNLOCKED_LINE, any_unlocked
 from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
+from specwatch.core.snapshot_records import BenchConfig, BenchEvent, BenchResult
 
 if TYPE_CHECKING:
     from specwatch.core.identity import ServerIdentity
@@ -88,7 +87,8 @@ async def _bench(
 ) -> tuple[BenchResult | None, str | None, int | None]:
     """Connect, run; returns (result, secret, signal number that stopped it)."""
     from specwatch.sources.detect import WaitStatus, detect, wait_ready
-    from specwatch.sources.http.client import ServerClient, ServerError
+    from specwatch.sources.http.client import ServerClient
+    from specwatch.sources.http.server_errors import ServerError
 
     secret = endpoint.api_key
     cancel = asyncio.Event()
@@ -400,13 +400,8 @@ def with_server_build(identity: ServerIdentity, result: BenchResult) -> ServerId
 __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
-    "EXIT_USAGE",
-    "add_bench_arguments",
-    "add_compare_arguments",
-    "comparison_lines",
     "results_block",
     "run_bench",
-    "run_compare",
     "server_identity",
     "with_server_build",
 ]

@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import TextIO
 
 from specwatch.bench.report import comparison_lines, no_finished_run
-from specwatch.bench.snapshot import Snapshot, SnapshotError, load_snapshot
+from specwatch.bench.snapshot import SnapshotError, load_snapshot
 from specwatch.commands.error_line import say_error
 from specwatch.core.compare import compare
 from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
+from specwatch.core.snapshot_records import Snapshot
 
 
 def add_compare_arguments(p: argparse.ArgumentParser) -> None:

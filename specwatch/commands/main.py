@@ -311,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return counters_main([])
         if args.command == "compare":
-            from specwatch.commands.bench import run_compare
+            from specwatch.commands.compare import run_compare
 
             return run_compare(args)
         if args.command == "advise":

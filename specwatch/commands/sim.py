@@ -8,9 +8,9 @@ import sys
 import threading
 
 from specwatch.commands.error_line import say_error
-from specwatch.sim.config import preset
 from specwatch.sim.dcgm_exporter import SimDcgmExporter
 from specwatch.sim.hostile import HostileServer
+from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from specwatch.session import LiveSession
     from specwatch.session.live import Stoppable
     from specwatch.session.verdict_state import Reference
-    from specwatch.ui.app import AppSettings
+    from specwatch.ui.settings import AppSettings
 
 
 def _baseline(args: argparse.Namespace) -> tuple[float | None, str, str | None]:
@@ -27,7 +27,7 @@ def _baseline(args: argparse.Namespace) -> tuple[float | None, str, str | None]:
 
     b = load_baseline(args.baseline_itl, getattr(args, "baseline", None))
     if b.ms is None and b.error is None and getattr(args, "demo", False):
-        from specwatch.sim.config import preset
+        from specwatch.sim.presets import preset
 
         return preset(args.demo_dialect).plain_step_ms, "simulated", None
     return b.ms, b.source, b.error
@@ -51,10 +51,6 @@ def fill_defaults(args: argparse.Namespace) -> argparse.Namespace:
     if getattr(args, "metrics_interval", None) is None:
         args.metrics_interval = 1.0
     return args
-
-
-def _fleet_flag(args: argparse.Namespace) -> bool:
-    return any(getattr(args, k, None) for k in ("prometheus", "server_match", "gpu_match", "node"))
 
 
 class _StopBoth:
@@ -147,7 +143,7 @@ def build_settings(
     args: argparse.Namespace, baseline_ms: float | None = None, baseline_source: str = ""
 ) -> AppSettings:
     """The app's settings from the command line."""
-    from specwatch.ui.app import AppSettings
+    from specwatch.ui.settings import AppSettings
 
     fill_defaults(args)
     return AppSettings(

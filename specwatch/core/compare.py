@@ -301,8 +301,6 @@ def compare(
 
 
 __all__ = [
-    "MIN_CHANGE",
-    "MIN_SHARE",
     "VERDICTS",
     "VERDICT_ACCEPTANCE",
     "VERDICT_CODE",
@@ -312,9 +310,6 @@ __all__ = [
     "VERDICT_UNKNOWN",
     "Attribution",
     "Comparison",
-    "Row",
     "code_summary",
     "compare",
-    "run_tok_s",
-    "straggler_clock",
 ]

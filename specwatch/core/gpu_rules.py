@@ -3,7 +3,8 @@
 One home for every judgement made about a GPU, so the live pane, the benchmark's run summaries,
 the runner and ``compare`` never disagree (they once held two straggler rules and four busy
 rules). Pure functions over :class:`~specwatch.core.gpu.GpuSample` (one GPU at one tick) and
-:class:`~specwatch.core.gpu_summary.GpuRunSummary` (one GPU over a run).
+:class:`~specwatch.core.gpu_summary.GpuRunSummary` (one GPU over a run, read through the
+:class:`RunPace` protocol so that this module stays below the summary, which uses its busy rule).
 
 The rules:
 
@@ -27,13 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from specwatch.core.reasons import IDLE_BIT
 
 if TYPE_CHECKING:
     from specwatch.core.gpu import GpuSample
-    from specwatch.core.gpu_summary import GpuRunSummary
 
 BUSY_IDLE_FRACTION = 0.5
 """A GPU idle for more than this fraction of a run was not part of the work."""
@@ -41,6 +41,22 @@ IDLE_REASONS = ("idle", "GpuIdle")
 """Names of the idle clock-event reason in a summary's ``reason_fractions``."""
 NEAR_POWER_LIMIT = 0.97
 """Drawing at least this share of the enforced power limit counts as at the limit."""
+
+
+class RunPace(Protocol):
+    """What the run rules read of one GPU over a run (a ``GpuRunSummary``)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def sm_clock_mean_mhz(self) -> float | None: ...
+    @property
+    def temp_max_c(self) -> int | None: ...
+    @property
+    def reason_fractions(self) -> Mapping[str, float]: ...
+
+
+R = TypeVar("R", bound=RunPace)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,14 +86,14 @@ def idle_fraction(fractions: Mapping[str, float]) -> float:
     return max((fractions.get(k) or 0.0) for k in IDLE_REASONS)
 
 
-def summary_busy(g: GpuRunSummary) -> bool:
+def summary_busy(g: RunPace) -> bool:
     """Whether a GPU worked during a run: a clock reading, idle at most half the time."""
     return (
         g.sm_clock_mean_mhz is not None and idle_fraction(g.reason_fractions) <= BUSY_IDLE_FRACTION
     )
 
 
-def busy_summaries(gpus: Iterable[GpuRunSummary]) -> list[GpuRunSummary]:
+def busy_summaries(gpus: Iterable[R]) -> list[R]:
     """The GPUs of a run that worked (see :func:`summary_busy`)."""
     return [g for g in gpus if summary_busy(g)]
 
@@ -91,7 +107,7 @@ def pace_of_samples(samples: Iterable[GpuSample]) -> list[PaceReading]:
     ]
 
 
-def pace_of_summaries(gpus: Iterable[GpuRunSummary]) -> list[PaceReading]:
+def pace_of_summaries(gpus: Iterable[RunPace]) -> list[PaceReading]:
     """Straggler candidates over a run: busy GPUs, by mean SM clock and hottest reading."""
     return [
         PaceReading(
@@ -132,7 +148,7 @@ def sample_straggler(samples: Iterable[GpuSample]) -> int | None:
     return straggler(pace_of_samples(samples))
 
 
-def summary_straggler(gpus: Iterable[GpuRunSummary]) -> int | None:
+def summary_straggler(gpus: Iterable[RunPace]) -> int | None:
     """The straggler among one run's GPU summaries."""
     return straggler(pace_of_summaries(gpus))
 

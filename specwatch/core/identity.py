@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from specwatch.core.redaction import redact_argv, redact_text
-from specwatch.core.server_env import WITHHELD, env_allowed, env_value, filter_environment
+from specwatch.core.redaction import WITHHELD, redact_argv, redact_text
+from specwatch.core.server_env import env_allowed, env_value, filter_environment
 
 LIBRARIES = ("nccl", "cudart", "cudnn", "torch")
 """The loaded libraries an identity names, in the order compare shows them."""
@@ -99,10 +99,6 @@ class ServerIdentity:
         """The commit shortened for a status line."""
         commit = self.commit
         return commit[:10] if commit else None
-
-    def with_note(self, note: str) -> ServerIdentity:
-        """A copy with one more note."""
-        return replace(self, notes=(*self.notes, note))
 
 
 _BUILD = re.compile(r"(?:^|[^0-9A-Za-z])(?:b\d+-)?([0-9a-f]{7,40})(?![0-9A-Za-z])")

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 
 from specwatch.core.outcomes import Outcome
-from specwatch.core.stats import Summary, Welch, summarize, welch
+from specwatch.core.stats import Summary, Welch, mean, summarize, welch
 
 MIN_CHANGE = 0.02
 """Smallest relative tok/s change that counts, however tight the confidence interval."""
@@ -65,6 +65,19 @@ class Figures:
     accept_length: float | None = None
     slowest_mem_clock_mhz: float | None = None
     """The lowest mean memory clock of a busy GPU (a memory-bound decode follows it)."""
+
+    @property
+    def mean_tok_s(self) -> float | None:
+        """Mean tok/s, ``None`` with no samples."""
+        return mean(self.tok_s) if self.tok_s else None
+
+    @property
+    def clock_deficit(self) -> float | None:
+        """``clock / max − 1`` of the slowest GPU (``−0.07`` for 7% below its maximum)."""
+        clock, top = self.slowest_sm_clock_mhz, self.board_max_sm_clock_mhz
+        if clock is None or not top:
+            return None
+        return clock / top - 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,9 +143,9 @@ def _share(ratio: float | None, observed: float | None) -> float | None:
 
 
 def _clock_words(f: Figures) -> str:
-    if f.slowest_sm_clock_mhz is None or not f.board_max_sm_clock_mhz:
+    deficit = f.clock_deficit
+    if deficit is None:
         return ""
-    deficit = f.slowest_sm_clock_mhz / f.board_max_sm_clock_mhz - 1.0
     active = ", ".join(sorted(f.clock_reasons)) or "no clock-event reason"
     return f"{deficit * 100:+.1f}% of its {f.board_max_sm_clock_mhz:.0f} MHz maximum, {active}"
 

@@ -62,7 +62,11 @@ _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z0-9]+(?![a-z])")
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s:@]*):([^/\s@]*)@")
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;]+")
 _OPTION_IN_TEXT = re.compile(r"(?<![\w-])(--?[A-Za-z][\w.-]*)(=|\s+)(?!-)([^\s\"',;]+)")
-_PAIR_IN_TEXT = re.compile(r"([\"']?)([A-Za-z_][\w.-]*)\1(\s*[:=]\s*)([\"']?)([^\s\"',;}]+)")
+# A name never starts right after a letter: such a match would start one letter earlier (the
+# leftmost wins), and trying each inner position made a long word cost quadratic time.
+_PAIR_IN_TEXT = re.compile(
+    r"([\"']?)(?<![A-Za-z_])([A-Za-z_][\w.-]*)\1(\s*[:=]\s*)([\"']?)([^\s\"',;}]+)"
+)
 
 
 def is_secret_name(name: str) -> bool:

@@ -11,10 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
-
-EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
 class Dialect(str, enum.Enum):

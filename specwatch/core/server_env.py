@@ -212,7 +212,6 @@ __all__ = [
     "ENV_PREFIXES",
     "MAX_ENV_VALUE",
     "MAX_ENV_VARS",
-    "WITHHELD",
     "env_allowed",
     "env_value",
     "filter_environment",

@@ -39,6 +39,7 @@ SLICE_S = 30.0
 """Target seconds per slice."""
 MIN_SLICES, MAX_SLICES = 3, 20
 RECORDING_SUFFIXES = (".sqlite", ".db", ".specwatch", ".rec")
+"""File names that mean a recording (``advise`` tells one from a server address)."""
 
 
 @dataclass(frozen=True, slots=True)

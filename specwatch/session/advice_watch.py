@@ -15,7 +15,7 @@ from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.sources.detect import detect
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import Endpoint
-from specwatch.sources.metrics.watcher import MetricsWatcher
+from specwatch.sources.watch.watcher import MetricsWatcher
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from specwatch.session.events import BenchFinished, BenchProgress, SessionEvent
 from specwatch.sources.http.endpoint import Endpoint
 
 if TYPE_CHECKING:
-    from specwatch.bench.runner import BenchConfig, BenchEvent, BenchResult
+    from specwatch.core.snapshot_records import BenchConfig, BenchEvent, BenchResult
     from specwatch.sources.gpu_reader import GpuReader
 
 
@@ -97,7 +97,8 @@ class BenchJob:
         )
 
     async def _main(self) -> BenchResult:
-        from specwatch.bench.runner import BenchConfig, run_benchmark
+        from specwatch.bench.runner import run_benchmark
+        from specwatch.core.snapshot_records import BenchConfig
         from specwatch.sources.http.client import ServerClient
 
         self._loop = asyncio.get_running_loop()
@@ -154,7 +155,8 @@ class BenchJob:
 
     def _save(self, result: BenchResult) -> str | None:
         try:
-            from specwatch.bench.snapshot import build_snapshot, write_snapshot
+            from specwatch.bench.snapshot import write_snapshot
+            from specwatch.bench.snapshot_build import build_snapshot
 
             secrets = [self.endpoint.api_key] if self.endpoint.api_key else []
             snap = build_snapshot(result, self.command, secrets=secrets, identity=self.identity)

@@ -30,7 +30,7 @@ from specwatch.sources.http.endpoint import Endpoint
 from specwatch.sources.identity.server_identity import identify as identify_server
 
 if TYPE_CHECKING:
-    from specwatch.bench.runner import BenchConfig
+    from specwatch.core.snapshot_records import BenchConfig
 
 Subscriber = Callable[[SessionEvent], object]
 Identify = Callable[[str, ServerInfo], ServerIdentity]

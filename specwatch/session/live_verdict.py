@@ -30,9 +30,9 @@ if TYPE_CHECKING:
     # The TUI builds a LiveVerdict before its first frame; the events, the rule (judge,
     # statistics) and the snapshot records are imported when first used, after it.
     from specwatch.core.gpu import GpuInventory, GpuTick
+    from specwatch.core.judge import Figures
     from specwatch.core.server import MetricsWindow
     from specwatch.session import events as ev
-    from specwatch.session.verdict_rule import WindowFigures
 
 REFERENCE_S = 30.0
 """Seconds of traffic a steady or marked reference spans."""
@@ -274,9 +274,9 @@ class LiveVerdict:
         self._warmup_t0 = None
         self._steady_t0 = t
 
-    def _figures(self, t0: float, t1: float) -> WindowFigures | None:
+    def _figures(self, t0: float, t1: float) -> Figures | None:
         """The figures of ``(t0, t1]``; ``None`` with fewer than MIN_INTERVALS with traffic."""
-        from specwatch.session.verdict_rule import WindowFigures
+        from specwatch.core.judge import Figures
 
         iv = [i for i in self._intervals if t0 < i.t <= t1]
         pooled = _pool(iv)
@@ -286,7 +286,7 @@ class LiveVerdict:
         clocks = [g.clock_mhz for g in gp if g.clock_mhz is not None]
         tops = [g.max_mhz for g in gp if g.max_mhz is not None]
         active: frozenset[str] = frozenset().union(*(g.reasons for g in gp))
-        return WindowFigures(
+        return Figures(
             tok_s=tuple(pooled),
             slowest_sm_clock_mhz=_mean(clocks),
             board_max_sm_clock_mhz=max(tops) if tops else None,

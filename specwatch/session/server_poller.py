@@ -29,7 +29,7 @@ from specwatch.sources.http.limits import POLL_DEADLINE_S
 if TYPE_CHECKING:
     from specwatch.core.identity import ServerIdentity
     from specwatch.sources.detect import WaitStatus
-    from specwatch.sources.metrics.watcher import MetricsWatcher
+    from specwatch.sources.watch.watcher import MetricsWatcher
 
 LOST_AFTER = 3
 """Consecutive failed scrapes, with the server also failing detection, before it counts as lost."""
@@ -142,7 +142,7 @@ class ServerPoller:
 
     async def _scrape_loop(self, client: object, info: ServerInfo) -> str:
         from specwatch.sources.detect import detect
-        from specwatch.sources.metrics.watcher import MetricsWatcher
+        from specwatch.sources.watch.watcher import MetricsWatcher
 
         watcher = self._watcher
         if watcher is None or watcher.info.dialect is not info.dialect:

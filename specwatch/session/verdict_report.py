@@ -18,7 +18,7 @@ from specwatch.session.live_verdict import (
 from specwatch.session.verdict_state import LiveVerdictState
 
 if TYPE_CHECKING:
-    from specwatch.session.verdict_rule import WindowFigures
+    from specwatch.core.judge import Figures
     from specwatch.sources.probe import ProbeResult
 
 NOT_ENOUGH = "not enough data yet"
@@ -30,7 +30,7 @@ NEEDS = (
 """What the live verdict needs before it judges."""
 
 
-def figures_json(figures: WindowFigures | None) -> dict[str, Any] | None:
+def figures_json(figures: Figures | None) -> dict[str, Any] | None:
     """One side of the comparison, with its mean tok/s and clock deficit."""
     if figures is None:
         return None

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 from specwatch.core import gpu_rules
 
 if TYPE_CHECKING:
+    from specwatch.core.judge import Figures
     from specwatch.core.outcomes import Outcome
     from specwatch.core.snapshot_records import Snapshot
-    from specwatch.session.verdict_rule import LiveJudgement, WindowFigures
+    from specwatch.session.verdict_rule import LiveJudgement
 
 SNAPSHOT_REASON_SHARE = 0.1
 """A snapshot's reason counts as active when it was set this share of the time on a busy GPU."""
@@ -25,7 +26,7 @@ class Reference:
     """``"steady"``, ``"marked"`` or ``"snapshot"``."""
     label: str
     """How the verdict line names it (``"steady after warmup"``, ``"marked"``, a file name)."""
-    figures: WindowFigures
+    figures: Figures
     t: float | None = None
     """When the reference window ended (``None`` for a snapshot)."""
 
@@ -41,7 +42,7 @@ class LiveVerdictState:
     detail: str = ""
     """Progress or why nothing is judged (``"reference 12/30 s"``)."""
     reference: Reference | None = None
-    current: WindowFigures | None = None
+    current: Figures | None = None
     judgement: LiveJudgement | None = None
     since: float | None = None
     """When the current outcome was first given (for "for 40 s")."""
@@ -62,8 +63,8 @@ def snapshot_reference(snap: Snapshot, name: str) -> Reference:
     Per-run tok/s, the slowest busy GPU's mean SM clock over all runs (``compare``'s rule), that
     board's maximum, and the reasons active on a busy GPU at least a tenth of the time.
     """
-    from specwatch.core.compare import straggler_clock
-    from specwatch.session.verdict_rule import WindowFigures
+    from specwatch.core.judge import Figures
+    from specwatch.core.snapshot_figures import straggler_clock
 
     clock, _ = straggler_clock(snap)
     busy = gpu_rules.busy_summaries(snap.overall_gpus)
@@ -79,7 +80,7 @@ def snapshot_reference(snap: Snapshot, name: str) -> Reference:
         for r, share in g.reason_fractions.items()
         if r not in gpu_rules.IDLE_REASONS and share >= SNAPSHOT_REASON_SHARE
     )
-    figures = WindowFigures(
+    figures = Figures(
         tok_s=tuple(snap.run_tok_s),
         slowest_sm_clock_mhz=clock,
         board_max_sm_clock_mhz=float(top) if top else None,

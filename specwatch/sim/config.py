@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from specwatch.core.server import Dialect
 from specwatch.core.versions import version_tuple
 
-if TYPE_CHECKING:
-    from specwatch.sim.servers.base import SimDialect
-
 LLAMACPP_SPEC_COUNTERS_BUILD = 6500
 """llama.cpp builds from this number on have the ``spec_decode_*`` counters and
 ``speculative.types``."""
+
+# How each server's engine counts drafts: facts the engine needs, kept here below the servers.
+DRAFT_COUNT_INCLUDES_ROOT = frozenset({Dialect.SGLANG})
+"""``num_draft_tokens`` counts the tree root (SGLang: drafts per step = tokens - 1)."""
+DRAFTS_CAPPED_BY_REMAINING = frozenset({Dialect.LLAMACPP})
+"""Drafts no further than the tokens the request may still produce (llama.cpp)."""
+COUNTS_CUT_STEP_IN_FULL = frozenset({Dialect.VLLM})
+"""The last step of a request cut by ``max_tokens`` counts every draft it accepted, though only
+the tokens that fit are sent: vLLM's scheduler counts a full step before the output is truncated,
+so its counters read higher than the stream."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,19 +100,19 @@ class SimConfig:
         """Draft tokens proposed per request per verify step (0 without speculation)."""
         if not self.spec_enabled:
             return 0
-        if _server(self.dialect).draft_count_includes_root:
+        if self.dialect in DRAFT_COUNT_INCLUDES_ROOT:
             return max(0, self.num_draft_tokens - 1)
         return max(0, self.num_draft_tokens)
 
     @property
     def drafts_capped_by_remaining(self) -> bool:
         """Whether drafts stop at the tokens a request may still produce (llama.cpp)."""
-        return _server(self.dialect).drafts_capped_by_remaining
+        return self.dialect in DRAFTS_CAPPED_BY_REMAINING
 
     @property
     def counts_cut_step_in_full(self) -> bool:
         """Whether a step cut by ``max_tokens`` counts all its accepted drafts (vLLM)."""
-        return _server(self.dialect).counts_cut_step_in_full
+        return self.dialect in COUNTS_CUT_STEP_IN_FULL
 
     @property
     def max_accepted(self) -> int:
@@ -146,32 +152,3 @@ class SimConfig:
     def llamacpp_new(self) -> bool:
         """A llama.cpp build with the spec counters (``LLAMACPP_SPEC_COUNTERS_BUILD`` or later)."""
         return self.llamacpp_build >= LLAMACPP_SPEC_COUNTERS_BUILD
-
-
-def preset(dialect: str | Dialect, version: str | None = None, **overrides: object) -> SimConfig:
-    """A ready configuration for ``dialect`` (newest researched version unless given).
-
-    Args:
-        dialect: ``"sglang"``, ``"vllm"``, ``"llamacpp"`` or ``"openai"``.
-        version: the server version to imitate.
-        **overrides: any ``SimConfig`` field.
-
-    Raises:
-        ValueError: an unknown dialect or field.
-    """
-    d = Dialect(dialect)
-    known = {f.name for f in fields(SimConfig)}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise ValueError(f"unknown SimConfig fields: {', '.join(unknown)}")
-    server = _server(d)
-    base = SimConfig(dialect=d, version=version or server.default_version)
-    base = replace(base, **server.preset)
-    return replace(base, **overrides)  # type: ignore[arg-type]
-
-
-def _server(dialect: Dialect) -> type[SimDialect]:
-    # Imported here: the server modules import this one.
-    from specwatch.sim.servers import sim_dialect
-
-    return sim_dialect(dialect)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from specwatch.sim.clock import Clock, RealClock
-from specwatch.sim.config import preset
 from specwatch.sim.dcgm_exporter import SimDcgmExporter
 from specwatch.sim.gpus import SimGpus, SimGpuSpec
+from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
 

@@ -296,5 +296,5 @@ class SimGpus:
 
 
 def with_overrides(spec: SimGpuSpec, **kw: object) -> SimGpuSpec:
-    """A copy of ``spec`` with fields replaced (for ``--gpu-name`` style options)."""
+    """A copy of ``spec`` with fields replaced (the ``warming`` demo's slower heating)."""
     return replace(spec, **kw)  # type: ignore[arg-type]

@@ -22,10 +22,10 @@ from specwatch.sim.engine import SimRequest, TokenEvent
 from specwatch.sim.faults import METRICS_GARBAGE, STREAM_GARBAGE
 from specwatch.sim.loop_thread import LoopThread
 from specwatch.sim.servers import sim_dialect
+from specwatch.sim.servers.base import RenderGroup
 from specwatch.sim.world import SimWorld
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-RenderGroup = Callable[[list[TokenEvent], bool], list[bytes]]
 
 _REALTIME_TICK_S = 0.2
 

@@ -12,14 +12,13 @@ import threading
 import time
 from collections.abc import Callable
 
-from specwatch.core.versions import version_tuple
 from specwatch.sim.clock import Clock, ManualClock, RealClock
-from specwatch.sim.config import SimConfig, preset
+from specwatch.sim.config import SimConfig
 from specwatch.sim.engine import Engine, SimRequest, TokenEvent, request_truth
 from specwatch.sim.faults import FaultInjector
 from specwatch.sim.gpus import SimGpus
-from specwatch.sim.servers import DEFAULT_VERSIONS, sim_dialect
-from specwatch.sim.truth import GroundTruth, RequestTruth, StepRecord, TruthWindow
+from specwatch.sim.metrics.telemetries import telemetry_class
+from specwatch.sim.truth import GroundTruth
 
 MANUAL_UNIX_BASE = 1_780_000_000.0
 """Unix time of manual-clock zero, so that timestamps in answers are reproducible."""
@@ -61,9 +60,7 @@ class SimWorld:
     def _boot(self, t: float) -> None:
         self.started_at = t
         self.loaded_at = t + max(0.0, self.config.load_time_s)
-        self.telemetry = sim_dialect(self.config.dialect).telemetry_class(
-            self.config, self.loaded_at
-        )
+        self.telemetry = telemetry_class(self.config.dialect)(self.config, self.loaded_at)
         self.engine = Engine(
             self.config, self.gpus, self.truth, self.telemetry, self.rng, self.loaded_at
         )
@@ -182,14 +179,4 @@ class SimWorld:
         return self._lock
 
 
-__all__ = [
-    "DEFAULT_VERSIONS",
-    "GroundTruth",
-    "RequestTruth",
-    "SimConfig",
-    "SimWorld",
-    "StepRecord",
-    "TruthWindow",
-    "preset",
-    "version_tuple",
-]
+__all__ = ["MANUAL_UNIX_BASE", "SimWorld"]

@@ -16,15 +16,9 @@ from typing import Any
 from specwatch.core.server import Dialect, ServerInfo
 from specwatch.core.values import as_int
 from specwatch.sources.dialects import ServerDialect, all_dialects, dialect_for, dialect_owning
-from specwatch.sources.dialects.llamacpp import REASON_METRICS as REASON_LLAMACPP_METRICS
-from specwatch.sources.dialects.llamacpp import llamacpp_spec_from_slots
-from specwatch.sources.dialects.sglang import FORBIDDEN_PATHS as FORBIDDEN_SGLANG_PATHS
-from specwatch.sources.dialects.sglang import REASON_METRICS as REASON_SGLANG_METRICS
-from specwatch.sources.dialects.vllm import REASON_METRICS as REASON_VLLM_METRICS
-from specwatch.sources.dialects.vllm import vllm_spec_from_metrics
-from specwatch.sources.http.client import ServerClient, ServerError
+from specwatch.sources.http.client import ServerClient
+from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.http.untrusted import clean_info
-from specwatch.sources.identity.server_queries import redact_launch_args
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,16 +127,4 @@ async def wait_ready(
         return info
 
 
-__all__ = [
-    "FORBIDDEN_SGLANG_PATHS",
-    "REASON_LLAMACPP_METRICS",
-    "REASON_SGLANG_METRICS",
-    "REASON_VLLM_METRICS",
-    "WaitStatus",
-    "detect",
-    "llamacpp_spec_from_slots",
-    "metrics_off_reason",
-    "redact_launch_args",
-    "vllm_spec_from_metrics",
-    "wait_ready",
-]
+__all__ = ["WaitStatus", "detect", "metrics_off_reason", "wait_ready"]

@@ -20,13 +20,14 @@ from specwatch.core.server import ChunkArrival, MetricsWindow, ServerInfo, Strea
 from specwatch.core.values import to_jsonable
 from specwatch.sources import probe_gpus
 from specwatch.sources.detect import detect, wait_ready
-from specwatch.sources.http.client import ServerClient, ServerError
+from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import Endpoint
 from specwatch.sources.http.limits import PROBE_DEADLINE_S
+from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.identity.server_identity import identify as identify_server
 from specwatch.sources.identity.server_identity import process_json
-from specwatch.sources.metrics.watcher import MetricsWatcher
-from specwatch.sources.streams.stream import stream_completion
+from specwatch.sources.watch.stream import stream_completion
+from specwatch.sources.watch.watcher import MetricsWatcher
 
 DEFAULT_PROMPT = (
     "Write a detailed, step-by-step explanation of how a hash map handles collisions, "

@@ -31,7 +31,7 @@ from specwatch.ui.panes import (
     VerifyPane,
 )
 from specwatch.ui.session_events import EventInbox, SessionEventsApp
-from specwatch.ui.settings import REDRAW_S, AppSettings, default_screenshot_dir
+from specwatch.ui.settings import AppSettings, default_screenshot_dir
 from specwatch.ui.themes import ThemeLoad, cycle_order, load_themes
 
 if TYPE_CHECKING:
@@ -387,10 +387,4 @@ def remove_sighup() -> None:
             signal.signal(signum, signal.SIG_DFL)
 
 
-__all__ = [
-    "INTERVALS",
-    "REDRAW_S",
-    "AppSettings",
-    "SpecwatchApp",
-    "default_screenshot_dir",
-]
+__all__ = ["INTERVALS", "SpecwatchApp"]

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from specwatch.bench.runner import BenchResult
     from specwatch.core.compare import Comparison
-    from specwatch.core.snapshot_records import Snapshot
+    from specwatch.core.snapshot_records import BenchResult, Snapshot
 
 
 def result_text(result: BenchResult) -> str:

@@ -23,8 +23,9 @@ from specwatch.core.fleet import target_of
 from specwatch.core.sanitize import sanitize_line
 from specwatch.session.fleet import FleetSession, FleetSource
 from specwatch.session.fleet_probe import FleetOptions, build_fleet_source, server_endpoint
-from specwatch.ui.app import AppSettings, SpecwatchApp
+from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.fleet_app import FleetApp, FleetChoice
+from specwatch.ui.settings import AppSettings
 
 if TYPE_CHECKING:
     from specwatch.session import LiveSession

@@ -147,11 +147,4 @@ class TextModal(ScrollModal):
         return fitted_width(self.body, available)
 
 
-__all__ = [
-    "HelpScreen",
-    "ScrollModal",
-    "TextModal",
-    "fitted_width",
-    "help_renderable",
-    "is_table_row",
-]
+__all__ = ["HelpScreen", "ScrollModal", "TextModal", "fitted_width", "is_table_row"]

@@ -21,8 +21,9 @@ from textual.widgets import Input, Label
 from specwatch.core.sanitize import sanitize_line
 from specwatch.record.replay import ReplaySession
 from specwatch.record.timespec import parse_time
-from specwatch.ui.app import AppSettings, SpecwatchApp
+from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.model import MonitorModel
+from specwatch.ui.settings import AppSettings
 
 LABEL_EVERY_S = 0.25
 """How often the status line's replay time is refreshed."""

@@ -21,8 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from specwatch.ui.app import AppSettings, SpecwatchApp  # noqa: E402
+from specwatch.ui.app import SpecwatchApp  # noqa: E402
 from specwatch.ui.model import MonitorModel  # noqa: E402
+from specwatch.ui.settings import AppSettings  # noqa: E402
 from tests.advisor_sim import held_batch_windows, info_of, true_step_s, vllm_config  # noqa: E402
 
 CONFIG = vllm_config(

@@ -128,7 +128,7 @@ async def specwatch_client(url: str, chunks: int) -> int:
     from specwatch.core.server import Dialect, ServerInfo, SpecConfig
     from specwatch.sources.http.client import ServerClient
     from specwatch.sources.http.endpoint import parse_endpoint
-    from specwatch.sources.streams.stream import stream_completion
+    from specwatch.sources.watch.stream import stream_completion
 
     info = ServerInfo(
         base_url=url,

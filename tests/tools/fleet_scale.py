@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from specwatch.sim.config import preset
+from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
 from specwatch.sources.prometheus.api import PrometheusClient, prometheus_endpoint

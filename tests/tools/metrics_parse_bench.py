@@ -51,7 +51,7 @@ def _row(
     label: str, dialect: str, version: str, overrides: dict[str, Any], repeats: int
 ) -> dict[str, Any]:
     from specwatch.core.server import ServerInfo, SpecConfig
-    from specwatch.sim.config import preset
+    from specwatch.sim.presets import preset
     from specwatch.sources.dialects import dialect_for
     from specwatch.sources.metrics.prom import parse_metrics
     from specwatch.sources.metrics.prom_filter import MetricsReader

@@ -135,7 +135,8 @@ def _report(path: Path, cpu_s: float, wall_s: float, sim_s: float, extra: dict[s
 
 def child_app(url: str, seconds: float, report: Path, count: int = 8) -> None:
     """The full TUI; measures itself between WARMUP_S and WARMUP_S + seconds after mounting."""
-    from specwatch.ui.app import AppSettings, SpecwatchApp
+    from specwatch.ui.app import SpecwatchApp
+    from specwatch.ui.settings import AppSettings
 
     sources = _sources(url, count)
     app = SpecwatchApp(AppSettings(), sources)  # as run: the terminal watch on too

@@ -71,7 +71,7 @@ async def _measure(url: str, n: int, profile: bool) -> dict[str, float]:
     from specwatch.sources.detect import detect
     from specwatch.sources.http.client import ServerClient
     from specwatch.sources.http.endpoint import parse_endpoint
-    from specwatch.sources.metrics.watcher import MetricsWatcher
+    from specwatch.sources.watch.watcher import MetricsWatcher
 
     out: dict[str, float] = {}
     async with ServerClient(parse_endpoint(url)) as client:

@@ -30,23 +30,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from specwatch.bench.runner import BenchConfig, BenchEvent, run_benchmark  # noqa: E402
+from specwatch.bench.runner import run_benchmark  # noqa: E402
 from specwatch.core.gpu import GpuTick  # noqa: E402
+from specwatch.core.snapshot_records import BenchConfig, BenchEvent  # noqa: E402
 from specwatch.sim.clock import ManualClock  # noqa: E402
-from specwatch.sim.config import preset  # noqa: E402
 from specwatch.sim.demo import demo_world  # noqa: E402
 from specwatch.sim.fake_nvml import FakeNvml  # noqa: E402
+from specwatch.sim.presets import preset  # noqa: E402
 from specwatch.sim.server import SimServer  # noqa: E402
 from specwatch.sim.world import SimWorld  # noqa: E402
 from specwatch.sources.detect import detect  # noqa: E402
-from specwatch.sources.http.client import ServerClient, ServerError  # noqa: E402
+from specwatch.sources.http.client import ServerClient  # noqa: E402
 from specwatch.sources.http.endpoint import parse_endpoint  # noqa: E402
-from specwatch.sources.metrics.watcher import MetricsWatcher  # noqa: E402
+from specwatch.sources.http.server_errors import ServerError  # noqa: E402
 from specwatch.sources.nvml.api import GpuSampler  # noqa: E402
-from specwatch.ui.app import AppSettings, SpecwatchApp  # noqa: E402
+from specwatch.sources.watch.watcher import MetricsWatcher  # noqa: E402
+from specwatch.ui.app import SpecwatchApp  # noqa: E402
 from specwatch.ui.model import MonitorModel  # noqa: E402
-from specwatch.ui.scene import JudgedModel  # noqa: E402
+from specwatch.ui.settings import AppSettings  # noqa: E402
 from specwatch.ui.themes import BUILTIN_ORDER  # noqa: E402
+from tests.scene import JudgedModel  # noqa: E402
 
 START = 1000.0
 PLAIN_ITL_MS = 11.5

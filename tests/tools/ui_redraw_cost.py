@@ -5,7 +5,7 @@
     PYTHONPATH=. .venv/bin/python tests/tools/ui_redraw_cost.py --profile /tmp/ui.prof
     PYTHONPATH=. .venv/bin/python tests/tools/ui_redraw_cost.py --history 3600   # an hour in
 
-The app runs headless on the seeded scene (``specwatch.ui.scene``) at the given size. Each step
+The app runs headless on the seeded scene (``tests/scene.py``) at the given size. Each step
 adds one second of GPU ticks and ``/metrics`` windows to the model, as the live session does,
 and lets the app settle; every second step the app then redraws (the default rate: redraw every
 two sampling intervals) and settles again, and the screen's update is turned into the
@@ -36,7 +36,7 @@ REDRAW_EVERY = 2
 def _feeder(model: Any, gpus: int, start: int) -> Any:
     """A function that adds one more second of seeded scene data to ``model`` per call."""
     from specwatch.core.gpu import GpuTick
-    from specwatch.ui import scene
+    from tests import scene
 
     rng = random.Random(1)
     base = scene.build_scene(seconds=start + 1, with_bench=False, gpus=gpus).window
@@ -65,9 +65,9 @@ async def _measure(
     """
     from textual._compositor import CompositorUpdate
 
-    from specwatch.ui import scene
     from specwatch.ui.app import SpecwatchApp
     from specwatch.ui.settings import AppSettings
+    from tests import scene
 
     start = history_s
     model = scene.build_scene(seconds=start, with_bench=False, gpus=gpus)

@@ -2,8 +2,8 @@
 
 ``sglang``, ``vllm``, ``llamacpp`` and ``openai`` each define a :class:`SimDialect` subclass
 (routes and payloads per version); a server with ``/metrics`` keeps its counters and metric
-names in its ``*_metrics`` module. :class:`~specwatch.sim.server.SimServer` and
-:func:`specwatch.sim.config.preset` find them here by :class:`Dialect`.
+names in its ``specwatch.sim.metrics`` module. :class:`~specwatch.sim.server.SimServer` and
+:func:`specwatch.sim.presets.preset` find them here by :class:`Dialect`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What every simulated server shares: the :class:`SimDialect` base class and payload helpers.
 
 A simulated server is one subclass of :class:`SimDialect` (its routes and payloads, version by
-version) plus, when it has a ``/metrics`` endpoint, a :class:`~specwatch.sim.servers.telemetry.
+version) plus, when it has a ``/metrics`` endpoint, a :class:`~specwatch.sim.metrics.telemetry.
 Telemetry` subclass (its counters and their exposition). The registry in
 ``specwatch.sim.servers`` maps each :class:`~specwatch.core.server.Dialect` to its subclass.
 """
@@ -9,19 +9,19 @@ Telemetry` subclass (its counters and their exposition). The registry in
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from aiohttp import web
 
 from specwatch.core.server import Dialect
-from specwatch.sim.engine import SimRequest
-from specwatch.sim.servers.telemetry import Telemetry
+from specwatch.sim.engine import SimRequest, TokenEvent
 
 if TYPE_CHECKING:
-    from specwatch.sim.server import SimServer
+    from specwatch.sim.config import SimConfig
+    from specwatch.sim.world import SimWorld
 
-Route = Callable[[web.Request], Awaitable[web.StreamResponse]]
+RenderGroup = Callable[[list[TokenEvent], bool], list[bytes]]
 
 DEFAULT_COMPLETION_TOKENS = 16
 DEFAULT_CHAT_TOKENS = 1024
@@ -38,6 +38,29 @@ DONE = b"data: [DONE]\n\n"
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
+class Host(Protocol):
+    """What a simulated server uses of the HTTP server serving it (a ``SimServer``, which picks
+    its dialect from the registry: a protocol keeps this module below it)."""
+
+    world: SimWorld
+    config: SimConfig
+    host: str
+    port: int
+
+    async def metrics_body(self) -> bytes: ...
+
+    async def stream(
+        self,
+        request: web.Request,
+        req: SimRequest,
+        render_group: RenderGroup,
+        tail: Callable[[], list[bytes]],
+        *,
+        per_token: bool = False,
+        head: list[bytes] | None = None,
+    ) -> web.StreamResponse: ...
+
+
 class SimDialect:
     """One imitated server: facts about it (class attributes) and its HTTP handlers.
 
@@ -51,22 +74,13 @@ class SimDialect:
     """The version imitated when none is given (the newest researched)."""
     preset: ClassVar[Mapping[str, Any]] = {}
     """``SimConfig`` overrides that make a typical deployment of this server."""
-    telemetry_class: ClassVar[type[Telemetry]] = Telemetry
-    """What this server counts and how ``/metrics`` shows it (the base class: nothing)."""
     owned_by: ClassVar[str] = "organization-owner"
     """``owned_by`` of the ``/v1/models`` card."""
-    draft_count_includes_root: ClassVar[bool] = False
-    """``num_draft_tokens`` counts the tree root (SGLang: drafts per step = tokens - 1)."""
-    drafts_capped_by_remaining: ClassVar[bool] = False
-    """Drafts no further than the tokens the request may still produce (llama.cpp)."""
-    counts_cut_step_in_full: ClassVar[bool] = False
-    """The last step of a request cut by ``max_tokens`` counts every draft it accepted, though
-    only the tokens that fit are sent (vLLM: its counters read higher than the stream)."""
     listens_while_loading: ClassVar[bool] = False
     """The port answers 503 while the model loads (llama.cpp) instead of refusing
     connections; a restart then only drops connections."""
 
-    def __init__(self, server: SimServer) -> None:
+    def __init__(self, server: Host) -> None:
         self.server = server
         self.world = server.world
         self.cfg = server.config

@@ -1,6 +1,7 @@
 """The simulated llama.cpp ``llama-server``: routes and payloads, build by build.
 
-Its counters and ``/metrics`` names live in :mod:`specwatch.sim.servers.llamacpp_metrics`.
+Its counters and ``/metrics`` names live in :mod:`specwatch.sim.metrics.llamacpp_metrics`, its
+settings and timings objects in :mod:`specwatch.sim.servers.llamacpp_payloads`.
 """
 
 from __future__ import annotations
@@ -27,17 +28,9 @@ from specwatch.sim.servers.base import (
     token_id,
     token_text,
 )
-from specwatch.sim.servers.llamacpp_metrics import LlamaCppTelemetry
+from specwatch.sim.servers.llamacpp_payloads import generation_params, timings
 
 CHAT_TEMPLATE = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}"
-SPEC_TYPES = {
-    "EAGLE3": "draft-eagle3",
-    "EAGLE": "draft-eagle3",
-    "NGRAM": "ngram-simple",
-    "MTP": "draft-mtp",
-    "NEXTN": "draft-mtp",
-    "STANDALONE": "draft-simple",
-}
 
 
 class LlamaCppDialect(SimDialect):
@@ -52,9 +45,7 @@ class LlamaCppDialect(SimDialect):
         "max_running": 4,
         "model": "sim-llama-3.1-8b-instruct-q4_k_m.gguf",
     }
-    telemetry_class = LlamaCppTelemetry
     owned_by = "llamacpp"
-    drafts_capped_by_remaining = True
     listens_while_loading = True
 
     def mount(self, app: web.Application) -> None:
@@ -93,39 +84,6 @@ class LlamaCppDialect(SimDialect):
         """Health and model listings are open."""
         return path not in ("/health", "/v1/health", "/models", "/v1/models", "/api/tags")
 
-    @property
-    def spec_type(self) -> str:
-        algo = self.cfg.spec_algorithm
-        if algo is None:
-            return "none"
-        return SPEC_TYPES.get(algo.upper(), algo)
-
-    def params(self, for_slot: bool) -> dict[str, Any]:
-        cfg = self.cfg
-        p: dict[str, Any] = {
-            "n_predict": -1,
-            "seed": 4294967295,
-            "temperature": 0.8,
-            "dynatemp_range": 0.0,
-            "top_k": 40,
-            "top_p": 0.95,
-            "min_p": 0.05,
-            "repeat_penalty": 1.0,
-            "ignore_eos": False,
-            "stream": True,
-            "n_probs": 0,
-            "timings_per_token": False,
-        }
-        if cfg.llamacpp_new:
-            # /props builds fresh params: always "none", even while drafting (§3.1).
-            p["speculative.types"] = self.spec_type if for_slot else "none"
-        else:
-            n_max = cfg.num_draft_tokens if (for_slot and cfg.spec_enabled) else 16
-            p.update(
-                {"speculative.n_max": n_max, "speculative.n_min": 0, "speculative.p_min": 0.75}
-            )
-        return p
-
     async def health(self, request: web.Request) -> web.StreamResponse:
         return json_response({"status": "ok"})
 
@@ -158,7 +116,7 @@ class LlamaCppDialect(SimDialect):
                     "n_ctx": cfg.max_model_len,
                     "speculative": False,
                     "is_processing": False,
-                    "params": self.params(for_slot=False),
+                    "params": generation_params(self.cfg, for_slot=False),
                     "prompt": "",
                     "next_token": [
                         {"has_next_token": True, "has_new_line": False, "n_remain": -1,
@@ -199,7 +157,7 @@ class LlamaCppDialect(SimDialect):
                     "n_prompt_tokens": req.prompt_tokens if req else 0,
                     "n_prompt_tokens_processed": req.prompt_tokens if req else 0,
                     "n_prompt_tokens_cache": 0,
-                    "params": self.params(for_slot=True),
+                    "params": generation_params(self.cfg, for_slot=True),
                     "prompt": "",
                     "next_token": [
                         {
@@ -226,37 +184,6 @@ class LlamaCppDialect(SimDialect):
         """``Process-Start-Time-Unix``, as llama-server sends it."""
         return {"Process-Start-Time-Unix": str(int(self.world.unix_time(self.world.started_at)))}
 
-    def timings(
-        self, req: SimRequest, total: int, t_last: float | None, ev: TokenEvent | None = None
-    ) -> dict[str, Any]:
-        """``timings`` after ``total`` tokens (server-common.cpp ``to_json``, or older builds)."""
-        prompt_ms = req.prefill_s * 1000.0
-        first = req.t_first if req.t_first is not None else req.t_arrival
-        last = t_last if t_last is not None else first
-        predicted_ms = max(0.0, (last - first) * 1000.0)
-        if self.cfg.llamacpp_new:
-            per_token = predicted_ms / (total - 1) if total > 1 else None
-            per_second = (total - 1) / predicted_ms * 1000.0 if predicted_ms > 0 else None
-        else:
-            per_token = predicted_ms / total if total else None
-            per_second = total / predicted_ms * 1000.0 if predicted_ms > 0 else None
-        out: dict[str, Any] = {
-            "cache_n": 0,
-            "prompt_n": req.prompt_tokens,
-            "prompt_ms": prompt_ms,
-            "prompt_per_token_ms": prompt_ms / req.prompt_tokens,
-            "prompt_per_second": req.prompt_tokens / prompt_ms * 1000.0 if prompt_ms else None,
-            "predicted_n": total,
-            "predicted_ms": predicted_ms,
-            "predicted_per_token_ms": per_token,
-            "predicted_per_second": per_second,
-        }
-        proposed, accepted = (ev.proposed, ev.accepted) if ev else (req.proposed, req.accepted)
-        if proposed > 0:
-            out["draft_n"] = proposed
-            out["draft_n_accepted"] = accepted
-        return out
-
     def _submit(self, request: web.Request, body: dict[str, Any], prompt_tokens: int) -> SimRequest:
         n = as_int(body.get("n_predict", body.get("max_tokens")), -1)
         if n < 0:
@@ -276,14 +203,14 @@ class LlamaCppDialect(SimDialect):
             "model": self.cfg.model,
             "tokens_predicted": req.generated,
             "tokens_evaluated": req.prompt_tokens,
-            "generation_settings": self.params(for_slot=True),
+            "generation_settings": generation_params(self.cfg, for_slot=True),
             "prompt": "",
             "has_new_line": False,
             "truncated": False,
             "stop_type": "eos" if req.finish_reason == "stop" else "limit",
             "stopping_word": "",
             "tokens_cached": req.prompt_tokens + req.generated,
-            "timings": self.timings(req, req.generated, req.t_last),
+            "timings": timings(self.cfg, req, req.generated, req.t_last),
         }
 
     async def completion(self, request: web.Request) -> web.StreamResponse:
@@ -307,7 +234,7 @@ class LlamaCppDialect(SimDialect):
                 "tokens_evaluated": req.prompt_tokens,
             }
             if per_token_timings:
-                chunk["timings"] = self.timings(req, ev.total, ev.t, ev)
+                chunk["timings"] = timings(self.cfg, req, ev.total, ev.t, ev)
             return [sse(chunk)]
 
         return await self.server.stream(
@@ -364,7 +291,7 @@ class LlamaCppDialect(SimDialect):
             full = env([choice])
             full["object"] = "chat.completion" if chat else "text_completion"
             full["usage"] = usage()
-            full["timings"] = self.timings(req, req.generated, req.t_last)
+            full["timings"] = timings(self.cfg, req, req.generated, req.t_last)
             return json_response(full)
 
         def group(events: list[TokenEvent], last: bool) -> list[bytes]:
@@ -376,7 +303,7 @@ class LlamaCppDialect(SimDialect):
                 ch = {"text": text, "index": 0, "logprobs": None, "finish_reason": None}
             chunk = env([ch])
             if per_token_timings:
-                chunk["timings"] = self.timings(req, ev.total, ev.t, ev)
+                chunk["timings"] = timings(self.cfg, req, ev.total, ev.t, ev)
             return [sse(chunk)]
 
         def tail() -> list[bytes]:
@@ -387,7 +314,7 @@ class LlamaCppDialect(SimDialect):
             final = env([ch])
             if not chat:
                 final["usage"] = usage()
-            final["timings"] = self.timings(req, req.generated, req.t_last)
+            final["timings"] = timings(self.cfg, req, req.generated, req.t_last)
             out = [sse(final)]
             if chat and include_usage:
                 u = env([])

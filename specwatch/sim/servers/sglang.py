@@ -1,6 +1,6 @@
 """The simulated SGLang server: routes and payloads, version by version.
 
-Its counters and ``/metrics`` names live in :mod:`specwatch.sim.servers.sglang_metrics`.
+Its counters and ``/metrics`` names live in :mod:`specwatch.sim.metrics.sglang_metrics`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from aiohttp import web
 from specwatch.core.server import Dialect
 from specwatch.sim.config import SimConfig
 from specwatch.sim.engine import SimRequest, TokenEvent
+from specwatch.sim.metrics.sglang_metrics import SglangTelemetry
 from specwatch.sim.servers.base import (
     DONE,
     as_int,
@@ -25,7 +26,6 @@ from specwatch.sim.servers.base import (
     token_id,
 )
 from specwatch.sim.servers.openai import OpenAiDialect
-from specwatch.sim.servers.sglang_metrics import SglangTelemetry
 
 DEFAULT_NEW_TOKENS = 128
 SGLANG_LAUNCH = "python3 -m sglang.launch_server"
@@ -41,9 +41,7 @@ class SglangDialect(OpenAiDialect):
         "num_steps": 3,
         "num_draft_tokens": 4,
     }
-    telemetry_class = SglangTelemetry
     owned_by = "sglang"
-    draft_count_includes_root = True
     honours_ignore_eos = True
     usage_in_every_chunk = True
     choice_extras: ClassVar[Mapping[str, None]] = {"matched_stop": None}

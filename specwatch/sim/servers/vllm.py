@@ -1,6 +1,6 @@
 """The simulated vLLM server: routes and payloads, version by version.
 
-Its counters and ``/metrics`` names live in :mod:`specwatch.sim.servers.vllm_metrics`.
+Its counters and ``/metrics`` names live in :mod:`specwatch.sim.metrics.vllm_metrics`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from specwatch.sim.config import SimConfig
 from specwatch.sim.engine import SimRequest
 from specwatch.sim.servers.base import fastapi_error, json_response
 from specwatch.sim.servers.openai import OpenAiDialect
-from specwatch.sim.servers.vllm_metrics import VllmTelemetry
 
 
 class VllmDialect(OpenAiDialect):
@@ -28,12 +27,8 @@ class VllmDialect(OpenAiDialect):
         "num_steps": 3,
         "num_draft_tokens": 3,
     }
-    telemetry_class = VllmTelemetry
     owned_by = "vllm"
     honours_ignore_eos = True
-    # The scheduler verifies a full step and counts its accepted drafts before the output is
-    # truncated to max_tokens, so a request's counters exceed what its stream shows.
-    counts_cut_step_in_full = True
     choice_extras: ClassVar[Mapping[str, None]] = {"stop_reason": None}
 
     def mount(self, app: web.Application) -> None:

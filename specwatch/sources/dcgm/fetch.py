@@ -14,8 +14,9 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
-from specwatch.sources.http.client import ServerClient, ServerError
+from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import Endpoint
+from specwatch.sources.http.server_errors import ServerError
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024

@@ -29,9 +29,9 @@ from specwatch.sources.dcgm.fetch import (
     DEFAULT_TIMEOUT_S,
     DcgmFetcher,
     DcgmFetchError,
-    fetch_metrics,
 )
 from specwatch.sources.dcgm.fields import VIOLATION_BITS
+from specwatch.sources.dcgm.gpu_records import DcgmEndpointState, DcgmGpuExtra, DcgmGpuInfo
 from specwatch.sources.dcgm.parse import (
     DcgmGpu,
     dcgm_url,
@@ -46,53 +46,6 @@ from specwatch.sources.tick_loop import TickLoop, check_interval
 
 Fetch = Callable[[str, float, int], str]
 """``(url, timeout_s, max_bytes) -> body``; raises :class:`DcgmFetchError` (tests inject one)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DcgmGpuInfo:
-    """Where one of specwatch's GPUs lives."""
-
-    index: int
-    """specwatch's index (unique across nodes)."""
-    node: str
-    """``Hostname`` label, else the exporter URL's host."""
-    url: str
-    node_gpu: int | None
-    """The GPU's index on its node (the exporter's ``gpu`` label)."""
-    key: str
-    not_exported: Mapping[str, str] = field(default_factory=dict)
-    """specwatch field -> ``"n/s: not exported (DCGM_FI_...)"`` for fields the exporter omits."""
-    k8s: Mapping[str, str] = field(default_factory=dict)
-    """Non-empty ``pod`` / ``namespace`` / ``container`` labels."""
-
-
-@dataclass(frozen=True, slots=True)
-class DcgmGpuExtra:
-    """DCGM readings of one GPU at one tick that ``GpuSample`` has no field for."""
-
-    index: int
-    exported_reasons: int | None
-    """``clock_event_reasons`` as the exporter sent it (before violation bits were added)."""
-    violation_share: Mapping[str, float]
-    """``"power"``, ``"thermal"``... -> share of time throttled over the last collection."""
-    values: Mapping[str, int | float]
-    """``xid``, ``pcie_replay``, ``fb_free`` and the other ``*_violation_ns`` counters."""
-
-
-@dataclass(frozen=True, slots=True)
-class DcgmEndpointState:
-    """One exporter as the last poll saw it."""
-
-    url: str
-    node: str
-    error: str | None
-    """Why the last poll failed (``None``: it answered)."""
-    parse_error: str | None
-    gpus: int
-    collection_interval_s: float | None
-    """Inferred from how often values change; ``None`` until three changes were seen."""
-    unchanged_s: float | None
-    """Seconds since the values last changed."""
 
 
 @dataclass
@@ -414,11 +367,4 @@ def _all_sample_fields(reason: str) -> dict[str, str]:
     return dict.fromkeys(sorted(names), reason)
 
 
-__all__ = [
-    "DcgmEndpointState",
-    "DcgmFetchError",
-    "DcgmGpuExtra",
-    "DcgmGpuInfo",
-    "DcgmGpuSource",
-    "fetch_metrics",
-]
+__all__ = ["DcgmGpuSource", "Fetch"]

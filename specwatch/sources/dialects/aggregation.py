@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING
 from specwatch.sources.metrics.prom_replicas import REPLICA_LABELS, dedupe_replicas
 
 if TYPE_CHECKING:
-    from specwatch.sources.metrics.prom import LabelMatch, Sample, Scrape
+    from specwatch.sources.metrics.prom import LabelMatch, Scrape
+    from specwatch.sources.metrics.sample import Sample
 
 SCHEDULER_LABELS = ("dp_rank", "engine")
 """Labels of parallel schedulers: SGLang's data-parallel ranks, vLLM's data-parallel engines."""
@@ -130,7 +131,6 @@ def _serving_engine_type(found: list[Sample]) -> list[Sample]:
 
 __all__ = [
     "BREAKDOWN_LABELS",
-    "REPLICA_LABELS",
     "SCHEDULER_LABELS",
     "SERVING_ENGINE_TYPES",
     "count",

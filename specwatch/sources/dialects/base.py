@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from specwatch.core.server import Dialect, ServerInfo
 from specwatch.core.values import as_float
 from specwatch.sources.dialects.llamacpp_timings import decode_steps, spec_from_timings
+from specwatch.sources.identity.server_queries import scrape_metrics
 
 if TYPE_CHECKING:
     from specwatch.sources.http.client import ServerClient
@@ -91,6 +92,20 @@ class ServerDialect(abc.ABC):
     def metrics_off_reason(self, status: int) -> str | None:
         """Why a ``/metrics`` status means metrics are off; ``None`` when it does not."""
         return self.metrics_off_text if status in self.metrics_off_statuses else None
+
+    async def metrics_state(
+        self, client: ServerClient, off_by_config: bool
+    ) -> tuple[bool | None, str | None, Scrape | None]:
+        """``(metrics_enabled, metrics_reason, scrape)``; no request when the config says off."""
+        if off_by_config:
+            return False, self.metrics_off_text, None
+        status, scrape, detail = await scrape_metrics(client)
+        reason = self.metrics_off_reason(status)
+        if reason is not None:
+            return False, reason, None
+        if scrape is None:
+            return None, detail, None
+        return True, None, scrape
 
     def scrape_notes(self, scrape: Scrape) -> dict[str, str]:
         """Notes a scrape deserves before any number is derived (e.g. no series of ours)."""

@@ -15,7 +15,7 @@ from specwatch.core.server import Dialect, ServerInfo, SpecConfig
 from specwatch.core.values import as_int
 from specwatch.sources.dialects.base import ServerDialect, StreamPlan, StreamRequest
 from specwatch.sources.dialects.llamacpp_timings import spec_from_timings
-from specwatch.sources.identity.server_queries import metrics_state, str_or_none, try_json
+from specwatch.sources.identity.server_queries import str_or_none, try_json
 from specwatch.sources.metrics.window_builder import (
     WindowBuilder,
     accept_length_from,
@@ -202,8 +202,8 @@ class LlamaCppDialect(ServerDialect):
                 "unknown: /slots is disabled (--no-slots) and /props always says none; "
                 "a request's timings.draft_n shows it"
             )
-        metrics_enabled, metrics_reason, scrape = await metrics_state(
-            client, self, props.get("endpoint_metrics") is False
+        metrics_enabled, metrics_reason, scrape = await self.metrics_state(
+            client, props.get("endpoint_metrics") is False
         )
         if scrape is not None and not scrape.has_prefix("llamacpp:spec_decode_"):
             notes["spec_metrics"] = (

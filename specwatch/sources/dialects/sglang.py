@@ -20,9 +20,8 @@ from specwatch.sources.dialects.base import (
     StreamRequest,
 )
 from specwatch.sources.dialects.sglang_window import derive_sglang
-from specwatch.sources.http.client import ServerError
+from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.identity.server_queries import (
-    metrics_state,
     redact_launch_args,
     str_or_none,
     try_json,
@@ -214,8 +213,8 @@ class SGLangDialect(ServerDialect):
         else:
             spec = SpecConfig(enabled=None, source="")
         launch = {k: v for k, v in args.items() if k != "internal_states"}
-        metrics_enabled, metrics_reason, _ = await metrics_state(
-            client, self, args.get("enable_metrics") is False
+        metrics_enabled, metrics_reason, _ = await self.metrics_state(
+            client, args.get("enable_metrics") is False
         )
         return ServerInfo(
             base_url=client.endpoint.base_url,
@@ -270,4 +269,4 @@ class SGLangDialect(ServerDialect):
 
 DIALECT = SGLangDialect()
 
-__all__ = ["DIALECT", "FORBIDDEN_PATHS", "REASON_METRICS", "SGLangDialect", "derive_sglang"]
+__all__ = ["DIALECT", "FORBIDDEN_PATHS", "REASON_METRICS", "SGLangDialect"]

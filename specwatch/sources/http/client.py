@@ -29,7 +29,6 @@ from specwatch.sources.http.limits import (
     too_large,
 )
 from specwatch.sources.http.server_errors import (
-    ERROR_KINDS,
     ServerError,
     body_excerpt,
     error_for_exception,
@@ -339,4 +338,4 @@ class ServerClient:
             await response.aclose()
 
 
-__all__ = ["ERROR_KINDS", "ServerClient", "ServerError"]
+__all__ = ["ServerClient"]

@@ -7,15 +7,13 @@ server do model work.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from specwatch.core.redaction import WITHHELD, redact_value
-from specwatch.sources.http.client import ServerClient, ServerError
+from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.limits import METRICS_LIMIT_BYTES
+from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.metrics.prom import Scrape, parse_metrics
-
-if TYPE_CHECKING:
-    from specwatch.sources.dialects.base import ServerDialect
 
 
 def redact_launch_args(args: Mapping[str, Any], client: ServerClient) -> dict[str, Any]:
@@ -57,21 +55,6 @@ async def scrape_metrics(client: ServerClient) -> tuple[int, Scrape | None, str]
     return response.status_code, parse_metrics(response.text), ""
 
 
-async def metrics_state(
-    client: ServerClient, dialect: ServerDialect, off_by_config: bool
-) -> tuple[bool | None, str | None, Scrape | None]:
-    """``(metrics_enabled, metrics_reason, scrape)``; no request when the config says off."""
-    if off_by_config:
-        return False, dialect.metrics_off_text, None
-    status, scrape, detail = await scrape_metrics(client)
-    reason = dialect.metrics_off_reason(status)
-    if reason is not None:
-        return False, reason, None
-    if scrape is None:
-        return None, detail, None
-    return True, None, scrape
-
-
 def str_or_none(value: Any) -> str | None:
     """``str(value)``, with ``None`` and ``""`` as ``None``."""
     if value is None or value == "":
@@ -79,4 +62,4 @@ def str_or_none(value: Any) -> str | None:
     return str(value)
 
 
-__all__ = ["metrics_state", "redact_launch_args", "scrape_metrics", "str_or_none", "try_json"]
+__all__ = ["redact_launch_args", "scrape_metrics", "str_or_none", "try_json"]

@@ -12,29 +12,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import groupby, repeat
 from operator import add, itemgetter
-from typing import NamedTuple, cast
+from typing import cast
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from specwatch.sources.metrics.prom_replicas import (
     _NO_BOUND,
-    REPLICA_LABELS,
     bound,
     bucket_bounds,
     dedupe_replicas,
 )
+from specwatch.sources.metrics.sample import Sample
 
 LabelMatch = Mapping[str, "str | re.Pattern[str]"]
-
-
-class Sample(NamedTuple):
-    """One exposed sample (a named tuple: a scrape makes thousands, a tuple is cheap to make)."""
-
-    name: str
-    labels: Mapping[str, str]
-    value: float
-    key: str = ""
-    """The series as text (see :func:`series_key`); empty when not worked out yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,10 +195,6 @@ class Scrape:
             buckets[le] = buckets.get(le, 0.0) + s.value
         return Histogram(sum=total, count=count, buckets=tuple(sorted(buckets.items())))
 
-    def series_key_values(self, suffix: str) -> dict[str, float]:
-        """``name{labels}`` -> value for every sample whose name ends with ``suffix``."""
-        return {series_key(s): s.value for s in self.samples if s.name.endswith(suffix)}
-
 
 def series_key(sample: Sample) -> str:
     """A stable text key for one series: ``name{a="1",b="2"}``."""
@@ -327,10 +313,8 @@ def _describe(exc: BaseException) -> str:
 
 
 __all__ = [
-    "REPLICA_LABELS",
     "Histogram",
     "LabelMatch",
-    "Sample",
     "Scrape",
     "make_series_key",
     "parse_metrics",

@@ -17,7 +17,8 @@ from typing import cast
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from specwatch.sources.metrics.prom import Sample, Scrape, make_series_key, unparseable_note
+from specwatch.sources.metrics.prom import Scrape, make_series_key, unparseable_note
+from specwatch.sources.metrics.sample import Sample
 
 _KEEP, _SKIP = 1, 0
 _SKIPPED, _OTHER = -1, -2

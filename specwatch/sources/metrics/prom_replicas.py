@@ -16,7 +16,7 @@ from operator import is_, itemgetter, lt
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from specwatch.sources.metrics.prom import Sample
+    from specwatch.sources.metrics.sample import Sample
 
 REPLICA_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank")
 """Labels whose series repeat the same numbers (every TP rank sees the same batch): keep one."""

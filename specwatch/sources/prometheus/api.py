@@ -21,8 +21,9 @@ import httpx
 import orjson
 
 from specwatch.core.sanitize import LABEL_LIMIT, clean_labels, sanitize_line
-from specwatch.sources.http.client import ServerClient, ServerError
+from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import Endpoint, parse_endpoint
+from specwatch.sources.http.server_errors import ServerError
 
 DEFAULT_PORT = 9090
 MAX_BODY_BYTES = 32 * 1024 * 1024

@@ -16,8 +16,8 @@ from rich.text import Text
 from specwatch.ui.panes.base import ModelPane
 
 if TYPE_CHECKING:
+    from specwatch.core.judge import Figures
     from specwatch.core.outcomes import Outcome
-    from specwatch.session.verdict_rule import WindowFigures
     from specwatch.session.verdict_state import LiveVerdictState
 
 TONES: dict[str, str] = {
@@ -40,7 +40,7 @@ def _pair(a: float | None, b: float | None, fmt: str) -> str | None:
     return f"{right} vs {left}"
 
 
-def clock_words(f: WindowFigures) -> str | None:
+def clock_words(f: Figures) -> str | None:
     """``"slowest GPU −7.7% of max, no reason set"`` (``None`` without clock readings)."""
     deficit = f.clock_deficit
     if deficit is None:

@@ -16,13 +16,14 @@ from functools import lru_cache
 
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.sources.dialects import dialect_for
-from specwatch.sources.dialects.llamacpp import END_ONLY as LLAMACPP_END_ONLY
-from specwatch.sources.http.client import ServerClient, ServerError
+from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.limits import METRICS_LIMIT_BYTES
+from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.http.untrusted import clean_notes
-from specwatch.sources.metrics.prom import Sample, Scrape, parse_metrics, series_key
+from specwatch.sources.metrics.prom import Scrape, parse_metrics, series_key
 from specwatch.sources.metrics.prom_filter import MetricsReader
-from specwatch.sources.metrics.window_builder import QUANTILES, WindowBuilder
+from specwatch.sources.metrics.sample import Sample
+from specwatch.sources.metrics.window_builder import WindowBuilder
 
 _COUNTER_SUFFIXES = ("_total", "_count", "_sum")
 _BREAKDOWN_LABELS = ("mode", "position")
@@ -230,4 +231,4 @@ def _kind(name: str) -> str:
     return _OTHER
 
 
-__all__ = ["LLAMACPP_END_ONLY", "QUANTILES", "MetricsWatcher", "summed_counters"]
+__all__ = ["MetricsWatcher", "summed_counters"]

@@ -11,7 +11,7 @@ from prometheus_client.core import Metric
 
 from specwatch.sim.config import SimConfig
 from specwatch.sim.engine import SimRequest
-from specwatch.sim.servers.telemetry import Telemetry, counter, gauge
+from specwatch.sim.metrics.telemetry import Telemetry, counter, gauge
 from specwatch.sim.truth import StepRecord
 
 

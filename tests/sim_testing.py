@@ -1,4 +1,4 @@
-"""Helpers for tests that drive the simulator (also handy for other packages' tests)."""
+"""Helpers for tests that drive the simulator."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from specwatch.core.server import ChunkArrival, ServerInfo, StreamResult
 from specwatch.sources.dialects import dialect_for
 from specwatch.sources.dialects.base import StreamRequest
 from specwatch.sources.http.body import TooLarge, bounded_lines
-from specwatch.sources.http.client import ServerClient, ServerError
+from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import redact
 from specwatch.sources.http.limits import (
     SSE_LINE_LIMIT_BYTES,
@@ -28,6 +28,7 @@ from specwatch.sources.http.limits import (
     run_deadline,
     too_large,
 )
+from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.streams.accumulator import StreamAccumulator
 from specwatch.sources.streams.figures import (
     TOKENS_PER_STEP_NOTE,
@@ -36,7 +37,6 @@ from specwatch.sources.streams.figures import (
     token_cap,
 )
 from specwatch.sources.streams.steps import (
-    BURST_MAX_S,
     estimate_counts,
     group_bursts,
     quantile,
@@ -279,4 +279,4 @@ def _result(acc: StreamAccumulator, info: ServerInfo, wall_s: float) -> StreamRe
     )
 
 
-__all__ = ["BURST_MAX_S", "group_bursts", "quantile", "stream_completion"]
+__all__ = ["stream_completion"]

@@ -10,8 +10,8 @@ from prometheus_client.core import Metric
 
 from specwatch.sim.config import SimConfig
 from specwatch.sim.engine import SimRequest
-from specwatch.sim.servers.sglang_ranks import scheduler_families
-from specwatch.sim.servers.telemetry import Hist, Telemetry, counter, histogram
+from specwatch.sim.metrics.sglang_ranks import scheduler_families
+from specwatch.sim.metrics.telemetry import Hist, Telemetry, counter, histogram
 from specwatch.sim.truth import StepRecord
 
 ITL_BUCKETS = (

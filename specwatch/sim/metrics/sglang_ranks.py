@@ -11,21 +11,35 @@ each rank's own; counts and passes are each rank's share.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from specwatch.sim.servers.telemetry import counter
+from specwatch.sim.metrics.telemetry import counter
 
 if TYPE_CHECKING:
+    from specwatch.sim.config import SimConfig
     from specwatch.sim.engine import SimRequest
-    from specwatch.sim.servers.sglang_metrics import SglangTelemetry
 
 DEFAULT_PRIORITY = "0"
 """The priority of every simulated request (``--default-priority-value 0``)."""
 
 
-def rank_labels(tm: SglangTelemetry, rank: int, priority: str | None = None) -> dict[str, str]:
+class RankCounts(Protocol):
+    """What the per-rank families read of SGLang's telemetry (a ``SglangTelemetry``, which
+    builds them: a protocol keeps this module below it)."""
+
+    config: SimConfig
+    decode_passes: list[int]
+    prefill_passes: list[int]
+    spec_accept_length: float
+    spec_accept_rate: float
+
+    def rank_of(self, req: SimRequest) -> int: ...
+    def gen_throughput_now(self, t: float) -> float: ...
+
+
+def rank_labels(tm: RankCounts, rank: int, priority: str | None = None) -> dict[str, str]:
     """The scheduler labels of data-parallel ``rank`` (``priority`` for a breakdown series)."""
     cfg = tm.config
     ranks = len(tm.decode_passes)
@@ -50,7 +64,7 @@ def _gauge(name: str, doc: str, rows: list[tuple[dict[str, str], float]]) -> Gau
 
 
 def scheduler_families(
-    tm: SglangTelemetry, running: list[SimRequest], waiting: int, t: float, kv: float
+    tm: RankCounts, running: list[SimRequest], waiting: int, t: float, kv: float
 ) -> list[Metric]:
     """The scheduler gauges and pass counters of every data-parallel rank."""
     cfg = tm.config

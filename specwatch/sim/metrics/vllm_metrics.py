@@ -11,7 +11,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from specwatch.sim.config import SimConfig
 from specwatch.sim.engine import SimRequest
-from specwatch.sim.servers.telemetry import Hist, Telemetry, counter, histogram
+from specwatch.sim.metrics.telemetry import Hist, Telemetry, counter, histogram
 from specwatch.sim.truth import StepRecord
 
 ITL_BUCKETS = (
