@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from specwatch.core import gpu_rules
@@ -86,6 +86,7 @@ class MonitorModel:
         self.inventory: GpuInventory | None = None
         self.tick: GpuTick | None = None
         self.sm_clock: dict[int, TimeSeries] = {}
+        self._last_busy: dict[int, GpuSample] = {}
         """Each GPU's SM clock over time (its trend spans the graph's window)."""
         self.tok_s = TimeSeries(HISTORY)
         self.clock_pct = TimeSeries(HISTORY)
@@ -143,12 +144,18 @@ class MonitorModel:
         self.status_version += 1
 
     def add_tick(self, tick: GpuTick) -> None:
-        """Take one GPU tick into the histories.
+        """Take one GPU tick into the histories (a short idle spell shows the last busy sample:
+        ``gpu_rules.held_busy``).
 
         Raises:
             ValueError: The tick is malformed (nothing is changed).
         """
         check_tick(tick)
+        for s in tick.samples:
+            if gpu_rules.sample_busy(s):
+                self._last_busy[s.index] = s
+        held = tuple(gpu_rules.held_busy(s, self._last_busy.get(s.index)) for s in tick.samples)
+        tick = replace(tick, samples=held)
         self.tick = tick
         self._advance(tick.t)
         pcts: list[float] = []
