@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from specwatch.core import gpu_rules
 from specwatch.core.ring import TimeSeries
+from specwatch.core.steady import SteadyMean
 from specwatch.core.windows import WINDOWS as WINDOWS
 from specwatch.session.verdict_state import WAITING, LiveVerdictState
 from specwatch.ui.model_checks import check_tick, check_window, is_number
@@ -31,6 +32,8 @@ HOLD_S = 60.0
 """A reading missing from newer windows is held (dimmed, with its age) for this long."""
 HELD = ("gen_tok_s", "accept_length", "draft_acceptance_rate")
 """The window readings that are held rather than dropped when a window lacks them."""
+STEADY = ("step_latency_s", "accept_length")
+"""The window readings the verify pane shows as a steady mean (``specwatch.core.steady``)."""
 MARKS = 256
 
 WARMUP_MAX_S = 120.0
@@ -96,6 +99,7 @@ class MonitorModel:
         self.marks: deque[Mark] = deque(maxlen=MARKS)
         self.held: dict[str, tuple[float, float]] = {}
         """The newest ``(t, value)`` of each of :data:`HELD`."""
+        self.steady = {name: SteadyMean() for name in STEADY}
         self.bench_runs = 0
         """Measured benchmark runs this session (marks are numbered across benchmarks)."""
         self.window: MetricsWindow | None = None
@@ -264,6 +268,10 @@ class MonitorModel:
             self.tok_s.append(w.t, self._hold(w, "gen_tok_s"))
             self.accept_length.append(w.t, self._hold(w, "accept_length"))
             self.acceptance_rate.append(w.t, self._hold(w, "draft_acceptance_rate"))
+            for name, steady in self.steady.items():
+                if w.restarted:
+                    steady.clear()
+                steady.add(w.t, w.dt, getattr(w, name))
             self._track_warmup(w)
         if "error" in w.notes and self.connection_ok:
             self.connection = f"scrape error: {w.notes['error']}"
