@@ -89,9 +89,9 @@ def verify_text(
     eff = judged.effective_ms_per_token
     eff_text = "–" if eff is None else f"{eff:.1f} ms/tok"
     out.append("\n")
-    tone = "value" if accept.age_s is None else "dim"
-    full: list[Piece] = [("tok/step ", "label"), (tok, tone), ("  effective ", "label")]
-    compact: list[Piece] = [("tok/step ", "label"), (tok, tone), (" eff ", "label")]
+    tok_tone = "value" if accept.age_s is None else "dim"
+    full: list[Piece] = [("tok/step ", "label"), (tok, tok_tone), ("  effective ", "label")]
+    compact: list[Piece] = [("tok/step ", "label"), (tok, tok_tone), (" eff ", "label")]
     for piece, key in _fitting(
         width,
         [*full, (eff_text, "value"), *_held(accept, False)],
