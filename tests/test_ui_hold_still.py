@@ -116,8 +116,8 @@ def test_benchmarks_are_numbered_across_the_session() -> None:
 def test_a_refused_server_is_down_not_loading() -> None:
     m = MonitorModel()
     m.set_waiting(1.0, "refused", 1, 0.0, "")
-    m.set_waiting(2.0, "refused", 2, 1.0, "")
-    assert [(mk.kind, mk.label) for mk in m.marks] == [("down", "down #2 1s")]
+    m.set_waiting(7.0, "refused", 2, 6.0, "")  # past DOWN_MARK_S: an outage, not a start-up
+    assert [(mk.kind, mk.label) for mk in m.marks] == [("down", "down #2 6s")]
 
 
 def test_deficit_is_flagged_only_without_a_reason() -> None:

@@ -9,7 +9,7 @@ with deterministic data.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -35,6 +35,8 @@ HELD = ("gen_tok_s", "accept_length", "draft_acceptance_rate")
 STEADY = ("step_latency_s", "accept_length")
 """The window readings the verify pane shows as a steady mean (``specwatch.core.steady``)."""
 MARKS = 256
+DOWN_MARK_S = 5.0
+"""A refused server gets a ``down`` mark once it has been refused this long (dated back)."""
 
 WARMUP_MAX_S = 120.0
 """A warmup mark closes after this long even if the rate never settles."""
@@ -69,13 +71,8 @@ class BenchState:
     last_tok_s: list[float] = field(default_factory=list)
 
 
-def straggler(samples: Sequence[GpuSample]) -> int | None:
-    """Index of the GPU the pane marks as setting the pace, or ``None``.
-
-    The rule is ``specwatch.core.gpu_rules.straggler`` over the busy GPUs, the same one
-    ``compare`` applies to a benchmark's runs.
-    """
-    return gpu_rules.sample_straggler(samples)
+straggler = gpu_rules.sample_straggler
+"""Index of the GPU the pane marks as setting the pace: the rule ``compare`` applies too."""
 
 
 class MonitorModel:
@@ -198,7 +195,8 @@ class MonitorModel:
         """The server is not ready yet (refused, loading or erroring): open a waiting mark.
 
         The mark says ``loading`` only once the server says it is loading (HTTP 503); before
-        that it says ``down`` (a refused port may be a server loading, or one never started).
+        that it says ``down`` (a refused port may be a server loading, or one never started),
+        and only after :data:`DOWN_MARK_S`.
         """
         self._advance(t)
         self.connection_ok = False
@@ -207,10 +205,12 @@ class MonitorModel:
             self.connection += f" {detail}"
         word = "loading" if state == "loading" else "down"
         label = f"{word} #{attempt} {elapsed_s:.0f}s"
-        if self._loading is None:
-            self._loading = Mark(word, t, None, label)
+        if self._loading is None and (word == "loading" or elapsed_s >= DOWN_MARK_S):
+            # Dated back to the first refusal; a server starting beside us (the demo's) for less
+            # than DOWN_MARK_S is no outage, and the status line says it is waiting.
+            self._loading = Mark(word, t - elapsed_s, None, label)
             self.marks.append(self._loading)
-        else:
+        elif self._loading is not None:
             if state == "loading":
                 self._loading.kind = "loading"
             self._loading.label = label.replace("down", self._loading.kind, 1)
