@@ -12,6 +12,7 @@ from specwatch.core.spec_payoff import spec_payoff
 from specwatch.core.steady import STEADY_S, Steady
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.base import TextPane
+from specwatch.ui.panes.load import bucket_words
 
 if TYPE_CHECKING:
     from specwatch.core.server import MetricsWindow
@@ -44,13 +45,19 @@ def _step_line(w: MetricsWindow, step: Steady, compact: bool) -> list[Piece]:
         unit = "ms" if compact else " ms"
         tone = "value" if step.age_s is None else "dim"
         parts = [("step ", "label"), (f"{_ms(step.value)}{unit}", tone), *_held(step, compact)]
+    buckets = w.latency_buckets.get("step")
+    if buckets:
+        # The bucket each percentile falls in, as the load pane shows them: a point
+        # interpolated inside a bucket read "step 13.9ms p50≈17.6", below its own mean.
+        for bucket in buckets:
+            parts += [(f"{gap}p{bucket.q * 100:g} ", "label"), (bucket_words(bucket), "value")]
+        return parts
     pcts = (
         ("p50", w.step_latency_p50_s),
         ("p90", w.step_latency_p90_s),
         ("p99", w.step_latency_p99_s),
     )
-    # Percentiles come from histogram buckets (vLLM's start 10 ms, 25 ms, ...): interpolated
-    # within a bucket, so they are approximate where the mean is exact.
+    # Without the buckets (a server that sends percentiles), the points as the server gives them.
     for name, value in pcts:
         if value is not None:
             parts += [(f"{gap}{name}≈", "label"), (_ms(value), "value")]
