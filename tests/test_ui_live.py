@@ -98,9 +98,12 @@ async def test_demo_over_http_shows_dialect_and_token_rate() -> None:
             assert "tok/s" in rate
             tok = app.model.tok_s.last()
             assert tok is not None and f"{tok:.1f}" in rate
-            # The simulated SGLang refuses connections while loading (as SGLang does): the mark
-            # says the server was down, not that it was loading.
-            assert [m.kind for m in app.model.marks][:2] == ["down", "warmup"]
+            # The simulated SGLang refuses connections while loading (as SGLang does): never a
+            # "loading" mark; a start-up under DOWN_MARK_S is no "down" mark either (issue 21
+            # item 9, tested on fixed times in test_ui_startup_marks).
+            kinds = [m.kind for m in app.model.marks]
+            assert "warmup" in kinds and "loading" not in kinds, kinds
+            assert all(m.kind != "down" or m.label.startswith("down #") for m in app.model.marks)
     finally:
         session.stop()
 

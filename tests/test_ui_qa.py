@@ -43,6 +43,7 @@ def test_missing_step_latency_is_named_not_dashed() -> None:
     model = build_scene(seconds=60)
     assert model.window is not None
     model.window = dataclasses.replace(model.window, step_latency_s=None)
+    model.steady["step_latency_s"].clear()  # a server that never reported one
     first = verify_text(model, TONES).plain.splitlines()[0]
     assert first.startswith("step not reported") and "– ms" not in first
     assert "no verdict: the server reports no step latency" in verify_text(model, TONES).plain
@@ -75,11 +76,11 @@ async def test_panes_say_stale_while_the_server_is_away() -> None:
         app.redraw()
         await pilot.pause()
         assert spec.border_title == "Speculation · stale"
-        assert verify.border_title == "Verify latency · stale"
+        assert verify.border_title == "Verify latency · 10 s mean · stale"
         model.set_ready(model.now + 1, scene_server())
         app.redraw()
         await pilot.pause()
-        assert verify.border_title == "Verify latency"
+        assert verify.border_title == "Verify latency · 10 s mean"
 
 
 def test_compare_headers_keep_what_tells_snapshots_apart() -> None:

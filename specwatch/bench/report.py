@@ -206,7 +206,7 @@ def comparison_lines(c: Comparison, a: Snapshot, b: Snapshot, show_all: bool = F
         )
     for note in c.notes:
         lines.append(f"note: {note}")
-    lines.append(f"Verdict: {c.verdict.wording}")
+    lines.append(f"Verdict: {c.wording}")
     lines.append(f"  ({c.reason})")
     return safe_lines(lines)
 

@@ -36,11 +36,38 @@ def _load_side(path: str) -> Snapshot:
 
     spec = parse_range_spec(path)
     if spec is None or not spec.path.is_file() or Path(path).exists():
+        _not_a_recording(path)
         return load_snapshot(path)
     try:
         return load_range(spec)
     except RecordingError as e:
         raise SnapshotError(str(e)) from None
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+RANGE_EXAMPLE = "FILE@FROM/TO, e.g. {name}@-2h/-1h55m"
+
+
+def _not_a_recording(path: str) -> None:
+    """Say plainly when ``path`` is a recording, or half a range of one, not a snapshot.
+
+    Raises:
+        SnapshotError: ``path`` is a recording without a range, or ``FILE@FROM`` alone.
+    """
+    head, at, _ = path.rpartition("@")
+    if at and head and not Path(path).exists() and Path(head).is_file():
+        example = RANGE_EXAMPLE.format(name=Path(head).name)
+        raise SnapshotError(f"{path}: a range needs both ends: {example}")
+    if not Path(path).is_file():
+        return  # a FIFO would block here; load_snapshot reads it with a limit
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(len(SQLITE_MAGIC))
+    except OSError:
+        return  # load_snapshot says why
+    if magic == SQLITE_MAGIC:
+        example = RANGE_EXAMPLE.format(name=Path(path).name)
+        raise SnapshotError(f"{path} is a recording: compare a time range of it, {example}")
 
 
 def _side_name(path: str) -> str:

@@ -56,7 +56,10 @@ class _LazyParser(argparse.ArgumentParser):
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
         self._filled()
-        return super().parse_known_args(args, namespace)
+        known, extras = super().parse_known_args(args, namespace)
+        if extras:  # said here, with this command's usage, not the top level's two-line one
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return known, extras
 
     def format_help(self) -> str:
         self._filled()
@@ -218,7 +221,9 @@ def build_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
     add_tui_arguments(parser)
 
     def add(name: str, help: str, fill: Callable[[argparse.ArgumentParser], None]) -> None:
-        sub.add_parser(name, help=help, fill=fill)
+        # prog named here: argparse derives it from the parent's two-line usage otherwise. No
+        # abbreviations: ``sim --version`` is not ``--server-version``.
+        sub.add_parser(name, help=help, fill=fill, prog=f"specwatch {name}", allow_abbrev=False)
 
     add("sim", "run the simulated server standalone", _add_sim_arguments)
     add("probe", "detect a server, stream once, read the GPUs, print", _fill_probe)
@@ -241,6 +246,26 @@ def build_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
+DASH_VALUED = ("--from", "--to")
+"""Options whose value may start with a dash (``--from -1m``: a time before the end)."""
+
+
+def _dash_values(argv: list[str]) -> list[str]:
+    """``--from -1m`` as ``--from=-1m``: argparse reads a value starting with ``-`` (other than
+    a plain negative number) as the next option and says "expected one argument"."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in DASH_VALUED and i + 1 < len(argv) and argv[i + 1][:2].lstrip("-").isdigit():
+            out.append(f"{arg}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out
+
+
 def parse_args(
     argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
 ) -> argparse.Namespace:
@@ -250,7 +275,7 @@ def parse_args(
         SystemExit: Bad arguments (argparse's message and status 2).
         ConfigError: The config file cannot be used.
     """
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _dash_values(list(sys.argv[1:] if argv is None else argv))
     try:
         args = build_parser(exit_on_error=False).parse_args(argv)
     except argparse.ArgumentError as e:

@@ -48,6 +48,9 @@ def add_probe_arguments(p: argparse.ArgumentParser) -> None:
         "--prompt", default=None, help="the prompt to stream (default: a question about hash maps)"
     )
     p.add_argument(
+        "--no-gpu", action="store_true", help="read no GPUs (as the monitor and bench take it)"
+    )
+    p.add_argument(
         "--stream",
         action="store_true",
         help="fleet: also stream one completion per server (default: passive, none sent)",
@@ -112,6 +115,7 @@ def run_probe(args: argparse.Namespace) -> int:
             wait_s=max(0.0, args.wait),
             prompt=DEFAULT_PROMPT if args.prompt is None else args.prompt,
             dcgm=tuple(getattr(args, "dcgm", None) or ()),
+            read_gpus=not getattr(args, "no_gpu", False),
             on_status=status,
             **({} if deadline is None else {"deadline_s": deadline}),
         )

@@ -16,6 +16,25 @@ DEFAULT_VERSIONS: dict[str, str] = {
 """The version each simulated server imitates when none is given: ``sim.servers``'s, spelt out
 (a test keeps the two equal)."""
 
+
+class _VersionOrOld(argparse.Action):
+    """``--version`` alone prints specwatch's version; ``--version V`` is ``--server-version``."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        if values is None:
+            from specwatch import __version__
+
+            print(f"specwatch {__version__}")
+            parser.exit()
+        setattr(namespace, self.dest, values)
+
+
 HOSTILE_CASES = (
     "escape",
     "endless",
@@ -55,8 +74,15 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
         + ", ".join(f"{d} {v}" for d, v in DEFAULT_VERSIONS.items())
         + ")",
     )
-    # The old spelling, hidden: ``specwatch --version`` is specwatch's own version.
-    p.add_argument("--version", dest="sim_version_old", default=None, help=argparse.SUPPRESS)
+    # The old spelling, hidden; alone, ``--version`` is specwatch's own version, as everywhere.
+    p.add_argument(
+        "--version",
+        dest="sim_version_old",
+        nargs="?",
+        action=_VersionOrOld,
+        default=None,
+        help=argparse.SUPPRESS,
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 = any free)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")

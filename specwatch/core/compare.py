@@ -95,6 +95,12 @@ class Comparison:
     load_changes: tuple[str, ...] = ()
     """What about the load differs (``specwatch.core.judge.load_changes``)."""
 
+    @property
+    def wording(self) -> str:
+        """The verdict as printed: with the same code on both sides, what is left to look at."""
+        same = self.code is not None and self.code.same_code_and_libraries
+        return self.verdict.worded(same_code=same)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON values (for ``--json``)."""
         w = self.welch

@@ -22,6 +22,10 @@ The rules:
 - **Link degraded.** A PCIe link narrower than its maximum always is; a lower generation only
   under load (an idle link dropping to gen 1 saves power).
 - **Near the power limit.** Drawing at least 97% of the enforced limit.
+- **Busy held.** On screen, an idle sample within :data:`BUSY_HOLD_S` of a busy one is not the
+  GPU's state: under load a sampler lands between batches now and then, and one idle frame
+  (``P8 … 0% … idle`` with requests running) is a blink, not a change. The last busy sample
+  stands in until the GPU has been idle that long.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ IDLE_REASONS = ("idle", "GpuIdle")
 """Names of the idle clock-event reason in a summary's ``reason_fractions``."""
 NEAR_POWER_LIMIT = 0.97
 """Drawing at least this share of the enforced power limit counts as at the limit."""
+BUSY_HOLD_S = 3.0
+"""An idle spell shorter than this after a busy sample is shown as the busy sample."""
 
 
 class RunPace(Protocol):
@@ -79,6 +85,18 @@ def sample_busy(s: GpuSample) -> bool:
     if s.pstate is not None:
         return s.pstate == 0
     return True
+
+
+def held_busy(
+    latest: GpuSample, last_busy: GpuSample | None, hold_s: float = BUSY_HOLD_S
+) -> GpuSample:
+    """The sample to show for a GPU: ``last_busy`` while ``latest`` is a short idle spell.
+
+    A lost GPU is never held: falling off the bus is news at once.
+    """
+    if latest.lost or sample_busy(latest) or last_busy is None:
+        return latest
+    return last_busy if latest.t - last_busy.t < hold_s else latest
 
 
 def idle_fraction(fractions: Mapping[str, float]) -> float:
@@ -185,6 +203,7 @@ def near_power_limit(power_w: float | None, limit_w: float | None) -> bool:
 
 
 __all__ = [
+    "BUSY_HOLD_S",
     "BUSY_IDLE_FRACTION",
     "IDLE_REASONS",
     "NEAR_POWER_LIMIT",
@@ -192,6 +211,7 @@ __all__ = [
     "busy_summaries",
     "clock_deficit",
     "clock_fraction",
+    "held_busy",
     "idle_fraction",
     "link_degraded",
     "near_power_limit",

@@ -36,8 +36,24 @@ class Outcome(str, Enum):
         """The exit status of ``specwatch compare`` for this verdict."""
         return _EXIT_CODES[self]
 
+    def worded(self, *, same_code: bool = False) -> str:
+        """The wording, knowing whether both sides ran the same code and libraries.
+
+        With the code known to be the same, "look at code" would contradict the line in front
+        of it; what is left to look at is named instead.
+        """
+        if self is Outcome.CODE and same_code:
+            return CODE_SAME_CODE_WORDING
+        return self.wording
+
     def __str__(self) -> str:
         return self.wording
+
+
+CODE_SAME_CODE_WORDING = (
+    "not explained by GPU state: look at configuration, load shape, the server's own settings"
+)
+""":attr:`Outcome.CODE` when both sides ran the same code and libraries."""
 
 
 _EXIT_CODES: dict[Outcome, int] = {
@@ -50,4 +66,4 @@ _EXIT_CODES: dict[Outcome, int] = {
 }
 
 
-__all__ = ["EXIT_ERROR", "EXIT_USAGE", "Outcome"]
+__all__ = ["CODE_SAME_CODE_WORDING", "EXIT_ERROR", "EXIT_USAGE", "Outcome"]

@@ -59,6 +59,7 @@ def verdict_json(state: LiveVerdictState, why: str | None = None) -> dict[str, A
         "wording": j.outcome.wording if j is not None else None,
         "reason": j.reason if j is not None else f"{NOT_ENOUGH}: {why or state.detail}",
         "change": j.change if j is not None else None,
+        "noise": j.noise if j is not None else None,
         "since": state.since,
         "reference": reference,
         "current": figures_json(state.current),

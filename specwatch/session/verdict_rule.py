@@ -22,6 +22,8 @@ class LiveJudgement:
     outcome: Outcome
     reason: str
     change: float | None
+    noise: float | None = None
+    """Half the width of the 95% interval of the relative change (``0.09`` for ±9%)."""
 
 
 def judge_windows(reference: Figures, current: Figures) -> LiveJudgement:
@@ -32,7 +34,10 @@ def judge_windows(reference: Figures, current: Figures) -> LiveJudgement:
         reference_name="the reference",
         current_name="now",
     )
-    return LiveJudgement(j.outcome, j.reason, j.change)
+    noise = None
+    if j.change_low is not None and j.change_high is not None:
+        noise = (j.change_high - j.change_low) / 2.0
+    return LiveJudgement(j.outcome, j.reason, j.change, noise)
 
 
 __all__ = ["LiveJudgement", "judge_windows"]

@@ -60,7 +60,7 @@ def compare_latest(directory: Path) -> tuple[str, str]:
         c = compare(a, b, a_name=files[0].name, b_name=files[1].name)
     except Exception as e:  # a malformed snapshot: one clear line instead of a crash
         return ("compare snapshots", f"cannot compare {files[0].name} and {files[1].name}: {e}")
-    return (f"compare: {c.verdict.wording}", comparison_text(c, a, b))
+    return (f"compare: {c.wording}", comparison_text(c, a, b))
 
 
 __all__: Sequence[str] = ["compare_latest", "comparison_text", "result_text"]

@@ -71,6 +71,7 @@ CLOCK_EVENTS: Rows = tuple(
 
 GRAPH_MARKS: Rows = (
     ("╌ loading #N", "server not ready yet: attempt N, seconds waited (short: L#N, L)"),
+    ("┄ down #N", "server refused or unreachable for 5 s or more: attempt N (short: D#N, D)"),
     ("· warmup", "from ready until two windows agree within 15% (short: W)"),
     ("━ B1…", "benchmark runs started with b"),
     ("R / ✕", "server restarted (counters went back) / connection lost"),

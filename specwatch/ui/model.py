@@ -9,12 +9,13 @@ with deterministic data.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from specwatch.core import gpu_rules
 from specwatch.core.ring import TimeSeries
+from specwatch.core.window_mean import SteadyMean
 from specwatch.core.windows import WINDOWS as WINDOWS
 from specwatch.session.verdict_state import WAITING, LiveVerdictState
 from specwatch.ui.model_checks import check_tick, check_window, is_number
@@ -33,7 +34,11 @@ HOLD_S = 60.0
 """A reading missing from newer windows is held (dimmed, with its age) for this long."""
 HELD = ("gen_tok_s", "accept_length", "draft_acceptance_rate")
 """The window readings that are held rather than dropped when a window lacks them."""
+STEADY = ("step_latency_s", "accept_length")
+"""The window readings the verify pane shows as a steady mean (``specwatch.core.window_mean``)."""
 MARKS = 256
+DOWN_MARK_S = 5.0
+"""A refused server gets a ``down`` mark once it has been refused this long (dated back)."""
 
 WARMUP_MAX_S = 120.0
 """A warmup mark closes after this long even if the rate never settles."""
@@ -68,13 +73,8 @@ class BenchState:
     last_tok_s: list[float] = field(default_factory=list)
 
 
-def straggler(samples: Sequence[GpuSample]) -> int | None:
-    """Index of the GPU the pane marks as setting the pace, or ``None``.
-
-    The rule is ``specwatch.core.gpu_rules.straggler`` over the busy GPUs, the same one
-    ``compare`` applies to a benchmark's runs.
-    """
-    return gpu_rules.sample_straggler(samples)
+straggler = gpu_rules.sample_straggler
+"""Index of the GPU the pane marks as setting the pace: the rule ``compare`` applies too."""
 
 
 class MonitorModel:
@@ -88,6 +88,7 @@ class MonitorModel:
         self.inventory: GpuInventory | None = None
         self.tick: GpuTick | None = None
         self.sm_clock: dict[int, TimeSeries] = {}
+        self._last_busy: dict[int, GpuSample] = {}
         """Each GPU's SM clock over time (its trend spans the graph's window)."""
         self.tok_s = TimeSeries(HISTORY)
         self.clock_pct = TimeSeries(HISTORY)
@@ -97,6 +98,7 @@ class MonitorModel:
         self.marks: deque[Mark] = deque(maxlen=MARKS)
         self.held: dict[str, tuple[float, float]] = {}
         """The newest ``(t, value)`` of each of :data:`HELD`."""
+        self.steady = {name: SteadyMean() for name in STEADY}
         self.bench_runs = 0
         """Measured benchmark runs this session (marks are numbered across benchmarks)."""
         self.window: MetricsWindow | None = None
@@ -147,12 +149,18 @@ class MonitorModel:
         self.status_version += 1
 
     def add_tick(self, tick: GpuTick) -> None:
-        """Take one GPU tick into the histories.
+        """Take one GPU tick into the histories (a short idle spell shows the last busy sample:
+        ``gpu_rules.held_busy``).
 
         Raises:
             ValueError: The tick is malformed (nothing is changed).
         """
         check_tick(tick)
+        for s in tick.samples:
+            if gpu_rules.sample_busy(s):
+                self._last_busy[s.index] = s
+        held = tuple(gpu_rules.held_busy(s, self._last_busy.get(s.index)) for s in tick.samples)
+        tick = replace(tick, samples=held)
         self.tick = tick
         self._advance(tick.t)
         pcts: list[float] = []
@@ -191,7 +199,8 @@ class MonitorModel:
         """The server is not ready yet (refused, loading or erroring): open a waiting mark.
 
         The mark says ``loading`` only once the server says it is loading (HTTP 503); before
-        that it says ``down`` (a refused port may be a server loading, or one never started).
+        that it says ``down`` (a refused port may be a server loading, or one never started),
+        and only after :data:`DOWN_MARK_S`.
         """
         self._advance(t)
         self.connection_ok = False
@@ -200,10 +209,12 @@ class MonitorModel:
             self.connection += f" {detail}"
         word = "loading" if state == "loading" else "down"
         label = f"{word} #{attempt} {elapsed_s:.0f}s"
-        if self._loading is None:
-            self._loading = Mark(word, t, None, label)
+        if self._loading is None and (word == "loading" or elapsed_s >= DOWN_MARK_S):
+            # Dated back to the first refusal; a server starting beside us (the demo's) for less
+            # than DOWN_MARK_S is no outage, and the status line says it is waiting.
+            self._loading = Mark(word, t - elapsed_s, None, label)
             self.marks.append(self._loading)
-        else:
+        elif self._loading is not None:
             if state == "loading":
                 self._loading.kind = "loading"
             self._loading.label = label.replace("down", self._loading.kind, 1)
@@ -262,6 +273,10 @@ class MonitorModel:
             self.tok_s.append(w.t, self._hold(w, "gen_tok_s"))
             self.accept_length.append(w.t, self._hold(w, "accept_length"))
             self.acceptance_rate.append(w.t, self._hold(w, "draft_acceptance_rate"))
+            for name, steady in self.steady.items():
+                if w.restarted:
+                    steady.clear()
+                steady.add(w.t, w.dt, getattr(w, name))
             self._track_warmup(w)
         if "error" in w.notes and self.connection_ok:
             self.connection = f"scrape error: {w.notes['error']}"

@@ -80,10 +80,16 @@ def minus(a: float | None, c: float | None) -> float | None:
 
 
 def set_latency_quantiles(b: WindowBuilder, hist: Histogram, source: str) -> None:
-    """Step-latency p50/p90/p99 from a histogram of step latencies."""
+    """Step-latency p50/p90/p99 from a histogram of step latencies, and the buckets holding
+    them (``latency_buckets["step"]``: what the screen shows, since a point interpolated inside
+    a bucket can contradict the mean)."""
     names = ("step_latency_p50_s", "step_latency_p90_s", "step_latency_p99_s")
     for q, name in zip(QUANTILES, names, strict=True):
         b.set(name, hist.quantile(q), f"{source} bucket deltas, q={q:g}, interpolated in bucket")
+    found = tuple(x for x in (bucket_of(hist, q) for q in QUANTILES) if x is not None)
+    if found:
+        b.values.setdefault("latency_buckets", {})["step"] = found
+        b.sources["latency_buckets.step"] = f"Δ{source} buckets: the bucket holding each q"
 
 
 def bucket_of(hist: Histogram, q: float) -> LatencyBucket | None:
@@ -125,7 +131,7 @@ def set_load(
             buckets[key] = found
             b.sources[f"latency_buckets.{key}"] = f"Δ{name} buckets: the bucket holding each q"
     if buckets:
-        b.values["latency_buckets"] = buckets
+        b.values.setdefault("latency_buckets", {}).update(buckets)
 
 
 def spec_names(prefix: str) -> tuple[str, str, str]:

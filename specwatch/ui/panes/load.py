@@ -43,36 +43,71 @@ def _num(v: float | None, fmt: str, scale: float = 1.0, suffix: str = "") -> str
     return "–" if v is None else f"{format(v * scale, fmt)}{suffix}"
 
 
-def load_text(model: MonitorModel, s: dict[str, Style], width: int = 10_000) -> Text:
-    """The pane's lines (pure; ``s`` maps ``label``/``value``/``dim`` to styles)."""
-    out = Text(no_wrap=True, overflow="ellipsis")
+Piece = tuple[int, list[tuple[str, str]]]
+"""``(priority, [(text, tone), ...])``: one figure with its label; lower priority is kept longer."""
+
+
+def _fit_line(pieces: list[Piece], width: int) -> list[Piece]:
+    """``pieces`` in order, the least important dropped whole until the line fits ``width``.
+
+    A figure is never cut inside (``p99 6…`` read as 6 ms); the first piece always stays.
+    """
+    kept = list(pieces)
+    while len(kept) > 1 and sum(len(t) for _, runs in kept for t, _ in runs) > width:
+        worst = max(range(1, len(kept)), key=lambda i: (kept[i][0], i))
+        kept.pop(worst)
+    return kept
+
+
+def load_lines(model: MonitorModel) -> list[list[Piece]] | None:
+    """The pane's lines as prioritised pieces (``None`` before the first scrape)."""
     w = model.window or model.last_scrape
     if w is None:
-        out.append("waiting for /metrics…", s["dim"])
-        return out
+        return None
 
-    def pair(label: str, value: str) -> None:
-        out.append(f"{label} ", s["label"])
-        out.append(f"{value}  ", s["value"])
+    def pair(priority: int, label: str, value: str) -> Piece:
+        return (priority, [(f"{label} ", "label"), (f"{value}  ", "value")])
 
-    pair("running", _num(w.requests_running, ".0f"))
-    pair("waiting", _num(w.requests_waiting, ".0f"))
-    pair("kv", _num(w.kv_cache_usage, ".0f", 100.0, "%"))
+    first = [
+        pair(0, "running", _num(w.requests_running, ".0f")),
+        pair(0, "waiting", _num(w.requests_waiting, ".0f")),
+        pair(1, "kv", _num(w.kv_cache_usage, ".0f", 100.0, "%")),
+    ]
     if w.prefix_cache_hit_rate is not None:
-        pair("prefix hit", _num(w.prefix_cache_hit_rate, ".0f", 100.0, "%"))
-    out.append("\n")
-    pair("prompt tok/s", _num(w.prompt_tok_s, ".0f"))
-    pair("gen", _num(w.gen_tok_s, ".0f"))
-    pair("req/s", _num(w.requests_per_s, ".1f"))
+        first.append(pair(2, "prefix hit", _num(w.prefix_cache_hit_rate, ".0f", 100.0, "%")))
+    lines = [
+        first,
+        [
+            pair(0, "prompt tok/s", _num(w.prompt_tok_s, ".0f")),
+            pair(0, "gen", _num(w.gen_tok_s, ".0f")),
+            pair(1, "req/s", _num(w.requests_per_s, ".1f")),
+        ],
+    ]
     for key, label in LATENCY_ROWS:
         buckets = w.latency_buckets.get(key)
         if not buckets:
             continue
-        out.append("\n")
-        out.append(f"{label:<5}", s["label"])
-        for b in buckets:
-            out.append(f" p{b.q * 100:g} ", s["dim"])
-            out.append(bucket_words(b), s["value"])
+        row: list[Piece] = [(0, [(f"{label:<5}", "label")])]
+        for i, b in enumerate(buckets):
+            row.append((i, [(f" p{b.q * 100:g} ", "dim"), (bucket_words(b), "value")]))
+        lines.append(row)
+    return lines
+
+
+def load_text(model: MonitorModel, s: dict[str, Style], width: int = 10_000) -> Text:
+    """The pane's lines (pure; ``s`` maps ``label``/``value``/``dim`` to styles), each laid
+    out by priority to fit ``width``: whole figures are dropped, never cut."""
+    out = Text(no_wrap=True, overflow="ellipsis")
+    lines = load_lines(model)
+    if lines is None:
+        out.append("waiting for /metrics…", s["dim"])
+        return out
+    for n, line in enumerate(lines):
+        if n:
+            out.append("\n")
+        for _, runs in _fit_line(line, width):
+            for text, tone in runs:
+                out.append(text, s[tone])
     return out
 
 

@@ -129,7 +129,7 @@ class TokenRatePane(ModelPane):
     def __init__(self, model: MonitorModel, *, id: str | None = None) -> None:
         super().__init__(model, id=id)
         self.axis = AxisHold()
-        """The tok/s axis top, held between draws (grows at once, shrinks slowly)."""
+        """The tok/s axis top, held between draws and windows (it only grows)."""
 
     def on_mount(self) -> None:
         """Title the pane."""
@@ -140,8 +140,7 @@ class TokenRatePane(ModelPane):
         self.force_sync()
 
     def watch_window(self) -> None:
-        """A new window redraws at once; the GPU trends follow it."""
-        self.axis.reset()
+        """A new window redraws at once, on the same tok/s axis; the GPU trends follow it."""
         self.model.graph_window = self.window
         self.model.gpu_version += 1
         self._retitle()

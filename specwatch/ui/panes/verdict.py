@@ -13,6 +13,7 @@ from rich.console import RenderableType
 from rich.style import Style
 from rich.text import Text
 
+from specwatch.session.live_verdict import CURRENT_S
 from specwatch.ui.panes.base import ModelPane
 
 if TYPE_CHECKING:
@@ -41,12 +42,23 @@ def _pair(a: float | None, b: float | None, fmt: str) -> str | None:
 
 
 def clock_words(f: Figures) -> str | None:
-    """``"slowest GPU −7.7% of max, no reason set"`` (``None`` without clock readings)."""
+    """``"slowest GPU −7.7% of max over 30 s, no reason set"`` (``None`` without readings).
+
+    The GPU rows show each GPU now; this is the window's mean, and says so.
+    """
     deficit = f.clock_deficit
     if deficit is None:
         return None
     reasons = " ".join(sorted(f.clock_reasons)) or "no reason set"
-    return f"slowest GPU {deficit * 100:+.1f}% of max, {reasons}".replace("-", "−")
+    over = f"over {CURRENT_S:.0f} s"
+    return f"slowest GPU {deficit * 100:+.1f}% of max {over}, {reasons}".replace("-", "−")
+
+
+def outcome_words(outcome: Outcome, noise: float | None) -> str:
+    """The verdict's words; "no significant change" carries the noise it was judged against."""
+    if outcome.name == "NO_CHANGE" and noise is not None:
+        return f"{outcome.wording} (±{noise * 100:.0f}%)"
+    return outcome.wording
 
 
 def verdict_parts(state: LiveVerdictState) -> list[tuple[int, str, str]]:
@@ -61,7 +73,7 @@ def verdict_parts(state: LiveVerdictState) -> list[tuple[int, str, str]]:
     assert state.reference is not None
     ref = state.reference.figures
     outcome: Outcome = j.outcome
-    parts = [(0, f" {outcome.wording} ", TONES.get(outcome.name, "text"))]
+    parts = [(0, f" {outcome_words(outcome, j.noise)} ", TONES.get(outcome.name, "text"))]
     tok = _pair(ref.mean_tok_s, cur.mean_tok_s, ".0f")
     if tok is not None:
         change = f" ({j.change * 100:+.1f}%)".replace("-", "−") if j.change is not None else ""

@@ -9,8 +9,10 @@ from rich.style import Style
 from rich.text import Text
 
 from specwatch.core.spec_payoff import spec_payoff
+from specwatch.core.window_mean import STEADY_S, Steady
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.base import TextPane
+from specwatch.ui.panes.load import bucket_words
 
 if TYPE_CHECKING:
     from specwatch.core.server import MetricsWindow
@@ -29,20 +31,33 @@ def _fitting(width: int, full: list[Piece], compact: list[Piece]) -> list[Piece]
     return full if sum(len(t) for t, _ in full) <= width else compact
 
 
-def _step_line(w: MetricsWindow, compact: bool) -> list[Piece]:
+def _held(figure: Steady, compact: bool) -> list[Piece]:
+    if figure.age_s is None:
+        return []
+    return [(f" {figure.age_s:.0f}s" if compact else f" held {figure.age_s:.0f}s", "dim")]
+
+
+def _step_line(w: MetricsWindow, step: Steady, compact: bool) -> list[Piece]:
     gap = " " if compact else "  "
-    if w.step_latency_s is None:
+    if step.value is None:
         parts: list[Piece] = [("step ", "label"), ("not reported", "dim")]
     else:
         unit = "ms" if compact else " ms"
-        parts = [("step ", "label"), (f"{_ms(w.step_latency_s)}{unit}", "value")]
+        tone = "value" if step.age_s is None else "dim"
+        parts = [("step ", "label"), (f"{_ms(step.value)}{unit}", tone), *_held(step, compact)]
+    buckets = w.latency_buckets.get("step")
+    if buckets:
+        # The bucket each percentile falls in, as the load pane shows them: a point
+        # interpolated inside a bucket read "step 13.9ms p50≈17.6", below its own mean.
+        for bucket in buckets:
+            parts += [(f"{gap}p{bucket.q * 100:g} ", "label"), (bucket_words(bucket), "value")]
+        return parts
     pcts = (
         ("p50", w.step_latency_p50_s),
         ("p90", w.step_latency_p90_s),
         ("p99", w.step_latency_p99_s),
     )
-    # Percentiles come from histogram buckets (vLLM's start 10 ms, 25 ms, ...): interpolated
-    # within a bucket, so they are approximate where the mean is exact.
+    # Without the buckets (a server that sends percentiles), the points as the server gives them.
     for name, value in pcts:
         if value is not None:
             parts += [(f"{gap}{name}≈", "label"), (_ms(value), "value")]
@@ -54,7 +69,10 @@ def verify_text(
 ) -> Text:
     """The pane's lines (pure; ``s`` maps ``label``/``value``/``dim``/``good``/``bad``).
 
-    Four lines: step latency, tokens per step, plain latency, verdict. A line too wide for the
+    Four lines: step latency, tokens per step, plain latency, verdict. Step latency and tokens
+    per step are means over the last :data:`~specwatch.core.window_mean.STEADY_S` seconds of
+    windows (a window in which no verify step finished keeps them; a longer gap holds them,
+    dimmed, with their age), so they hold still while they are read. A line too wide for the
     pane is abbreviated so its values stay visible; with fewer than four rows the plain line
     gives way, so the verdict is never the line that is cut off.
     """
@@ -67,19 +85,24 @@ def verify_text(
         else:
             out.append("waiting for a window of decode steps…", s["dim"])
         return out
-    for piece, key in _fitting(width, _step_line(w, False), _step_line(w, True)):
+    step = model.steady["step_latency_s"].at(model.now)
+    accept = model.steady["accept_length"].at(model.now)
+    for piece, key in _fitting(width, _step_line(w, step, False), _step_line(w, step, True)):
         out.append(piece, s[key])
-    step_ms = None if w.step_latency_s is None else w.step_latency_s * 1000
-    tps = w.accept_length
+    step_ms = None if step.value is None else step.value * 1000
+    tps = accept.value
     judged = spec_payoff(step_ms, tps, model.baseline_ms)
     tok = "–" if tps is None else f"{tps:.2f}"
     eff = judged.effective_ms_per_token
     eff_text = "–" if eff is None else f"{eff:.1f} ms/tok"
     out.append("\n")
-    full: list[Piece] = [("tok/step ", "label"), (tok, "value"), ("  effective ", "label")]
-    compact: list[Piece] = [("tok/step ", "label"), (tok, "value"), (" eff ", "label")]
+    tok_tone = "value" if accept.age_s is None else "dim"
+    full: list[Piece] = [("tok/step ", "label"), (tok, tok_tone), ("  effective ", "label")]
+    compact: list[Piece] = [("tok/step ", "label"), (tok, tok_tone), (" eff ", "label")]
     for piece, key in _fitting(
-        width, [*full, (eff_text, "value")], [*compact, (eff_text, "value")]
+        width,
+        [*full, (eff_text, "value"), *_held(accept, False)],
+        [*compact, (eff_text, "value"), *_held(accept, True)],
     ):
         out.append(piece, s[key])
     if height >= 4:
@@ -96,7 +119,7 @@ def verify_text(
     if judged.speed_ratio is not None:
         tone = s["good"] if judged.speed_ratio >= 1.0 else s["bad"]
     text = judged.text
-    if w.step_latency_s is None and judged.plain_ms_per_token is not None:
+    if step.value is None and judged.plain_ms_per_token is not None:
         text = "no verdict: the server reports no step latency"
     out.append(text, tone)
     if judged.plain_ms_per_token is not None and model.baseline_source:
@@ -105,10 +128,11 @@ def verify_text(
 
 
 class VerifyPane(TextPane):
-    """Verify latency: step latency, tokens per step, effective and plain per-token latency."""
+    """Verify latency: step latency, tokens per step (means over the last windows), effective
+    and plain per-token latency."""
 
     VERSION = "spec_version"
-    TITLE = "Verify latency"
+    TITLE = f"Verify latency · {STEADY_S:.0f} s mean"
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "verify--label",

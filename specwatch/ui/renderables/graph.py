@@ -52,6 +52,10 @@ def strip_range(
     return (lo, max(hi, lo + step))
 
 
+CLOCK_RANGE = (0.0, 100.0)
+"""The clk% strip's fixed scale: 92% is the same block in every window and every minute."""
+
+
 @dataclass(frozen=True, slots=True)
 class TokenRateGraph:
     """tok/s as a filled chart, with the mean SM clock % and the hottest temperature on the same
@@ -60,7 +64,7 @@ class TokenRateGraph:
     Values are already bucketed into columns (see
     :func:`~specwatch.ui.renderables.columns.bucket_sorted`); the chart is
     ``width - GUTTER - LABEL`` columns wide. Each strip prints its newest reading and the range
-    its blocks span (``91% 85–100``).
+    its blocks span (``91% 0–100``: the clock's is fixed, the heat's follows its readings).
     """
 
     tok_s: Sequence[float | None]
@@ -75,7 +79,7 @@ class TokenRateGraph:
     current: tuple[Reading, Reading, Reading] | None = None
     """The newest (tok/s, clock %, hottest °C) for the labels; else the last column's mean."""
     top: float | None = None
-    """The tok/s axis top (held by the pane so it shrinks slowly); else from the data."""
+    """The tok/s axis top (held by the pane so it only grows); else from the data."""
 
     GUTTER = 6
     LABEL = 11
@@ -118,7 +122,7 @@ class TokenRateGraph:
             )
         if strips:
             clk = _pad(self.clock_pct, cw)
-            clo, chi = strip_range(clk, 5.0, 100.0)
+            clo, chi = CLOCK_RANGE
             out.append(
                 [
                     Segment(fit("clk%", g), st.axis),
