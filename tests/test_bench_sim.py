@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 import pytest
 
+from specwatch.bench.events import BenchEvent
 from specwatch.bench.runner import run_benchmark
 from specwatch.bench.snapshot import read_snapshot, validate, write_snapshot
 from specwatch.bench.snapshot_build import build_snapshot
@@ -30,7 +31,7 @@ from specwatch.commands.bench import run_bench
 from specwatch.commands.bench_arguments import add_bench_arguments
 from specwatch.commands.compare import add_compare_arguments, run_compare
 from specwatch.core.compare import VERDICT_CODE, VERDICT_GPU, VERDICT_NONE, compare
-from specwatch.core.snapshot_records import BenchConfig, BenchEvent, BenchResult, Snapshot
+from specwatch.core.snapshot_records import BenchConfig, BenchResult, Snapshot
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.presets import preset

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from specwatch.bench.aggregate import build_series, combine_streams, counter_deltas, overall_of
+from specwatch.bench.events import BenchEvent
 from specwatch.bench.gpu_recorder import GpuRecorder
 from specwatch.bench.prompts import load_prompts
 from specwatch.bench.steady_gate import steady_after, steady_gate
@@ -29,7 +30,6 @@ from specwatch.core.gpu_rules import sample_busy
 from specwatch.core.server import ChunkArrival, ServerInfo, StreamResult
 from specwatch.core.snapshot_records import (
     BenchConfig,
-    BenchEvent,
     BenchResult,
     RunResult,
 )

@@ -18,6 +18,7 @@ from typing import Any
 
 from specwatch import __version__
 from specwatch.bench.scrub import scrub_snapshot
+from specwatch.core import identity as identity_json
 from specwatch.core.gpu import GpuInventory
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.identity import to_json as identity_to_json
@@ -30,7 +31,6 @@ from specwatch.core.snapshot_records import (
     SnapshotServer,
     TimeSeries,
     Tool,
-    snapshot_to_json,
     with_load,
 )
 from specwatch.core.values import to_jsonable
@@ -43,6 +43,14 @@ _SECRET_KEY = re.compile(
     r"(?:^|[_-])(?:api[_-]?key|secret|password|passwd|token|auth|authorization)$", re.I
 )
 """Mapping keys whose values are masked (``api_key``, ``hf_token``; not ``max_tokens``)."""
+
+
+def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
+    """The plain JSON values of a snapshot file (the process identity in its own format)."""
+    out: dict[str, Any] = to_jsonable(snap)
+    process = snap.server.process
+    out["server"]["process"] = None if process is None else identity_json.to_json(process)
+    return out
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:

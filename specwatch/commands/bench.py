@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
+from specwatch.bench.events import BenchEvent
 from specwatch.bench.progress_line import ProgressLine
 from specwatch.bench.prompts import PromptsError, load_prompts
 from specwatch.bench.report import code_lines, results_lines, safe
@@ -38,7 +39,7 @@ from specwatch.commands.clocks import lock_for_bench, parse_lock_target, with_lo
 from specwatch.commands.error_line import say_error
 from specwatch.core.clock_policy import UNLOCKED_LINE, any_unlocked
 from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
-from specwatch.core.snapshot_records import BenchConfig, BenchEvent, BenchResult
+from specwatch.core.snapshot_records import BenchConfig, BenchResult
 
 if TYPE_CHECKING:
     from specwatch.core.identity import ServerIdentity
@@ -104,6 +105,7 @@ async def _bench(
         if connecting and main_task is not None:
             main_task.cancel()
         stopped_by.append(sig)
+        log(sig)  # the shield then keeps later stop signals from killing the way out
         cancel.set()
 
     live = ProgressLine(progress)
@@ -288,7 +290,9 @@ def _run_bench(
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         say_error("specwatch bench", f"--out must name a directory; {args.out} is a file", err)
         return EXIT_USAGE
-    identity = server_identity(endpoint.base_url)
+    from specwatch.sources.identity.process import identify_server
+
+    identity = identify_server(endpoint.base_url)
     own_sampler = False
     fake = None
     if sampler is None:
@@ -352,7 +356,9 @@ def _measure_and_save(
         # Nothing measured yet: an empty snapshot would only clutter the directory.
         print_lines(err, ["specwatch bench: interrupted before the first run; nothing saved"])
         return 128 + (stopped_by or signal.SIGINT)
-    identity = with_server_build(identity, result)
+    from specwatch.sources.identity.server_identity import with_server_build
+
+    identity = with_server_build(identity, result.server)  # llama-server's build id
     result = with_locks(result, locked or {})
     snap = build_snapshot(
         result,
@@ -383,25 +389,9 @@ def _measure_and_save(
     return status
 
 
-def server_identity(base_url: str) -> ServerIdentity:
-    """The code identity of the server process behind ``base_url`` (a note when remote)."""
-    from specwatch.sources.identity.process import identify_server
-
-    return identify_server(base_url)
-
-
-def with_server_build(identity: ServerIdentity, result: BenchResult) -> ServerIdentity:
-    """Add a native server's own build id (llama-server reports its commit in ``/props``)."""
-    from specwatch.sources.identity import server_identity
-
-    return server_identity.with_server_build(identity, result.server)
-
-
 __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "results_block",
     "run_bench",
-    "server_identity",
-    "with_server_build",
 ]

@@ -1,9 +1,9 @@
 """A benchmark and its snapshot as typed, frozen records: the one model of a snapshot file.
 
 The runner fills :class:`RunResult`, :class:`Overall` and :class:`SeriesPoint` while it measures;
-``specwatch.bench.snapshot_build`` puts them into a :class:`Snapshot`; :func:`snapshot_to_json`
-and :meth:`Snapshot.from_dict` turn it into the JSON values of the file and back with the one
-codec of :mod:`specwatch.core.values`. ``specwatch/bench/snapshot.schema.json`` documents the
+``specwatch.bench.snapshot_build`` puts them into a :class:`Snapshot` and turns it into the JSON
+values of the file, :meth:`Snapshot.from_dict` back, both with the one codec of
+:mod:`specwatch.core.values`. ``specwatch/bench/snapshot.schema.json`` documents the
 same shape (a test keeps the two in agreement). Every schema version reads into the same
 records: version 1 named the board's maximum SM clock ``sm_clock_max_mhz`` (version 2 on:
 ``board_max_sm_clock_mhz``); version 3 adds the server process's code identity
@@ -27,18 +27,8 @@ from specwatch.core.load import RunLoad, load_from_counters
 from specwatch.core.server import ServerInfo, SpecConfig
 from specwatch.core.stats import Summary, summarize
 from specwatch.core.steady import WINDOW_S, Steadiness
-from specwatch.core.values import from_plain, to_jsonable
+from specwatch.core.values import from_plain
 
-EVENT_KINDS = (
-    "warmup_done",
-    "steady_wait",
-    "steady",
-    "run_start",
-    "run_done",
-    "finished",
-    "interrupted",
-    "error",
-)
 NO_FIGURE = summarize([])
 """A figure over no runs (mean ``None``)."""
 NO_LOAD = RunLoad(None, None)
@@ -181,20 +171,6 @@ class SeriesPoint:
     """``"warmup"``, ``"run"`` or ``"idle"`` (between requests)."""
     run: int | None = None
     gpus: tuple[SeriesGpu, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class BenchEvent:
-    """Progress, for a command line or a TUI."""
-
-    kind: str
-    """One of ``EVENT_KINDS``."""
-    index: int
-    total: int
-    t: float
-    """Seconds since the benchmark started."""
-    message: str
-    run: RunResult | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,20 +366,10 @@ def with_load(
     )
 
 
-def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
-    """The plain JSON values of a snapshot file (the process identity in its own format)."""
-    out: dict[str, Any] = to_jsonable(snap)
-    process = snap.server.process
-    out["server"]["process"] = None if process is None else identity_json.to_json(process)
-    return out
-
-
 __all__ = [
-    "EVENT_KINDS",
     "NO_FIGURE",
     "NO_LOAD",
     "BenchConfig",
-    "BenchEvent",
     "BenchResult",
     "Overall",
     "RunResult",
@@ -414,6 +380,5 @@ __all__ = [
     "SnapshotServer",
     "TimeSeries",
     "Tool",
-    "snapshot_to_json",
     "with_load",
 ]

@@ -30,9 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from specwatch.bench.events import BenchEvent  # noqa: E402
 from specwatch.bench.runner import run_benchmark  # noqa: E402
 from specwatch.core.gpu import GpuTick  # noqa: E402
-from specwatch.core.snapshot_records import BenchConfig, BenchEvent  # noqa: E402
+from specwatch.core.snapshot_records import BenchConfig  # noqa: E402
 from specwatch.sim.clock import ManualClock  # noqa: E402
 from specwatch.sim.demo import demo_world  # noqa: E402
 from specwatch.sim.fake_nvml import FakeNvml  # noqa: E402
