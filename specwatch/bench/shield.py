@@ -59,10 +59,7 @@ def shield_signals(log: SignalLog) -> Iterator[SignalLog]:
     """Record the stop signals in ``log`` instead of acting on them while inside.
 
     Install it with the signals :func:`blocked`, so one that arrived in between is delivered
-    to ``log`` when they are unblocked. Once a stop signal was received the process is on its
-    way out with that signal's status, so later stop signals are ignored from then on: Python
-    puts back the default handler of a handler it installed while it finalizes, and a second
-    Ctrl-C landing then would kill the process after everything was saved, with another status.
+    to ``log`` when they are unblocked.
     """
     previous: dict[int, object] = {}
     try:
@@ -73,8 +70,7 @@ def shield_signals(log: SignalLog) -> Iterator[SignalLog]:
     finally:
         for sig, handler in previous.items():
             with contextlib.suppress(ValueError, OSError, TypeError):
-                keep = handler if log.first is None else signal.SIG_IGN
-                signal.signal(sig, keep)  # type: ignore[arg-type]
+                signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
 def signal_name(sig: int) -> str:
