@@ -73,6 +73,20 @@ def shield_signals(log: SignalLog) -> Iterator[SignalLog]:
                 signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
+def ignore_late_stop_signals(status: int) -> None:
+    """Ignore stop signals from now on when ``status`` says one ended the command.
+
+    The process is about to exit with that status; Python puts back the default handlers while
+    it finalizes, and a second Ctrl-C landing then would kill it (status -2) after everything was
+    saved. Only for a process's own command line: ignored signals are inherited by the
+    processes a caller of ``main(argv)`` starts later.
+    """
+    if status - 128 in STOP_SIGNALS:
+        for sig in STOP_SIGNALS:
+            with contextlib.suppress(ValueError, OSError):  # not the main thread
+                signal.signal(sig, signal.SIG_IGN)
+
+
 def signal_name(sig: int) -> str:
     """``"SIGTERM"`` for 15."""
     try:

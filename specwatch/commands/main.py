@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -304,19 +303,11 @@ def _restore_stale_clocks(command: str | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
     status = _main(argv)
-    if argv is None and status in STOPPED_STATUSES:
-        # This process was stopped by a signal and is about to exit with that status. Python
-        # puts back the default handlers while it finalizes, and a second Ctrl-C landing then
-        # would kill it (status -2) after everything was saved: ignore later stop signals.
-        # (Only for the process's own command line: a caller of main(argv) keeps its handlers,
-        # and ignored signals would be inherited by the processes it starts.)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)
+    if argv is None and status > 128:  # this process's own command line, stopped by a signal
+        from specwatch.bench.shield import ignore_late_stop_signals
+
+        ignore_late_stop_signals(status)
     return status
-
-
-STOPPED_STATUSES = frozenset(128 + int(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
-"""Exit statuses that say a stop signal ended the command."""
 
 
 def _main(argv: Sequence[str] | None) -> int:
