@@ -1,0 +1,165 @@
+"""The README stays true: every ``specwatch`` command in it is accepted as written, the first
+hour's commands run against the simulator, and the sample ``compare`` output has the rows a
+real ``compare`` prints today."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from specwatch.commands.main import parse_args
+
+REPO = Path(__file__).resolve().parent.parent
+README = (REPO / "README.md").read_text(encoding="utf-8")
+SPECWATCH = [sys.executable, "-m", "specwatch"]
+
+
+def _blocks(lang: str) -> list[str]:
+    return re.findall(rf"^```{lang}\n(.*?)^```", README, flags=re.S | re.M)
+
+
+def _commands() -> list[str]:
+    """Each ``specwatch …`` command in the README's bash blocks, comments and redirections cut."""
+    found: list[str] = []
+    for block in _blocks("bash"):
+        for line in block.splitlines():
+            line = re.sub(r"\s+#.*$", "", line).strip()
+            for part in re.split(r"&&|\|\||;|\|", line):
+                part = re.split(r"\s[12]?>", part)[0].strip()
+                part = re.sub(r"^\.venv/bin/", "", part)
+                if part.startswith("specwatch ") or part == "specwatch":
+                    found.append(part)
+    return found
+
+
+COMMANDS = _commands()
+
+
+def test_the_readme_has_its_commands() -> None:
+    # A rewrite that drops the code blocks would make the parse test below vacuous.
+    assert len(COMMANDS) >= 40
+    assert "specwatch --demo" in COMMANDS
+
+
+def test_the_first_screen_gives_exactly_the_two_set_up_commands() -> None:
+    head = README[: README.index("\n## ")]
+    blocks = re.findall(r"^```bash\n(.*?)^```", head, flags=re.S | re.M)
+    assert [b.strip() for b in blocks] == [
+        "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/specwatch --demo",
+        "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .venv/bin/pytest",
+    ]
+    ci = (REPO / ".ci" / "run").read_text()
+    assert ".venv/bin/pytest\n" in ci and "pip install -q -e '.[dev]'" in ci
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_readme_command_is_accepted(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Files a command names (a baseline snapshot, a key file) exist where the README puts them.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    argv = shlex.split(command)[1:]
+    for arg in argv:
+        if arg.endswith(".json") and "*" not in arg:
+            (tmp_path / arg).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / arg).write_text("{}")
+    try:
+        parse_args(argv, env={})
+    except SystemExit as e:
+        assert e.code in (0, None), f"the README's `{command}` is refused"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _first_hour_block(marker: str) -> list[str]:
+    section = README[README.index(marker) :]
+    block = re.search(r"```bash\n(.*?)```", section, flags=re.S)
+    assert block is not None
+    return [re.sub(r"\s+#.*$", "", ln).strip() for ln in block.group(1).splitlines()]
+
+
+def test_the_first_hours_simulator_shows_traffic_and_gpus(tmp_path: Path) -> None:
+    """Step 4 as written, ports moved: the monitor's session sees tokens and eight GPUs."""
+    sim_line, monitor_line = _first_hour_block("**4. Something to try it on.**")
+    port, dcgm = _free_port(), _free_port()
+    sim_argv = shlex.split(sim_line.replace("8000", str(port)).replace("9400", str(dcgm)))
+    sim = subprocess.Popen(
+        [*SPECWATCH, *sim_argv[1:]], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        # The monitor's own session, read once by probe: same URL and --dcgm as the README's.
+        watch = shlex.split(monitor_line.replace("8000", str(port)).replace("9400", str(dcgm)))
+        deadline = time.monotonic() + 60
+        while True:
+            done = subprocess.run(
+                [*SPECWATCH, "probe", *watch[1:], "--json", "--max-tokens", "16"],
+                capture_output=True,
+                text=True,
+                timeout=90,
+                env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)},
+            )
+            if done.returncode == 0 or time.monotonic() > deadline:
+                break
+        assert done.returncode == 0, done.stderr
+        doc = json.loads(done.stdout)
+        assert len(doc["gpus"]) == 8
+        assert doc["metrics"]["gen_tok_s"] > 0
+    finally:
+        sim.terminate()
+        sim.wait(timeout=30)
+
+
+OPTIONAL_ROWS = {"tokens per step", "tokens per run", "uncommitted changes"}
+"""``compare`` rows shown only when the two sides differ (run noise decides)."""
+
+
+def _rows(text: str) -> list[str]:
+    """The row labels of a ``compare`` table (the text before the first column of figures)."""
+    rows = []
+    for line in text.splitlines():
+        m = re.match(r"^  (\[\w+\]|[A-Za-z][\w ,()/-]*?)\s{2,}", line + "  ")
+        if m and not line.startswith("   "):
+            rows.append(m.group(1).strip())
+    return rows
+
+
+def test_the_story_on_the_simulator_matches_the_readme(tmp_path: Path) -> None:
+    """The three commands of the story's replay run as written; `compare` says GPU state and
+    prints the rows the README shows."""
+    marker = "The story, replayed on the simulator"
+    section = README[README.index(marker) :]
+    script = re.search(r"```bash\n(.*?)```", section, flags=re.S)
+    sample = re.search(r"```bash\n.*?```\n```\n(.*?)```", section, flags=re.S)
+    assert script is not None and sample is not None
+    out = ""
+    for line in script.group(1).strip().splitlines():
+        argv = shlex.split(line)
+        assert argv[0] == "specwatch"
+        if argv[1] == "compare":
+            argv = argv[:2] + [str(next(tmp_path.glob(a))) for a in argv[2:]]
+        done = subprocess.run(
+            [*SPECWATCH, *argv[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode in (0, 3), done.stderr
+        out = done.stdout
+    assert done.returncode == 3, out
+    assert "Verdict: explained by GPU state" in out
+    ours, shown = _rows(out), _rows(sample.group(1))
+    sections = [r for r in ours if r.startswith("[")]
+    assert sections == [r for r in shown if r.startswith("[")]
+    # Rows compare prints only where the two sides differ beyond rounding may come and go.
+    assert set(ours) ^ set(shown) <= OPTIONAL_ROWS, set(ours) ^ set(shown)
