@@ -123,7 +123,7 @@ def test_the_first_hours_simulator_shows_traffic_and_gpus(tmp_path: Path) -> Non
         sim.wait(timeout=30)
 
 
-OPTIONAL_ROWS = {"tokens per step", "tokens per run", "uncommitted changes"}
+OPTIONAL_ROWS = {"tokens per step", "tokens per run"}
 """``compare`` rows shown only when the two sides differ (run noise decides)."""
 
 
