@@ -36,6 +36,14 @@ def llama_server_binary() -> Path:
     return home / "bin" / "llama-server"
 
 
+def _home_relative(path: Path) -> str:
+    """``~/.cache/…`` rather than the absolute path: the reason is read on other machines."""
+    try:
+        return "~/" + str(path.relative_to(Path.home()))
+    except ValueError:
+        return str(path)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -59,12 +67,16 @@ def running_llama_server() -> Iterator[str]:
     """Start ``llama-server`` with a draft model on a free port; yields its base URL."""
     script = shared_dir() / "tools" / "llama-server" / "start-llama-server.sh"
     if not script.is_file():
-        pytest.skip(f"no {script} (set SPECWATCH_SHARED to the shared/ folder)")
+        pytest.skip(
+            "no shared/tools/llama-server beside the checkout: set SPECWATCH_SHARED to the "
+            "shared/ folder (README: Tests against a real llama-server)"
+        )
     binary = llama_server_binary()
     if not os.access(binary, os.X_OK):
         pytest.skip(
-            f"no llama-server binary at {binary}: build it with "
-            f"{script.parent / 'build-llama-server.sh'}"
+            f"no llama-server binary in {_home_relative(binary.parent)}: build it with "
+            "bash ../shared/tools/llama-server/build-llama-server.sh "
+            "(README: Tests against a real llama-server)"
         )
     port = _free_port()
     started = subprocess.run(
