@@ -181,3 +181,29 @@ def test_cli_probe_never_prints_the_key(capsys: pytest.CaptureFixture[str]) -> N
     assert "HTTP 401" in captured.err
     for secret in ("sk-probe-secret", "sk-wrong-secret"):
         assert secret not in captured.out and secret not in captured.err
+
+
+def test_cli_probe_passive_sends_no_model_work(capsys: pytest.CaptureFixture[str]) -> None:
+    """``probe --passive`` reads the server's own figures over its window and sends nothing that
+    makes the server generate: the simulator's endpoint log has no completion in it."""
+    with real_time_sim("vllm", background_concurrency=2) as (world, url):
+        # The default window (1 s): the simulated users arrive within the first second.
+        code = main(["probe", "--url", url, "--json", "--passive", "--no-gpu"])
+        hits = dict(world.truth.endpoint_hits)
+    doc = orjson.loads(capsys.readouterr().out)
+    assert code == 0 and doc["ok"] is True and doc["passive"] is True
+    assert not [path for path in hits if "completions" in path or "generate" in path], hits
+    assert doc["stream"]["completion_tokens"] is None
+    assert doc["stream"]["reasons"]["completion_tokens"] == "passive probe: no request sent"
+    window = doc["metrics"]
+    assert 0.9 < window["dt"] < 5.0
+    assert window["gen_tok_s"] > 0  # the background users' tokens, counted by the server
+
+
+def test_probe_passive_text_says_none_was_sent(capsys: pytest.CaptureFixture[str]) -> None:
+    with real_time_sim("sglang") as (_world, url):
+        code = main(["probe", "--url", url, "--passive", "0.2", "--no-gpu"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "stream   none sent (--passive)" in out
+    assert "window" in out

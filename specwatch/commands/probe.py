@@ -51,6 +51,15 @@ def add_probe_arguments(p: argparse.ArgumentParser) -> None:
         "--no-gpu", action="store_true", help="read no GPUs (as the monitor and bench take it)"
     )
     p.add_argument(
+        "--passive",
+        nargs="?",
+        type=float,
+        const=1.0,
+        default=None,
+        metavar="S",
+        help="send no completion: read the server's own figures over S seconds (default 1)",
+    )
+    p.add_argument(
         "--stream",
         action="store_true",
         help="fleet: also stream one completion per server (default: passive, none sent)",
@@ -99,6 +108,10 @@ def run_probe(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         print("specwatch probe: --timeout must be positive", file=sys.stderr)
         return EXIT_USAGE
+    passive = getattr(args, "passive", None)
+    if passive is not None and not 0 < passive <= 600:
+        print("specwatch probe: --passive takes 0 < S <= 600 seconds", file=sys.stderr)
+        return EXIT_USAGE
     deadline = getattr(args, "deadline", None)
     if deadline is not None and not deadline > 0:
         print("specwatch probe: --deadline must be positive", file=sys.stderr)
@@ -117,6 +130,7 @@ def run_probe(args: argparse.Namespace) -> int:
             dcgm=tuple(getattr(args, "dcgm", None) or ()),
             read_gpus=not getattr(args, "no_gpu", False),
             on_status=status,
+            passive_s=passive,
             **({} if deadline is None else {"deadline_s": deadline}),
         )
     )

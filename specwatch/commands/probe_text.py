@@ -72,6 +72,8 @@ def render_text(result: ProbeResult) -> str:
         )
         if stream.error:
             lines.append(f"  error    {stream.error}")
+    elif result.passive and result.info is not None:
+        lines.append("  stream   none sent (--passive): the server's own figures only")
     window = result.window
     if window is not None and (window.dt > 0 or window.notes):
         if window.dt > 0:

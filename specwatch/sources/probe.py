@@ -62,12 +62,16 @@ class ProbeResult:
     required`` (401/403), ``not HTTP``, ``too large``, ``redirected``, ``no answer``."""
     identity: ServerIdentity | None = None
     """The server process's code identity (``None``: not read); notes say why it is partial."""
+    passive: bool = False
+    """No request that makes the server do model work was sent (``probe --passive``)."""
 
     @property
     def exit_code(self) -> int:
         """0 ok, 1 server unreachable / not ready, 3 reached but the stream failed."""
         if self.info is None:
             return EXIT_UNREACHABLE
+        if self.passive:
+            return EXIT_OK
         if self.stream is None or self.stream.error or not self.stream.completion_tokens:
             return EXIT_STREAM_FAILED
         return EXIT_OK
@@ -92,6 +96,7 @@ async def probe(
     clock: Callable[[], float] = time.perf_counter,
     deadline_s: float = PROBE_DEADLINE_S,
     identify: Callable[[str, ServerInfo], ServerIdentity] | None = identify_server,
+    passive_s: float | None = None,
 ) -> ProbeResult:
     """Probe the server at ``endpoint`` once. Never raises for server trouble.
 
@@ -109,6 +114,9 @@ async def probe(
         deadline_s: Wall-clock limit of each request, the stream included.
         identify: Reads the server process's code identity, on a thread once the stream is
             over (``None``: not read).
+        passive_s: Send no completion: read the server's own figures over a window this many
+            seconds long instead (``probe --passive``), so that a probe of a serving box adds
+            no load to it.
     """
     async with ServerClient(endpoint, timeout_s=timeout_s, deadline_s=deadline_s) as client:
         try:
@@ -136,6 +144,10 @@ async def probe(
             )
         watcher = MetricsWatcher(client, info, clock=clock)
         await watcher.scrape()
+        if passive_s is not None:
+            return await _passive(
+                endpoint, info, watcher, passive_s, nvml, dcgm, read_gpus, identify
+            )
         first_chunk = asyncio.Event()
 
         def chunk_seen(_: ChunkArrival) -> None:
@@ -159,6 +171,31 @@ async def probe(
         return ProbeResult(
             endpoint.base_url, info, stream, window, inventory, tick, identity=identity
         )
+
+
+async def _passive(
+    endpoint: Endpoint,
+    info: ServerInfo,
+    watcher: MetricsWatcher,
+    window_s: float,
+    nvml: object | None,
+    dcgm: Sequence[str],
+    read_gpus: bool,
+    identify: Callable[[str, ServerInfo], ServerIdentity] | None,
+) -> ProbeResult:
+    """The server's own figures over ``window_s`` (two scrapes), the GPUs read between them."""
+    gpus = asyncio.create_task(asyncio.to_thread(_read_gpus, nvml, dcgm)) if read_gpus else None
+    id_task = None
+    if identify is not None:
+        id_task = asyncio.create_task(asyncio.to_thread(identify, endpoint.base_url, info))
+    # The window is the measurement itself: the server's counters move over it on their own.
+    await asyncio.sleep(window_s)
+    window = await watcher.scrape()
+    inventory, tick = (None, None) if gpus is None else await gpus
+    identity = await _identity(id_task)
+    return ProbeResult(
+        endpoint.base_url, info, None, window, inventory, tick, identity=identity, passive=True
+    )
 
 
 async def _identity(task: asyncio.Task[ServerIdentity] | None) -> ServerIdentity | None:
@@ -300,11 +337,12 @@ def probe_to_dict(result: ProbeResult, verdict: dict[str, Any] | None = None) ->
             "error": result.error,
             "problem": result.problem,
         }
-    why = result.error or "no stream ran"
+    why = result.error or ("passive probe: no request sent" if result.passive else "no stream ran")
     gpus, gpus_reason = probe_gpus.gpus_document(result.inventory, result.tick)
     return {
         "schema_version": SCHEMA_VERSION,
         "specwatch": __version__,
+        "passive": result.passive,
         "ok": result.exit_code == EXIT_OK,
         "error": result.error or (result.stream.error if result.stream else None),
         "server": server,
