@@ -12,7 +12,11 @@ window's length; with none in that span, the last such mean, with its age, for u
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 STEADY_S = 10.0
 """Seconds of windows averaged into one steady figure."""
@@ -61,3 +65,32 @@ class SteadyMean:
 
 
 __all__ = ["STEADY_HOLD_S", "STEADY_S", "Steady", "SteadyMean"]
+
+
+class HeldLatest(Generic[T]):
+    """The newest value seen per key, shown for :data:`STEADY_HOLD_S` after it was seen.
+
+    A histogram's percentile buckets (TTFT, TPOT, e2e) exist only in windows in which a request
+    started or ended: with long answers most one-second windows have none, and a row that
+    appears and vanishes each second cannot be read. The last buckets hold, with their age.
+    """
+
+    def __init__(self, hold_s: float = STEADY_HOLD_S) -> None:
+        self.hold_s = hold_s
+        self._latest: dict[str, tuple[float, T]] = {}
+
+    def add(self, t: float, values: Mapping[str, T]) -> None:
+        """The values one window at ``t`` had (keys it lacks keep their older value)."""
+        for key, value in values.items():
+            self._latest[key] = (t, value)
+
+    def clear(self) -> None:
+        """Forget every value (the server restarted)."""
+        self._latest.clear()
+
+    def at(self, now: float, key: str) -> tuple[T, float] | None:
+        """``(value, age in seconds)`` of ``key``, or ``None`` when none is young enough."""
+        found = self._latest.get(key)
+        if found is None or now - found[0] > self.hold_s:
+            return None
+        return found[1], max(0.0, now - found[0])

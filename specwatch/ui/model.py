@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from specwatch.core import gpu_rules
 from specwatch.core.ring import TimeSeries
-from specwatch.core.window_mean import SteadyMean
+from specwatch.core.window_mean import HeldLatest, SteadyMean
 from specwatch.core.windows import WINDOWS as WINDOWS
 from specwatch.session.verdict_state import WAITING, LiveVerdictState
 from specwatch.ui.model_checks import check_tick, check_window, is_number
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     # Annotations only: the samples' classes load with the first sample, after the first frame.
     from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
     from specwatch.core.identity import ServerIdentity
-    from specwatch.core.server import MetricsWindow, ServerInfo
+    from specwatch.core.server import LatencyBucket, MetricsWindow, ServerInfo
 
 HISTORY = 4000
 ADVICE_WINDOWS = 1800
@@ -34,8 +34,9 @@ HOLD_S = 60.0
 """A reading missing from newer windows is held (dimmed, with its age) for this long."""
 HELD = ("gen_tok_s", "accept_length", "draft_acceptance_rate")
 """The window readings that are held rather than dropped when a window lacks them."""
-STEADY = ("step_latency_s", "accept_length")
-"""The window readings the verify pane shows as a steady mean (``specwatch.core.window_mean``)."""
+STEADY = ("step_latency_s", "accept_length", "prompt_tok_s", "requests_per_s")
+"""The window readings the verify and load panes show as a steady mean
+(``specwatch.core.window_mean``)."""
 MARKS = 256
 DOWN_MARK_S = 5.0
 """A refused server gets a ``down`` mark once it has been refused this long (dated back)."""
@@ -99,6 +100,8 @@ class MonitorModel:
         self.held: dict[str, tuple[float, float]] = {}
         """The newest ``(t, value)`` of each of :data:`HELD`."""
         self.steady = {name: SteadyMean() for name in STEADY}
+        self.latency: HeldLatest[tuple[LatencyBucket, ...]] = HeldLatest()
+        """The load pane's percentile buckets, held while windows have none."""
         self.bench_runs = 0
         """Measured benchmark runs this session (marks are numbered across benchmarks)."""
         self.window: MetricsWindow | None = None
@@ -277,6 +280,9 @@ class MonitorModel:
                 if w.restarted:
                     steady.clear()
                 steady.add(w.t, w.dt, getattr(w, name))
+            if w.restarted:
+                self.latency.clear()
+            self.latency.add(w.t, w.latency_buckets)
             self._track_warmup(w)
         if "error" in w.notes and self.connection_ok:
             self.connection = f"scrape error: {w.notes['error']}"

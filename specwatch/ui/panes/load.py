@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from specwatch.core.server import LatencyBucket
 
 LATENCY_ROWS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "e2e"))
+HELD_AFTER_S = 3.0
+"""Buckets older than this say their age: the windows since had no request start or end."""
 
 
 def _seconds(x: float, unit: str) -> str:
@@ -60,10 +62,19 @@ def _fit_line(pieces: list[Piece], width: int) -> list[Piece]:
 
 
 def load_lines(model: MonitorModel) -> list[list[Piece]] | None:
-    """The pane's lines as prioritised pieces (``None`` before the first scrape)."""
+    """The pane's lines as prioritised pieces (``None`` before the first scrape).
+
+    Gauges (running, waiting, KV) are the latest; rates that jump with what a one-second window
+    happened to hold (prompt tok/s, req/s) are a 10 s mean; percentile buckets are the latest a
+    window had, held with their age (``12s ago``) for a minute.
+    """
     w = model.window or model.last_scrape
     if w is None:
         return None
+    now = model.now
+
+    def steady(name: str) -> float | None:
+        return model.steady[name].at(now).value if name in model.steady else None
 
     def pair(priority: int, label: str, value: str) -> Piece:
         return (priority, [(f"{label} ", "label"), (f"{value}  ", "value")])
@@ -78,18 +89,21 @@ def load_lines(model: MonitorModel) -> list[list[Piece]] | None:
     lines = [
         first,
         [
-            pair(0, "prompt tok/s", _num(w.prompt_tok_s, ".0f")),
+            pair(0, "prompt tok/s", _num(steady("prompt_tok_s"), ".0f")),
             pair(0, "gen", _num(w.gen_tok_s, ".0f")),
-            pair(1, "req/s", _num(w.requests_per_s, ".1f")),
+            pair(1, "req/s", _num(steady("requests_per_s"), ".1f")),
         ],
     ]
     for key, label in LATENCY_ROWS:
-        buckets = w.latency_buckets.get(key)
-        if not buckets:
+        held = model.latency.at(now, key)
+        if held is None or not held[0]:
             continue
+        buckets, age = held
         row: list[Piece] = [(0, [(f"{label:<5}", "label")])]
         for i, b in enumerate(buckets):
             row.append((i, [(f" p{b.q * 100:g} ", "dim"), (bucket_words(b), "value")]))
+        if age >= HELD_AFTER_S:
+            row.append((3, [(f"  {age:.0f}s ago", "dim")]))
         lines.append(row)
     return lines
 
