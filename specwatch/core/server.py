@@ -126,7 +126,16 @@ class MetricsWindow:
     prefix_cache_hit_rate: float | None = None
     """Prefix-cache hits / queries over the window (or the server's own gauge), 0..1."""
     latency_buckets: Mapping[str, tuple[LatencyBucket, ...]] = field(default_factory=dict)
-    """``"ttft"``, ``"tpot"``, ``"e2e"``: the histogram bucket holding p50, p90 and p99."""
+    """The histogram bucket holding p50, p90 and p99 over the window: latencies in seconds
+    (``"ttft"``, ``"tpot"``, ``"e2e"``; vLLM also ``"queue"``, ``"prefill"``, ``"decode"``)
+    and the request shape in tokens (vLLM: ``"prompt_tokens"``, ``"generation_tokens"``)."""
+    preemptions_per_s: float | None = None
+    """Requests preempted per second over the window (vLLM: Δ``num_preemptions_total``)."""
+    preemptions_total: float | None = None
+    """Requests preempted since the server started."""
+    finished_by_reason: Mapping[str, float] = field(default_factory=dict)
+    """Requests finished since the server started, by finish reason (``stop``, ``length``,
+    ``abort``…; vLLM: ``request_success_total{finished_reason}``)."""
     sources: Mapping[str, str] = field(default_factory=dict)
     notes: Mapping[str, str] = field(default_factory=dict)
     """Why a field is ``None`` (e.g. ``"llama.cpp counters move only when a request finishes"``)."""

@@ -25,6 +25,8 @@ WINDOW_NUMBERS = (
     "requests_per_s",
     "kv_cache_usage",
     "prefix_cache_hit_rate",
+    "preemptions_per_s",
+    "preemptions_total",
 )
 SAMPLE_NUMBERS = (
     "sm_clock_mhz",
@@ -60,6 +62,9 @@ def check_window(w: MetricsWindow) -> None:
         v = getattr(w, name)
         if v is not None and not is_number(v):
             raise ValueError(f"metrics window {name}={v!r}")
+    for reason, n in w.finished_by_reason.items():
+        if not isinstance(reason, str) or not is_number(n):
+            raise ValueError(f"metrics window finished_by_reason[{reason!r}]={n!r}")
     pos = w.per_position_acceptance
     if pos is not None and not all(is_number(p) for p in pos):
         raise ValueError(f"metrics window per_position_acceptance={pos!r}")

@@ -7,9 +7,11 @@ every chunk. ``inter_token_latency_seconds`` was ``time_per_output_token_seconds
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from specwatch.core.sanitize import sanitize_line
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
 from specwatch.sources.dialects.aggregation import count, ratio_mean
 from specwatch.sources.dialects.base import (
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
     from specwatch.sources.http.client import ServerClient
     from specwatch.sources.metrics.prom import Scrape
 
+MAX_FINISH_REASONS = 8
+"""Finish reasons kept from one scrape (vLLM has four: stop, length, abort, error)."""
 REASON_METRICS = "vLLM was started with --disable-log-stats (/metrics has no vllm:* series)"
 
 _V = "vllm:"
@@ -60,6 +64,12 @@ _LATENCY = {
     "ttft": _V + "time_to_first_token_seconds",
     "tpot": _V + "request_time_per_output_token_seconds",
     "e2e": _V + "e2e_request_latency_seconds",
+    # Where a finished request spent its time (vLLM 0.7+), and its shape in tokens.
+    "queue": _V + "request_queue_time_seconds",
+    "prefill": _V + "request_prefill_time_seconds",
+    "decode": _V + "request_decode_time_seconds",
+    "prompt_tokens": _V + "request_prompt_tokens",
+    "generation_tokens": _V + "request_generation_tokens",
 }
 
 
@@ -75,6 +85,18 @@ def derive_vllm(
             b.set("kv_cache_usage", ratio_mean(cur, _V + kv), f"{_V}{kv} (mean of engines)")
             break
     spec = spec_lifetime(b, cur, _V)
+    finished = {
+        sanitize_line(reason, 32): n
+        for reason, n in sorted(
+            cur.by_label(_V + "request_success_total", "finished_reason").items()
+        )[:MAX_FINISH_REASONS]
+        if math.isfinite(n)
+    }
+    if finished:
+        b.values["finished_by_reason"] = finished
+        b.sources["finished_by_reason"] = f"{_V}request_success_total by finished_reason"
+    preempted = _V + "num_preemptions_total"
+    b.set("preemptions_total", cur.total(preempted), f"{preempted} (since start)")
     itl_name = _V + "inter_token_latency_seconds"
     if not cur.has(itl_name + "_count") and cur.has(_V + "time_per_output_token_seconds_count"):
         itl_name = _V + "time_per_output_token_seconds"  # vLLM <= 0.11 name of the same series
@@ -110,6 +132,7 @@ def derive_vllm(
         f"Δ{hits} / Δ{queries}",
     )
     set_load(b, cur, prev, dt, _V, _LATENCY)
+    b.set("preemptions_per_s", ratio(delta(cur, prev, preempted), dt), f"Δ{preempted} / Δt")
 
 
 class VllmDialect(ServerDialect):
@@ -133,6 +156,11 @@ class VllmDialect(ServerDialect):
             "time_to_first_token_seconds",
             "e2e_request_latency_seconds",
             "request_queue_time_seconds",
+            "request_prefill_time_seconds",
+            "request_decode_time_seconds",
+            "request_prompt_tokens",
+            "request_generation_tokens",
+            "num_preemptions",
             "kv_cache_usage_perc",
             "gpu_cache_usage_perc",
             "prefix_cache_",

@@ -8,6 +8,7 @@ mean.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import RenderableType
@@ -39,6 +40,20 @@ def bucket_words(b: LatencyBucket) -> str:
     if b.low <= 0.0:
         return f"≤ {_seconds(b.high, unit)} {unit}"
     return f"{_seconds(b.low, unit)}–{_seconds(b.high, unit)} {unit}"
+
+
+def _tokens(x: float) -> str:
+    # Buckets are often powers of two (1024, 2048): "1.024k" would read as a rounding.
+    return f"{x / 1000:.0f}k" if x >= 100_000 else f"{x:.0f}"
+
+
+def token_bucket_words(b: LatencyBucket) -> str:
+    """``"256–512"``, ``"≤ 512"`` or ``"> 8k"`` tokens (the bucket, never a point)."""
+    if math.isinf(b.high):
+        return f"> {_tokens(b.low)}"
+    if b.low <= 0.0:
+        return f"≤ {_tokens(b.high)}"
+    return f"{_tokens(b.low)}–{_tokens(b.high)}"
 
 
 def _num(v: float | None, fmt: str, scale: float = 1.0, suffix: str = "") -> str:
@@ -86,12 +101,15 @@ def load_lines(model: MonitorModel) -> list[list[Piece]] | None:
     ]
     if w.prefix_cache_hit_rate is not None:
         first.append(pair(2, "prefix hit", _num(w.prefix_cache_hit_rate, ".0f", 100.0, "%")))
+    if w.preemptions_total is not None:
+        first.append(pair(3, "preempted", _num(w.preemptions_total, ".0f")))
     lines = [
         first,
         [
             pair(0, "prompt tok/s", _num(steady("prompt_tok_s"), ".0f")),
             pair(0, "gen", _num(w.gen_tok_s, ".0f")),
             pair(1, "req/s", _num(steady("requests_per_s"), ".1f")),
+            *_finished(w.finished_by_reason),
         ],
     ]
     for key, label in LATENCY_ROWS:
@@ -105,6 +123,40 @@ def load_lines(model: MonitorModel) -> list[list[Piece]] | None:
         if age >= HELD_AFTER_S:
             row.append((3, [(f"  {age:.0f}s ago", "dim")]))
         lines.append(row)
+    lines.extend(_where_and_shape(model, now))
+    return lines
+
+
+def _finished(by_reason: Mapping[str, float]) -> list[Piece]:
+    """``done 1204: stop 71% length 29%`` since the server started (low priority)."""
+    total = sum(by_reason.values())
+    if total <= 0:
+        return []
+    shares = [(r, n / total) for r, n in sorted(by_reason.items(), key=lambda x: -x[1]) if n > 0]
+    out: list[Piece] = [(3, [("done ", "label"), (f"{total:.0f} ", "value")])]
+    for i, (reason, share) in enumerate(shares[:3]):
+        out.append((4 + i, [(f"{reason} ", "dim"), (f"{share:.0%}  ", "value")]))
+    return out
+
+
+def _where_and_shape(model: MonitorModel, now: float) -> list[list[Piece]]:
+    """vLLM's where-the-time-went (queue, prefill, decode p50) and request shape (tokens)."""
+    lines: list[list[Piece]] = []
+    where: list[Piece] = []
+    for n, key in enumerate(("queue", "prefill", "decode")):
+        held = model.latency.at(now, key)
+        if held and held[0]:
+            where.append((n, [(f"{key} ", "label"), (f"{bucket_words(held[0][0])}  ", "value")]))
+    if where:
+        lines.append([(0, [("p50   ", "dim")]), *where])
+    shape: list[Piece] = []
+    for n, (key, label) in enumerate((("prompt_tokens", "prompt"), ("generation_tokens", "gen"))):
+        held = model.latency.at(now, key)
+        if held and held[0]:
+            b = held[0][0]
+            shape.append((n, [(f"{label} ", "label"), (f"{token_bucket_words(b)} tok  ", "value")]))
+    if shape:
+        lines.append([(0, [("p50   ", "dim")]), *shape])
     return lines
 
 
