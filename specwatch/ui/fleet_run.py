@@ -112,6 +112,15 @@ async def _run_async(app: App[object]) -> object:
     return await app.run_async()
 
 
+async def _run_screen(run_app: RunApp, app: FleetApp | DrillApp) -> object:
+    """Run one screen; then its SIGTERM/SIGHUP handlers go, so none acts for a screen gone."""
+    try:
+        return await run_app(app)  # type: ignore[arg-type]
+    finally:
+        if app.terminal_watch is not None:
+            app.terminal_watch.stop()
+
+
 async def run_fleet_async(
     options: FleetOptions,
     settings: AppSettings,
@@ -137,13 +146,13 @@ async def run_fleet_async(
     try:
         while True:
             app = FleetApp(fleet, where, settings.theme, selected=selected)
-            chosen = await run_app(app)  # type: ignore[arg-type]
+            chosen = await _run_screen(run_app, app)
             if not isinstance(chosen, FleetChoice):
                 return chosen if isinstance(chosen, int) else 0
             selected = chosen.instance
             live = await drill_session(chosen, options, settings)
             try:
-                result = await run_app(DrillApp(settings, live))  # type: ignore[arg-type]
+                result = await _run_screen(run_app, DrillApp(settings, live))
             finally:
                 await asyncio.to_thread(live.stop)
             if result != BACK:
