@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from textual.app import App
 from textual.binding import Binding, BindingType
 
+from specwatch.bench.shield import print_lines
 from specwatch.core.fleet import target_of
 from specwatch.core.sanitize import sanitize_line
 from specwatch.session.fleet import FleetSession, FleetSource
@@ -151,10 +152,14 @@ async def run_fleet_async(
                 return chosen if isinstance(chosen, int) else 0
             selected = chosen.instance
             live = await drill_session(chosen, options, settings)
+            drill = DrillApp(settings, live)
             try:
-                result = await _run_screen(run_app, DrillApp(settings, live))
+                result = await _run_screen(run_app, drill)
             finally:
                 await asyncio.to_thread(live.stop)
+                left = await asyncio.to_thread(drill.benchmark_left)
+                if left is not None:  # between screens, the terminal is ours to print on
+                    print_lines(sys.stderr, [left])
             if result != BACK:
                 return result if isinstance(result, int) else 0
     finally:
