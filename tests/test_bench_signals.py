@@ -118,3 +118,21 @@ def test_a_stop_signal_before_the_first_run_stops_it(tmp_path: Path, sig: int) -
     assert proc.returncode == 128 + sig, err
     assert "interrupted before the first run; nothing saved" in err, err
     assert not (tmp_path / "snaps").exists() or not list((tmp_path / "snaps").iterdir())
+
+
+def test_ctrl_c_while_the_arguments_are_read_is_one_line() -> None:
+    """Before a command takes the signals, Ctrl-C still ends the process with one line and 130
+    (a KeyboardInterrupt in the argument parser used to print a traceback)."""
+    code = (
+        "import specwatch.commands.main as m\n"
+        "def interrupted(argv):\n"
+        "    raise KeyboardInterrupt\n"
+        "m.parse_args = interrupted\n"
+        "raise SystemExit(m.main())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code, "bench"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "specwatch: interrupted\n"
