@@ -19,7 +19,7 @@ from tests.test_ui_hangup import read_to_exit, read_until, spawn_in_pty
 
 STEP_MS = 3.0
 """A run of 2048 tokens takes ~2.5 s: the last of five is far off when the test leaves."""
-HOW = {"q": (None, 0, "on quit"), "sigterm": (signal.SIGTERM, TERM_EXIT, "by SIGTERM")}
+HOW = {"q": (None, 0, "on quitting"), "sigterm": (signal.SIGTERM, TERM_EXIT, "by SIGTERM")}
 HOW["sighup"] = (signal.SIGHUP, HANGUP_EXIT, "by SIGHUP")
 
 

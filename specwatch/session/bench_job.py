@@ -161,13 +161,15 @@ class BenchJob:
         self.emit(BenchFinished(kind, result, self.snapshot_path, error))
 
     def stopped_line(self, how: str) -> str:
-        """One line on what a benchmark stopped ``how`` (``"by SIGTERM"``, ``"on quit"``) kept:
+        """One line on what a benchmark stopped ``how`` (``"by SIGTERM"``, ``"on quitting"``) kept:
         how many runs, and where, as ``specwatch bench`` says it."""
         result = self.result
         if not self.done.is_set():
             return f"benchmark stopped {how}; its snapshot was not written in time"
         if result is None:
             return f"benchmark stopped {how}; it had failed: nothing saved"
+        if not any(r.tok_s is not None for r in result.runs):
+            return f"benchmark stopped {how} before its first run finished; nothing saved"
         kept = f"{len(result.runs)} of {result.config.runs} runs"
         if self.snapshot_path is None:
             return f"benchmark stopped {how}; {kept} NOT saved: {self.save_error}"

@@ -46,6 +46,7 @@ class DrillApp(SpecwatchApp):
 
     def action_to_fleet(self) -> None:
         """Return to the fleet screen."""
+        self.leaving = "on going back to the fleet"
         self.exit(BACK)
 
 

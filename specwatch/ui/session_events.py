@@ -76,6 +76,8 @@ class SessionEventsApp(TerminalWatchApp):
     _inbox: EventInbox
     _session_stopped = False
     _bench_left: BenchJob | None = None
+    leaving: str = "on quitting"
+    """How the app was left, for the benchmark line (a signal's name overrides it)."""
 
     def start_session(self) -> None:
         """Receive the session's events and start it (after the first frame)."""
@@ -100,7 +102,7 @@ class SessionEventsApp(TerminalWatchApp):
             return None
         job.done.wait(timeout_s)
         watch = self.terminal_watch
-        how = f"by {watch.stopped_by}" if watch is not None and watch.stopped_by else "on quit"
+        how = f"by {watch.stopped_by}" if watch is not None and watch.stopped_by else self.leaving
         return f"specwatch: {job.stopped_line(how)}"
 
     def action_mark_reference(self) -> None:
