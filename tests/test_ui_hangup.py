@@ -17,12 +17,12 @@ from specwatch.ui.hangup import HANGUP_EXIT, start_backstop, terminal_alive
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def spawn_in_pty(args: list[str]) -> tuple[int, int]:
+def spawn_in_pty(args: list[str], cwd: Path = ROOT) -> tuple[int, int]:
     """Start ``python -m specwatch ARGS`` as session leader of a new pty; (pid, master fd)."""
     env = dict(os.environ, TERM="xterm-256color", COLUMNS="80", LINES="24", PYTHONPATH=str(ROOT))
     pid, fd = pty.fork()
     if pid == 0:  # the child: become the app
-        os.chdir(ROOT)
+        os.chdir(cwd)
         os.execve(sys.executable, [sys.executable, "-m", "specwatch", *args], env)
     return pid, fd
 
@@ -41,6 +41,18 @@ def read_until(fd: int, needle: bytes, timeout: float) -> bytes:
                 break
             out += chunk
     return out
+
+
+def read_to_exit(pid: int, fd: int, timeout: float) -> tuple[int | None, bytes]:
+    """Read the child's output until it exits (its wait status) or ``timeout`` passes (None)."""
+    out = b""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        out += read_until(fd, b"\x00never", 0.3)
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status, out + read_until(fd, b"\x00never", 0.3)
+    return None, out
 
 
 def wait_exit(pid: int, timeout: float, fd: int = -1) -> int | None:

@@ -98,15 +98,22 @@ def signal_name(sig: int) -> str:
 @contextlib.contextmanager
 def loop_signals(on_signal: Callable[[int], None], log: SignalLog) -> Iterator[None]:
     """Route SIGINT, SIGTERM and SIGHUP to ``on_signal`` on the running loop while inside;
-    on leaving, hand them to ``log`` with no gap (see :mod:`specwatch.bench.shield`)."""
+    on leaving, hand them to ``log`` with no gap (see :mod:`specwatch.bench.shield`).
+
+    A signal ``log`` took before (between the shield and the loop) is not replayed: the caller
+    checks :attr:`SignalLog.first` once inside.
+    """
     loop = asyncio.get_running_loop()
     installed: list[int] = []
-    for sig in STOP_SIGNALS:
-        try:
-            loop.add_signal_handler(sig, on_signal, int(sig))
-            installed.append(int(sig))
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass  # no loop signal support here: KeyboardInterrupt cancels the task instead
+    # Blocked while the handlers change hands: a signal arriving in between stays pending and
+    # reaches ``on_signal`` once unblocked, instead of tripping a handler being replaced.
+    with blocked():
+        for sig in STOP_SIGNALS:
+            try:
+                loop.add_signal_handler(sig, on_signal, int(sig))
+                installed.append(int(sig))
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass  # no loop signal support here: KeyboardInterrupt cancels the task instead
     try:
         yield
     finally:

@@ -166,6 +166,8 @@ async def _bench(
     )
     say("")
     with loop_signals(on_signal, log):
+        if log.first is not None:  # it came after the shield, before the loop took over
+            return None, secret, log.first
         async with ServerClient(
             endpoint, timeout_s=args.timeout, deadline_s=getattr(args, "deadline", None)
         ) as client:

@@ -302,7 +302,11 @@ def _restore_stale_clocks(command: str | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
-    status = _main(argv)
+    try:
+        status = _main(argv)
+    except KeyboardInterrupt:  # also while the arguments are read, before any command
+        print("specwatch: interrupted", file=sys.stderr)
+        status = 130
     if argv is None and status > 128:  # this process's own command line, stopped by a signal
         from specwatch.bench.shield import ignore_late_stop_signals
 
@@ -388,9 +392,6 @@ def _main(argv: Sequence[str] | None) -> int:
             # The monitor turns the collector back on after its first frame (SpecwatchApp).
             gc.disable()
         return run_tui(args)
-    except KeyboardInterrupt:
-        print("specwatch: interrupted", file=sys.stderr)
-        return 130
     finally:
         gc.enable()
 

@@ -40,6 +40,7 @@ HOSTILE_CASES = (
     "endless",
     "quiet",
     "trickle",
+    "dcgm-trickle",
     "huge-metrics",
     "huge-event",
     "huge-json",
@@ -133,7 +134,7 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=1.0,
         metavar="S",
-        help="with --hostile trickle: seconds between two bytes (default: 1)",
+        help="with --hostile trickle or dcgm-trickle: seconds between two bytes (default: 1)",
     )
     p.add_argument(
         "--api-key-env",

@@ -247,6 +247,11 @@ def run_tui(args: argparse.Namespace) -> int:
         if app.session is not None:
             app.session.stop()
         remove_sighup()
+        left = app.benchmark_left()
+        if left is not None:  # the terminal is back: say where the finished runs went
+            from specwatch.bench.shield import print_lines
+
+            print_lines(sys.stderr, [left])
     keep_chosen_theme(args.theme, app.theme)
     return result if isinstance(result, int) else 0
 

@@ -71,6 +71,10 @@ class BenchJob:
         self.done = threading.Event()
         """Set once the benchmark ended and its snapshot was written (or failed to be)."""
         self.snapshot_path: Path | None = None
+        self.result: BenchResult | None = None
+        """What it measured, once ended (``None`` before, or when it failed)."""
+        self.save_error: str | None = None
+        """Why no snapshot was written, when none was."""
 
     def start(self) -> None:
         """Run on a daemon thread of its own."""
@@ -143,6 +147,7 @@ class BenchJob:
             self.emit(BenchProgress(self.clock(), "error", 0, 0, str(e)))
             self.emit(BenchFinished("failed", None, None, None, f"{type(e).__name__}: {e}"))
             return
+        self.result = result
         error: str | None = None
         if not any(r.tok_s is not None for r in result.runs):
             # Stopped in warmup (or every run failed): an empty snapshot would compare as
@@ -150,9 +155,26 @@ class BenchJob:
             error = "no measured run finished: nothing saved"
         else:
             error = self._save(result)
+        self.save_error = error
         kind = "finished" if result.ok else ("interrupted" if result.interrupted else "error")
         self.emit(BenchProgress(self.clock(), kind, len(result.runs), result.config.runs, kind))
         self.emit(BenchFinished(kind, result, self.snapshot_path, error))
+
+    def stopped_line(self, how: str) -> str:
+        """One line on what a benchmark stopped ``how`` (``"by SIGTERM"``, ``"on quitting"``) kept:
+        how many runs, and where, as ``specwatch bench`` says it."""
+        result = self.result
+        if not self.done.is_set():
+            return f"benchmark stopped {how}; its snapshot was not written in time"
+        if result is None:
+            return f"benchmark stopped {how}; it had failed: nothing saved"
+        if not any(r.tok_s is not None for r in result.runs):
+            return f"benchmark stopped {how} before its first run finished; nothing saved"
+        kept = f"{len(result.runs)} of {result.config.runs} runs"
+        if self.snapshot_path is None:
+            return f"benchmark stopped {how}; {kept} NOT saved: {self.save_error}"
+        partial = " (partial snapshot)" if result.interrupted else ""
+        return f"benchmark stopped {how}; {kept} saved{partial}: {self.snapshot_path}"
 
     def _save(self, result: BenchResult) -> str | None:
         try:

@@ -10,6 +10,8 @@ Cases:
     endless:      a stream that never ends and ignores ``max_tokens``
     quiet:        a stream that sends only keep-alive comments, never a token
     trickle:      every answer dripped one byte per ``trickle_s``
+    dcgm-trickle: a dcgm-exporter whose ``/metrics`` headers are dripped one byte per
+                  ``trickle_s`` (a per-read timeout never trips; only a deadline ends it)
     huge-metrics: a 50 MB ``/metrics``
     huge-event:   one 300 MB SSE event
     huge-json:    a 500 MB ``/v1/models`` (no Content-Length)
@@ -39,6 +41,7 @@ CASES = (
     "endless",
     "quiet",
     "trickle",
+    "dcgm-trickle",
     "huge-metrics",
     "huge-event",
     "huge-json",
@@ -49,6 +52,10 @@ CASES = (
     *PROMETHEUS_CASES,
 )
 MB = 1_000_000
+_DCGM = (
+    "# TYPE DCGM_FI_DEV_SM_CLOCK gauge\n"
+    'DCGM_FI_DEV_SM_CLOCK{gpu="0",UUID="GPU-0",modelName="NVIDIA H100",Hostname="node"} 1980\n'
+)
 _METRICS = (
     "# TYPE vllm:num_requests_running gauge\n"
     'vllm:num_requests_running{model_name="m"} 0\n'
@@ -84,7 +91,7 @@ class HostileServer:
 
     Args:
         case: One of :data:`CASES`.
-        trickle_s: Seconds between two bytes in the ``trickle`` case.
+        trickle_s: Seconds between two bytes in the ``trickle`` and ``dcgm-trickle`` cases.
         port: Port to bind (0: any free one).
         host: Address to bind.
     """
@@ -179,7 +186,15 @@ class HostileServer:
                 await writer.drain()
                 await asyncio.sleep(self.trickle_s)
             return
-        if case in PROMETHEUS_CASES:
+        if case == "dcgm-trickle":
+            answer = _answer("200 OK", _DCGM.encode(), "text/plain; version=0.0.4")
+            head, _, body = answer.partition(b"\r\n\r\n")
+            for byte in head + b"\r\n\r\n":
+                writer.write(bytes([byte]))
+                await writer.drain()
+                await asyncio.sleep(self.trickle_s)
+            writer.write(body)
+        elif case in PROMETHEUS_CASES:
             writer.write(_prometheus(case, request))
         elif case == "loading":
             writer.write(_json({"error": "model loading"}, "503 Service Unavailable"))

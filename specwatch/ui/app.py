@@ -132,7 +132,6 @@ class SpecwatchApp(SessionEventsApp):
         self._wall_clock = wall_clock
         self._cpu_last: tuple[float, float] | None = None
         self._panes: list[ModelPane] = []
-        self._hung_up = False
         self._inbox = EventInbox()
         """Session events waiting for the next redraw (see ``ui/session_events.py``)."""
         # Held directly: app-level keys and resizes also arrive while a modal is on top, when

@@ -26,10 +26,10 @@ from specwatch.core.fleet_rows import FleetRow, fleet_rows, with_gone
 from specwatch.core.sanitize import sanitize_line
 from specwatch.session.fleet import FleetError, FleetEvent, FleetRefreshed, FleetSession
 from specwatch.sources.prometheus.fleet import FleetReading
-from specwatch.ui import hangup
 from specwatch.ui.fleet_pane import FleetPane
 from specwatch.ui.modals import HelpScreen
 from specwatch.ui.palette import textual_commands
+from specwatch.ui.terminal_watch import TerminalWatch
 from specwatch.ui.textual_compat import quiet_driver_class
 from specwatch.ui.themes import cycle_order, load_themes
 
@@ -167,6 +167,8 @@ class FleetApp(App[FleetChoice | int]):
         self.status = Static(id="fleet-status", markup=False)
         self.errors = Static(id="fleet-errors", markup=False, classes="-none")
         self._unsubscribe: Callable[[], None] | None = None
+        self.terminal_watch: TerminalWatch | None = None
+        """Its watch on SIGTERM, SIGHUP and the terminal, once started."""
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's choice, with an input thread that does not wake ten times a second."""
@@ -190,13 +192,10 @@ class FleetApp(App[FleetChoice | int]):
         self.set_interval(1.0, self.update_status)
         self.update_status()
         if self.watch_terminal and not self.is_headless:
-            self.set_interval(1.0, self._check_terminal)
-
-    def _check_terminal(self) -> None:
-        # An orphaned monitor after an SSH drop must not live on (see specwatch.ui.hangup).
-        if not hangup.terminal_alive():
-            hangup.start_backstop()
-            self.exit(hangup.HANGUP_EXIT)
+            # SIGTERM and SIGHUP leave as q does, the terminal restored; an orphaned monitor
+            # after an SSH drop must not live on (the single-server screen's path).
+            self.terminal_watch = TerminalWatch(self, self.exit)
+            self.terminal_watch.start()
 
     def on_unmount(self) -> None:
         """Stop listening (the session belongs to the caller and keeps running)."""

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from textual.app import App
 from textual.binding import Binding, BindingType
 
+from specwatch.bench.shield import print_lines
 from specwatch.core.fleet import target_of
 from specwatch.core.sanitize import sanitize_line
 from specwatch.session.fleet import FleetSession, FleetSource
@@ -45,6 +46,7 @@ class DrillApp(SpecwatchApp):
 
     def action_to_fleet(self) -> None:
         """Return to the fleet screen."""
+        self.leaving = "on going back to the fleet"
         self.exit(BACK)
 
 
@@ -112,6 +114,15 @@ async def _run_async(app: App[object]) -> object:
     return await app.run_async()
 
 
+async def _run_screen(run_app: RunApp, app: FleetApp | DrillApp) -> object:
+    """Run one screen; then its SIGTERM/SIGHUP handlers go, so none acts for a screen gone."""
+    try:
+        return await run_app(app)  # type: ignore[arg-type]
+    finally:
+        if app.terminal_watch is not None:
+            app.terminal_watch.stop()
+
+
 async def run_fleet_async(
     options: FleetOptions,
     settings: AppSettings,
@@ -137,15 +148,19 @@ async def run_fleet_async(
     try:
         while True:
             app = FleetApp(fleet, where, settings.theme, selected=selected)
-            chosen = await run_app(app)  # type: ignore[arg-type]
+            chosen = await _run_screen(run_app, app)
             if not isinstance(chosen, FleetChoice):
                 return chosen if isinstance(chosen, int) else 0
             selected = chosen.instance
             live = await drill_session(chosen, options, settings)
+            drill = DrillApp(settings, live)
             try:
-                result = await run_app(DrillApp(settings, live))  # type: ignore[arg-type]
+                result = await _run_screen(run_app, drill)
             finally:
                 await asyncio.to_thread(live.stop)
+                left = await asyncio.to_thread(drill.benchmark_left)
+                if left is not None:  # between screens, the terminal is ours to print on
+                    print_lines(sys.stderr, [left])
             if result != BACK:
                 return result if isinstance(result, int) else 0
     finally:

@@ -21,7 +21,11 @@ from specwatch.ui.model import MonitorModel
 from specwatch.ui.terminal_watch import TerminalWatchApp
 
 if TYPE_CHECKING:
+    from specwatch.session.bench_job import BenchJob
     from specwatch.session.events import BenchFinished, SessionEvent
+
+LEFT_WAIT_S = 2.0
+"""How long leaving waits for a stopped benchmark's snapshot (under SIGHUP's 2.5 s backstop)."""
 
 
 class Drain(Message):
@@ -71,6 +75,9 @@ class SessionEventsApp(TerminalWatchApp):
     """The endpoint the monitor shows; other endpoints' events are left to other subscribers."""
     _inbox: EventInbox
     _session_stopped = False
+    _bench_left: BenchJob | None = None
+    leaving: str = "on quitting"
+    """How the app was left, for the benchmark line (a signal's name overrides it)."""
 
     def start_session(self) -> None:
         """Receive the session's events and start it (after the first frame)."""
@@ -79,10 +86,24 @@ class SessionEventsApp(TerminalWatchApp):
             self.session.start()
 
     def on_unmount(self) -> None:
-        """Stop the session: its pollers, GPU source, demo and a running benchmark."""
+        """Stop the session: its pollers, GPU source, demo and a running benchmark (which
+        saves its finished runs: see :meth:`benchmark_left`)."""
         self._session_stopped = True
         if self.session is not None:
+            if self.session.bench_running:
+                self._bench_left = self.session.bench
             self.session.stop()
+
+    def benchmark_left(self, timeout_s: float = LEFT_WAIT_S) -> str | None:
+        """After the app ended: one line on the benchmark its ending stopped (how many runs
+        were saved, and where), once it saved them; ``None`` when none was running."""
+        job = self._bench_left
+        if job is None:
+            return None
+        job.done.wait(timeout_s)
+        watch = self.terminal_watch
+        how = f"by {watch.stopped_by}" if watch is not None and watch.stopped_by else self.leaving
+        return f"specwatch: {job.stopped_line(how)}"
 
     def action_mark_reference(self) -> None:
         """Judge against the window ending now from here on (the session keeps the mark)."""
