@@ -79,4 +79,5 @@ def test_a_stop_signal_ends_it_while_the_exporter_trickles(
                 proc.kill()
     assert proc.returncode in (128 + sig, -sig), err
     assert "Traceback" not in err, err[-2000:]
-    assert elapsed < DEADLINE_S + 2.0, f"{elapsed:.1f} s after the signal"
+    # 2.0-2.1 s on a quiet machine; the margin is for a loaded one (the hang was 40 s and more).
+    assert elapsed < DEADLINE_S + 6.0, f"{elapsed:.1f} s after the signal"
