@@ -89,6 +89,8 @@ def test_compare_headers_keep_what_tells_snapshots_apart() -> None:
     a, b = _short_names("specwatch-20261129T210500Z.json", "specwatch-20261129T210608Z.json")
     assert (a, b) == ("20261129T210500Z", "20261129T210608Z")
     assert _short_names("base.json", "base.json") == ("base.json", "base.json")
+    # Issue 21 item 18: a range's header keeps its sign ("60s/-35s" read as a time after start).
+    assert _short_names("r.sqlite@-60s/-35s", "r.sqlite@-25s/-0s") == ("-60s/-35s", "-25s/-0s")
 
 
 async def test_token_rate_title_says_when_there_is_no_metrics() -> None:

@@ -158,6 +158,10 @@ def short_names(a: str, b: str) -> tuple[str, str]:
     )
     # Back up to a separator so "…-20261129T210500Z" keeps its whole timestamp.
     cut = max(stems[0].rfind("-", 0, common + 1), stems[0].rfind("_", 0, common + 1)) + 1
+    # A recording's range (``night.sqlite@-2h/-1h55m``) keeps its whole range, sign included.
+    at = stems[0].find("@")
+    if 0 <= at < cut and stems[1].find("@") == at:
+        cut = at + 1
     return stems[0][cut:] or a, stems[1][cut:] or b
 
 
