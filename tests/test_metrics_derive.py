@@ -549,7 +549,9 @@ async def test_llamacpp_new_build_after_a_request_finished(fake_server: FakeServ
     assert w.accept_length == pytest.approx(1 + 320 / 290)
     assert w.draft_acceptance_rate == pytest.approx(320 / 900)
     assert w.per_position_acceptance == pytest.approx((210 / 290, 110 / 290))
-    assert w.step_latency_s is None and "timings" in w.notes["step_latency_s"]
+    # generation seconds over the finished request's steps: tokens − accepted − its free first
+    assert w.decode_steps == 512 - 320 - 1
+    assert w.step_latency_s == pytest.approx(0.5 / (512 - 320 - 1))
     assert not w.restarted
 
 

@@ -79,12 +79,9 @@ def derive_llamacpp(
     b.set("requests_running", cur.total(_L + "requests_processing"), _L + "requests_processing")
     b.set("requests_waiting", cur.total(_L + "requests_deferred"), _L + "requests_deferred")
     spec_counters = spec_lifetime(b, cur, _L)
-    b.note(
-        "step_latency_s",
-        "llama.cpp exposes no per-step series; a stream's timings give the step latency",
-    )
     if prev is None:
         return
+    _step_time(b, cur, prev, spec_counters or not info.spec.enabled)
     tokens = delta(cur, prev, _L + "tokens_predicted_total")
     if tokens is not None and tokens > 0:
         b.set(
@@ -111,6 +108,28 @@ def derive_llamacpp(
     if spec_window(b, cur, prev, _L) <= 0:
         b.note("accept_length", f"{END_ONLY}; no speculative request finished")
         b.note("draft_acceptance_rate", f"{END_ONLY}; no speculative request finished")
+
+
+def _step_time(b: WindowBuilder, cur: Scrape, prev: Scrape, steps_known: bool) -> None:
+    """Mean generation step time of the requests that finished in the window.
+
+    Each finished request's generation time spans ``predicted_n − 1 − accepted`` target decode
+    steps (its first token comes from the prompt); the number of requests is not exported, so
+    one is assumed, which counts a step too many for every further request that finished.
+    """
+    tokens = delta(cur, prev, _L + "tokens_predicted_total")
+    seconds = delta(cur, prev, _L + "tokens_predicted_seconds_total")
+    if not steps_known:
+        b.note("step_latency_s", "speculating, but no accepted-token counter: steps unknown")
+        return
+    accepted = delta(cur, prev, spec_names(_L)[0]) or 0.0
+    if tokens is None or seconds is None or tokens - accepted - 1.0 <= 0:
+        b.note("step_latency_s", f"{END_ONLY}; none finished in this window")
+        return
+    steps = tokens - accepted - 1.0
+    where = f"{_L}tokens_predicted_total − {spec_names(_L)[0]} − 1 (one request assumed)"
+    b.set("decode_steps", steps, f"Δ({where})")
+    b.set("step_latency_s", seconds / steps, f"Δ{_L}tokens_predicted_seconds_total / Δ({where})")
 
 
 def llamacpp_request(request: StreamRequest) -> dict[str, Any]:
