@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import sys
 import threading
@@ -41,7 +42,7 @@ from specwatch.core.step_cost import plain_steps
 from specwatch.session.advice_watch import Watched, watch_windows
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.metrics.prom import parse_metrics
-from tests.realserver import running_llama_server
+from tests.realserver import llama_server_binary, running_llama_server
 
 WORDS = [
     "the",
@@ -145,12 +146,24 @@ class Load:
                     return
 
 
+def cpu_seconds(url: str) -> float:
+    """CPU time the server process has used (user + system), from the start script's pid file;
+    a step's CPU time, unlike its wall time, hardly moves with the machine's other load."""
+    port = url.rsplit(":", 1)[1]
+    pidfile = llama_server_binary().parent.parent / "run" / f"llama-server-{port}.pid"
+    fields = Path(f"/proc/{pidfile.read_text().strip()}/stat").read_text().rsplit(")", 1)[1]
+    utime, stime = fields.split()[11:13]
+    return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
+
+
 def counters(url: str) -> dict[str, float]:
-    """The server's speculative and token counters, straight from ``/metrics``."""
+    """The server's speculative and token counters, straight from ``/metrics``, and its CPU
+    time."""
     scrape = parse_metrics(httpx.get(url + "/metrics", timeout=30).text)
     names = ["llamacpp:tokens_predicted_total", "llamacpp:tokens_predicted_seconds_total"]
     names += [SPEC + n for n in ("drafts_total", "accepted_tokens_total", "draft_tokens_total")]
     out = {n: scrape.total(n) or 0.0 for n in names}
+    out["cpu_s"] = cpu_seconds(url)
     for pos, v in scrape.by_label(SPEC + "accepted_tokens_per_pos_total", "position").items():
         out[f"pos{pos}"] = v
     return out
@@ -165,6 +178,8 @@ def measured(
     accepted = sum(t.get("draft_n_accepted", 0) for t in timings)
     d = {k: after[k] - before.get(k, 0.0) for k in after}
     drafts = d.get(SPEC + "drafts_total", 0.0)
+    # every step of the run, the prompt's included (timings count only finished requests)
+    all_steps = d["llamacpp:tokens_predicted_total"] - d.get(SPEC + "accepted_tokens_total", 0.0)
     per_pos = [d[k] / drafts for k in sorted(d) if k.startswith("pos")] if drafts else []
     return {
         "requests": len(timings),
@@ -177,6 +192,7 @@ def measured(
         else None,
         "draft_hit": drafts / (gen - accepted) if drafts and gen > accepted else None,
         "p": per_pos,
+        "cpu_ms_per_step": 1000.0 * d["cpu_s"] / all_steps if all_steps > 0 else None,
     }
 
 
@@ -284,6 +300,11 @@ def _est(e: dict[str, float] | None, fmt: str = ".3f") -> str:
     return f"{e['value']:{fmt}} [{e['low']:{fmt}}, {e['high']:{fmt}}]"
 
 
+def linear(plain: float, at_k: float, k: int = 2, k_running: int = 4) -> float:
+    """The advisor's default step model (``core/step_cost.model_step_s``)."""
+    return plain + k / k_running * (at_k - plain)
+
+
 def report(r: dict[str, Any]) -> str:
     """The figures as lines of text."""
     pred, m2, m4 = r["predicted"], r["k2"]["measured"], r["k4"]["measured"]
@@ -304,6 +325,11 @@ def report(r: dict[str, Any]) -> str:
         f"{m2['tokens_per_step']:>16.3f}",
         f"{'step ms':24}{_est(pred.get('step_ms')):>36}  {m2['step_ms']:>16.3f}",
         f"{'tok/s':24}{_est(pred.get('tok_s'), '.0f'):>36}  {m2['tok_s']:>16.0f}",
+        f"{'CPU ms per step':24}{'':>36}  {m2['cpu_ms_per_step']:>16.3f}"
+        f"  (plain {r['plain']['cpu_ms_per_step']:.3f}, K=4 {m4['cpu_ms_per_step']:.3f})",
+        "the step model on the servers' own wall figures: plain + 2/4 (K=4 − plain) = "
+        f"{linear(r['plain']['step_ms'], m4['step_ms']):.3f} ms; on CPU time: "
+        f"{linear(r['plain']['cpu_ms_per_step'], m4['cpu_ms_per_step']):.3f} ms",
         f"advisor at K=4: best k {pred.get('best_k')}, advised k {pred.get('advised_k')}"
         + (f"; withheld: {pred['reason']}" if pred["reason"] else ""),
     ]
