@@ -552,7 +552,26 @@ async def test_llamacpp_new_build_after_a_request_finished(fake_server: FakeServ
     # generation seconds over the finished request's steps: tokens − accepted − its free first
     assert w.decode_steps == 512 - 320 - 1
     assert w.step_latency_s == pytest.approx(0.5 / (512 - 320 - 1))
+    assert "precision" not in w.notes
     assert not w.restarted
+
+
+async def test_llamacpp_counters_past_a_million_are_said_to_be_rounded(
+    fake_server: FakeServer,
+) -> None:
+    # llama-server's "%g"-style output: 6 significant digits, so 1234567 prints as 1.23457e+06
+    big_a = dict(LA, tokens=1.23457e06, seconds=5000.0)
+    big_b = dict(LB, tokens=1.23508e06, seconds=5001.0)
+    _, w = await _two(
+        fake_server,
+        _info(Dialect.LLAMACPP, "b6500-0c1e570", LLAMA_SPEC),
+        llamacpp_text(big_a),
+        llamacpp_text(big_b),
+        2.0,
+    )
+    assert w.step_latency_s is not None
+    assert "6 significant digits (1.23508e+06)" in w.notes["precision"]
+    assert w.notes["precision"].endswith("known to ±10 only")
 
 
 async def test_llamacpp_mid_request_reports_nothing_moved(fake_server: FakeServer) -> None:

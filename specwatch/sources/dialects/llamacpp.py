@@ -8,6 +8,7 @@ and the final ``timings`` say how many decode steps there were.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -127,9 +128,24 @@ def _step_time(b: WindowBuilder, cur: Scrape, prev: Scrape, steps_known: bool) -
         b.note("step_latency_s", f"{END_ONLY}; none finished in this window")
         return
     steps = tokens - accepted - 1.0
+    _note_precision(b, cur)
     where = f"{_L}tokens_predicted_total − {spec_names(_L)[0]} − 1 (one request assumed)"
     b.set("decode_steps", steps, f"Δ({where})")
     b.set("step_latency_s", seconds / steps, f"Δ{_L}tokens_predicted_seconds_total / Δ({where})")
+
+
+def _note_precision(b: WindowBuilder, cur: Scrape) -> None:
+    """llama-server writes its counters with C++'s default 6 significant digits: from 10^6 up
+    a window's delta is rounded to the counter's last printed digit."""
+    for name in ("tokens_predicted_total", "tokens_predicted_seconds_total"):
+        value = cur.total(_L + name)
+        if value is not None and value >= 1e6:
+            digit = 10.0 ** (math.floor(math.log10(value)) - 5)
+            b.notes["precision"] = (
+                f"llama-server prints {_L}{name} with 6 significant digits ({value:.6g}): "
+                f"each window's delta is known to ±{digit:g} only"
+            )
+            return
 
 
 def llamacpp_request(request: StreamRequest) -> dict[str, Any]:
