@@ -12,7 +12,7 @@ closed-loop client sending back-to-back ``/completion`` requests with varied pro
 
 Prints predicted against measured. Usage::
 
-    tests/tools/advisor_realserver.py [--seconds 20] [--tokens 256] [--json]
+    tests/tools/advisor_realserver.py [--seconds 20] [--tokens 256] [--models-dir DIR] [--json]
 
 Needs the binary of ``shared/tools/llama-server/build-llama-server.sh`` (see
 ``tests/realserver.py``).
@@ -204,7 +204,9 @@ async def _watch_all(urls: list[str], seconds: float) -> list[Watched]:
     )
 
 
-def run_together(ks: list[int | None], seconds: float, tokens: int) -> list[Run]:
+def run_together(
+    ks: list[int | None], seconds: float, tokens: int, models: Path | None = None
+) -> list[Run]:
     """Start one server per draft length (``None``: plain), load each with its own closed-loop
     client at the same time, and watch each one's ``/metrics`` the way ``specwatch advise URL``
     does; the machine's load falls on all of them alike."""
@@ -213,6 +215,7 @@ def run_together(ks: list[int | None], seconds: float, tokens: int) -> list[Run]
         for k in ks:
             # One thread each: spin-waiting threads stall each other on a shared machine.
             env = {"THREADS": "1"} | ({} if k is None else {"DRAFT_MAX": str(k)})
+            env |= {} if models is None else {"MODELS_DIR": str(models)}
             urls.append(
                 stack.enter_context(running_llama_server("plain" if k is None else "draft", env))
             )
@@ -278,10 +281,12 @@ def prediction(doc: dict[str, Any], k: int) -> dict[str, Any]:
     return out
 
 
-def check(seconds: float, tokens: int, k_big: int = 4, k_small: int = 2) -> dict[str, Any]:
+def check(
+    seconds: float, tokens: int, k_big: int = 4, k_small: int = 2, models: Path | None = None
+) -> dict[str, Any]:
     """Plain, K=k_big and K=k_small side by side; the advisor's prediction for k_small made
     from the K=k_big server alone, and what the K=k_small server measured."""
-    plain, big, small = run_together([None, k_big, k_small], seconds, tokens)
+    plain, big, small = run_together([None, k_big, k_small], seconds, tokens, models)
     steps = plain_steps(plain.watched.windows)
     baseline = PlainBaseline(steps, "the plain server's /metrics, watched alongside")
     big_doc, small_doc = advice_doc(big, baseline), advice_doc(small, baseline)
@@ -340,10 +345,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=20.0, help="per run (default 20)")
     ap.add_argument("--tokens", type=int, default=256, help="per request (default 256)")
+    ap.add_argument(
+        "--models-dir",
+        type=Path,
+        default=None,
+        help="tiny-target.gguf and tiny-draft.gguf from make-tiny-gguf.py (default: the start "
+        "script's; e.g. --size medium --agree 0.9, a target big enough to be memory-bound)",
+    )
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     try:
-        r = check(a.seconds, a.tokens)
+        r = check(a.seconds, a.tokens, models=a.models_dir)
     except BaseException as e:  # pytest.skip from running_llama_server: no binary here
         if type(e).__name__ == "Skipped":
             print(f"advisor_realserver: {e}", file=sys.stderr)
