@@ -63,8 +63,9 @@ def built_commit() -> str:
 
 
 @contextmanager
-def running_llama_server() -> Iterator[str]:
-    """Start ``llama-server`` with a draft model on a free port; yields its base URL."""
+def running_llama_server(mode: str = "draft", env: dict[str, str] | None = None) -> Iterator[str]:
+    """Start ``llama-server`` (``mode``: plain, draft or ngram; ``env``: the start script's
+    settings, e.g. ``DRAFT_MAX``) on a free port; yields its base URL."""
     script = shared_dir() / "tools" / "llama-server" / "start-llama-server.sh"
     if not script.is_file():
         pytest.skip(
@@ -80,11 +81,11 @@ def running_llama_server() -> Iterator[str]:
         )
     port = _free_port()
     started = subprocess.run(
-        ["bash", str(script), str(port), "draft"],
+        ["bash", str(script), str(port), mode],
         capture_output=True,
         text=True,
         timeout=180,
-        env={**os.environ, "LLAMA_SERVER_BIN": str(binary)},
+        env={**os.environ, **(env or {}), "LLAMA_SERVER_BIN": str(binary)},
     )
     if started.returncode != 0:
         pytest.fail(f"llama-server did not start: {started.stderr.strip()[-600:]}")

@@ -549,8 +549,29 @@ async def test_llamacpp_new_build_after_a_request_finished(fake_server: FakeServ
     assert w.accept_length == pytest.approx(1 + 320 / 290)
     assert w.draft_acceptance_rate == pytest.approx(320 / 900)
     assert w.per_position_acceptance == pytest.approx((210 / 290, 110 / 290))
-    assert w.step_latency_s is None and "timings" in w.notes["step_latency_s"]
+    # generation seconds over the finished request's steps: tokens − accepted − its free first
+    assert w.decode_steps == 512 - 320 - 1
+    assert w.step_latency_s == pytest.approx(0.5 / (512 - 320 - 1))
+    assert "precision" not in w.notes
     assert not w.restarted
+
+
+async def test_llamacpp_counters_past_a_million_are_said_to_be_rounded(
+    fake_server: FakeServer,
+) -> None:
+    # llama-server's "%g"-style output: 6 significant digits, so 1234567 prints as 1.23457e+06
+    big_a = dict(LA, tokens=1.23457e06, seconds=5000.0)
+    big_b = dict(LB, tokens=1.23508e06, seconds=5001.0)
+    _, w = await _two(
+        fake_server,
+        _info(Dialect.LLAMACPP, "b6500-0c1e570", LLAMA_SPEC),
+        llamacpp_text(big_a),
+        llamacpp_text(big_b),
+        2.0,
+    )
+    assert w.step_latency_s is not None
+    assert "6 significant digits (1.23508e+06)" in w.notes["precision"]
+    assert w.notes["precision"].endswith("known to ±10 only")
 
 
 async def test_llamacpp_mid_request_reports_nothing_moved(fake_server: FakeServer) -> None:

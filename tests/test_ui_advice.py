@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from specwatch.bench.snapshot import load_snapshot
 from specwatch.core.advice_text import advice_lines
 from specwatch.core.draft_advisor import advise, flat_baseline
+from specwatch.core.draft_sweep import sweep
 from specwatch.core.server import MetricsWindow
 from specwatch.ui.advice_view import NO_BASELINE, advice_body
 from specwatch.ui.app import SpecwatchApp
@@ -14,6 +17,7 @@ from specwatch.ui.modals import TextModal
 from specwatch.ui.model import ADVICE_WINDOWS, MonitorModel
 from specwatch.ui.settings import AppSettings
 from tests.advisor_sim import held_batch_windows, info_of, true_step_s, vllm_config
+from tests.test_advise_sweep import write_snap
 
 CHAIN: dict[str, Any] = {"num_steps": 3, "num_draft_tokens": 3, "acceptance": (0.8, 0.6, 0.45)}
 COST: dict[str, Any] = {"base_step_ms": 11.0, "draft_ms_per_token": 1.0, "plain_step_ms": 10.0}
@@ -79,3 +83,31 @@ def test_the_model_keeps_a_bounded_history_of_windows() -> None:
     for i in range(ADVICE_WINDOWS + 5):
         model.add_window(MetricsWindow(t=w.t + i, dt=1.0))
     assert len(model.windows) == ADVICE_WINDOWS and model.windows[0].t == w.t + 5
+
+
+async def test_with_a_sweep_the_view_shows_the_measured_points_beside_the_predicted(
+    tmp_path: Path,
+) -> None:
+    # at batch 2 the sweep measured k=1 well above k=3: it replaces the model's k=3
+    snaps = [
+        (name, load_snapshot(write_snap(tmp_path / name, k, tok_s, concurrency=2)))
+        for name, k, tok_s in (
+            ("k1-c2.json", 1, [190.0, 191.0, 189.0]),
+            ("k3-c2.json", 3, [150.0, 151.0, 149.0]),
+        )
+    ]
+    settings = AppSettings(watch_terminal=False, live_cpu=False, sweep=sweep(snaps))
+    app = SpecwatchApp(settings, model=_model(PLAIN_MS))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("a")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, TextModal)
+        lines = app.screen.body.splitlines()
+    assert (
+        lines[1] == "recommendation (vllm): --speculative-config '{\"num_speculative_tokens\": 1}'"
+    )
+    assert "the sweep beside the live prediction, tok/s" in lines
+    (row,) = [line for line in lines if line.endswith("k1-c2.json")]
+    assert row.split()[:2] == ["2", "1"] and "model" in row and "190" in row
+    assert "batch 2: measured best k=1 replaces the model's k=3" in lines

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
 
     from specwatch.core.draft_advisor import PlainBaseline
+    from specwatch.core.draft_sweep import Sweep
     from specwatch.core.server import MetricsWindow, ServerInfo
     from specwatch.session.advice_watch import Watched
     from specwatch.sources.http.endpoint import Endpoint
@@ -77,6 +78,14 @@ def add_advise_arguments(p: argparse.ArgumentParser) -> None:
         "to be drafting, linear in k",
     )
     p.add_argument(
+        "--sweep",
+        nargs="+",
+        default=None,
+        metavar="SNAP.json",
+        help="benchmark snapshots of the same server at several draft lengths: shown beside "
+        "the live prediction, and in place of the model at each batch they rank",
+    )
+    p.add_argument(
         "--api-key",
         default=None,
         help="Bearer token (default: env SPECWATCH_API_KEY, else OPENAI_API_KEY); never stored",
@@ -118,6 +127,7 @@ def run_advise(
 
         return run_sweep(sources, args.json, out, err)
     try:
+        measured = _sweep(getattr(args, "sweep", None))
         label, info, windows = _windows(sources[0], args, err, watch)
         plain = _baseline(args, windows)
         if args.draft_ms is not None and not args.draft_ms >= 0:
@@ -126,7 +136,16 @@ def run_advise(
         print(f"specwatch advise: {e}", file=err)
         return EXIT_USAGE
     draft_s = None if args.draft_ms is None else args.draft_ms / 1000.0
-    return _print_advice(label, info, windows, plain, draft_s, args.json, out)
+    return _print_advice(label, info, windows, plain, draft_s, args.json, out, measured)
+
+
+def _sweep(paths: list[str] | None) -> Sweep | None:
+    """``--sweep``'s snapshots (``ValueError``: one is unreadable)."""
+    if not paths:
+        return None
+    from specwatch.commands.advise_sweep import load_sweep
+
+    return load_sweep(paths)
 
 
 def _windows(
@@ -189,11 +208,17 @@ def _print_advice(
     draft_s: float | None,
     as_json: bool,
     out: TextIO,
+    measured: Sweep | None = None,
 ) -> int:
+    from specwatch.core.advice_sweep import measured_lines, merge_sweep
     from specwatch.core.advice_text import advice_lines
     from specwatch.core.draft_advisor import advice_json, advise
+    from specwatch.core.values import to_jsonable
 
     advice = advise(windows, info, plain, draft_s)
+    swept = merge_sweep(advice, measured) if measured is not None else None
+    if swept is not None:
+        advice = swept.advice
     withheld = NO_BASELINE if plain is None else None
     if as_json:
         import orjson
@@ -204,12 +229,18 @@ def _print_advice(
             "withheld": withheld,
             "advice": advice_json(advice),
         }
+        if swept is not None:
+            doc["sweep"] = {
+                "points": to_jsonable(swept.points),
+                "changes": list(swept.changes),
+            }
         out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         head = [f"{label}: {len(windows)} windows"]
         if withheld is not None:
             head.append(f"advice withheld: {withheld}")
-        out.write("\n".join([*head, *advice_lines(advice)]) + "\n")
+        tail = measured_lines(swept) if swept is not None else []
+        out.write("\n".join([*head, *advice_lines(advice), *tail]) + "\n")
     out.flush()
     return EXIT_ADVISED if advice.recommendation is not None else EXIT_WITHHELD
 

@@ -44,17 +44,26 @@ def sweep_json(s: Sweep) -> dict[str, Any]:
     }
 
 
-def run_sweep(paths: list[str], as_json: bool, out: TextIO, err: TextIO) -> int:
-    """Rank the snapshots; 0 when every batch with two draft lengths was ranked, 1 when one
-    could not be (the reason is printed), 2 when a file is not a readable snapshot."""
+def load_sweep(paths: list[str]) -> Sweep:
+    """The sweep of the snapshots at ``paths`` (``ValueError``: one is not a readable
+    snapshot)."""
     snaps: list[tuple[str, Snapshot]] = []
     for path in paths:
         try:
             snaps.append((Path(path).name, load_snapshot(path)))
         except SnapshotError as e:
-            print(f"specwatch advise: {safe(e)}", file=err)
-            return EXIT_USAGE
-    s = sweep(snaps)
+            raise ValueError(safe(e)) from None
+    return sweep(snaps)
+
+
+def run_sweep(paths: list[str], as_json: bool, out: TextIO, err: TextIO) -> int:
+    """Rank the snapshots; 0 when every batch with two draft lengths was ranked, 1 when one
+    could not be (the reason is printed), 2 when a file is not a readable snapshot."""
+    try:
+        s = load_sweep(paths)
+    except ValueError as e:
+        print(f"specwatch advise: {e}", file=err)
+        return EXIT_USAGE
     if as_json:
         import orjson
 
@@ -66,4 +75,4 @@ def run_sweep(paths: list[str], as_json: bool, out: TextIO, err: TextIO) -> int:
     return EXIT_NOT_RANKED if unranked else EXIT_RANKED
 
 
-__all__ = ["run_sweep", "sweep_json"]
+__all__ = ["load_sweep", "run_sweep", "sweep_json"]

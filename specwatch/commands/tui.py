@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from specwatch.commands.error_line import say_error
 
 if TYPE_CHECKING:
+    from specwatch.core.draft_sweep import Sweep
     from specwatch.record.recorder import Recorder
     from specwatch.session import LiveSession
     from specwatch.session.live import Stoppable
@@ -140,13 +141,17 @@ def _is_fleet(args: argparse.Namespace) -> bool:
 
 
 def build_settings(
-    args: argparse.Namespace, baseline_ms: float | None = None, baseline_source: str = ""
+    args: argparse.Namespace,
+    baseline_ms: float | None = None,
+    baseline_source: str = "",
+    sweep: Sweep | None = None,
 ) -> AppSettings:
     """The app's settings from the command line."""
     from specwatch.ui.settings import AppSettings
 
     fill_defaults(args)
     return AppSettings(
+        sweep=sweep,
         theme=args.theme,
         window=args.window,
         interval_s=args.interval,
@@ -188,6 +193,15 @@ def run_tui(args: argparse.Namespace) -> int:
     if baseline_error:
         say_error("specwatch", baseline_error)
         return 2
+    sweep = None
+    if getattr(args, "sweep", None):
+        from specwatch.commands.advise_sweep import load_sweep
+
+        try:
+            sweep = load_sweep([str(p) for p in args.sweep])
+        except ValueError as e:
+            say_error("specwatch", str(e))
+            return 2
 
     from specwatch.ui.themes import load_themes
 
@@ -208,7 +222,7 @@ def run_tui(args: argparse.Namespace) -> int:
 
     from specwatch.ui.app import SpecwatchApp, remove_sighup
 
-    settings = build_settings(args, baseline_ms, baseline_source)
+    settings = build_settings(args, baseline_ms, baseline_source, sweep)
     app_themes = themes if settings.theme_dirs is None else None
     reference: Reference | None = None
     if args.reference is not None:

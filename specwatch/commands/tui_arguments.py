@@ -108,6 +108,15 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
         help="a benchmark snapshot taken without speculation, as the verdict's baseline",
     )
     g.add_argument(
+        "--sweep",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar="SNAP.json",
+        help="benchmark snapshots at several draft lengths: the advisor view (a) shows them "
+        "beside its prediction",
+    )
+    g.add_argument(
         "--record",
         type=Path,
         default=None,

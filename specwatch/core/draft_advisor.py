@@ -187,7 +187,8 @@ def _assumptions(plain: PlainBaseline | None, draft_s: float | None, table: Acce
     return (
         f"chain drafting; {model_text(draft_s)}; plain step from {where}; acceptance at "
         f"k'<=K as counted at K (Wilson, 95% jointly); {hit}; "
-        "batch = requests running at each scrape"
+        "batch = requests running at each scrape; "
+        "an interval at a modelled k' leaves out the step model's own error"
     )
 
 

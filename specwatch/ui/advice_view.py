@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from specwatch.core.advice_sweep import measured_lines, merge_sweep
 from specwatch.core.advice_text import advice_lines
 from specwatch.core.draft_advisor import advise, flat_baseline
 from specwatch.core.server import MetricsWindow, ServerInfo
@@ -16,6 +17,8 @@ from specwatch.ui.model import MonitorModel
 
 if TYPE_CHECKING:
     from textual.app import App
+
+    from specwatch.core.draft_sweep import Sweep
 
 TITLE = "draft advisor"
 NO_BASELINE = (
@@ -30,8 +33,10 @@ def advice_body(
     windows: Sequence[MetricsWindow],
     baseline_ms: float | None,
     baseline_source: str = "",
+    sweep: Sweep | None = None,
 ) -> str:
-    """The advice on ``windows`` of the server ``info`` describes, or why there is none.
+    """The advice on ``windows`` of the server ``info`` describes, or why there is none;
+    with ``sweep``, its measured points beside the prediction and in place of the model.
 
     Half an hour of windows takes ~60 ms here: :func:`open_advice` calls it on a thread.
     """
@@ -49,10 +54,14 @@ def advice_body(
         plain = flat_baseline(baseline_ms, windows, source)
     else:
         head.append(NO_BASELINE)
-    return "\n".join([*head, *advice_lines(advise(windows, info, plain))])
+    advice = advise(windows, info, plain)
+    if sweep is None:
+        return "\n".join([*head, *advice_lines(advice)])
+    swept = merge_sweep(advice, sweep)
+    return "\n".join([*head, *advice_lines(swept.advice), *measured_lines(swept)])
 
 
-def open_advice(app: App[Any], model: MonitorModel) -> None:
+def open_advice(app: App[Any], model: MonitorModel, sweep: Sweep | None = None) -> None:
     """Work the advice out on a thread from ``model``'s windows as they are now, then show it."""
     info, windows = model.server, tuple(model.windows)
     ms, source = model.baseline_ms, model.baseline_source
@@ -60,7 +69,7 @@ def open_advice(app: App[Any], model: MonitorModel) -> None:
     def work() -> None:
         from specwatch.ui.modals import TextModal
 
-        body = advice_body(info, windows, ms, source)
+        body = advice_body(info, windows, ms, source, sweep)
         app.call_from_thread(app.push_screen, TextModal(TITLE, body))
 
     app.run_worker(work, thread=True, group="advice")

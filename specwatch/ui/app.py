@@ -342,7 +342,7 @@ class SpecwatchApp(SessionEventsApp):
         """Which draft length pays at which batch, from the session's recent windows."""
         from specwatch.ui.advice_view import open_advice
 
-        open_advice(self, self.model)
+        open_advice(self, self.model, self.settings.sweep)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:  # type: ignore[type-arg]
         """The command palette: the app's own commands, then Textual's (each once)."""

@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from specwatch.core.draft_sweep import Sweep
 
 REDRAW_S = 2.0
 """The longest pause between redraws. Panes redraw every two sampling intervals, within
@@ -36,6 +40,8 @@ class AppSettings:
     """Show the monitor's CPU and NVML cost in the status line (off for screenshots)."""
     bench_config: object | None = None
     """A ``specwatch.bench.runner.BenchConfig`` for the ``b`` key; ``None``: bench defaults."""
+    sweep: Sweep | None = None
+    """``--sweep``'s snapshots: the advisor view (``a``) shows them beside its prediction."""
 
 
 def default_screenshot_dir() -> Path:

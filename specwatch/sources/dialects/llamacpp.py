@@ -8,6 +8,7 @@ and the final ``timings`` say how many decode steps there were.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -79,12 +80,9 @@ def derive_llamacpp(
     b.set("requests_running", cur.total(_L + "requests_processing"), _L + "requests_processing")
     b.set("requests_waiting", cur.total(_L + "requests_deferred"), _L + "requests_deferred")
     spec_counters = spec_lifetime(b, cur, _L)
-    b.note(
-        "step_latency_s",
-        "llama.cpp exposes no per-step series; a stream's timings give the step latency",
-    )
     if prev is None:
         return
+    _step_time(b, cur, prev, spec_counters or not info.spec.enabled)
     tokens = delta(cur, prev, _L + "tokens_predicted_total")
     if tokens is not None and tokens > 0:
         b.set(
@@ -111,6 +109,43 @@ def derive_llamacpp(
     if spec_window(b, cur, prev, _L) <= 0:
         b.note("accept_length", f"{END_ONLY}; no speculative request finished")
         b.note("draft_acceptance_rate", f"{END_ONLY}; no speculative request finished")
+
+
+def _step_time(b: WindowBuilder, cur: Scrape, prev: Scrape, steps_known: bool) -> None:
+    """Mean generation step time of the requests that finished in the window.
+
+    Each finished request's generation time spans ``predicted_n − 1 − accepted`` target decode
+    steps (its first token comes from the prompt); the number of requests is not exported, so
+    one is assumed, which counts a step too many for every further request that finished.
+    """
+    tokens = delta(cur, prev, _L + "tokens_predicted_total")
+    seconds = delta(cur, prev, _L + "tokens_predicted_seconds_total")
+    if not steps_known:
+        b.note("step_latency_s", "speculating, but no accepted-token counter: steps unknown")
+        return
+    accepted = delta(cur, prev, spec_names(_L)[0]) or 0.0
+    if tokens is None or seconds is None or tokens - accepted - 1.0 <= 0:
+        b.note("step_latency_s", f"{END_ONLY}; none finished in this window")
+        return
+    steps = tokens - accepted - 1.0
+    _note_precision(b, cur)
+    where = f"{_L}tokens_predicted_total − {spec_names(_L)[0]} − 1 (one request assumed)"
+    b.set("decode_steps", steps, f"Δ({where})")
+    b.set("step_latency_s", seconds / steps, f"Δ{_L}tokens_predicted_seconds_total / Δ({where})")
+
+
+def _note_precision(b: WindowBuilder, cur: Scrape) -> None:
+    """llama-server writes its counters with C++'s default 6 significant digits: from 10^6 up
+    a window's delta is rounded to the counter's last printed digit."""
+    for name in ("tokens_predicted_total", "tokens_predicted_seconds_total"):
+        value = cur.total(_L + name)
+        if value is not None and value >= 1e6:
+            digit = 10.0 ** (math.floor(math.log10(value)) - 5)
+            b.notes["precision"] = (
+                f"llama-server prints {_L}{name} with 6 significant digits ({value:.6g}): "
+                f"each window's delta is known to ±{digit:g} only"
+            )
+            return
 
 
 def llamacpp_request(request: StreamRequest) -> dict[str, Any]:

@@ -1,0 +1,48 @@
+"""The advisor's k'=2 prediction from a real llama-server at K=4, against the server at K=2.
+
+Three real ``llama-server`` processes (CPU, tiny GGUF models, greedy): plain, draft model at
+``--spec-draft-n-max 4`` and at 2, loaded side by side (``tests/tools/advisor_realserver.py``).
+Skipped, with the reason, when the binary or ``shared/`` is missing (see ``tests/realserver.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.tools.advisor_realserver import check
+
+pytestmark = pytest.mark.realserver
+
+
+@pytest.fixture(scope="module")
+def figures() -> dict[str, Any]:
+    return check(seconds=12.0, tokens=128)
+
+
+def test_accept_length_at_two_predicted_from_four_holds_at_two(figures: dict[str, Any]) -> None:
+    pred, at_two = figures["predicted"], figures["k2"]["measured"]
+    assert pred["reason"] is None, pred["reason"]
+    assert pred["k_running"] == 4 and len(pred["p"]) == 4
+    assert pred["drafts"] >= 200
+    e = pred["accept_len"]
+    # E[L(2)] per drafted step, from the K=4 server's per-position counters, holds for the
+    # K=2 server's own counters (1 + accepted / drafts), within the interval the advisor states
+    assert e["low"] <= at_two["accept_len_drafted"] <= e["high"], (e, at_two)
+    steps = pred["tokens_per_step"]
+    assert steps["low"] <= at_two["tokens_per_step"] <= steps["high"], (steps, at_two)
+
+
+def test_the_advisor_reads_llama_cpp_step_times_and_predicts_tok_s(
+    figures: dict[str, Any],
+) -> None:
+    pred = figures["predicted"]
+    # the step time now comes from llama.cpp's counters: a tok/s per k' with its interval
+    assert pred["batch"] == 1
+    assert pred["tok_s"]["low"] <= pred["tok_s"]["value"] <= pred["tok_s"]["high"]
+    assert figures["plain"]["specwatch_step_ms"]["1"] > 0
+    # the K=4 server's own step time agrees with specwatch's windows at K (t interval)
+    at_four = figures["k4"]
+    step = at_four["advisor_at_k"]["step_ms"]
+    assert step["low"] <= at_four["measured"]["step_ms"] <= step["high"], (step, at_four)
