@@ -61,7 +61,8 @@ def snapshot_reference(snap: Snapshot, name: str) -> Reference:
     """A benchmark snapshot as the reference (``--reference FILE``).
 
     Per-run tok/s, the slowest busy GPU's mean SM clock over all runs (``compare``'s rule), that
-    board's maximum, and the reasons active on a busy GPU at least a tenth of the time.
+    board's maximum, the busy GPUs' lowest mean memory clock, and the reasons active on a busy
+    GPU at least a tenth of the time.
     """
     from specwatch.core.judge import Figures
     from specwatch.core.snapshot_figures import straggler_clock
@@ -86,6 +87,9 @@ def snapshot_reference(snap: Snapshot, name: str) -> Reference:
         board_max_sm_clock_mhz=float(top) if top else None,
         clock_reasons=active,
         accept_length=snap.accept_length,
+        slowest_mem_clock_mhz=min(
+            (g.mem_clock_mean_mhz for g in busy if g.mem_clock_mean_mhz is not None), default=None
+        ),
     )
     return Reference("snapshot", name, figures)
 
