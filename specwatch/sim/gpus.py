@@ -90,6 +90,9 @@ class SimGpu:
         self.pinned_temp_c: float | None = None
         self.mem_clock_cap_mhz: int | None = None
         """A lowered memory clock (a power cap on boards that cut HBM clocks under it)."""
+        self.app_clocks_mhz: tuple[int, int] | None = None
+        """Application (SM, memory) clocks set below the defaults (the maxima); ``None``:
+        untouched. Only the policy reads report it: the simulated boost ignores it."""
         self.lost = False
         self.power_violation_ns = 0
         self.thermal_violation_ns = 0
@@ -266,6 +269,12 @@ class SimGpus:
         with self._lock:
             for g in self._select(index):
                 g.mem_clock_cap_mhz = mhz
+
+    def set_app_clocks(self, clocks: tuple[int, int] | None, index: int | None = None) -> None:
+        """Set application (SM, memory) clocks, as ``nvidia-smi -ac`` does (``None``: reset)."""
+        with self._lock:
+            for g in self._select(index):
+                g.app_clocks_mhz = clocks
 
     def set_link(self, gen: int, width: int, index: int | None = None) -> None:
         """Force a degraded PCIe link."""

@@ -34,6 +34,12 @@ FIELDS: tuple[FieldMap, ...] = (
         "DCGM_FI_DEV_MAX_MEM_CLOCK", "max_mem_clock_mhz", help="Maximum memory clock (in MHz)."
     ),
     FieldMap("DCGM_FI_DEV_APP_SM_CLOCK", "app_sm_clock_mhz", help="Application SM clock (in MHz)."),
+    FieldMap(
+        "DCGM_FI_DEV_APP_MEM_CLOCK", "app_mem_clock_mhz", help="Application memory clock (in MHz)."
+    ),
+    FieldMap(
+        "DCGM_FI_DEV_PERSISTENCE_MODE", "persistence_mode", help="Persistence mode (1: enabled)."
+    ),
     FieldMap("DCGM_FI_DEV_GPU_TEMP", "temp_c", help="GPU temperature (in C)."),
     FieldMap("DCGM_FI_DEV_MEMORY_TEMP", "hbm_temp_c", help="Memory temperature (in C)."),
     FieldMap("DCGM_FI_DEV_SLOWDOWN_TEMP", "slowdown_temp_c", help="Slowdown temperature (in C)."),
