@@ -23,7 +23,7 @@ from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.fake_nvml_clocks import LEDGER_ENV, ROOT_ENV
 from specwatch.sim.gpus import SimGpus
-from specwatch.sources.nvml import api as N
+from specwatch.sources.nvml import binding as N
 from specwatch.sources.nvml.clock_lock import LockError, lock, parse_target, restore
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ from specwatch.core.snapshot_records import Snapshot
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
-from specwatch.sources.nvml.api import GpuSampler
+from specwatch.sources.nvml.sampler import GpuSampler
 from specwatch.sources.probe_gpus import gpus_document
 from tests.test_compare import synthetic_result
 

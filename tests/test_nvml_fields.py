@@ -9,8 +9,8 @@ from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import SAME_INSTANT_S, FakeNvml
 from specwatch.sim.fake_nvml_structs import FakeFieldValue
 from specwatch.sim.gpus import SimGpus
-from specwatch.sources.nvml import api as N
-from specwatch.sources.nvml.api import GpuSampler
+from specwatch.sources.nvml import binding as N
+from specwatch.sources.nvml.sampler import GpuSampler
 
 GPUS = 2
 CLASSIC_BACKUPS = (

@@ -41,7 +41,7 @@ def nvml_for(state: LockState) -> Any:
 
         count = max((g.index for g in state.gpus), default=0) + 1
         return FakeNvml(SimGpus(count))
-    from specwatch.sources.nvml.api import real_nvml
+    from specwatch.sources.nvml.binding import real_nvml
 
     return real_nvml()
 
@@ -110,7 +110,7 @@ def lock_for_bench(
         nv: object = fake or FakeNvml(demo.world.gpus, demo.world.clock.now)
         kind = "sim"
     else:
-        from specwatch.sources.nvml.api import real_nvml
+        from specwatch.sources.nvml.binding import real_nvml
 
         nv, kind = real_nvml(), "nvml"
     try:

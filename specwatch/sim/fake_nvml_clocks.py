@@ -14,7 +14,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from specwatch.sources.nvml import api as N
+from specwatch.sources.nvml import binding as N
 
 if TYPE_CHECKING:
     from specwatch.sim.gpus import SimGpus, SimGpuState

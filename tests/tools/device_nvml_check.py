@@ -31,9 +31,10 @@ from specwatch.core.gpu_summary import summarize_ticks
 from specwatch.core.reasons import short_names
 from specwatch.core.steady import window_slopes
 from specwatch.core.values import to_jsonable
-from specwatch.sources.nvml import api as N
-from specwatch.sources.nvml.api import CountingNvml, GpuSampler
+from specwatch.sources.nvml import binding as N
+from specwatch.sources.nvml.binding import CountingNvml
 from specwatch.sources.nvml.calls import VALUE_ATTR
+from specwatch.sources.nvml.sampler import GpuSampler
 
 FIELD_VS_CLASSIC: tuple[tuple[str, int, str | None, tuple[Any, ...], Callable[[Any], int]], ...] = (
     # (name, field id, classic function, its arguments after the handle, how to read it)
