@@ -68,6 +68,9 @@ class SimGpuState:
     power_violation_ns: int
     thermal_violation_ns: int
     lost: bool
+    dram_active: float = 0.0
+    """Share of time HBM was busy: the memory-bound share of a step, stretched or shrunk by how
+    the clocks pace it (``DCGM_FI_PROF_DRAM_ACTIVE``)."""
 
 
 class SimGpu:
@@ -166,7 +169,17 @@ class SimGpu:
             power_violation_ns=self.power_violation_ns,
             thermal_violation_ns=self.thermal_violation_ns,
             lost=self.lost,
+            dram_active=self._dram_active(clock) if busy else 0.0,
         )
+
+    def _dram_active(self, clock: float) -> float:
+        """The same bytes each step over a step whose length follows both clocks: ``m`` at full
+        clocks, less when a slower SM clock stretches the step, more when HBM runs slower."""
+        s = self.spec
+        m = s.memory_bound_share
+        mem = s.max_mem_clock_mhz / self.mem_clock()
+        pace = (1 - m) * s.max_sm_clock_mhz / clock + m * mem
+        return min(1.0, self.load * m * mem / pace)
 
 
 class SimGpus:

@@ -79,6 +79,12 @@ FIELDS: tuple[FieldMap, ...] = (
     FieldMap("DCGM_FI_DEV_PCIE_MAX_LINK_GEN", "max_pcie_gen", help="Maximum PCIe generation."),
     FieldMap("DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", "max_pcie_width", help="Maximum PCIe link width."),
     FieldMap("DCGM_FI_DEV_FAN_SPEED", "fan_pct", help="Fan speed (in %)."),
+    FieldMap(
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "dram_active",
+        integer=False,
+        help="Ratio of cycles the device memory interface is active sending or receiving data.",
+    ),
     # The violation counters are nanoseconds, as NVML's violationTime: DCGM's field reference
     # says so; the "(in us)" of dcgm-exporter's stock CSV was a wrong comment (fixed there in
     # late 2025), and scaling by 1000 made 0.1% of throttling read as 100%.

@@ -44,6 +44,7 @@ from specwatch.sources.nvml.state import (
     resolve,
 )
 
+DRAM_NOT_READ = "n/s: NVML's GPM metrics are not read (--dcgm gives DCGM_FI_PROF_DRAM_ACTIVE)"
 SLOW_REFRESH_S = 5.0
 """How long slow fields (fan, persistence, power limit, application clock) are cached."""
 
@@ -275,6 +276,7 @@ class NvmlReader(FieldValueReads):
         """Look up every per-tick function once for ``gpu``."""
         nv = self._nv
         gpu.plan = tuple(BoundCall(nv, c, standing=True) for c in TICK_CALLS)
+        gpu.standing = {**gpu.standing, "dram_active": DRAM_NOT_READ}
         gpu.backups = {k: BoundCall(nv, c, standing=False) for k, c in BACKUP_CALLS.items()}
         gpu.field_call = BoundCall(nv, FIELD_VALUES_CALL, standing=False)
         gpu.fan_call = BoundCall(nv, FAN_CALL, standing=True)
