@@ -87,8 +87,9 @@ def _base(nv: Any, handle: Any, clock: int) -> int:
     return int(nv.nvmlDeviceGetDefaultApplicationsClock(handle, clock))
 
 
-def _target_mhz(nv: Any, handle: Any, target: Target) -> tuple[int, int | None]:
-    """(SM, memory) MHz; memory ``None`` when the board gives no clock to lock it at."""
+def target_clocks(nv: Any, handle: Any, target: Target) -> tuple[int, int | None]:
+    """(SM, memory) MHz ``target`` locks one board at (read-only); memory ``None`` when the
+    board gives no clock to lock it at."""
     if isinstance(target, tuple):
         return target
     top = target == "max"
@@ -149,7 +150,7 @@ def lock(nv: Any, target: Target, path: Path, kind: str) -> LockState:
             uuid = None
             with contextlib.suppress(Exception):
                 uuid = str(nv.nvmlDeviceGetUUID(h))
-            gpus.append(LockedGpu(index, uuid, *_target_mhz(nv, h, target)))
+            gpus.append(LockedGpu(index, uuid, *target_clocks(nv, h, target)))
             handles.append(h)
         state = LockState(os.getpid(), kind, tuple(gpus))
         write_state(path, state)
@@ -242,4 +243,5 @@ __all__: Sequence[str] = [
     "read_state",
     "restore",
     "state_path",
+    "target_clocks",
 ]
