@@ -249,3 +249,13 @@ def test_a_crash_restores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     with pytest.raises(RuntimeError, match="boom"):
         bench.run_bench(build_parser().parse_args(argv), stdout=io.StringIO(), stderr=io.StringIO())
     _assert_restored(tmp_path)
+
+
+def test_a_failed_sm_reset_still_resets_the_memory_clock(tmp_path: Path) -> None:
+    fake, path = _fake(), tmp_path / "lock.json"
+    state = lock(fake, "max", path, "sim")
+    fake.fail("nvmlDeviceResetGpuLockedClocks", N.ERROR_UNKNOWN, index=0)
+    problems = restore(fake, state, path)
+    assert len(problems) == 1 and problems[0].startswith("GPU 0:")
+    assert fake.locked == {(0, N.CLOCK_SM): (1980, 1980)}
+    assert path.exists()  # kept for `specwatch clocks restore`

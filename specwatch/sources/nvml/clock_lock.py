@@ -201,11 +201,18 @@ def restore(nv: Any, state: LockState, path: Path, *, initialized: bool = False)
         for g in state.gpus:
             try:
                 h = nv.nvmlDeviceGetHandleByIndex(g.index)
-                nv.nvmlDeviceResetGpuLockedClocks(h)
-                if g.mem_mhz is not None:
-                    _reset_memory(nv, h)
             except Exception as exc:
                 problems.append(f"GPU {g.index}: {describe(exc)}")
+                continue
+            try:
+                nv.nvmlDeviceResetGpuLockedClocks(h)
+            except Exception as exc:
+                problems.append(f"GPU {g.index}: {describe(exc)}")
+            if g.mem_mhz is not None:
+                try:
+                    _reset_memory(nv, h)
+                except Exception as exc:
+                    problems.append(f"GPU {g.index} memory clock: {describe(exc)}")
     finally:
         if not initialized:
             with contextlib.suppress(Exception):
