@@ -40,7 +40,7 @@ from specwatch.sim.world import SimWorld
 from specwatch.sources.detect import detect
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import Endpoint
-from specwatch.sources.nvml.api import GpuSampler
+from specwatch.sources.nvml.sampler import GpuSampler
 from tests.server_timed import server_timed
 
 KEY = "sk-sim-bench-7d2a91"

@@ -23,7 +23,7 @@ from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.fake_nvml_clocks import LEDGER_ENV, ROOT_ENV
 from specwatch.sim.gpus import SimGpus
-from specwatch.sources.nvml import api as N
+from specwatch.sources.nvml import binding as N
 from specwatch.sources.nvml.clock_lock import LockError, lock, parse_target, restore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,13 +44,56 @@ def test_lock_writes_the_state_file_first_and_restore_undoes_it(tmp_path: Path) 
     fake, path = _fake(), tmp_path / "lock.json"
     state = lock(fake, "max", path, "sim")
     assert read_state(path) == state and {g.sm_mhz for g in state.gpus} == {1980}
-    assert fake.locked == {(0, N.CLOCK_SM): (1980, 1980), (1, N.CLOCK_SM): (1980, 1980)}
+    assert {g.mem_mhz for g in state.gpus} == {2619}
+    assert fake.locked == {
+        (i, clock): (mhz, mhz)
+        for i in range(2)
+        for clock, mhz in ((N.CLOCK_SM, 1980), (N.CLOCK_MEM, 2619))
+    }
     assert restore(fake, state, path) == []
     assert fake.locked == {} and not path.exists()
-    assert lock(fake, "base", path, "sim").gpus[0].sm_mhz == 1980  # default application clock
+    base = lock(fake, "base", path, "sim").gpus[0]  # the default application clocks
+    assert (base.sm_mhz, base.mem_mhz) == (1980, 2619)
     assert parse_target("1500") == 1500
-    with pytest.raises(ValueError):
-        parse_target("fast")
+    assert parse_target("1500,2619") == (1500, 2619)
+    for bad in ("fast", "1500,", "1500,0"):
+        with pytest.raises(ValueError):
+            parse_target(bad)
+
+
+def test_a_board_that_cannot_lock_its_memory_clock_keeps_the_sm_lock(tmp_path: Path) -> None:
+    fake, path = _fake(), tmp_path / "lock.json"
+    fake.fail("nvmlDeviceSetMemoryLockedClocks", N.ERROR_NOT_SUPPORTED, index=1)
+    fake.fail("nvmlDeviceResetMemoryLockedClocks", N.ERROR_NOT_SUPPORTED, index=1)
+    state = lock(fake, 1500, path, "sim")
+    assert [(g.sm_mhz, g.mem_mhz) for g in state.gpus] == [(1500, 2619), (1500, None)]
+    assert read_state(path) == state  # the record names only what was locked
+    assert fake.locked == {
+        (0, N.CLOCK_SM): (1500, 1500),
+        (0, N.CLOCK_MEM): (2619, 2619),
+        (1, N.CLOCK_SM): (1500, 1500),
+    }
+    assert restore(fake, state, path) == []
+    assert fake.locked == {} and not path.exists()
+    resets = [c for c in fake.clock_calls if c[0] == "nvmlDeviceResetMemoryLockedClocks"]
+    assert resets == [("nvmlDeviceResetMemoryLockedClocks", 0)]
+
+
+def test_a_memory_reset_that_is_not_supported_still_restores(tmp_path: Path) -> None:
+    """A record left by a killed process names a memory lock the board then refuses to reset
+    as unsupported: nothing was locked there, so the restore is complete."""
+    fake, path = _fake(), tmp_path / "lock.json"
+    state = lock(fake, "max", path, "sim")
+    fake.fail("nvmlDeviceResetMemoryLockedClocks", N.ERROR_NOT_SUPPORTED)
+    assert restore(fake, state, path) == [] and not path.exists()
+
+
+def test_a_failed_memory_lock_restores_everything(tmp_path: Path) -> None:
+    fake, path = _fake(), tmp_path / "lock.json"
+    fake.fail("nvmlDeviceSetMemoryLockedClocks", N.ERROR_UNKNOWN, index=1)
+    with pytest.raises(LockError, match="could not lock"):
+        lock(fake, "max", path, "sim")
+    assert fake.locked == {} and not path.exists()
 
 
 def test_a_failed_lock_restores_what_it_set(tmp_path: Path) -> None:
@@ -107,18 +150,21 @@ def _wait_for(predicate: Any, proc: subprocess.Popen[bytes]) -> None:
 def _assert_restored(tmp_path: Path) -> None:
     assert _calls(tmp_path, "nvmlDeviceSetGpuLockedClocks") == set(range(GPUS))
     assert _calls(tmp_path, "nvmlDeviceResetGpuLockedClocks") == set(range(GPUS))
+    assert _calls(tmp_path, "nvmlDeviceSetMemoryLockedClocks") == set(range(GPUS))
+    assert _calls(tmp_path, "nvmlDeviceResetMemoryLockedClocks") == set(range(GPUS))
     assert not (tmp_path / "state" / "specwatch" / "clock-lock.json").exists()
 
 
 def test_normal_exit_restores(tmp_path: Path) -> None:
     proc, out = _start(tmp_path, "-n", "2", "--lock-clocks", "max")
     assert proc.wait(WAIT_S) == 0, out.read_text()
-    assert "Clocks locked at 1980 MHz" in out.read_text()
+    assert "Clocks locked at 1980 MHz, memory 2619 MHz" in out.read_text()
     assert "Clocks unlocked" not in out.read_text()
     _assert_restored(tmp_path)
     (snap,) = (tmp_path / "snaps").glob("*.json")
     gpus = json.loads(snap.read_text())["gpu_environment"]["gpus"]
     assert {g["locked_sm_clock_mhz"] for g in gpus} == {1980}
+    assert {g["locked_mem_clock_mhz"] for g in gpus} == {2619}
 
 
 @pytest.mark.parametrize(
@@ -203,3 +249,13 @@ def test_a_crash_restores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     with pytest.raises(RuntimeError, match="boom"):
         bench.run_bench(build_parser().parse_args(argv), stdout=io.StringIO(), stderr=io.StringIO())
     _assert_restored(tmp_path)
+
+
+def test_a_failed_sm_reset_still_resets_the_memory_clock(tmp_path: Path) -> None:
+    fake, path = _fake(), tmp_path / "lock.json"
+    state = lock(fake, "max", path, "sim")
+    fake.fail("nvmlDeviceResetGpuLockedClocks", N.ERROR_UNKNOWN, index=0)
+    problems = restore(fake, state, path)
+    assert len(problems) == 1 and problems[0].startswith("GPU 0:")
+    assert fake.locked == {(0, N.CLOCK_SM): (1980, 1980)}
+    assert path.exists()  # kept for `specwatch clocks restore`

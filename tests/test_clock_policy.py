@@ -14,7 +14,7 @@ from specwatch.core.snapshot_records import Snapshot
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
-from specwatch.sources.nvml.api import GpuSampler
+from specwatch.sources.nvml.sampler import GpuSampler
 from specwatch.sources.probe_gpus import gpus_document
 from tests.test_compare import synthetic_result
 
@@ -100,3 +100,25 @@ def test_snapshot_keeps_the_policy_and_compare_flags_a_difference() -> None:
     (note,) = [n for n in c.notes if "clock policies" in n]
     assert "A unlocked (boost)" in note and "B locked SM 1500 MHz" in note
     assert not [n for n in compare(a, a).notes if "clock policies" in n]
+
+
+def test_dcgm_gpus_show_the_same_policy_as_nvml() -> None:
+    """The simulated exporter serves application clocks, persistence and the power limits; the
+    ``--dcgm`` GPUs then carry the same ``app``/``cap`` policy, in the same words, as NVML's."""
+    from specwatch.sim.dcgm_exporter import render_dcgm
+    from specwatch.sources.dcgm.parse import parse_dcgm, to_static
+
+    sampler, fake = _sampler()
+    fake.gpus.set_power_limit(500.0, index=0)
+    fake.gpus.set_app_clocks((1410, 2619), index=1)
+    nvml = sampler.open().gpus
+    sampler.stop()
+    exposition = parse_dcgm(render_dcgm(fake.gpus, 100.0))
+    dcgm = tuple(to_static(g, i) for i, g in enumerate(exposition.gpus))
+    assert [policy_of(g).flag for g in nvml] == ["cap", "app"]
+    assert [policy_of(g).flag for g in dcgm] == ["cap", "app"]
+    assert [policy_of(g).text() for g in dcgm] == [policy_of(g).text() for g in nvml]
+    assert "application SM clock 1410 MHz" in policy_of(dcgm[1]).text()
+    assert dcgm[0].persistence_mode is True and dcgm[0].app_mem_clock_mhz == 2619
+    assert dcgm[0].missing["locked_sm_clock_mhz"].startswith("n/s")
+    assert policy_difference(nvml, dcgm) is None

@@ -50,7 +50,7 @@ def no_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_: Any, **__: Any) -> None:
         raise AssertionError("NVML must not be used with --dcgm")
 
-    monkeypatch.setattr("specwatch.sources.nvml.api.GpuSampler", refuse)
+    monkeypatch.setattr("specwatch.sources.nvml.sampler.GpuSampler", refuse)
 
 
 @pytest.fixture

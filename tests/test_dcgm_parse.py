@@ -265,6 +265,8 @@ def test_every_sample_target_is_a_gpu_field() -> None:
         "max_sm_clock_mhz",
         "max_mem_clock_mhz",
         "app_sm_clock_mhz",
+        "app_mem_clock_mhz",
+        "persistence_mode",
         "slowdown_temp_c",
         "shutdown_temp_c",
         "power_limit_w",

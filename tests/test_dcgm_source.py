@@ -16,7 +16,7 @@ from specwatch.sim.gpus import SimGpus
 from specwatch.sources.dcgm.fetch import DcgmFetchError, fetch_metrics
 from specwatch.sources.dcgm.parse import BLANK, NOT_EXPORTED
 from specwatch.sources.dcgm.source import DcgmGpuSource
-from specwatch.sources.nvml.api import GpuSampler
+from specwatch.sources.nvml.sampler import GpuSampler
 
 
 def _expo(sm: int, power_violation_ns: int, reasons: int = 0, host: str = "n1") -> str:

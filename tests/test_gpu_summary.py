@@ -13,7 +13,7 @@ from specwatch.core.values import to_jsonable
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
-from specwatch.sources.nvml.api import GpuSampler
+from specwatch.sources.nvml.sampler import GpuSampler
 
 IDLE, PWRCAP, THERMAL = 0x001, 0x004, 0x020
 

@@ -152,3 +152,14 @@ def test_the_monitor_first_frame_imports_only_what_it_draws(tmp_path: Path) -> N
     assert "specwatch.ui.panes.gpus" in loaded  # the probe did see the laid-out screen
     early = sorted(m for m in loaded if _within(m, NOT_BEFORE_FIRST_FRAME))
     assert early == []
+
+
+def test_the_nvml_room_is_small_modules_without_a_facade() -> None:
+    """Issue 20: every NVML module is under 400 lines, and its importers take the binding's
+    names from ``binding`` itself (no module re-exports them)."""
+    room = ROOT / "specwatch" / "sources" / "nvml"
+    sizes = {p.name: len(p.read_text().splitlines()) for p in room.glob("*.py")}
+    assert max(sizes.values()) <= 400, sizes
+    assert "api.py" not in sizes
+    for path in (ROOT / "specwatch").rglob("*.py"):
+        assert "sources.nvml.api" not in path.read_text(), path

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
+from rich.style import Style
 
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.outcomes import Outcome
@@ -16,6 +18,7 @@ from specwatch.sim.clock import ManualClock
 from specwatch.sim.demo import demo_world
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.server import SimServer
+from specwatch.ui.panes.verdict import verdict_text
 from tests.session_world import START_T, Collector, ManualSim, drive_until
 
 MAX = 1980
@@ -152,12 +155,15 @@ async def _step(sim: ManualSim, seen: Collector) -> None:
 
 
 @pytest.mark.parametrize(
-    ("scenario", "outcome"), [("drift", Outcome.GPU), ("regression", Outcome.CODE)]
+    ("scenario", "outcome"),
+    [("drift", Outcome.GPU), ("regression", Outcome.CODE), ("memcap", Outcome.GPU)],
 )
 async def test_story_scenario_is_called_within_a_minute(scenario: str, outcome: Outcome) -> None:
     """The demo's scenarios on a manual clock, through HTTP and the fake NVML, judged by the
     headless session itself (its VerdictChanged events): the boost clock 8% lower with no
-    reason set is GPU state; a slower step at the same clock is not."""
+    reason set is GPU state; a slower step at the same clock is not; on a memory-bound decode a
+    memory clock 9% lower with the SM clock steady is GPU state, and the line names the memory
+    clock."""
     clock = ManualClock(START_T)
     world, script = demo_world(gpus=4, clock=clock, scenario=scenario, seed=3)
     assert script is not None
@@ -195,6 +201,15 @@ async def test_story_scenario_is_called_within_a_minute(scenario: str, outcome: 
         assert judgement is not None and judgement.outcome is outcome
         if scenario == "drift":
             assert judgement.outcome.wording == "explained by GPU state"
+            assert judgement.term == "SM clock"
+        if scenario == "memcap":
+            assert judgement.term == "memory clock", judgement
+            # Called while the window still straddles the cut: the mean lies between the clocks.
+            assert re.match(r"memory clock 2619 → 2[34]\d\d MHz \(-", judgement.reason), judgement
+            assert "decode is memory-bound" in judgement.reason
+            line = verdict_text(state(), {"text": Style(), "dim": Style()}).plain
+            assert line.startswith(" explained by GPU state (memory clock) "), line
+            assert re.search(r"memory clock 2[34]\d\d vs 2619 MHz", line), line
         assert session.verdict is not None and session.verdict.state() == state()
         current = state().current
         assert current is not None and current.clock_reasons == frozenset()

@@ -19,7 +19,7 @@ def no_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_: Any, **__: Any) -> None:
         raise AssertionError("NVML must not be used with --no-gpu")
 
-    monkeypatch.setattr("specwatch.sources.nvml.api.GpuSampler", refuse)
+    monkeypatch.setattr("specwatch.sources.nvml.sampler.GpuSampler", refuse)
 
 
 def test_no_gpu_reads_no_gpus_and_says_why(no_nvml: None) -> None:

@@ -41,4 +41,8 @@ def test_full_check_over_simulated_gpus() -> None:
     assert "summary gpu 1:" in out
     assert "gpu 0 clock policy: unlocked (boost) (flag -)" in out
     assert "gpu 1 nvmlDeviceGetDefaultApplicationsClock(2,): 2619" in out
+    assert "gpu 1 nvmlDeviceGetMaxClockInfo(2,): 2619" in out
+    assert "gpu 1 lock target max (SM, memory MHz): (1980, 2619)" in out
+    assert "gpu 0 missing dram_active: n/s: NVML's GPM metrics are not read" in out
+    assert "Set" not in out  # read-only: no clock is ever set by the check
     assert "slopes over the check: " in out

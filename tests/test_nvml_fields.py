@@ -9,8 +9,9 @@ from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import SAME_INSTANT_S, FakeNvml
 from specwatch.sim.fake_nvml_structs import FakeFieldValue
 from specwatch.sim.gpus import SimGpus
-from specwatch.sources.nvml import api as N
-from specwatch.sources.nvml.api import GpuSampler
+from specwatch.sources.nvml import binding as N
+from specwatch.sources.nvml.reads import DRAM_NOT_READ
+from specwatch.sources.nvml.sampler import GpuSampler
 
 GPUS = 2
 CLASSIC_BACKUPS = (
@@ -119,6 +120,7 @@ def test_a_field_unknown_to_the_driver_is_never_asked_again() -> None:
         assert sample.missing == {
             "fan_pct": "n/s: Not Supported",
             "hbm_temp_c": "n/s: Not Supported",
+            "dram_active": DRAM_NOT_READ,
         }
     assert fake.calls["nvmlDeviceGetViolationStatus"] == 3
     gpu0_asks = fake.asked[-2]

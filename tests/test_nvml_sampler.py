@@ -13,8 +13,10 @@ from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.unavailable_nvml import unavailable_nvml
-from specwatch.sources.nvml import api as N
-from specwatch.sources.nvml.api import GpuSampler, nvml_error
+from specwatch.sources.nvml import binding as N
+from specwatch.sources.nvml.binding import nvml_error
+from specwatch.sources.nvml.reads import DRAM_NOT_READ, SLOW_REFRESH_S
+from specwatch.sources.nvml.sampler import GpuSampler
 
 GPUS = 4
 FIELD_IDS = (
@@ -82,7 +84,7 @@ def test_every_field_read_and_matches_the_simulation() -> None:
     assert [s.index for s in tick.samples] == list(range(GPUS))
     for sample, state in zip(tick.samples, states, strict=True):
         assert not sample.lost
-        assert sample.missing == {"fan_pct": "n/s: Not Supported"}
+        assert sample.missing == {"fan_pct": "n/s: Not Supported", "dram_active": DRAM_NOT_READ}
         assert sample.sm_clock_mhz == state.sm_clock_mhz
         assert sample.mem_clock_mhz == state.mem_clock_mhz
         assert sample.temp_c == round(state.temp_c)
@@ -114,7 +116,7 @@ def test_a_supported_fan_is_read_and_cached() -> None:
     assert all(s.fan_pct is not None and "fan_pct" not in s.missing for s in ticks[-1].samples)
     # Four ticks one second apart fit in one slow-field period: one read per GPU.
     assert fake.calls["nvmlDeviceGetFanSpeed"] == GPUS
-    step(sampler, clock, N.SLOW_REFRESH_S)
+    step(sampler, clock, SLOW_REFRESH_S)
     assert fake.calls["nvmlDeviceGetFanSpeed"] == 2 * GPUS
 
 
@@ -145,7 +147,7 @@ def test_power_limit_change_reaches_the_inventory() -> None:
     gpus.set_power_limit(500.0, index=1)
     step(sampler, clock, 1.0)
     assert sampler.inventory is inv
-    step(sampler, clock, N.SLOW_REFRESH_S)
+    step(sampler, clock, SLOW_REFRESH_S)
     assert sampler.inventory is not None and sampler.inventory is not inv
     assert sampler.inventory.gpus[1].power_limit_w == 500.0
     assert sampler.inventory.gpus[0].power_limit_w == 700.0
@@ -320,7 +322,7 @@ def test_static_transient_error_is_retried_at_slow_refresh() -> None:
     fake.fail("nvmlDeviceGetUUID", N.ERROR_UNKNOWN, index=0, times=1)
     inv = sampler.open()
     assert inv.gpus[0].uuid is None and inv.gpus[0].missing["uuid"] == "N/A: Unknown Error"
-    step(sampler, clock, N.SLOW_REFRESH_S)
+    step(sampler, clock, SLOW_REFRESH_S)
     assert sampler.inventory is not None and sampler.inventory.gpus[0].uuid is not None
     assert sampler.inventory.gpus[0].missing == {}
 

@@ -52,3 +52,18 @@ def test_demo_is_seeded() -> None:
         finally:
             demo.stop()
     assert windows[0] == windows[1]
+
+
+def test_the_demo_scenario_option_offers_every_scenario() -> None:
+    """``--demo-scenario``'s choices are spelled out beside the light ``--help`` (no simulator
+    import); they must stay the simulator's scenarios."""
+    import argparse
+
+    from specwatch.commands.source_arguments import add_source_arguments
+    from specwatch.sim.demo import SCENARIOS
+
+    parser = argparse.ArgumentParser()
+    add_source_arguments(parser, "no GPUs")
+    for scenario in SCENARIOS:
+        assert parser.parse_args(["--demo-scenario", scenario]).demo_scenario == scenario
+    assert "{" + ",".join(SCENARIOS) + "}" in parser.format_help()

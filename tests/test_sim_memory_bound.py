@@ -8,7 +8,7 @@ import pytest
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus, SimGpuSpec
-from specwatch.sources.nvml import api as N
+from specwatch.sources.nvml import binding as N
 
 
 def _gpus(share: float) -> SimGpus:

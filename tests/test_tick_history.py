@@ -7,7 +7,7 @@ from specwatch.core.tick_history import GpuTickHistory
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
-from specwatch.sources.nvml.api import GpuSampler
+from specwatch.sources.nvml.sampler import GpuSampler
 
 
 def _sampler(count: int = 8, history: int = 50) -> tuple[GpuSampler, ManualClock]:

@@ -35,7 +35,7 @@ from specwatch.bench.snapshot import (
     write_snapshot,
 )
 from specwatch.bench.snapshot_build import build_snapshot
-from specwatch.commands.clocks import lock_for_bench, parse_lock_target, with_locks
+from specwatch.commands.clocks import Locked, lock_for_bench, parse_lock_target, with_locks
 from specwatch.commands.error_line import say_error
 from specwatch.core.clock_policy import UNLOCKED_LINE, any_unlocked
 from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
@@ -343,7 +343,7 @@ def _measure_and_save(
     progress: TextIO,
     log: SignalLog,
     identity: ServerIdentity,
-    locked: dict[int, int] | None = None,
+    locked: Locked | None = None,
 ) -> int:
     try:
         result, secret, stopped_by = asyncio.run(

@@ -73,10 +73,11 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--lock-clocks",
-        metavar="base|max|MHZ",
+        metavar="base|max|MHZ|SM,MEM",
         default=None,
-        help="root only: lock the GPU clock for the benchmark and restore it afterwards (for"
-        " A/B tests of code, not capacity claims)",
+        help="root only: lock the GPU and memory clocks for the benchmark and restore them"
+        " afterwards (for A/B tests of code, not capacity claims); MHZ sets the SM clock, the"
+        " memory clock goes to its default",
     )
     p.add_argument("--label", default=None, help="a name for this benchmark (in the file name)")
     p.add_argument(

@@ -15,11 +15,15 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from specwatch.core.clock_state import LockState, pid_alive, read_state, state_path
-from specwatch.sources.nvml.clock_lock import lock, parse_target, restore
+from specwatch.sources.nvml.clock_lock import Target, lock, parse_target, restore
 
 if TYPE_CHECKING:
     from specwatch.core.snapshot_records import BenchResult
     from specwatch.sim.story import StoryServer
+
+
+Locked = dict[int, tuple[int, int | None]]
+"""GPU index -> (locked SM clock, locked memory clock or ``None``), MHz."""
 
 
 def fill_clocks(p: argparse.ArgumentParser) -> None:
@@ -37,7 +41,7 @@ def nvml_for(state: LockState) -> Any:
 
         count = max((g.index for g in state.gpus), default=0) + 1
         return FakeNvml(SimGpus(count))
-    from specwatch.sources.nvml.api import real_nvml
+    from specwatch.sources.nvml.binding import real_nvml
 
     return real_nvml()
 
@@ -80,25 +84,25 @@ def run_clocks(args: argparse.Namespace, err: TextIO | None = None) -> int:
     return 1 if "could not" in lines[0] else 0
 
 
-def parse_lock_target(text: str | None) -> str | int | None:
+def parse_lock_target(text: str | None) -> Target | None:
     """``--lock-clocks``: ``None`` when not given (raises ``ValueError`` when malformed)."""
     return None if text is None else parse_target(text)
 
 
 def lock_for_bench(
     stack: contextlib.ExitStack,
-    target: str | int | None,
+    target: Target | None,
     demo: StoryServer | None,
     fake: object | None,
     progress: TextIO,
     err: TextIO,
-) -> dict[int, int] | None:
-    """Lock the clocks until ``stack`` closes: GPU index -> MHz (``{}`` without a target;
-    ``None`` when refused, said in one line on ``err``, nothing changed)."""
+) -> Locked | None:
+    """Lock the clocks until ``stack`` closes: GPU index -> (SM, memory) MHz (``{}`` without a
+    target; ``None`` when refused, said in one line on ``err``, nothing changed)."""
     if target is None:
         return {}
     from specwatch.bench.shield import print_lines
-    from specwatch.sources.nvml.clock_lock import LockError, locked_clocks
+    from specwatch.sources.nvml.clock_lock import LockError, locked_clocks, locked_memory_clocks
 
     if demo is not None:
         from specwatch.sim.fake_nvml import FakeNvml
@@ -106,7 +110,7 @@ def lock_for_bench(
         nv: object = fake or FakeNvml(demo.world.gpus, demo.world.clock.now)
         kind = "sim"
     else:
-        from specwatch.sources.nvml.api import real_nvml
+        from specwatch.sources.nvml.binding import real_nvml
 
         nv, kind = real_nvml(), "nvml"
     try:
@@ -115,27 +119,38 @@ def lock_for_bench(
         print_lines(err, [f"specwatch bench: {exc}"])
         return None
     locked = locked_clocks(state)
+    memory = locked_memory_clocks(state)
     mhz = ", ".join(sorted({str(v) for v in locked.values()}))
-    print_lines(
-        progress,
-        [f"  Clocks locked at {mhz} MHz until the benchmark ends (undo record: {state_path()})"],
-    )
-    return locked
+    mem = ", ".join(sorted({str(v) for v in memory.values()}))
+    lines = [
+        f"  Clocks locked at {mhz} MHz"
+        + (f", memory {mem} MHz" if mem else "")
+        + f" until the benchmark ends (undo record: {state_path()})"
+    ]
+    if unlockable := sorted(set(locked) - set(memory)):
+        gpus = ",".join(map(str, unlockable))
+        lines.append(f"  Memory clock not locked on GPU {gpus}: the board does not support it")
+    print_lines(progress, lines)
+    return {i: (sm, memory.get(i)) for i, sm in locked.items()}
 
 
-def with_locks(result: BenchResult, locked: dict[int, int]) -> BenchResult:
+def with_locks(result: BenchResult, locked: Locked) -> BenchResult:
     """``result`` with the locked clocks in its GPUs' static facts (NVML cannot read them)."""
     if not locked or result.inventory is None:
         return result
     gpus = tuple(
-        dataclasses.replace(g, locked_sm_clock_mhz=locked.get(g.index))
+        dataclasses.replace(
+            g,
+            locked_sm_clock_mhz=locked[g.index][0] if g.index in locked else None,
+            locked_mem_clock_mhz=locked[g.index][1] if g.index in locked else None,
+        )
         for g in result.inventory.gpus
     )
     return dataclasses.replace(result, inventory=dataclasses.replace(result.inventory, gpus=gpus))
 
 
 @contextlib.contextmanager
-def held_lock(nv: Any, target: str | int, kind: str) -> Iterator[LockState]:
+def held_lock(nv: Any, target: Target, kind: str) -> Iterator[LockState]:
     """Lock the clocks while inside; restore them on every way out (raises ``LockError``)."""
     path = state_path()
     state = lock(nv, target, path, kind)
@@ -146,6 +161,7 @@ def held_lock(nv: Any, target: str | int, kind: str) -> Iterator[LockState]:
 
 
 __all__ = [
+    "Locked",
     "fill_clocks",
     "held_lock",
     "lock_for_bench",

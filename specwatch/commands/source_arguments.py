@@ -35,10 +35,11 @@ def add_source_arguments(g: ArgumentHolder, no_gpu: str) -> None:
     )
     g.add_argument(
         "--demo-scenario",
-        choices=("drift", "regression"),
+        choices=("drift", "regression", "memcap"),
         default=None,
-        help="replay the story in the demo: the GPUs stay cold, then warm up (drift) or the "
-        "verify step gets 8%% slower (regression) about 50 s after loading",
+        help="replay the story in the demo: the GPUs stay cold, then warm up (drift), the "
+        "verify step gets 8%% slower (regression) or a memory-bound decode's memory clock "
+        "drops 9%% (memcap) about 50 s after loading",
     )
     g.add_argument("--demo-seed", type=int, default=0, help=argparse.SUPPRESS)
     from specwatch.commands.dcgm_counters import add_dcgm_argument

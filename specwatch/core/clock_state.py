@@ -20,6 +20,9 @@ class LockedGpu:
     index: int
     uuid: str | None
     sm_mhz: int
+    mem_mhz: int | None = None
+    """The memory clock locked with it; ``None`` where the board cannot lock it (NVML's
+    ``NOT_SUPPORTED``). Restoring resets it whenever the record names one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +57,13 @@ def read_state(path: Path) -> LockState | None:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
         gpus = tuple(
-            LockedGpu(int(g["index"]), g.get("uuid"), int(g["sm_mhz"])) for g in raw["gpus"]
+            LockedGpu(
+                int(g["index"]),
+                g.get("uuid"),
+                int(g["sm_mhz"]),
+                None if g.get("mem_mhz") is None else int(g["mem_mhz"]),
+            )
+            for g in raw["gpus"]
         )
         return LockState(int(raw["pid"]), str(raw["nvml"]), gpus)
     except (OSError, ValueError, KeyError, TypeError):

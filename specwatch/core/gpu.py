@@ -77,6 +77,9 @@ class GpuSample:
     power_violation_ns: int | None = None
     thermal_violation_ns: int | None = None
     fan_pct: int | None = None
+    dram_active: float | None = None
+    """Share of time the HBM interface was busy (0-1): achieved bandwidth against the board's
+    peak (DCGM's ``DCGM_FI_PROF_DRAM_ACTIVE``). Near 1 under decode: tokens wait on memory."""
     lost: bool = False
     """The GPU fell off the bus (``NVML_ERROR_GPU_IS_LOST``); all readings are ``None``."""
     missing: Mapping[str, str] = field(default_factory=dict)

@@ -57,6 +57,9 @@ class GpuRunSummary:
     util_mean_pct: float | None = None
     mem_clock_mean_mhz: float | None = None
     """Mean memory clock: what a memory-bound decode follows."""
+    dram_active_mean: float | None = None
+    """Mean DRAM activity (0-1; dcgm-exporter's ``DCGM_FI_PROF_DRAM_ACTIVE``): the share of a
+    step that waits on HBM."""
 
 
 def summarize_ticks(
@@ -134,6 +137,7 @@ def _summarize_gpu(
         thermal_violation_s=thermal_viol / 1e9 if thermal_viol is not None else None,
         util_mean_pct=_mean([float(u) for u in util]),
         mem_clock_mean_mhz=_mean([s.mem_clock_mhz for s in live if s.mem_clock_mhz is not None]),
+        dram_active_mean=_mean([s.dram_active for s in live if s.dram_active is not None]),
     )
 
 

@@ -8,20 +8,24 @@ a live verdict calls it with a reference window and the current window. The rule
    *and* the relative change is at least ``min_change`` (2%); without an interval (fewer than
    two samples on a side) the 2% alone decides. Otherwise: **no significant change**.
 2. **GPU state.** If decode followed the SM clock, tok/s would scale by
-   ``expected = clock(current) / clock(reference)`` (the slowest busy GPU's clock). The change
-   is **explained by GPU state** when ``expected`` moves the same way and accounts for at least
-   ``min_share`` (75%) of the change in log terms, or lies inside the 95% interval of the
-   observed ratio. A clock change larger than the tok/s change still explains it (decode is
-   partly memory-bound). Where the SM clock does not explain it, the **memory clock** term
-   (:func:`memory_term`) may: a power cap that lowers the memory clock slows a memory-bound
-   decode about as much, and the reason then names the memory clock.
+   ``expected = clock(current) / clock(reference)`` (the slowest busy GPU's clock). With the
+   DRAM activity known (the share of a step that waits on HBM), ``expected`` blends the SM and
+   memory clock ratios by that share (:func:`specwatch.core.memory_bound.blended_ratio`): an
+   8% SM clock drop on a decode 80% memory-bound predicts −1.7%, and does not explain −8%. The
+   change is **explained by GPU state** when ``expected`` moves the same way and accounts for
+   at least ``min_share`` (75%) of the change in log terms, or lies inside the 95% interval of
+   the observed ratio. A clock change larger than the tok/s change still explains it (decode
+   is partly memory-bound). Without a DRAM reading, where the SM clock does not explain it, the
+   **memory clock** term (:func:`memory_term`) may: a power cap that lowers the memory clock
+   slows a memory-bound decode about as much, and the reason then names the memory clock.
 3. **Acceptance.** At a fixed step time tok/s scales with the accept length (tokens per verify
    step). **Acceptance changed** when the accept length moved by at least
    :data:`ACCEPT_MIN_CHANGE` in the direction of tok/s and accounts for ``min_share`` of it.
 4. **Load.** **Load changed** when the mean running requests differ by more than
    :data:`LOAD_REL_CHANGE` (25%) and at least :data:`LOAD_MIN_RUNNING` requests, or prompt tok/s
-   by more than 25% and at least :data:`LOAD_MIN_PROMPT_TOK_S`: the two measurements were not
-   taken under the same load, so the comparison cannot blame the code.
+   by more than 25% and at least :data:`LOAD_MIN_PROMPT_TOK_S`, or the DRAM bytes read per
+   token by 5% (more work per token: longer contexts read more KV cache): the two measurements
+   were not taken under the same load, so the comparison cannot blame the code.
 5. No SM clock readings on a side: **GPU state unknown** (blaming the code without knowing the
    GPUs' state is the story's mistake in reverse). Otherwise **not explained by GPU state**.
 """
@@ -31,6 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from specwatch.core.memory_bound import blended_ratio, bytes_per_token_change, carried_by_memory
 from specwatch.core.outcomes import Outcome
 from specwatch.core.stats import Summary, Welch, mean, summarize, welch
 
@@ -65,6 +70,11 @@ class Figures:
     accept_length: float | None = None
     slowest_mem_clock_mhz: float | None = None
     """The lowest mean memory clock of a busy GPU (a memory-bound decode follows it)."""
+    dram_active: float | None = None
+    """Mean DRAM activity of the busy GPUs (0-1): the share of a step that waits on HBM."""
+    dram_per_token: float | None = None
+    """``Σ dram_active × memory clock / tok/s``: proportional to the bytes read per token
+    (:mod:`specwatch.core.memory_bound`)."""
 
     @property
     def mean_tok_s(self) -> float | None:
@@ -132,6 +142,10 @@ def load_changes(reference: Figures, current: Figures) -> tuple[str, ...]:
     pa, pb = reference.prompt_tok_s, current.prompt_tok_s
     if _apart(pa, pb, LOAD_REL_CHANGE, LOAD_MIN_PROMPT_TOK_S):
         out.append(f"prompt tok/s {pa:.0f} → {pb:.0f}")
+    work = bytes_per_token_change(reference.dram_per_token, current.dram_per_token)
+    if work is not None:
+        more = "more" if work > 0 else "less"
+        out.append(f"DRAM bytes per token {work * 100:+.1f}% ({more} work per token)")
     return tuple(out)
 
 
@@ -208,7 +222,13 @@ def judge(
         beyond = abs(change) >= min_change
 
     clock_a, clock_b = reference.slowest_sm_clock_mhz, current.slowest_sm_clock_mhz
-    expected = clock_b / clock_a if clock_a and clock_b is not None else None
+    sm_ratio = clock_b / clock_a if clock_a and clock_b is not None else None
+    mem_a, mem_b = reference.slowest_mem_clock_mhz, current.slowest_mem_clock_mhz
+    mem_ratio = mem_b / mem_a if mem_a and mem_b is not None else None
+    dram = reference.dram_active if reference.dram_active is not None else current.dram_active
+    expected, blended = (
+        (None, False) if sm_ratio is None else blended_ratio(sm_ratio, mem_ratio, dram)
+    )
     share = _share(expected, observed)
     inside = (
         expected is not None
@@ -217,7 +237,12 @@ def judge(
         and obs_low <= expected <= obs_high
     )
     explained = expected is not None and ((share is not None and share >= min_share) or inside)
-    memory = None if explained else memory_term(reference, current, observed, obs_low, obs_high)
+    # With the DRAM activity known the blend already weighs the memory clock by its share.
+    memory = (
+        None
+        if explained or blended
+        else memory_term(reference, current, observed, obs_low, obs_high)
+    )
     acc_a, acc_b = reference.accept_length, current.accept_length
     acc_ratio = acc_b / acc_a if acc_a and acc_b is not None else None
     accept_share = _share(acc_ratio, observed)
@@ -239,10 +264,12 @@ def judge(
     reasons: list[str] = []
     clocks = ""
     if expected is not None and clock_a is not None and clock_b is not None:
-        clocks = (
-            f"slowest-GPU SM clock {clock_a:.0f} → {clock_b:.0f} MHz predicts "
-            f"{(expected - 1) * 100:+.1f}%"
-        )
+        clocks = f"slowest-GPU SM clock {clock_a:.0f} → {clock_b:.0f} MHz"
+        if blended and dram is not None:
+            if mem_a is not None and mem_b is not None and mem_ratio != 1.0:
+                clocks += f", memory clock {mem_a:.0f} → {mem_b:.0f} MHz"
+            clocks += f" at {dram:.0%} DRAM activity (decode is memory-bound)"
+        clocks += f" predicts {(expected - 1) * 100:+.1f}%"
     if change is None:
         outcome = Outcome.NO_CHANGE
         reasons.append("no tok/s figures to compare")
@@ -299,8 +326,22 @@ def judge(
         explained_by_clock=explained,
         accept_share=accept_share,
         load_changes=loads,
-        term="SM clock" if explained or memory is None else "memory clock",
+        term=_term(explained, blended, memory, sm_ratio, mem_ratio, dram),
     )
+
+
+def _term(
+    explained: bool,
+    blended: bool,
+    memory: tuple[str, float] | None,
+    sm_ratio: float | None,
+    mem_ratio: float | None,
+    dram: float | None,
+) -> str:
+    """The clock whose change carried a GPU-state verdict."""
+    if explained and blended and sm_ratio is not None and dram is not None:
+        return "memory clock" if carried_by_memory(sm_ratio, mem_ratio, dram) else "SM clock"
+    return "SM clock" if explained or memory is None else "memory clock"
 
 
 __all__ = [

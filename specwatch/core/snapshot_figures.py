@@ -8,6 +8,7 @@ same inputs a live verdict gives it from a window of readings.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from specwatch.core import gpu_rules
 from specwatch.core.gpu_summary import GpuRunSummary
@@ -85,10 +86,30 @@ def figures(snap: Snapshot) -> Figures:
         slowest_mem_clock_mhz=min(
             (g.mem_clock_mean_mhz for g in busy if g.mem_clock_mean_mhz is not None), default=None
         ),
+        dram_active=_mean([g.dram_active_mean for g in busy if g.dram_active_mean is not None]),
+        dram_per_token=dram_per_token_of(busy, snap.run_tok_s),
         running_requests=snap.overall.running_requests.mean,
         prompt_tok_s=snap.overall.prompt_tok_s.mean,
         accept_length=snap.accept_length,
     )
 
 
-__all__ = ["figures", "overall_gpus", "run_tok_s", "straggler_clock"]
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def dram_per_token_of(busy: list[GpuRunSummary], tok_s: Sequence[float]) -> float | None:
+    """``Σ dram_active × memory clock / tok/s`` (:mod:`specwatch.core.memory_bound`): ``None``
+    unless every busy GPU has both readings."""
+    rate = _mean(list(tok_s))
+    moved = [
+        (g.dram_active_mean, g.mem_clock_mean_mhz)
+        for g in busy
+        if g.dram_active_mean is not None and g.mem_clock_mean_mhz is not None
+    ]
+    if not busy or len(moved) != len(busy) or not rate:
+        return None
+    return sum(d * m for d, m in moved) / rate
+
+
+__all__ = ["dram_per_token_of", "figures", "overall_gpus", "run_tok_s", "straggler_clock"]

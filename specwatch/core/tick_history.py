@@ -38,6 +38,7 @@ _FORMATS: dict[str, str] = {
     "power_violation_ns": "q",
     "thermal_violation_ns": "q",
     "fan_pct": "h",
+    "dram_active": "d",
     "lost": "?",
 }
 _NAMES = tuple(_FORMATS)

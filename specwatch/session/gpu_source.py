@@ -142,7 +142,7 @@ class NvmlGpuSource(ReaderGpuSource):
         self._clock = clock
 
     def _make_reader(self) -> GpuReader:
-        from specwatch.sources.nvml.api import GpuSampler
+        from specwatch.sources.nvml.sampler import GpuSampler
 
         return GpuSampler(interval_s=self._interval_s, nvml=self._nvml, clock=self._clock)
 

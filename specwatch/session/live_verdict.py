@@ -10,8 +10,10 @@ with the rule and wording of ``compare`` (:mod:`specwatch.session.verdict_rule`)
 - **snapshot**: a benchmark snapshot given on the command line (``--reference FILE``).
 
 The *current* window is the last :data:`CURRENT_S` seconds. Each side holds tok/s per metrics
-interval, the slowest busy GPU's mean SM clock (and that board's maximum), the clock-event
-reasons active on busy GPUs, the mean running requests and prompt tok/s, and the accept length.
+interval, the slowest busy GPU's mean SM clock (and that board's maximum), the busy GPUs' lowest
+memory clock (a memory-bound decode follows it), their DRAM activity and DRAM traffic per token
+where the source reads it (dcgm-exporter's profiling field), the clock-event reasons active on
+busy GPUs, the mean running requests and prompt tok/s, and the accept length.
 
 Feed it session events (:meth:`LiveVerdict.feed`, usable as a session subscriber) or the typed
 calls; read :meth:`LiveVerdict.state`. Not thread-safe: feed it from one thread.
@@ -67,6 +69,12 @@ class _GpuPoint:
     clock_mhz: float | None
     max_mhz: float | None
     reasons: frozenset[str]
+    mem_clock_mhz: float | None = None
+    dram_active: float | None = None
+    """Mean DRAM activity of the busy GPUs."""
+    dram_mhz: float | None = None
+    """``Σ dram_active × memory clock`` over the busy GPUs (bytes per second, up to the bus
+    width); ``None`` unless every busy GPU has both."""
 
 
 def _mean(values: list[float]) -> float | None:
@@ -171,7 +179,8 @@ class LiveVerdict:
         self._start_warmup(t)
 
     def add_tick(self, tick: GpuTick) -> None:
-        """One GPU tick: the slowest busy GPU's clock and the busy GPUs' active reasons."""
+        """One GPU tick: the slowest busy GPU's clock, the busy GPUs' lowest memory clock and
+        their active reasons."""
         busy = [s for s in tick.samples if gpu_rules.sample_busy(s)]
         slow = gpu_rules.slowest(gpu_rules.pace_of_samples(busy))
         active = frozenset(
@@ -182,7 +191,14 @@ class LiveVerdict:
         )
         clock = slow.sm_clock_mhz if slow is not None else None
         top = self._max_clock.get(slow.index) if slow is not None else None
-        self._gpus.append(_GpuPoint(tick.t, clock, top, active))
+        # A memory-bound decode waits on the slowest HBM, whichever board that is.
+        mem = min((s.mem_clock_mhz for s in busy if s.mem_clock_mhz is not None), default=None)
+        drams = [(s.dram_active, s.mem_clock_mhz) for s in busy if s.dram_active is not None]
+        dram = _mean([d for d, _ in drams])
+        moved = None
+        if busy and len(drams) == len(busy) and all(m is not None for _, m in drams):
+            moved = sum(d * (m or 0) for d, m in drams)
+        self._gpus.append(_GpuPoint(tick.t, clock, top, active, mem, dram, moved))
         self._advance(tick.t)
 
     def add_window(self, w: MetricsWindow) -> None:
@@ -285,6 +301,9 @@ class LiveVerdict:
         gp = [g for g in self._gpus if t0 < g.t <= t1]
         clocks = [g.clock_mhz for g in gp if g.clock_mhz is not None]
         tops = [g.max_mhz for g in gp if g.max_mhz is not None]
+        mems = [g.mem_clock_mhz for g in gp if g.mem_clock_mhz is not None]
+        moved = _mean([g.dram_mhz for g in gp if g.dram_mhz is not None])
+        rate = sum(pooled) / len(pooled)
         active: frozenset[str] = frozenset().union(*(g.reasons for g in gp))
         return Figures(
             tok_s=tuple(pooled),
@@ -294,6 +313,9 @@ class LiveVerdict:
             running_requests=_mean([i.running for i in iv if i.running is not None]),
             prompt_tok_s=_mean([i.prompt_tok_s for i in iv if i.prompt_tok_s is not None]),
             accept_length=_mean([i.accept_length for i in iv if i.accept_length is not None]),
+            slowest_mem_clock_mhz=_mean(mems),
+            dram_active=_mean([g.dram_active for g in gp if g.dram_active is not None]),
+            dram_per_token=moved / rate if moved is not None and rate > 0 else None,
         )
 
     def _settle_reference(self, t: float) -> str:

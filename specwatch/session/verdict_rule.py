@@ -24,6 +24,9 @@ class LiveJudgement:
     change: float | None
     noise: float | None = None
     """Half the width of the 95% interval of the relative change (``0.09`` for ±9%)."""
+    term: str = "SM clock"
+    """The clock whose change carried a GPU-state verdict (``"memory clock"`` when a
+    memory-bound decode followed the memory clock with the SM clock steady)."""
 
 
 def judge_windows(reference: Figures, current: Figures) -> LiveJudgement:
@@ -37,7 +40,7 @@ def judge_windows(reference: Figures, current: Figures) -> LiveJudgement:
     noise = None
     if j.change_low is not None and j.change_high is not None:
         noise = (j.change_high - j.change_low) / 2.0
-    return LiveJudgement(j.outcome, j.reason, j.change, noise)
+    return LiveJudgement(j.outcome, j.reason, j.change, noise, j.term)
 
 
 __all__ = ["LiveJudgement", "judge_windows"]

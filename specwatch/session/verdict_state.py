@@ -57,14 +57,19 @@ WAITING = LiveVerdictState("waiting", "waiting for the server")
 """The state before any reading."""
 
 
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
 def snapshot_reference(snap: Snapshot, name: str) -> Reference:
     """A benchmark snapshot as the reference (``--reference FILE``).
 
     Per-run tok/s, the slowest busy GPU's mean SM clock over all runs (``compare``'s rule), that
-    board's maximum, and the reasons active on a busy GPU at least a tenth of the time.
+    board's maximum, the busy GPUs' lowest mean memory clock and their DRAM activity (and DRAM
+    traffic per token), and the reasons active on a busy GPU at least a tenth of the time.
     """
     from specwatch.core.judge import Figures
-    from specwatch.core.snapshot_figures import straggler_clock
+    from specwatch.core.snapshot_figures import dram_per_token_of, straggler_clock
 
     clock, _ = straggler_clock(snap)
     busy = gpu_rules.busy_summaries(snap.overall_gpus)
@@ -86,6 +91,11 @@ def snapshot_reference(snap: Snapshot, name: str) -> Reference:
         board_max_sm_clock_mhz=float(top) if top else None,
         clock_reasons=active,
         accept_length=snap.accept_length,
+        slowest_mem_clock_mhz=min(
+            (g.mem_clock_mean_mhz for g in busy if g.mem_clock_mean_mhz is not None), default=None
+        ),
+        dram_active=_mean([g.dram_active_mean for g in busy if g.dram_active_mean is not None]),
+        dram_per_token=dram_per_token_of(list(busy), snap.run_tok_s),
     )
     return Reference("snapshot", name, figures)
 

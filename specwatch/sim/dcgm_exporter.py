@@ -30,7 +30,7 @@ INT64_NOT_SUPPORTED = 9223372036854775794
 _MIB = 1024**2
 
 DEFAULT_ABSENT: frozenset[str] = frozenset(
-    {"DCGM_FI_DEV_FAN_SPEED", "DCGM_FI_DEV_RELIABILITY_VIOLATION", "DCGM_FI_DEV_APP_SM_CLOCK"}
+    {"DCGM_FI_DEV_FAN_SPEED", "DCGM_FI_DEV_RELIABILITY_VIOLATION"}
 )
 DEFAULT_BLANK: Mapping[str, int] = {"DCGM_FI_DEV_LOW_UTIL_VIOLATION": INT64_NOT_SUPPORTED}
 
@@ -85,7 +85,9 @@ def render_dcgm(
         if state.lost:
             put("DCGM_FI_DEV_XID_ERRORS", labels, 79)
             continue
-        limit_w = gpus.gpus[state.index].power_limit_w
+        board = gpus.gpus[state.index]
+        limit_w = board.power_limit_w
+        app_sm, app_mem = board.app_clocks_mhz or (spec.max_sm_clock_mhz, spec.max_mem_clock_mhz)
         used_mib = state.mem_used_bytes // _MIB
         total_mib = spec.mem_total_bytes // _MIB
         reasons = (
@@ -98,7 +100,9 @@ def render_dcgm(
             ("DCGM_FI_DEV_MEM_CLOCK", state.mem_clock_mhz),
             ("DCGM_FI_DEV_MAX_SM_CLOCK", spec.max_sm_clock_mhz),
             ("DCGM_FI_DEV_MAX_MEM_CLOCK", spec.max_mem_clock_mhz),
-            ("DCGM_FI_DEV_APP_SM_CLOCK", spec.max_sm_clock_mhz),
+            ("DCGM_FI_DEV_APP_SM_CLOCK", app_sm),
+            ("DCGM_FI_DEV_APP_MEM_CLOCK", app_mem),
+            ("DCGM_FI_DEV_PERSISTENCE_MODE", 1),
             ("DCGM_FI_DEV_GPU_TEMP", round(state.temp_c)),
             ("DCGM_FI_DEV_MEMORY_TEMP", round(state.hbm_temp_c)),
             ("DCGM_FI_DEV_SLOWDOWN_TEMP", spec.slowdown_temp_c),
@@ -118,6 +122,7 @@ def render_dcgm(
             ("DCGM_FI_DEV_PCIE_MAX_LINK_GEN", spec.max_pcie_gen),
             ("DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", spec.max_pcie_width),
             ("DCGM_FI_DEV_FAN_SPEED", 0),
+            ("DCGM_FI_PROF_DRAM_ACTIVE", round(state.dram_active, 4)),
             ("DCGM_FI_DEV_POWER_VIOLATION", state.power_violation_ns),
             ("DCGM_FI_DEV_THERMAL_VIOLATION", state.thermal_violation_ns),
             ("DCGM_FI_DEV_SYNC_BOOST_VIOLATION", 0),

@@ -3,7 +3,8 @@
 A scenario replays the story fast (``--demo-scenario``): the GPUs are held cold until the live
 verdict has a reference, then ``drift`` warms them (the boost clock falls about 8% with no
 clock-event reason set, as in the story) and ``regression`` slows the verify step by 8% with
-the clocks unchanged (a code regression).
+the clocks unchanged (a code regression); ``memcap`` runs a memory-bound decode (80% of a step
+waits on HBM) and then lowers the memory clock 9% as a power cap does, the SM clock steady.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from specwatch.sim.clock import Clock, RealClock
 from specwatch.sim.dcgm_exporter import SimDcgmExporter
-from specwatch.sim.gpus import SimGpus, SimGpuSpec
+from specwatch.sim.gpus import SimGpus, SimGpuSpec, with_overrides
 from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
@@ -26,7 +27,7 @@ DEMO_GPU = SimGpuSpec(dynamic_power_w=520.0)
 """An H100 at its real 700 W limit that decodes at about 590 W at full boost: a decode step
 does not press on the power limit, so the cold state has no clock-event reason set."""
 
-SCENARIOS = ("drift", "regression")
+SCENARIOS = ("drift", "regression", "memcap")
 SCENARIO_CHANGE_S = 50.0
 """Seconds after the model loaded when a scenario's change happens (warmup, then the live
 verdict's 30 s reference, fit before it)."""
@@ -34,6 +35,10 @@ COLD_C = 40.0
 HOT_C = 73.0
 """Pinned temperatures: full boost, and about 8% below it (55 °C knee, 9 MHz per °C)."""
 REGRESSION_FACTOR = 1.08
+MEMCAP_SHARE = 0.8
+"""Share of a ``memcap`` decode step that waits on HBM."""
+MEMCAP_MHZ = 2383
+"""The ``memcap`` memory clock: 9% below the demo board's 2619 MHz."""
 
 
 @dataclass
@@ -55,6 +60,8 @@ class Scenario:
         self.changed = True
         if self.name == "drift":
             world.gpus.set_temperature(HOT_C, pin=True)
+        elif self.name == "memcap":
+            world.gpus.set_memory_clock(MEMCAP_MHZ)
         else:
             cfg = world.engine.config
             world.engine.config = replace(
@@ -121,7 +128,10 @@ def demo_world(
             warmup_requests=0,
         )
     clock = clock or RealClock()
-    boards = SimGpus(count=gpus, spec=DEMO_GPU, seed=seed, start_t=clock.now())
+    spec = DEMO_GPU
+    if scenario == "memcap":
+        spec = with_overrides(DEMO_GPU, memory_bound_share=MEMCAP_SHARE)
+    boards = SimGpus(count=gpus, spec=spec, seed=seed, start_t=clock.now())
     world = SimWorld(config, clock=clock, gpus=boards)
     script = None
     if scenario is not None:

@@ -1,10 +1,10 @@
 """A fake NVML at the nvidia-ml-py function level, backed by the simulated GPUs.
 
-``FakeNvml`` exposes the ``nvml*`` functions that ``specwatch.sources.nvml.api`` calls, with the
+``FakeNvml`` exposes the ``nvml*`` functions that ``specwatch.sources.nvml`` calls, with the
 same arguments and return shapes as ``pynvml``, and raises the real ``pynvml.NVMLError``
-subclasses (obtained through ``specwatch.sources.nvml.api.nvml_error``, since only that module
-imports ``pynvml``). Fans are ``NOT_SUPPORTED`` (passively cooled boards), a lost simulated GPU
-raises ``GPU_IS_LOST``, and ``fail()`` injects any error for tests.
+subclasses (obtained through ``specwatch.sources.nvml.binding.nvml_error``, since only that
+module imports ``pynvml``). Fans are ``NOT_SUPPORTED`` (passively cooled boards), a lost
+simulated GPU raises ``GPU_IS_LOST``, and ``fail()`` injects any error for tests.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from specwatch.sim.fake_nvml_structs import (
     FakeViolationTime,
 )
 from specwatch.sim.gpus import SimGpus, SimGpuState
-from specwatch.sources.nvml import api as N
+from specwatch.sources.nvml import binding as N
 
 SAME_INSTANT_S = 0.005
 """Reads this close after the last new instant see that instant (the driver, too, refreshes

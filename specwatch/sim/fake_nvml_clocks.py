@@ -14,7 +14,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from specwatch.sources.nvml import api as N
+from specwatch.sources.nvml import binding as N
 
 if TYPE_CHECKING:
     from specwatch.sim.gpus import SimGpus, SimGpuState
@@ -91,9 +91,14 @@ class FakeClockPolicy:
         return 1
 
     def nvmlDeviceGetApplicationsClock(self, handle: Any, clock_type: int) -> int:
-        """Application clock, MHz (the maximum, as on a board nobody has tuned)."""
-        self._policy("nvmlDeviceGetApplicationsClock", handle)
-        return self._max_clock(clock_type)
+        """Application clock, MHz (the maximum, as on a board nobody has tuned, unless
+        ``SimGpus.set_app_clocks`` set one)."""
+        state = self._policy("nvmlDeviceGetApplicationsClock", handle)
+        top = self._max_clock(clock_type)
+        app = self.gpus.gpus[state.index].app_clocks_mhz
+        if app is None:
+            return top
+        return app[0] if clock_type == N.CLOCK_SM else app[1]
 
     def nvmlDeviceGetDefaultApplicationsClock(self, handle: Any, clock_type: int) -> int:
         """Default application clock, MHz."""

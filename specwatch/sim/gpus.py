@@ -68,6 +68,9 @@ class SimGpuState:
     power_violation_ns: int
     thermal_violation_ns: int
     lost: bool
+    dram_active: float = 0.0
+    """Share of time HBM was busy: the memory-bound share of a step, stretched or shrunk by how
+    the clocks pace it (``DCGM_FI_PROF_DRAM_ACTIVE``)."""
 
 
 class SimGpu:
@@ -90,6 +93,9 @@ class SimGpu:
         self.pinned_temp_c: float | None = None
         self.mem_clock_cap_mhz: int | None = None
         """A lowered memory clock (a power cap on boards that cut HBM clocks under it)."""
+        self.app_clocks_mhz: tuple[int, int] | None = None
+        """Application (SM, memory) clocks set below the defaults (the maxima); ``None``:
+        untouched. Only the policy reads report it: the simulated boost ignores it."""
         self.lost = False
         self.power_violation_ns = 0
         self.thermal_violation_ns = 0
@@ -163,7 +169,17 @@ class SimGpu:
             power_violation_ns=self.power_violation_ns,
             thermal_violation_ns=self.thermal_violation_ns,
             lost=self.lost,
+            dram_active=self._dram_active(clock) if busy else 0.0,
         )
+
+    def _dram_active(self, clock: float) -> float:
+        """The same bytes each step over a step whose length follows both clocks: ``m`` at full
+        clocks, less when a slower SM clock stretches the step, more when HBM runs slower."""
+        s = self.spec
+        m = s.memory_bound_share
+        mem = s.max_mem_clock_mhz / self.mem_clock()
+        pace = (1 - m) * s.max_sm_clock_mhz / clock + m * mem
+        return min(1.0, self.load * m * mem / pace)
 
 
 class SimGpus:
@@ -266,6 +282,12 @@ class SimGpus:
         with self._lock:
             for g in self._select(index):
                 g.mem_clock_cap_mhz = mhz
+
+    def set_app_clocks(self, clocks: tuple[int, int] | None, index: int | None = None) -> None:
+        """Set application (SM, memory) clocks, as ``nvidia-smi -ac`` does (``None``: reset)."""
+        with self._lock:
+            for g in self._select(index):
+                g.app_clocks_mhz = clocks
 
     def set_link(self, gen: int, width: int, index: int | None = None) -> None:
         """Force a degraded PCIe link."""

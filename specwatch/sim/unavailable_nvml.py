@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from specwatch.sources.nvml import api as N
+from specwatch.sources.nvml import binding as N
 
 
 class _UnavailableNvml:

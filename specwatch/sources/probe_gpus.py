@@ -79,7 +79,7 @@ def read_gpus(nvml: object | None = None, dcgm: Sequence[str] = ()) -> GpuSnapsh
         def origin() -> GpuOrigin:
             return dcgm_origin(exporters)
     else:
-        from specwatch.sources.nvml.api import GpuSampler
+        from specwatch.sources.nvml.sampler import GpuSampler
 
         reader = GpuSampler(nvml=nvml)
     try:

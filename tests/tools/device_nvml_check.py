@@ -31,9 +31,11 @@ from specwatch.core.gpu_summary import summarize_ticks
 from specwatch.core.reasons import short_names
 from specwatch.core.steady import window_slopes
 from specwatch.core.values import to_jsonable
-from specwatch.sources.nvml import api as N
-from specwatch.sources.nvml.api import CountingNvml, GpuSampler
+from specwatch.sources.nvml import binding as N
+from specwatch.sources.nvml.binding import CountingNvml
 from specwatch.sources.nvml.calls import VALUE_ATTR
+from specwatch.sources.nvml.clock_lock import target_clocks
+from specwatch.sources.nvml.sampler import GpuSampler
 
 FIELD_VS_CLASSIC: tuple[tuple[str, int, str | None, tuple[Any, ...], Callable[[Any], int]], ...] = (
     # (name, field id, classic function, its arguments after the handle, how to read it)
@@ -120,6 +122,10 @@ POLICY_READS: tuple[tuple[str, tuple[Any, ...]], ...] = (
     ("nvmlDeviceGetEnforcedPowerLimit", ()),
     ("nvmlDeviceGetPowerManagementDefaultLimit", ()),
     ("nvmlGpmQueryDeviceSupport", ()),
+    # Read-only: what --lock-clocks max locks the memory clock at, and the bus width that turns
+    # DRAM activity x memory clock into bytes per second (bus/8 x MHz x 2 per transfer).
+    ("nvmlDeviceGetMaxClockInfo", (N.CLOCK_MEM,)),
+    ("nvmlDeviceGetMemoryBusWidth", ()),
 )
 
 
@@ -146,6 +152,13 @@ def policy_report(nv: Any, inventory: GpuInventory) -> None:
             except Exception as exc:
                 text = N.describe(exc)
             print(f"gpu {static.index} {name}{args}: {text}")
+        for target in ("base", "max"):
+            # What bench --lock-clocks would lock at, computed without setting anything.
+            try:
+                text = repr(target_clocks(nv, handle, target))
+            except Exception as exc:
+                text = N.describe(exc)
+            print(f"gpu {static.index} lock target {target} (SM, memory MHz): {text}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,7 +40,7 @@ def measure(samples: int = 10**6, objects: bool = False) -> dict[str, Any]:
     from specwatch.sim.clock import ManualClock
     from specwatch.sim.fake_nvml import FakeNvml
     from specwatch.sim.gpus import SimGpus
-    from specwatch.sources.nvml.api import GpuSampler
+    from specwatch.sources.nvml.sampler import GpuSampler
 
     clock = ManualClock(1000.0)
     gpus = SimGpus(GPUS, seed=1, start_t=clock.now())

@@ -34,6 +34,12 @@ FIELDS: tuple[FieldMap, ...] = (
         "DCGM_FI_DEV_MAX_MEM_CLOCK", "max_mem_clock_mhz", help="Maximum memory clock (in MHz)."
     ),
     FieldMap("DCGM_FI_DEV_APP_SM_CLOCK", "app_sm_clock_mhz", help="Application SM clock (in MHz)."),
+    FieldMap(
+        "DCGM_FI_DEV_APP_MEM_CLOCK", "app_mem_clock_mhz", help="Application memory clock (in MHz)."
+    ),
+    FieldMap(
+        "DCGM_FI_DEV_PERSISTENCE_MODE", "persistence_mode", help="Persistence mode (1: enabled)."
+    ),
     FieldMap("DCGM_FI_DEV_GPU_TEMP", "temp_c", help="GPU temperature (in C)."),
     FieldMap("DCGM_FI_DEV_MEMORY_TEMP", "hbm_temp_c", help="Memory temperature (in C)."),
     FieldMap("DCGM_FI_DEV_SLOWDOWN_TEMP", "slowdown_temp_c", help="Slowdown temperature (in C)."),
@@ -73,6 +79,12 @@ FIELDS: tuple[FieldMap, ...] = (
     FieldMap("DCGM_FI_DEV_PCIE_MAX_LINK_GEN", "max_pcie_gen", help="Maximum PCIe generation."),
     FieldMap("DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", "max_pcie_width", help="Maximum PCIe link width."),
     FieldMap("DCGM_FI_DEV_FAN_SPEED", "fan_pct", help="Fan speed (in %)."),
+    FieldMap(
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "dram_active",
+        integer=False,
+        help="Ratio of cycles the device memory interface is active sending or receiving data.",
+    ),
     # The violation counters are nanoseconds, as NVML's violationTime: DCGM's field reference
     # says so; the "(in us)" of dcgm-exporter's stock CSV was a wrong comment (fixed there in
     # late 2025), and scaling by 1000 made 0.1% of throttling read as 100%.

@@ -38,7 +38,18 @@ _INT64_BLANK = 0x7FFFFFFFFFFFFFF0
 _FP64_BLANK = 140737488355328.0  # 2^47: DCGM_FP64_BLANK and its NOT_FOUND/.. neighbours
 
 
-_NO_SOURCE = {"pstate": "n/s: dcgm-exporter has no P-state field"}
+_NO_SOURCE = {
+    "pstate": "n/s: dcgm-exporter has no P-state field",
+    "locked_sm_clock_mhz": "n/s: DCGM has no locked-clock field",
+    "locked_mem_clock_mhz": "n/s: DCGM has no locked-clock field",
+}
+_DEFAULT_APP = (
+    ("default_app_sm_clock_mhz", "app_sm_clock_mhz", "max_sm_clock_mhz"),
+    ("default_app_mem_clock_mhz", "app_mem_clock_mhz", "max_mem_clock_mhz"),
+)
+"""DCGM has no default-application-clock field. On the data-centre boards DCGM serves (A100 and
+later) the default application clocks are the maximum clocks, so the maximum stands in: an
+application clock below it is one someone set (``nvidia-smi -ac``), NVML's ``app`` policy."""
 _LABEL_STATICS = (("name", "modelName"), ("uuid", "UUID"), ("pci_bus_id", "pci_bus_id"))
 _K8S_LABELS = ("pod", "namespace", "container")
 _FIELDS_OF_SAMPLE = frozenset(GpuSample.__dataclass_fields__) - {"index", "t", "lost", "missing"}
@@ -276,6 +287,11 @@ def to_static(gpu: DcgmGpu, index: int) -> GpuStatic:
     for name, _ in _LABEL_STATICS:
         if values[name] is None:
             missing[name] = f"{NOT_EXPORTED} (label)"
+    if "persistence_mode" in values:
+        values["persistence_mode"] = bool(values["persistence_mode"])
+    for default, app, top in _DEFAULT_APP:
+        if app in values and top in values:
+            values[default] = values[top]
     for name in _FIELDS_OF_STATIC - set(values) - set(missing):
         missing[name] = f"{NOT_EXPORTED} (no DCGM field)"
     return GpuStatic(index=index, missing=missing, **values)

@@ -1,6 +1,6 @@
 """GPU source over dcgm-exporter: any node's GPUs, in the same samples NVML gives.
 
-:class:`DcgmGpuSource` has the public shape of :class:`specwatch.sources.nvml.api.GpuSampler`
+:class:`DcgmGpuSource` has the public shape of :class:`specwatch.sources.nvml.sampler.GpuSampler`
 (``open`` -> ``GpuInventory``, ``sample`` -> ``GpuTick``, a background thread with ``on_tick``,
 ``latest``, ``history``) so a session can use either. It reads one or more exporters; GPUs are
 numbered across them in the order of the URLs, and each keeps its node name (the ``Hostname``

@@ -16,12 +16,9 @@ from specwatch.sources.nvml.binding import (
     ERROR_FUNCTION_NOT_FOUND,
     ERROR_GPU_IS_LOST,
     FALLBACK_CODES,
-    FIELD_UNSUPPORTED_CODES,
-    SUCCESS,
     UNSUPPORTED_CODES,
     describe,
     error_code,
-    error_text,
 )
 from specwatch.sources.nvml.calls import (
     BACKUP_CALLS,
@@ -31,16 +28,14 @@ from specwatch.sources.nvml.calls import (
     STATIC_READS,
     TICK_CALLS,
     UNAVAILABLE,
-    VALUE_ATTR,
-    FieldRead,
     NvmlCall,
     as_text,
     opt,
 )
+from specwatch.sources.nvml.field_reads import FieldValueReads
 from specwatch.sources.nvml.state import (
     FAN_SLOT,
     SAMPLE_FIELDS,
-    SLOT,
     BoundCall,
     Failed,
     GpuLost,
@@ -49,6 +44,7 @@ from specwatch.sources.nvml.state import (
     resolve,
 )
 
+DRAM_NOT_READ = "n/s: NVML's GPM metrics are not read (--dcgm gives DCGM_FI_PROF_DRAM_ACTIVE)"
 SLOW_REFRESH_S = 5.0
 """How long slow fields (fan, persistence, power limit, application clock) are cached."""
 
@@ -63,7 +59,7 @@ _STATIC_CALLS = tuple(
 )
 
 
-class NvmlReader:
+class NvmlReader(FieldValueReads):
     """Reads GPUs through one NVML module (the real ``pynvml`` or the simulator's fake)."""
 
     def __init__(self, nv: Any) -> None:
@@ -280,14 +276,11 @@ class NvmlReader:
         """Look up every per-tick function once for ``gpu``."""
         nv = self._nv
         gpu.plan = tuple(BoundCall(nv, c, standing=True) for c in TICK_CALLS)
+        gpu.standing = {**gpu.standing, "dram_active": DRAM_NOT_READ}
         gpu.backups = {k: BoundCall(nv, c, standing=False) for k, c in BACKUP_CALLS.items()}
         gpu.field_call = BoundCall(nv, FIELD_VALUES_CALL, standing=False)
         gpu.fan_call = BoundCall(nv, FAN_CALL, standing=True)
         self._set_fields(gpu, FIELD_READS)
-
-    def _set_fields(self, gpu: GpuState, fields: tuple[FieldRead, ...]) -> None:
-        gpu.fields = fields
-        gpu.field_ids = [f.field_id for f in fields]
 
     def _failed(
         self, gpu: GpuState, bound: BoundCall, exc: BaseException, problems: dict[str, str]
@@ -325,86 +318,6 @@ class NvmlReader:
                 vals[slot] = convert(raw)
             except Exception as exc:
                 problems[name] = f"N/A: unreadable value: {describe(exc)}"
-
-    def _read_fields(self, gpu: GpuState, vals: list[Any], problems: dict[str, str]) -> None:
-        """Every field value in one ``nvmlDeviceGetFieldValues`` call; backups where it failed."""
-        fields = gpu.fields
-        call = gpu.field_call
-        assert call is not None
-        try:
-            raw = call.fn(gpu.handle, gpu.field_ids)
-        except Exception as exc:
-            got = self._recover(gpu, call, exc)
-            if type(got) is Failed:
-                for f in fields:
-                    if got.unsupported:
-                        self._field_unsupported(gpu, f, got.reason)
-                    else:
-                        self._field_failed(gpu, f, got.reason, vals, problems)
-                return
-            raw = got
-        try:
-            results = list(raw)
-        except Exception as exc:
-            results = []
-            unreadable = f"N/A: unreadable field values: {describe(exc)}"
-        else:
-            unreadable = "N/A: no value returned"
-        for i, f in enumerate(fields):
-            if i >= len(results):
-                self._field_failed(gpu, f, unreadable, vals, problems)
-                continue
-            fv = results[i]
-            try:
-                code = fv.nvmlReturn
-                if code == SUCCESS:
-                    attr = VALUE_ATTR.get(fv.valueType)
-                    if attr is not None:
-                        vals[SLOT[f.name]] = f.convert(getattr(fv.value, attr))
-                        continue
-                    reason = "N/A: unknown field value type"
-                elif code == ERROR_GPU_IS_LOST:
-                    raise GpuLost()
-                elif code in FIELD_UNSUPPORTED_CODES:
-                    self._field_unsupported(gpu, f, f"n/s: {error_text(code)}")
-                    continue
-                else:
-                    reason = f"N/A: {error_text(code)}"
-            except GpuLost:
-                raise
-            except Exception as exc:
-                reason = f"N/A: unreadable value: {describe(exc)}"
-            self._field_failed(gpu, f, reason, vals, problems)
-
-    def _field_failed(
-        self,
-        gpu: GpuState,
-        f: FieldRead,
-        reason: str,
-        vals: list[Any],
-        problems: dict[str, str],
-    ) -> None:
-        """A field value that failed this tick: its backup call, else the reason."""
-        if f.backup is None:
-            problems[f.name] = reason
-        else:
-            self._run(gpu, gpu.backups[f.backup], vals, problems)
-
-    def _field_unsupported(self, gpu: GpuState, f: FieldRead, reason: str) -> None:
-        """Never ask for ``f`` again; its backup call joins the plan."""
-        gpu.unsupported[f"field:{f.field_id}"] = reason
-        self._set_fields(gpu, tuple(x for x in gpu.fields if x is not f))
-        if f.backup is None:
-            gpu.standing = {**gpu.standing, f.name: reason}
-            return
-        bound = gpu.backups[f.backup]
-        known = gpu.unsupported.get(bound.call.key)
-        if known is not None:
-            gpu.standing = {**gpu.standing, **dict.fromkeys(bound.call.fields, known)}
-            return
-        bound.standing = True
-        # The plan is read after the field values: the backup is made this tick already.
-        gpu.plan = (*(gpu.plan or ()), bound)
 
     def _read_fan(self, gpu: GpuState, t: float, vals: list[Any], problems: dict[str, str]) -> None:
         call = gpu.fan_call

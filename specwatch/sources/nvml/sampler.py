@@ -2,7 +2,7 @@
 
 ``GpuSampler`` initialises NVML once, takes the device handles once, reads the static fields
 once, and then samples every GPU on its own daemon thread (the reads themselves are in
-``nvml_reads``). Every reading that fails is ``None`` with a reason in the sample's
+``reads``). Every reading that fails is ``None`` with a reason in the sample's
 ``missing`` map, never an exception:
 
 * ``NOT_SUPPORTED`` and ``FUNCTION_NOT_FOUND`` give ``"n/s: ..."`` and the field is never

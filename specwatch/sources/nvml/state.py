@@ -26,7 +26,7 @@ if [f.name for f in dataclasses.fields(GpuSample)] != [
     "lost",
     "missing",
 ]:  # pragma: no cover
-    raise RuntimeError("GpuSample changed: samples are built positionally in nvml_reads")
+    raise RuntimeError("GpuSample changed: samples are built positionally in sources/nvml/reads")
 
 
 class GpuLost(Exception):

@@ -54,10 +54,13 @@ def clock_words(f: Figures) -> str | None:
     return f"slowest GPU {deficit * 100:+.1f}% of max {over}, {reasons}".replace("-", "−")
 
 
-def outcome_words(outcome: Outcome, noise: float | None) -> str:
-    """The verdict's words; "no significant change" carries the noise it was judged against."""
+def outcome_words(outcome: Outcome, noise: float | None, term: str = "SM clock") -> str:
+    """The verdict's words; "no significant change" carries the noise it was judged against, and
+    GPU state carried by the memory clock names it (decode is memory-bound)."""
     if outcome.name == "NO_CHANGE" and noise is not None:
         return f"{outcome.wording} (±{noise * 100:.0f}%)"
+    if outcome.name == "GPU" and term != "SM clock":
+        return f"{outcome.wording} ({term})"
     return outcome.wording
 
 
@@ -73,15 +76,19 @@ def verdict_parts(state: LiveVerdictState) -> list[tuple[int, str, str]]:
     assert state.reference is not None
     ref = state.reference.figures
     outcome: Outcome = j.outcome
-    parts = [(0, f" {outcome_words(outcome, j.noise)} ", TONES.get(outcome.name, "text"))]
+    words = outcome_words(outcome, j.noise, j.term)
+    parts = [(0, f" {words} ", TONES.get(outcome.name, "text"))]
     tok = _pair(ref.mean_tok_s, cur.mean_tok_s, ".0f")
     if tok is not None:
         change = f" ({j.change * 100:+.1f}%)".replace("-", "−") if j.change is not None else ""
         parts.append((1, f"tok/s {tok}{change}", "text"))
-    words = clock_words(cur)
-    if words is not None:
+    sm = clock_words(cur)
+    if sm is not None:
         unflagged = not cur.clock_reasons and (cur.clock_deficit or 0.0) < -0.02
-        parts.append((1, words, "gpu" if unflagged else "text"))
+        parts.append((1, sm, "gpu" if unflagged else "text"))
+    mem = _pair(ref.slowest_mem_clock_mhz, cur.slowest_mem_clock_mhz, ".0f")
+    if mem is not None and j.term == "memory clock":
+        parts.append((1, f"memory clock {mem} MHz", "gpu"))
     running = _pair(ref.running_requests, cur.running_requests, ".1f")
     if running is not None:
         parts.append((2, f"running {running}", "text"))
