@@ -32,6 +32,11 @@ NOT_EXPORTED = "n/s: not exported"
 BLANK = "n/s: DCGM blank (not supported)"
 """Reason for a field the exporter sends with DCGM's "blank" sentinel."""
 XID_GPU_FELL_OFF_BUS = 79
+MAX_SERIES = 20_000
+"""DCGM series taken from one answer: 16 GPUs x 7 MIG instances x every field is under 10,000;
+more is not one node, and parsing them all would cost seconds of CPU a poll."""
+MAX_GPUS = 1_024
+"""GPUs taken from one exporter (a node has 8-16, MIG instances included in the series)."""
 
 _INT32_BLANK = 0x7FFFFFF0
 _INT64_BLANK = 0x7FFFFFFFFFFFFFF0
@@ -126,23 +131,49 @@ class DcgmExposition:
     gpus: tuple[DcgmGpu, ...]
     error: str | None = None
     """What could not be parsed (everything else was kept)."""
+    note: str | None = None
+    """One line when the answer was larger than :data:`MAX_SERIES` or :data:`MAX_GPUS`."""
 
 
 def parse_dcgm(text: str) -> DcgmExposition:
     """Parse a dcgm-exporter exposition; never raises."""
-    lines = [ln for ln in text.splitlines() if _wanted(ln)]
+    lines: list[str] = []
+    series = 0
+    for ln in text.splitlines():
+        if not _wanted(ln):
+            continue
+        if not ln.startswith("#"):
+            series += 1
+            if series > MAX_SERIES:
+                continue  # counted, not kept
+        lines.append(ln)
     samples, error = _samples("\n".join(lines) + "\n")
-    return DcgmExposition(gpus=tuple(gpus_from_samples(samples)), error=error)
+    gpus, dropped = group_gpus(samples)
+    notes = []
+    if series > MAX_SERIES:
+        notes.append(f"{series} DCGM series in one answer: the first {MAX_SERIES} taken")
+    if dropped:
+        notes.append(f"more than {MAX_GPUS} GPUs in one answer: the first {MAX_GPUS} taken")
+    return DcgmExposition(gpus=tuple(gpus), error=error, note="; ".join(notes) or None)
 
 
 def gpus_from_samples(samples: Iterable[tuple[str, Mapping[str, str], float]]) -> list[DcgmGpu]:
-    """One exporter's ``(name, labels, value)`` samples grouped into GPUs, in index order.
+    """One exporter's ``(name, labels, value)`` samples grouped into GPUs, in index order (at
+    most :data:`MAX_GPUS`).
 
     The exposition parser and the Prometheus source (whose answers carry the same names and
     labels) both come through here, so DCGM's field names and blank sentinels have one home.
     """
+    return group_gpus(samples)[0]
+
+
+def group_gpus(
+    samples: Iterable[tuple[str, Mapping[str, str], float]], limit: int = MAX_GPUS
+) -> tuple[list[DcgmGpu], int]:
+    """:func:`gpus_from_samples` and how many further GPUs past ``limit`` were left out."""
     by_key: dict[str, dict[str, Any]] = {}
     order: list[str] = []
+    left_out: set[str] = set()
     for name, labels, value in samples:
         name = OLD_NAMES.get(name, name)
         gpu_label = labels.get("gpu", "").strip()
@@ -152,6 +183,9 @@ def gpus_from_samples(samples: Iterable[tuple[str, Mapping[str, str], float]]) -
         key = uuid or f"gpu{gpu_label}"
         entry = by_key.get(key)
         if entry is None:
+            if len(order) >= limit:
+                left_out.add(key)
+                continue
             entry = {"labels": labels, "values": {}, "blank": set()}
             by_key[key] = entry
             order.append(key)
@@ -161,7 +195,7 @@ def gpus_from_samples(samples: Iterable[tuple[str, Mapping[str, str], float]]) -
         elif name not in entry["values"]:
             # MIG series repeat device fields per instance: the first one stands.
             entry["values"][name] = value
-    return sorted((_gpu(key, by_key[key]) for key in order), key=_gpu_order)
+    return sorted((_gpu(key, by_key[key]) for key in order), key=_gpu_order), len(left_out)
 
 
 def _gpu_order(gpu: DcgmGpu) -> tuple[bool, int]:
@@ -326,12 +360,15 @@ def signature(gpus: Iterable[DcgmGpu]) -> int:
 
 __all__ = [
     "BLANK",
+    "MAX_GPUS",
+    "MAX_SERIES",
     "NOT_EXPORTED",
     "DcgmExposition",
     "DcgmGpu",
     "dcgm_url",
     "extras",
     "gpus_from_samples",
+    "group_gpus",
     "is_blank",
     "not_exported",
     "parse_dcgm",
