@@ -12,9 +12,11 @@ reason, so the pane can say which fields to add to the exporter's counters CSV.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -263,18 +265,30 @@ def _parse(text: str) -> list[tuple[str, dict[str, str], float]]:
 
 def not_exported(gpu: DcgmGpu) -> dict[str, str]:
     """specwatch field -> reason, for every field ``gpu``'s exporter does not send at all."""
+    return dict(_absent(gpu))
+
+
+def _absent(gpu: DcgmGpu) -> Mapping[str, str]:
+    """:func:`not_exported`, shared (read only) between GPUs of the same shape."""
+    labels = (gpu.model is None, gpu.uuid is None, gpu.pci_bus_id is None)
+    return _absent_of(frozenset(gpu.values), gpu.blank, labels)
+
+
+@functools.lru_cache(maxsize=1024)
+def _absent_of(
+    values: frozenset[str], blank: frozenset[str], no_label: tuple[bool, bool, bool]
+) -> Mapping[str, str]:
+    # every GPU of a fleet has one of a few shapes: 80,000 GPUs spent seconds here otherwise
     out: dict[str, str] = {}
     for fmap in FIELDS:
-        if fmap.dcgm not in gpu.values and fmap.dcgm not in gpu.blank:
+        if fmap.dcgm not in values and fmap.dcgm not in blank:
             out[fmap.target] = f"{NOT_EXPORTED} ({fmap.dcgm})"
-    if "mem_total_bytes" in out and {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"} <= set(
-        gpu.values
-    ):
+    if "mem_total_bytes" in out and {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"} <= values:
         del out["mem_total_bytes"]  # used + free stands in for the total
-    for name, _ in _LABEL_STATICS:
-        if getattr(gpu, "model" if name == "name" else name) is None:
+    for (name, _), missing in zip(_LABEL_STATICS, no_label, strict=True):
+        if missing:
             out[name] = f"{NOT_EXPORTED} (label)"
-    return out
+    return MappingProxyType(out)
 
 
 def _convert(fmap: FieldMap, value: float) -> int | float:
@@ -285,22 +299,37 @@ def _convert(fmap: FieldMap, value: float) -> int | float:
 
 
 def _values_for(gpu: DcgmGpu, targets: frozenset[str]) -> tuple[dict[str, Any], dict[str, str]]:
-    values: dict[str, Any] = {}
+    labels = (gpu.model is None, gpu.uuid is None, gpu.pci_bus_id is None)
+    present, missing = _shape(frozenset(gpu.values), gpu.blank, labels, targets)
+    values: dict[str, Any] = {f.target: _convert(f, gpu.values[f.dcgm]) for f in present}
+    return values, dict(missing)
+
+
+@functools.lru_cache(maxsize=1024)
+def _shape(
+    sent: frozenset[str],
+    blank: frozenset[str],
+    no_label: tuple[bool, bool, bool],
+    targets: frozenset[str],
+) -> tuple[tuple[FieldMap, ...], Mapping[str, str]]:
+    """The fields of ``targets`` a GPU of this shape has (in :data:`FIELDS` order) and the
+    reasons for those it lacks; worked out once per shape, not per GPU."""
+    present: list[FieldMap] = []
     missing: dict[str, str] = {}
-    absent = not_exported(gpu)
+    absent = _absent_of(sent, blank, no_label)
     for fmap in FIELDS:
         if fmap.target not in targets:
             continue
-        if fmap.dcgm in gpu.values:
-            values[fmap.target] = _convert(fmap, gpu.values[fmap.dcgm])
-        elif fmap.dcgm in gpu.blank:
+        if fmap.dcgm in sent:
+            present.append(fmap)
+        elif fmap.dcgm in blank:
             missing[fmap.target] = BLANK
         elif fmap.target in absent:
             missing[fmap.target] = absent[fmap.target]
     for name, reason in _NO_SOURCE.items():
         if name in targets:
             missing[name] = reason
-    return values, missing
+    return tuple(present), MappingProxyType(missing)
 
 
 def to_static(gpu: DcgmGpu, index: int) -> GpuStatic:
