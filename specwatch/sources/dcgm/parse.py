@@ -35,8 +35,7 @@ BLANK = "n/s: DCGM blank (not supported)"
 """Reason for a field the exporter sends with DCGM's "blank" sentinel."""
 XID_GPU_FELL_OFF_BUS = 79
 MAX_SERIES = 20_000
-"""DCGM series taken from one answer: 16 GPUs x 7 MIG instances x every field is under 10,000;
-more is not one node, and parsing them all would cost seconds of CPU a poll."""
+"""DCGM series taken from one answer (16 GPUs x 7 MIG instances x every field is under 10,000)."""
 MAX_GPUS = 1_024
 """GPUs taken from one exporter (a node has 8-16, MIG instances included in the series)."""
 
@@ -159,20 +158,15 @@ def parse_dcgm(text: str) -> DcgmExposition:
     return DcgmExposition(gpus=tuple(gpus), error=error, note="; ".join(notes) or None)
 
 
-def gpus_from_samples(samples: Iterable[tuple[str, Mapping[str, str], float]]) -> list[DcgmGpu]:
+def group_gpus(
+    samples: Iterable[tuple[str, Mapping[str, str], float]], limit: int = MAX_GPUS
+) -> tuple[list[DcgmGpu], int]:
     """One exporter's ``(name, labels, value)`` samples grouped into GPUs, in index order (at
-    most :data:`MAX_GPUS`).
+    most ``limit``), and how many further GPUs were left out.
 
     The exposition parser and the Prometheus source (whose answers carry the same names and
     labels) both come through here, so DCGM's field names and blank sentinels have one home.
     """
-    return group_gpus(samples)[0]
-
-
-def group_gpus(
-    samples: Iterable[tuple[str, Mapping[str, str], float]], limit: int = MAX_GPUS
-) -> tuple[list[DcgmGpu], int]:
-    """:func:`gpus_from_samples` and how many further GPUs past ``limit`` were left out."""
     by_key: dict[str, dict[str, Any]] = {}
     order: list[str] = []
     left_out: set[str] = set()
@@ -265,13 +259,11 @@ def _parse(text: str) -> list[tuple[str, dict[str, str], float]]:
 
 def not_exported(gpu: DcgmGpu) -> dict[str, str]:
     """specwatch field -> reason, for every field ``gpu``'s exporter does not send at all."""
-    return dict(_absent(gpu))
+    return dict(_absent_of(frozenset(gpu.values), gpu.blank, _no_labels(gpu)))
 
 
-def _absent(gpu: DcgmGpu) -> Mapping[str, str]:
-    """:func:`not_exported`, shared (read only) between GPUs of the same shape."""
-    labels = (gpu.model is None, gpu.uuid is None, gpu.pci_bus_id is None)
-    return _absent_of(frozenset(gpu.values), gpu.blank, labels)
+def _no_labels(gpu: DcgmGpu) -> tuple[bool, bool, bool]:
+    return gpu.model is None, gpu.uuid is None, gpu.pci_bus_id is None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -299,8 +291,7 @@ def _convert(fmap: FieldMap, value: float) -> int | float:
 
 
 def _values_for(gpu: DcgmGpu, targets: frozenset[str]) -> tuple[dict[str, Any], dict[str, str]]:
-    labels = (gpu.model is None, gpu.uuid is None, gpu.pci_bus_id is None)
-    present, missing = _shape(frozenset(gpu.values), gpu.blank, labels, targets)
+    present, missing = _shape(frozenset(gpu.values), gpu.blank, _no_labels(gpu), targets)
     values: dict[str, Any] = {f.target: _convert(f, gpu.values[f.dcgm]) for f in present}
     return values, dict(missing)
 
@@ -396,7 +387,6 @@ __all__ = [
     "DcgmGpu",
     "dcgm_url",
     "extras",
-    "gpus_from_samples",
     "group_gpus",
     "is_blank",
     "not_exported",
