@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 import threading
 import zlib
 from collections.abc import Iterator
@@ -22,15 +19,8 @@ from pathlib import Path
 import pytest
 
 from specwatch.sim.hostile_prometheus import gzip_bomb
+from tests.child_peak import PEAK_LIMIT_MIB, run_specwatch
 from tests.record_world import record_story, story
-
-PEAK_LIMIT_MIB = 150
-_WRAPPER = (
-    "import resource, subprocess, sys;"
-    "r = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=120);"
-    "sys.stdout.write(r.stdout + '\\n' + r.stderr + '\\nPEAK_KIB '"
-    " + str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))"
-)
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -82,11 +72,8 @@ def bomb_server() -> Iterator[str]:
 
 
 def _peak(*argv: str) -> tuple[str, float]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("API_KEY")}
-    command = [sys.executable, "-c", _WRAPPER, sys.executable, "-m", "specwatch", *argv]
-    out = subprocess.run(command, capture_output=True, text=True, timeout=180, env=env).stdout
-    text, _, kib = out.rpartition("PEAK_KIB ")
-    return text, int(kib) / 1024
+    run = run_specwatch(*argv)
+    return run.text, run.peak_mib
 
 
 @pytest.mark.parametrize(

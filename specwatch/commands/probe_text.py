@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from specwatch.core.gpu import GpuInventory
 from specwatch.core.reasons import short_names
+from specwatch.core.sanitize import sanitize_line
 from specwatch.sources.identity.server_identity import code_summary
 
 if TYPE_CHECKING:
@@ -108,6 +109,8 @@ def render_text(result: ProbeResult) -> str:
                 f" · {_f(s.power_w, '.0f')}/{_f(static.power_limit_w, '.0f')} W"
                 f" · reasons {reasons}" + (" · LOST" if s.lost else "") + _node(inventory, s.index)
             )
+        if result.tick is not None and result.tick.error:
+            lines.append(f"  gpus     {sanitize_line(result.tick.error, 300)}")
     return "\n".join(lines)
 
 

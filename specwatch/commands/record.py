@@ -9,7 +9,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 from specwatch.commands.error_line import say_error
 from specwatch.record.timespec import parse_duration
@@ -174,6 +174,7 @@ def run_export(
     """Write the recording's tidy time series to ``out``; returns the exit status."""
     out, err = out or sys.stdout, err or sys.stderr
     from specwatch.record.export import tidy_rows, write_csv, write_json_lines
+    from specwatch.record.export_progress import CountingWriter, ExportProgress
     from specwatch.record.reader import Reader, RecordingError
     from specwatch.record.timespec import parse_time
 
@@ -191,11 +192,17 @@ def run_export(
         except ValueError as e:
             say_error("specwatch export", e, err)
             return EXIT_USAGE
-        rows = tidy_rows(reader, wall0, wall1)
+        t0 = None if wall0 is None else reader.session_t(wall0)
+        t1 = None if wall1 is None else reader.session_t(wall1)
+        written = CountingWriter(out)
+        progress = ExportProgress(err, reader, reader.id_span(t0, t1), written)
+        rows = progress.watch(tidy_rows(reader, wall0, wall1))
         try:
-            (write_csv if args.csv else write_json_lines)(rows, out)
+            (write_csv if args.csv else write_json_lines)(rows, cast(TextIO, written))
         except BrokenPipeError:  # `| head`: the reader has all it wants
             return 0
+        finally:
+            progress.finish()
         out.flush()
         if reader.stopped:
             say_error("specwatch export", reader.stopped, err)

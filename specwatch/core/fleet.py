@@ -9,6 +9,7 @@ rate Σaccepted / Σproposed.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -98,6 +99,7 @@ class FleetTotals:
     requests_waiting: float | None
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def host_of(address: str) -> str:
     """The host of ``host:port``, ``[v6]:port`` or a URL; lower case, loopback as 127.0.0.1."""
     text = address.strip()

@@ -6,8 +6,7 @@ summarising never raises on missing data.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from specwatch.core import reasons as R
@@ -63,7 +62,7 @@ class GpuRunSummary:
 
 
 def summarize_ticks(
-    ticks: Sequence[GpuTick], inventory: GpuInventory | None, tokens: int | None = None
+    ticks: Iterable[GpuTick], inventory: GpuInventory | None, tokens: int | None = None
 ) -> tuple[GpuRunSummary, ...]:
     """Summarise each GPU over ``ticks``.
 
@@ -76,17 +75,38 @@ def summarize_ticks(
         One summary per GPU, by index: the inventory's GPUs plus any index seen only in
         ticks. Empty when NVML was unavailable and no samples exist.
     """
-    statics: dict[int, GpuStatic] = {}
-    if inventory is not None:
-        statics = {g.index: g for g in inventory.gpus}
-    by_index: dict[int, list[GpuSample]] = {i: [] for i in statics}
+    summary = TickSummary()
     for tick in ticks:
+        summary.add(tick)
+    return summary.result(inventory, tokens)
+
+
+class TickSummary:
+    """:func:`summarize_ticks` taken one tick at a time, in memory that does not grow with the
+    ticks (a recording's range of days is summarised as it is read)."""
+
+    def __init__(self) -> None:
+        self._gpus: dict[int, _GpuFigures] = {}
+
+    def add(self, tick: GpuTick) -> None:
+        """Take one tick (oldest first)."""
         for sample in tick.samples:
-            by_index.setdefault(sample.index, []).append(sample)
-    return tuple(
-        _summarize_gpu(index, by_index[index], statics.get(index), tokens)
-        for index in sorted(by_index)
-    )
+            figures = self._gpus.get(sample.index)
+            if figures is None:
+                figures = self._gpus[sample.index] = _GpuFigures()
+            figures.add(sample)
+
+    def result(
+        self, inventory: GpuInventory | None, tokens: int | None = None
+    ) -> tuple[GpuRunSummary, ...]:
+        """One summary per GPU, as :func:`summarize_ticks` gives it."""
+        statics: dict[int, GpuStatic] = {}
+        if inventory is not None:
+            statics = {g.index: g for g in inventory.gpus}
+        indexes = sorted(set(statics) | set(self._gpus))
+        return tuple(
+            self._gpus.get(i, _GpuFigures()).summary(i, statics.get(i), tokens) for i in indexes
+        )
 
 
 def total_joules_per_token(summaries: Sequence[GpuRunSummary], tokens: int | None) -> float | None:
@@ -99,84 +119,136 @@ def total_joules_per_token(summaries: Sequence[GpuRunSummary], tokens: int | Non
     return sum(e for e in energies if e is not None) / tokens
 
 
-def _summarize_gpu(
-    index: int, samples: list[GpuSample], static: GpuStatic | None, tokens: int | None
-) -> GpuRunSummary:
-    live = [s for s in samples if not s.lost]
-    clocks = [s.sm_clock_mhz for s in live if s.sm_clock_mhz is not None]
-    temps = [s.temp_c for s in live if s.temp_c is not None]
-    hbm = [s.hbm_temp_c for s in live if s.hbm_temp_c is not None]
-    power = [s.power_w for s in live if s.power_w is not None]
-    util = [s.util_gpu_pct for s in live if s.util_gpu_pct is not None]
-    masks = [s.clock_event_reasons for s in live if s.clock_event_reasons is not None]
-    energy = _delta([s.energy_j for s in live])
-    gen, width = _pcie_under_load(live)
-    power_viol = _delta([s.power_violation_ns for s in live])
-    thermal_viol = _delta([s.thermal_violation_ns for s in live])
-    per_token = energy / tokens if energy is not None and tokens and tokens > 0 else None
-    return GpuRunSummary(
-        index=index,
-        name=static.name if static else None,
-        sm_clock_mean_mhz=_mean(clocks),
-        sm_clock_min_mhz=min(clocks) if clocks else None,
-        board_max_sm_clock_mhz=static.max_sm_clock_mhz if static else None,
-        temp_max_c=max(temps) if temps else None,
-        hbm_temp_max_c=max(hbm) if hbm else None,
-        power_mean_w=_mean(power),
-        reason_fractions=_reason_fractions(masks),
-        pcie_gen=gen,
-        pcie_width=width,
-        pcie_max_gen=static.max_pcie_gen if static else None,
-        pcie_max_width=static.max_pcie_width if static else None,
-        energy_j=energy,
-        joules_per_token=per_token,
-        samples=len(live),
-        reason_samples=len(masks),
-        lost_samples=len(samples) - len(live),
-        power_violation_s=power_viol / 1e9 if power_viol is not None else None,
-        thermal_violation_s=thermal_viol / 1e9 if thermal_viol is not None else None,
-        util_mean_pct=_mean([float(u) for u in util]),
-        mem_clock_mean_mhz=_mean([s.mem_clock_mhz for s in live if s.mem_clock_mhz is not None]),
-        dram_active_mean=_mean([s.dram_active for s in live if s.dram_active is not None]),
-    )
+class _Mean:
+    __slots__ = ("n", "total")
+
+    def __init__(self) -> None:
+        self.total: float = 0
+        self.n = 0
+
+    def add(self, value: float | None) -> None:
+        if value is not None:
+            self.total += value
+            self.n += 1
+
+    def value(self) -> float | None:
+        return self.total / self.n if self.n else None
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+class _Growth:
+    """Growth of a cumulative counter; ``None`` with fewer than two readings. A step backwards
+    means the counter was reset (driver reload): the growth on either side is summed and the
+    interval across the reset is left out."""
+
+    __slots__ = ("known", "last", "total")
+
+    def __init__(self) -> None:
+        self.total: float = 0
+        self.last: float | None = None
+        self.known = 0
+
+    def add(self, value: float | None) -> None:
+        if value is None:
+            return
+        if self.last is not None and value >= self.last:
+            self.total += value - self.last
+        self.last = value
+        self.known += 1
+
+    def value(self) -> float | None:
+        return self.total if self.known >= 2 else None
 
 
-def _delta(values: Sequence[float | None]) -> float | None:
-    """Growth of a cumulative counter over ``values``; ``None`` with fewer than two readings.
+class _GpuFigures:
+    """One GPU's running figures (what :class:`GpuRunSummary` is made of)."""
 
-    A step backwards means the counter was reset (driver reload): the growth on either side
-    is summed and the interval across the reset is left out.
-    """
-    known = [v for v in values if v is not None]
-    if len(known) < 2:
-        return None
-    return sum(b - a for a, b in itertools.pairwise(known) if b >= a)
+    def __init__(self) -> None:
+        self.samples = self.live = self.masks = 0
+        self.clock, self.power, self.util, self.mem_clock = _Mean(), _Mean(), _Mean(), _Mean()
+        self.dram_active = _Mean()
+        self.clock_min: int | None = None
+        self.temp_max: int | None = None
+        self.hbm_max: int | None = None
+        self.reason_counts: dict[int, int] = {}
+        self.energy, self.power_viol, self.thermal_viol = _Growth(), _Growth(), _Growth()
+        # Idle links drop to gen 1 on many boards: only a loaded link says anything about health.
+        self.loaded = False
+        self.link_loaded: list[int | None] = [None, None]
+        self.link_any: list[int | None] = [None, None]
+
+    def add(self, s: GpuSample) -> None:
+        self.samples += 1
+        if s.lost:
+            return
+        self.live += 1
+        if s.sm_clock_mhz is not None:
+            self.clock.add(s.sm_clock_mhz)
+            self.clock_min = _lower(self.clock_min, s.sm_clock_mhz)
+        self.temp_max = _higher(self.temp_max, s.temp_c)
+        self.hbm_max = _higher(self.hbm_max, s.hbm_temp_c)
+        self.power.add(s.power_w)
+        self.util.add(None if s.util_gpu_pct is None else float(s.util_gpu_pct))
+        self.mem_clock.add(s.mem_clock_mhz)
+        self.dram_active.add(s.dram_active)
+        if s.clock_event_reasons is not None:
+            self.masks += 1
+            for reason in R.decode(s.clock_event_reasons):
+                self.reason_counts[reason.bit] = self.reason_counts.get(reason.bit, 0) + 1
+        self.energy.add(s.energy_j)
+        self.power_viol.add(s.power_violation_ns)
+        self.thermal_viol.add(s.thermal_violation_ns)
+        busy = sample_busy(s)
+        self.loaded |= busy
+        for i, v in enumerate((s.pcie_gen, s.pcie_width)):
+            self.link_any[i] = _higher(self.link_any[i], v)
+            if busy:
+                self.link_loaded[i] = _lower(self.link_loaded[i], v)
+
+    def summary(self, index: int, static: GpuStatic | None, tokens: int | None) -> GpuRunSummary:
+        energy = self.energy.value()
+        per_token = energy / tokens if energy is not None and tokens and tokens > 0 else None
+        power_viol, thermal_viol = self.power_viol.value(), self.thermal_viol.value()
+        gen, width = self.link_loaded if self.loaded else self.link_any
+        return GpuRunSummary(
+            index=index,
+            name=static.name if static else None,
+            sm_clock_mean_mhz=self.clock.value(),
+            sm_clock_min_mhz=self.clock_min,
+            board_max_sm_clock_mhz=static.max_sm_clock_mhz if static else None,
+            temp_max_c=self.temp_max,
+            hbm_temp_max_c=self.hbm_max,
+            power_mean_w=self.power.value(),
+            reason_fractions=self._reason_fractions(),
+            pcie_gen=gen,
+            pcie_width=width,
+            pcie_max_gen=static.max_pcie_gen if static else None,
+            pcie_max_width=static.max_pcie_width if static else None,
+            energy_j=energy,
+            joules_per_token=per_token,
+            samples=self.live,
+            reason_samples=self.masks,
+            lost_samples=self.samples - self.live,
+            power_violation_s=power_viol / 1e9 if power_viol is not None else None,
+            thermal_violation_s=thermal_viol / 1e9 if thermal_viol is not None else None,
+            util_mean_pct=self.util.value(),
+            mem_clock_mean_mhz=self.mem_clock.value(),
+            dram_active_mean=self.dram_active.value(),
+        )
+
+    def _reason_fractions(self) -> Mapping[str, float]:
+        if not self.masks:
+            return EMPTY_FRACTIONS
+        out: dict[str, float] = {}
+        for bit in sorted(self.reason_counts):
+            known = R.BY_BIT.get(bit)
+            name = known.short if known else f"{bit:#x}"
+            out[name] = self.reason_counts[bit] / self.masks
+        return out
 
 
-def _reason_fractions(masks: Sequence[int]) -> Mapping[str, float]:
-    if not masks:
-        return EMPTY_FRACTIONS
-    counts: dict[int, int] = {}
-    for mask in masks:
-        for reason in R.decode(mask):
-            counts[reason.bit] = counts.get(reason.bit, 0) + 1
-    out: dict[str, float] = {}
-    for bit in sorted(counts):
-        known = R.BY_BIT.get(bit)
-        name = known.short if known else f"{bit:#x}"
-        out[name] = counts[bit] / len(masks)
-    return out
+def _lower(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
-def _pcie_under_load(samples: Sequence[GpuSample]) -> tuple[int | None, int | None]:
-    loaded = [s for s in samples if sample_busy(s)]
-    # Idle links drop to gen 1 on many boards: only a loaded link says anything about health.
-    pick = min if loaded else max
-    pool = loaded or list(samples)
-    gens = [s.pcie_gen for s in pool if s.pcie_gen is not None]
-    widths = [s.pcie_width for s in pool if s.pcie_width is not None]
-    return (pick(gens) if gens else None, pick(widths) if widths else None)
+def _higher(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)

@@ -120,7 +120,12 @@ def clean_labels(raw: object, limit: int = LABEL_LIMIT) -> dict[str, str] | None
     for name, value in raw.items():
         if not isinstance(name, str) or not isinstance(value, str):
             return None
-        out[sanitize_line(name, limit)] = sanitize_line(value, limit)
+        # the common case, checked in C: what sanitize_line would give back unchanged
+        if len(name) > limit or not name.isprintable():
+            name = sanitize_line(name, limit)
+        if len(value) > limit or not value.isprintable():
+            value = sanitize_line(value, limit)
+        out[name] = value
     return out
 
 

@@ -64,9 +64,14 @@ def recorded_windows(text: str) -> RecordedWindows:
             if t1 <= t0:
                 raise RecordingError(f"{text}: the range ends before it starts")
             label = f"{path.name}@{spec.start}/{spec.end}"
-        info: ServerInfo | None = None
+        ready = reader.latest_before("ServerReady", t0, server=0)
+        info = (
+            ready.event.info
+            if ready is not None and isinstance(ready.event, ev.ServerReady)
+            else None
+        )
         windows: list[MetricsWindow] = []
-        for rec in reader.events(None, t1):
+        for rec in reader.events(t0, t1):
             event = rec.event
             if isinstance(event, ev.ServerReady) and event.server == 0:
                 info = event.info

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
-from specwatch.core.gpu import GpuInventory, GpuTick
-from specwatch.core.gpu_summary import summarize_ticks
-from specwatch.core.server import MetricsWindow, ServerInfo, SpecConfig
+from specwatch.core.gpu import GpuInventory
+from specwatch.core.gpu_summary import TickSummary
+from specwatch.core.server import ServerInfo, SpecConfig
 from specwatch.core.snapshot_records import (
     Overall,
     RunResult,
@@ -30,7 +30,7 @@ from specwatch.core.snapshot_records import (
     Tool,
 )
 from specwatch.core.stats import Summary
-from specwatch.record.reader import Reader, RecordingError
+from specwatch.record.reader import Reader, RecordedEvent, RecordingError
 from specwatch.record.store import local_iso
 from specwatch.record.timespec import parse_time
 from specwatch.session import events as ev
@@ -86,42 +86,57 @@ def load_range(spec: RangeSpec) -> Snapshot:
 def range_snapshot(reader: Reader, wall0: float, wall1: float, label: str) -> Snapshot:
     """The snapshot of Unix seconds ``[wall0, wall1]`` of an open recording.
 
+    Only the range's rows are read (and the state in force when it starts); its figures are
+    taken as they are read, so neither time nor memory grows with the file or the range.
+
     Raises:
         RecordingError: No token rate recorded in the range.
     """
     t0, t1 = reader.session_t(wall0), reader.session_t(wall1)
-    inventory: GpuInventory | None = None
-    info: ServerInfo | None = None
-    ticks: list[GpuTick] = []
-    windows: list[MetricsWindow] = []
-    for rec in reader.events(None, t1):
+    n = max(MIN_SLICES, min(MAX_SLICES, round((t1 - t0) / SLICE_S)))
+    width = (t1 - t0) / n
+    inventory_row = reader.latest_before("GpuInventoryChanged", t0)
+    ready_row = reader.latest_before("ServerReady", t0, server=0)
+    changed = _of(inventory_row, ev.GpuInventoryChanged)
+    ready = _of(ready_row, ev.ServerReady)
+    inventory = changed.inventory if changed is not None else None
+    info = ready.info if ready is not None else None
+    slice_tok = [_Running() for _ in range(n)]
+    slice_gpus = [TickSummary() for _ in range(n)]
+    all_gpus = TickSummary()
+    ttft, step, accept, running = _Running(), _Running(), _Running(), _Running()
+    windows = 0
+    for rec in reader.events(t0, t1):
         e = rec.event
         if isinstance(e, ev.GpuInventoryChanged):
             inventory = e.inventory
         elif isinstance(e, ev.ServerReady) and e.server == 0:
             info = e.info
-        elif rec.t >= t0 and isinstance(e, ev.GpuTicked):
-            ticks.append(e.tick)
+        elif isinstance(e, ev.GpuTicked):
+            all_gpus.add(e.tick)
+            i = _slice_of(e.tick.t, t0, width, n)
+            if i is not None:
+                slice_gpus[i].add(e.tick)
         elif (
-            rec.t >= t0
-            and isinstance(e, ev.MetricsScraped)
+            isinstance(e, ev.MetricsScraped)
             and e.server == 0
             and e.window.dt > 0
             and e.window.gen_tok_s is not None
         ):
-            windows.append(e.window)
+            w = e.window
+            windows += 1
+            i = _slice_of(w.t, t0, width, n)
+            if i is not None:
+                slice_tok[i].add(w.gen_tok_s)
+            ttft.add(w.ttft_s)
+            step.add(w.step_latency_s)
+            accept.add(w.accept_length)
+            running.add(w.requests_running)
     if not windows:
         raise RecordingError(f"{label}: no token rate recorded in this range")
-    n = max(MIN_SLICES, min(MAX_SLICES, round((t1 - t0) / SLICE_S)))
-    width = (t1 - t0) / n
     runs = []
     for i in range(n):
-        lo, hi = t0 + i * width, t0 + (i + 1) * width
-        w_in = [w for w in windows if lo <= w.t < hi or (i == n - 1 and w.t == hi)]
-        k_in = [k for k in ticks if lo <= k.t < hi or (i == n - 1 and k.t == hi)]
-        tok = _mean([w.gen_tok_s for w in w_in if w.gen_tok_s is not None])
-        tok_s = tok if tok is not None and math.isfinite(tok) else None
-        gpus = summarize_ticks(k_in, inventory)
+        tok = slice_tok[i].mean()
         runs.append(
             RunResult(
                 index=i,
@@ -129,8 +144,8 @@ def range_snapshot(reader: Reader, wall0: float, wall1: float, label: str) -> Sn
                 completion_tokens=0,
                 prompt_tokens=None,
                 wall_s=width,
-                tok_s=tok_s,
-                gpus=gpus,
+                tok_s=tok if tok is not None and math.isfinite(tok) else None,
+                gpus=slice_gpus[i].result(inventory),
             )
         )
     return Snapshot(
@@ -142,25 +157,91 @@ def range_snapshot(reader: Reader, wall0: float, wall1: float, label: str) -> Sn
         label=label,
         interrupted=False,
         error=None,
-        config=MappingProxyType(_load(windows, t1 - t0)),
+        config=MappingProxyType(_load(running.mean(), t1 - t0)),
         server=_server(info),
         gpu_environment=_environment(inventory),
         runs=tuple(runs),
         overall=Overall(
             runs=n,
             tok_s=_figure([r.tok_s for r in runs]),
-            ttft_s=_figure([w.ttft_s for w in windows]),
-            step_latency_s=_figure([w.step_latency_s for w in windows]),
-            accept_length=_figure([w.accept_length for w in windows]),
+            ttft_s=ttft.figure(),
+            step_latency_s=step.figure(),
+            accept_length=accept.figure(),
             total_tokens=0,
-            gpus=summarize_ticks(ticks, inventory),
+            gpus=all_gpus.result(inventory),
         ),
         timeseries=TimeSeries(width, ()),
     )
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return math.fsum(values) / len(values) if values else None
+_E = TypeVar("_E")
+
+
+def _of(row: RecordedEvent | None, kind: type[_E]) -> _E | None:
+    return row.event if row is not None and isinstance(row.event, kind) else None
+
+
+def _slice_of(t: float, t0: float, width: float, n: int) -> int | None:
+    """The slice ``[lo, hi)`` holding ``t`` (the last one also holds its end), else ``None``."""
+    if not math.isfinite(t) or width <= 0:
+        return None
+    i = min(n - 1, max(0, int((t - t0) / width)))
+    # the division can land one off an edge: settle on the edges as the slices compute them
+    if i > 0 and t < t0 + i * width:
+        i -= 1
+    elif i < n - 1 and t >= t0 + (i + 1) * width:
+        i += 1
+    lo, hi = t0 + i * width, t0 + (i + 1) * width
+    return i if lo <= t < hi or (i == n - 1 and t == hi) else None
+
+
+class _Running:
+    """Count, sum (exact: ``math.fsum``'s partials, and plain), spread (Welford), least and
+    most of a stream of numbers."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._partials: list[float] = []
+        self._mean = self._m2 = self._plain = 0.0
+        self.low = self.high = math.nan
+
+    def add(self, value: float | None) -> None:
+        if value is None or not math.isfinite(value):
+            return
+        self.n += 1
+        x, kept = value, 0
+        for y in self._partials:
+            if abs(x) < abs(y):
+                x, y = y, x
+            hi = x + y
+            lo = y - (hi - x)
+            if lo:
+                self._partials[kept] = lo
+                kept += 1
+            x = hi
+        self._partials[kept:] = [x]
+        self._plain += value
+        delta = value - self._mean
+        self._mean += delta / self.n
+        self._m2 += delta * (value - self._mean)
+        self.low = value if self.n == 1 else min(self.low, value)
+        self.high = value if self.n == 1 else max(self.high, value)
+
+    def mean(self) -> float | None:
+        if not self.n:
+            return None
+        try:
+            return math.fsum(self._partials) / self.n
+        except OverflowError:
+            return math.inf
+
+    def figure(self) -> Summary:
+        """Mean and spread only (a recording's slices are not independent runs: no interval)."""
+        if not self.n:
+            return Summary(0, None, None, None, None, None, None)
+        std = math.sqrt(self._m2 / (self.n - 1)) if self.n > 1 else 0.0
+        # the plain sum's mean, as the figures of benchmark runs are taken
+        return Summary(self.n, self._plain / self.n, std, self.low, self.high, None, None)
 
 
 def _figure(values: Sequence[float | None]) -> Summary:
@@ -173,8 +254,7 @@ def _figure(values: Sequence[float | None]) -> Summary:
     return Summary(len(vals), m, std, min(vals), max(vals), None, None)
 
 
-def _load(windows: Sequence[MetricsWindow], seconds: float) -> dict[str, Any]:
-    running = _mean([w.requests_running for w in windows if w.requests_running is not None])
+def _load(running: float | None, seconds: float) -> dict[str, Any]:
     return {
         "concurrency": None if running is None else round(running, 1),
         "prompts_source": "recorded traffic (load as it was, not controlled)",

@@ -20,6 +20,7 @@ from specwatch.session.events import SessionEvent
 
 CHUNK = 2000
 """Rows fetched per query (a corrupt page then costs at most the chunk it sits in)."""
+_MAX_ID = 2**63 - 1
 
 
 class RecordingError(Exception):
@@ -88,6 +89,10 @@ class Reader:
         """Rows that could not be decoded (skipped)."""
         self.stopped: str | None = None
         """Where reading had to stop, when the file is damaged (one line)."""
+        self.rows_read = 0
+        """Rows the last :meth:`events` read from the file (what a range cost)."""
+        self.position = 0
+        """The id of the last row :meth:`events` read (progress through :meth:`id_span`)."""
 
     # --- what the file says -----------------------------------------------------------------------
 
@@ -155,24 +160,36 @@ class Reader:
     def events(
         self, t0: float | None = None, t1: float | None = None, first_id: int = 0
     ) -> Iterator[RecordedEvent]:
-        """Events with ``t0 <= t <= t1`` (session time), in id order, from row ``first_id`` on."""
+        """Events with ``t0 <= t <= t1`` (session time), in id order, from row ``first_id`` on.
+
+        With a bound, only the rows between the first and last id inside the range are read
+        (found on the time index), so a range costs what is in it, not the file's size.
+        """
         lo = float("-inf") if t0 is None else t0
         hi = float("inf") if t1 is None else t1
         last = first_id - 1
+        end: int | None = None
+        if t0 is not None or t1 is not None:
+            span = self.id_span(lo, hi)
+            if span is None:
+                return
+            last, end = max(last, span[0] - 1), span[1]
+        self.rows_read = 0
         while True:
             try:
                 rows = self._conn.execute(
                     "SELECT id, t, wall, kind, server, z, data FROM events "
-                    "WHERE id > ? ORDER BY id LIMIT ?",
-                    (last, CHUNK),
+                    "WHERE id > ? AND id <= ? ORDER BY id LIMIT ?",
+                    (last, _MAX_ID if end is None else end, CHUNK),
                 ).fetchall()
             except sqlite3.Error as e:
                 self._stop_at_id(last, e)
                 return
             if not rows:
                 return
+            self.rows_read += len(rows)
             for i, t, wall, kind, server, z, data in rows:
-                last = int(i)
+                last = self.position = int(i)
                 if not _row_ok(t, wall, server):
                     # A damaged page can hand back a row with a NULL time, an edited one text
                     # in a number's column: skip it like any other undecodable row.
@@ -186,6 +203,40 @@ class Reader:
                     self.skipped += 1
                     continue
                 yield RecordedEvent(last, float(t), float(wall), str(kind), int(server), event)
+
+    def latest_before(self, kind: str, t: float, server: int | None = None) -> RecordedEvent | None:
+        """The last event of ``kind`` (of ``server``, when given) before session time ``t``:
+        the state in force when a range starts (found on the ``(kind, t)`` index)."""
+        where = "kind = ? AND t >= -1e300 AND t < ?" + ("" if server is None else " AND server = ?")
+        params: tuple[object, ...] = (kind, t) if server is None else (kind, t, server)
+        try:
+            row = self._conn.execute(
+                f"SELECT id FROM events WHERE {where} ORDER BY t DESC, id DESC LIMIT 1", params
+            ).fetchone()
+        except sqlite3.Error:
+            return None  # a damaged index: the range is read without its starting state
+        if row is None:
+            return None
+        return next(self.by_ids([int(row[0])]), None)
+
+    def id_span(self, t0: float | None = None, t1: float | None = None) -> tuple[int, int] | None:
+        """The first and last row ids with ``t0 <= t <= t1`` (found on the time index; every
+        row without bounds); ``None`` when none. The whole file when the index cannot say (a
+        damaged file is then read row by row, as without a range)."""
+        try:
+            if t0 is None and t1 is None:
+                row = self._conn.execute("SELECT MIN(id), MAX(id) FROM events").fetchone()
+            else:
+                lo = -1e300 if t0 is None else max(t0, -1e300)
+                hi = 1e300 if t1 is None else min(t1, 1e300)
+                row = self._conn.execute(
+                    "SELECT MIN(id), MAX(id) FROM events WHERE t BETWEEN ? AND ?", (lo, hi)
+                ).fetchone()
+        except sqlite3.Error:
+            return 0, _MAX_ID
+        if row is None or row[0] is None:
+            return None
+        return int(row[0]), int(row[1])
 
     def by_ids(self, ids: list[int]) -> Iterator[RecordedEvent]:
         """The events of these rows (ascending ids), skipping any that no longer decode."""

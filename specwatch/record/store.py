@@ -2,8 +2,9 @@
 
 ``events`` holds one row per session event: the session-clock time ``t``, the wall time
 ``wall`` (Unix seconds), the event's ``kind`` and ``server``, and its payload (orjson bytes,
-zlib-compressed when ``z`` is 1). ``meta`` holds the format version and where the recording
-came from; never a credential.
+zlib-compressed when ``z`` is 1). Two indexes make a time range cost what is in it: ``t``
+(the rows of a range) and ``(kind, t)`` (the state in force when it starts). ``meta`` holds
+the format version and where the recording came from; never a credential.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ CREATE TABLE IF NOT EXISTS events (
     data BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_t ON events (t);
+CREATE INDEX IF NOT EXISTS events_kind_t ON events (kind, t);
 """
 
 STATE_KINDS = (

@@ -14,6 +14,9 @@ from specwatch.core.fleet_rows import FleetRow
 from specwatch.ui.fleet_table import FleetStyles, FleetTable
 from specwatch.ui.renderables.gpu_table import TableStyles
 
+MAX_DRAWN_ROWS = 200
+"""Rows drawn at once; taller than any terminal, so a fleet that fits is drawn whole."""
+
 
 class FleetPane(Widget):
     """A row per server, the totals row, and the cursor; draws only what it is given."""
@@ -49,7 +52,7 @@ class FleetPane(Widget):
     """Exact fleet aggregates of the latest reading."""
     gpus: reactive[int] = reactive(0)
     """How many GPUs the latest reading has."""
-    selected: reactive[int] = reactive(0)
+    selected: reactive[int] = reactive(0, layout=True)
     """The cursor row."""
 
     def on_mount(self) -> None:
@@ -69,14 +72,35 @@ class FleetPane(Widget):
         )
         return FleetStyles(table=table, cursor=style("cursor"), totals=style("totals"))
 
+    def window(self) -> tuple[int, int]:
+        """The first and past-the-last rows drawn: at most :data:`MAX_DRAWN_ROWS`, around the
+        cursor (drawing ten thousand rows took seconds a frame and froze the keys)."""
+        n = len(self.rows)
+        if n <= MAX_DRAWN_ROWS:
+            return 0, n
+        first = min(max(0, self.selected - MAX_DRAWN_ROWS // 2), n - MAX_DRAWN_ROWS)
+        return first, first + MAX_DRAWN_ROWS
+
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
-        """The header, a row per server (or one line), and the rule and totals."""
-        return 1 + max(1, len(self.rows)) + (2 if self.rows and self.totals else 0)
+        """The header, a row per server drawn (or one line), the lines saying how many more,
+        and the rule and totals."""
+        first, end = self.window()
+        more = (first > 0) + (end < len(self.rows))
+        return 1 + max(1, end - first) + more + (2 if self.rows and self.totals else 0)
 
     def render(self) -> RenderableType:
         """The table at the pane's width."""
-        selected = self.selected if self.rows else None
-        return FleetTable(self.rows, self.totals, self.gpus, selected, self._styles())
+        first, end = self.window()
+        selected = self.selected - first if self.rows else None
+        return FleetTable(
+            self.rows[first:end],
+            self.totals,
+            self.gpus,
+            selected,
+            self._styles(),
+            above=first,
+            below=len(self.rows) - end,
+        )
 
 
-__all__ = ["FleetPane"]
+__all__ = ["MAX_DRAWN_ROWS", "FleetPane"]

@@ -97,6 +97,10 @@ class FleetTable:
     gpus: int = 0
     selected: int | None = None
     styles: FleetStyles = field(default_factory=FleetStyles)
+    above: int = 0
+    """Servers before the first row given (a long fleet is drawn a window at a time)."""
+    below: int = 0
+    """Servers after the last row given."""
 
     def widths(self, width: int) -> list[tuple[Column, int]]:
         """The columns that fit and their widths (spare cells to the instance and model)."""
@@ -141,9 +145,13 @@ class FleetTable:
         out = [[Segment(fit(header, width), st.table.header)]]
         if not self.rows:
             out.append([Segment(fit("  no servers yet", width), st.table.dim)])
+        if self.above:
+            out.append([Segment(fit(f"  … {self.above} more servers above", width), st.table.dim)])
         for i, row in enumerate(self.rows):
             base = st.cursor if i == self.selected else None
             out.append(self._line(row_cells(row), cols, width, base))
+        if self.below:
+            out.append([Segment(fit(f"  … {self.below} more servers below", width), st.table.dim)])
         if self.totals is not None and self.rows:
             out.append([Segment("─" * width, st.table.dim)])
             out.append(self._line(totals_cells(self.totals, self.gpus), cols, width, st.totals))

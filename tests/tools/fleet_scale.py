@@ -1,8 +1,17 @@
-"""Measure the fleet source's cost against a real Prometheus as the fleet grows.
+"""Measure the fleet's cost as it grows, two ways.
 
-For each N, starts N simulated nodes (a vLLM server plus a hand-written dcgm-exporter with 8
-GPUs each) behind a fresh Prometheus scraping at 1 s, then refreshes the fleet a few times and
-prints specwatch's CPU per refresh and queries per refresh.
+``--servers`` (the default: 10, 100, 1,000 and 10,000): ``specwatch probe --prometheus URL``
+end to end, in a child process, against a Prometheus-like answer served over loopback HTTP for
+N vLLM servers with 8 GPUs each (two gauges and three counter rates a server, the SM clock of
+each GPU: 10,000 servers is then 80,000 GPU series, inside one answer's limits). Prints the
+child's CPU seconds and peak RSS per size and their growth per tenfold.
+
+    PYTHONPATH=. python tests/tools/fleet_scale.py
+    PYTHONPATH=. python tests/tools/fleet_scale.py --servers 10 100 1000 10000
+
+``--nodes``: N simulated nodes (a vLLM server plus a hand-written dcgm-exporter with 8 GPUs
+each) behind a fresh real Prometheus scraping at 1 s; refreshes the fleet a few times and prints
+specwatch's CPU per refresh and queries per refresh.
 
     PYTHONPATH=. python tests/tools/fleet_scale.py --nodes 1 4 8 --refreshes 10
 """
@@ -11,11 +20,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
+import json
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs
 
 from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
@@ -96,13 +112,109 @@ def run(n: int, refreshes: int, interval_s: float) -> str:
             dcgm.stop()
 
 
+def _vector(series: list[tuple[dict[str, str], float]]) -> bytes:
+    result = [{"metric": m, "value": [1700000000.0, repr(v)]} for m, v in series]
+    return json.dumps(
+        {"status": "success", "data": {"resultType": "vector", "result": result}}
+    ).encode()
+
+
+def fleet_answers(n: int) -> dict[str, bytes]:
+    """The three answers of one fleet refresh for ``n`` servers (8 GPUs each), by query kind."""
+    gauges: list[tuple[dict[str, str], float]] = []
+    rates: list[tuple[dict[str, str], float]] = []
+    gpus: list[tuple[dict[str, str], float]] = []
+    for i in range(n):
+        server = {"instance": f"node-{i}:8000", "job": "vllm"}
+        gauges.append(({"__name__": "vllm:num_requests_running", **server, "model_name": "m"}, 4))
+        gauges.append(({"__name__": "vllm:num_requests_waiting", **server, "model_name": "m"}, 0))
+        for field, value in (("vllm:gen", 900.0), ("vllm:itl_sum", 0.9), ("vllm:itl_count", 90.0)):
+            rates.append(({**server, "specwatch_field": field}, value))
+        for g in range(GPUS_PER_NODE):
+            labels = {
+                "__name__": "DCGM_FI_DEV_SM_CLOCK",
+                "instance": f"node-{i}:9400",
+                "job": "dcgm",
+                "gpu": str(g),
+                "UUID": f"GPU-{i}-{g}",
+                "Hostname": f"node-{i}",
+                "modelName": "NVIDIA H100",
+            }
+            gpus.append((labels, 1755.0))
+    return {"gauges": _vector(gauges), "rates": _vector(rates), "gpus": _vector(gpus)}
+
+
+@contextmanager
+def serving(answers: dict[str, bytes]) -> Iterator[str]:
+    """A Prometheus-like HTTP API on loopback answering with ``answers``; yields its URL."""
+    targets = json.dumps({"status": "success", "data": {"activeTargets": []}}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _send(self, body: bytes) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self._send(targets)
+
+        def do_POST(self) -> None:
+            form = parse_qs(self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode())
+            query = form.get("query", [""])[0]
+            kind = "gpus" if "DCGM" in query else "rates" if "label_replace" in query else "gauges"
+            self._send(answers[kind])
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def probe_sizes(sizes: list[int]) -> list[tuple[int, float, float, float]]:
+    """``(servers, CPU s, peak MiB, wall s)`` of ``probe --prometheus`` per fleet size."""
+    from tests.child_peak import run_specwatch
+
+    out = []
+    for n in sizes:
+        answers = fleet_answers(n)
+        with serving(answers) as url:
+            run = run_specwatch("probe", "--prometheus", url, timeout_s=300)
+        shown = run.text.count(":8000 ")
+        if run.rc != 0 or shown != n:
+            print(f"N={n}: probe gave rc {run.rc}, {shown} servers\n{run.text[-1500:]}")
+        out.append((n, run.cpu_s, run.peak_mib, run.wall_s))
+        mb = sum(map(len, answers.values())) / 1e6
+        print(
+            f"servers={n:<6} gpus={n * GPUS_PER_NODE:<6} answers={mb:6.1f} MB  "
+            f"cpu={run.cpu_s:6.2f} s  peak={run.peak_mib:6.0f} MiB  wall={run.wall_s:6.1f} s",
+            flush=True,
+        )
+    for (n0, c0, m0, _), (n1, c1, m1, _) in itertools.pairwise(out):
+        print(f"x{n1 / n0:g} servers ({n0} -> {n1}): cpu x{c1 / c0:.2f}, peak RSS x{m1 / m0:.2f}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--servers", type=int, nargs="+", default=[10, 100, 1000, 10000])
+    parser.add_argument("--nodes", type=int, nargs="+", default=None)
     parser.add_argument("--refreshes", type=int, default=10)
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between refreshes")
     args = parser.parse_args(argv)
+    if args.nodes is None:
+        probe_sizes(args.servers)
+        return 0
     if PROMETHEUS is None:
         print(SKIP_REASON, file=sys.stderr)
         return 2

@@ -12,9 +12,11 @@ reason, so the pane can say which fields to add to the exporter's counters CSV.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,6 +34,10 @@ NOT_EXPORTED = "n/s: not exported"
 BLANK = "n/s: DCGM blank (not supported)"
 """Reason for a field the exporter sends with DCGM's "blank" sentinel."""
 XID_GPU_FELL_OFF_BUS = 79
+MAX_SERIES = 20_000
+"""DCGM series taken from one answer (16 GPUs x 7 MIG instances x every field is under 10,000)."""
+MAX_GPUS = 1_024
+"""GPUs taken from one exporter (a node has 8-16, MIG instances included in the series)."""
 
 _INT32_BLANK = 0x7FFFFFF0
 _INT64_BLANK = 0x7FFFFFFFFFFFFFF0
@@ -137,23 +143,44 @@ class DcgmExposition:
     gpus: tuple[DcgmGpu, ...]
     error: str | None = None
     """What could not be parsed (everything else was kept)."""
+    note: str | None = None
+    """One line when the answer was larger than :data:`MAX_SERIES` or :data:`MAX_GPUS`."""
 
 
 def parse_dcgm(text: str) -> DcgmExposition:
     """Parse a dcgm-exporter exposition; never raises."""
-    lines = [ln for ln in text.splitlines() if _wanted(ln)]
+    lines: list[str] = []
+    series = 0
+    for ln in text.splitlines():
+        if not _wanted(ln):
+            continue
+        if not ln.startswith("#"):
+            series += 1
+            if series > MAX_SERIES:
+                continue  # counted, not kept
+        lines.append(ln)
     samples, error = _samples("\n".join(lines) + "\n")
-    return DcgmExposition(gpus=tuple(gpus_from_samples(samples)), error=error)
+    gpus, dropped = group_gpus(samples)
+    notes = []
+    if series > MAX_SERIES:
+        notes.append(f"{series} DCGM series in one answer: the first {MAX_SERIES} taken")
+    if dropped:
+        notes.append(f"more than {MAX_GPUS} GPUs in one answer: the first {MAX_GPUS} taken")
+    return DcgmExposition(gpus=tuple(gpus), error=error, note="; ".join(notes) or None)
 
 
-def gpus_from_samples(samples: Iterable[tuple[str, Mapping[str, str], float]]) -> list[DcgmGpu]:
-    """One exporter's ``(name, labels, value)`` samples grouped into GPUs, in index order.
+def group_gpus(
+    samples: Iterable[tuple[str, Mapping[str, str], float]], limit: int = MAX_GPUS
+) -> tuple[list[DcgmGpu], int]:
+    """One exporter's ``(name, labels, value)`` samples grouped into GPUs, in index order (at
+    most ``limit``), and how many further GPUs were left out.
 
     The exposition parser and the Prometheus source (whose answers carry the same names and
     labels) both come through here, so DCGM's field names and blank sentinels have one home.
     """
     by_key: dict[str, dict[str, Any]] = {}
     order: list[str] = []
+    left_out: set[str] = set()
     for name, labels, value in samples:
         name = OLD_NAMES.get(name, name)
         gpu_label = labels.get("gpu", "").strip()
@@ -163,6 +190,9 @@ def gpus_from_samples(samples: Iterable[tuple[str, Mapping[str, str], float]]) -
         key = uuid or f"gpu{gpu_label}"
         entry = by_key.get(key)
         if entry is None:
+            if len(order) >= limit:
+                left_out.add(key)
+                continue
             entry = {"labels": labels, "values": {}, "blank": set()}
             by_key[key] = entry
             order.append(key)
@@ -172,7 +202,7 @@ def gpus_from_samples(samples: Iterable[tuple[str, Mapping[str, str], float]]) -
         elif name not in entry["values"]:
             # MIG series repeat device fields per instance: the first one stands.
             entry["values"][name] = value
-    return sorted((_gpu(key, by_key[key]) for key in order), key=_gpu_order)
+    return sorted((_gpu(key, by_key[key]) for key in order), key=_gpu_order), len(left_out)
 
 
 def _gpu_order(gpu: DcgmGpu) -> tuple[bool, int]:
@@ -240,18 +270,28 @@ def _parse(text: str) -> list[tuple[str, dict[str, str], float]]:
 
 def not_exported(gpu: DcgmGpu) -> dict[str, str]:
     """specwatch field -> reason, for every field ``gpu``'s exporter does not send at all."""
+    return dict(_absent_of(frozenset(gpu.values), gpu.blank, _no_labels(gpu)))
+
+
+def _no_labels(gpu: DcgmGpu) -> tuple[bool, bool, bool]:
+    return gpu.model is None, gpu.uuid is None, gpu.pci_bus_id is None
+
+
+@functools.lru_cache(maxsize=1024)
+def _absent_of(
+    values: frozenset[str], blank: frozenset[str], no_label: tuple[bool, bool, bool]
+) -> Mapping[str, str]:
+    # every GPU of a fleet has one of a few shapes: 80,000 GPUs spent seconds here otherwise
     out: dict[str, str] = {}
     for fmap in FIELDS:
-        if fmap.dcgm not in gpu.values and fmap.dcgm not in gpu.blank:
+        if fmap.dcgm not in values and fmap.dcgm not in blank:
             out[fmap.target] = f"{NOT_EXPORTED} ({fmap.dcgm})"
-    if "mem_total_bytes" in out and {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"} <= set(
-        gpu.values
-    ):
+    if "mem_total_bytes" in out and {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"} <= values:
         del out["mem_total_bytes"]  # used + free stands in for the total
-    for name, _ in _LABEL_STATICS:
-        if getattr(gpu, "model" if name == "name" else name) is None:
+    for (name, _), missing in zip(_LABEL_STATICS, no_label, strict=True):
+        if missing:
             out[name] = f"{NOT_EXPORTED} (label)"
-    return out
+    return MappingProxyType(out)
 
 
 def _convert(fmap: FieldMap, value: float) -> int | float:
@@ -262,22 +302,36 @@ def _convert(fmap: FieldMap, value: float) -> int | float:
 
 
 def _values_for(gpu: DcgmGpu, targets: frozenset[str]) -> tuple[dict[str, Any], dict[str, str]]:
-    values: dict[str, Any] = {}
+    present, missing = _shape(frozenset(gpu.values), gpu.blank, _no_labels(gpu), targets)
+    values: dict[str, Any] = {f.target: _convert(f, gpu.values[f.dcgm]) for f in present}
+    return values, dict(missing)
+
+
+@functools.lru_cache(maxsize=1024)
+def _shape(
+    sent: frozenset[str],
+    blank: frozenset[str],
+    no_label: tuple[bool, bool, bool],
+    targets: frozenset[str],
+) -> tuple[tuple[FieldMap, ...], Mapping[str, str]]:
+    """The fields of ``targets`` a GPU of this shape has (in :data:`FIELDS` order) and the
+    reasons for those it lacks; worked out once per shape, not per GPU."""
+    present: list[FieldMap] = []
     missing: dict[str, str] = {}
-    absent = not_exported(gpu)
+    absent = _absent_of(sent, blank, no_label)
     for fmap in FIELDS:
         if fmap.target not in targets:
             continue
-        if fmap.dcgm in gpu.values:
-            values[fmap.target] = _convert(fmap, gpu.values[fmap.dcgm])
-        elif fmap.dcgm in gpu.blank:
+        if fmap.dcgm in sent:
+            present.append(fmap)
+        elif fmap.dcgm in blank:
             missing[fmap.target] = BLANK
         elif fmap.target in absent:
             missing[fmap.target] = absent[fmap.target]
     for name, reason in _NO_SOURCE.items():
         if name in targets:
             missing[name] = reason
-    return values, missing
+    return tuple(present), MappingProxyType(missing)
 
 
 def to_static(gpu: DcgmGpu, index: int) -> GpuStatic:
@@ -342,12 +396,14 @@ def signature(gpus: Iterable[DcgmGpu]) -> int:
 
 __all__ = [
     "BLANK",
+    "MAX_GPUS",
+    "MAX_SERIES",
     "NOT_EXPORTED",
     "DcgmExposition",
     "DcgmGpu",
     "dcgm_url",
     "extras",
-    "gpus_from_samples",
+    "group_gpus",
     "is_blank",
     "not_exported",
     "parse_dcgm",

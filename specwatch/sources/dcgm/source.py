@@ -33,6 +33,7 @@ from specwatch.sources.dcgm.fetch import (
 from specwatch.sources.dcgm.fields import VIOLATION_BITS
 from specwatch.sources.dcgm.gpu_records import DcgmEndpointState, DcgmGpuExtra, DcgmGpuInfo
 from specwatch.sources.dcgm.parse import (
+    MAX_GPUS,
     DcgmGpu,
     dcgm_url,
     extras,
@@ -52,10 +53,13 @@ Fetch = Callable[[str, float, int], str]
 class _Endpoint:
     url: str
     node: str
-    keys: list[str] = field(default_factory=list)
+    keys: dict[str, None] = field(default_factory=dict)
+    """The GPU keys seen, in the order first seen (a dict: a set that keeps order)."""
     gpus: dict[str, DcgmGpu] = field(default_factory=dict)
     error: str | None = "not polled yet"
     parse_error: str | None = None
+    note: str | None = None
+    """One line when the last answer was cut to the parser's limits."""
     collection: CollectionTracker = field(default_factory=CollectionTracker)
 
 
@@ -242,6 +246,7 @@ class DcgmGpuSource(TickLoop):
         statics_changed = self._number_new_gpus()
         samples: list[GpuSample] = []
         extra_rows: list[DcgmGpuExtra] = []
+        infos = list(self.gpu_info)
         for index, (ei, key) in enumerate(self._slots):
             endpoint = self._endpoints[ei]
             gpu = endpoint.gpus.get(key)
@@ -266,11 +271,13 @@ class DcgmGpuSource(TickLoop):
                     values=extras(gpu),
                 )
             )
-            statics_changed |= self._refresh_static(index, gpu)
+            statics_changed |= self._refresh_static(index, gpu, infos)
+        self.gpu_info = tuple(infos)
         if statics_changed or self.inventory is None:
             self.inventory = self._inventory()
         self.latest_extras = tuple(extra_rows)
         errors = [f"{e.node}: {e.error}" for e in self._endpoints if e.error is not None]
+        errors += [f"{e.node}: {e.note}" for e in self._endpoints if e.note and e.error is None]
         cost_ms = (time.perf_counter() - started) * 1000.0
         return GpuTick(
             t=t,
@@ -302,14 +309,16 @@ class DcgmGpuSource(TickLoop):
             return
         parsed = parse_dcgm(body)
         endpoint.parse_error = parsed.error
+        endpoint.note = parsed.note
         if not parsed.gpus:
             endpoint.error = "no DCGM GPU series in the answer (is this a dcgm-exporter?)"
             return
         endpoint.error = None
         endpoint.gpus = {g.key: g for g in parsed.gpus}
         for g in parsed.gpus:
-            if g.key not in endpoint.keys:
-                endpoint.keys.append(g.key)
+            # GPUs that come and go between answers must not grow the numbering without bound
+            if g.key not in endpoint.keys and len(endpoint.keys) < MAX_GPUS:
+                endpoint.keys[g.key] = None
         first = parsed.gpus[0]
         if first.hostname:
             endpoint.node = first.hostname
@@ -327,7 +336,7 @@ class DcgmGpuSource(TickLoop):
             self._statics.append(GpuStatic(index=len(self._statics)))
         return added
 
-    def _refresh_static(self, index: int, gpu: DcgmGpu) -> bool:
+    def _refresh_static(self, index: int, gpu: DcgmGpu, infos: list[DcgmGpuInfo]) -> bool:
         static = to_static(gpu, index)
         ei, _ = self._slots[index]
         endpoint = self._endpoints[ei]
@@ -340,10 +349,9 @@ class DcgmGpuSource(TickLoop):
             not_exported=not_exported(gpu),
             k8s=dict(gpu.k8s),
         )
-        infos = list(self.gpu_info) + [info] * (len(self._slots) - len(self.gpu_info))
+        infos.extend([info] * (len(self._slots) - len(infos)))
         changed = infos[index] != info or self._statics[index] != static
         infos[index] = info
-        self.gpu_info = tuple(infos)
         self._statics[index] = static
         return changed
 

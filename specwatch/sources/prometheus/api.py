@@ -24,11 +24,18 @@ from specwatch.core.sanitize import LABEL_LIMIT, clean_labels, sanitize_line
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import Endpoint, parse_endpoint
 from specwatch.sources.http.server_errors import ServerError
+from specwatch.sources.off_loop import off_loop
 
 DEFAULT_PORT = 9090
 MAX_BODY_BYTES = 32 * 1024 * 1024
 """Largest answer read; a bigger one is an error (narrow with a matcher)."""
 MAX_RANGE_POINTS = 11_000
+MAX_SERIES = 100_000
+"""Series taken from one answer (10,000 servers with ten series each); the rest are counted in
+the one line of series left out."""
+OFF_LOOP_BYTES = 256 * 1024
+OFF_LOOP_ITEMS = 2_000
+"""Answers bigger than these are decoded on a worker thread, not the event loop's."""
 """Prometheus's own per-series limit on ``query_range`` points."""
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -173,8 +180,23 @@ class PrometheusClient:
             return [VectorSample({}, _number(result[0]), _number(result[1]))]
         if kind != "vector" or not isinstance(result, list):
             raise self._garbage("/api/v1/query", f"expected a vector, got {kind!r}")
+        self._cap(result)
+        if len(result) > OFF_LOOP_ITEMS:
+            return await off_loop(self._vector, result)
+        return self._vector(result)
+
+    def _cap(self, result: list[Any]) -> None:
+        """Cut ``result`` to :data:`MAX_SERIES`, counting what was left out."""
+        extra = len(result) - MAX_SERIES
+        if extra > 0:
+            why = f"past the first {MAX_SERIES} of one answer (narrow it with a label matcher)"
+            self.skipped[why] = self.skipped.get(why, 0) + extra
+            del result[MAX_SERIES:]
+
+    def _vector(self, result: list[Any]) -> list[VectorSample]:
         out: list[VectorSample] = []
-        for item in result:
+        for i, item in enumerate(result):
+            result[i] = None  # each item freed as it is taken: the answer is never held twice
             labels = self._labels(item)
             if labels is None:
                 continue
@@ -244,6 +266,7 @@ class PrometheusClient:
     def _matrix(self, path: str, data: Mapping[str, Any]) -> list[RangeSeries]:
         if data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
             raise self._garbage(path, f"expected a matrix, got {data.get('resultType')!r}")
+        self._cap(data["result"])
         out: list[RangeSeries] = []
         for item in data["result"]:
             labels = self._labels(item)
@@ -282,7 +305,12 @@ class PrometheusClient:
             raise self._error(err, path, time.monotonic() - started) from None
         body, status = response.content, response.status_code
         try:
-            doc = orjson.loads(body)
+            # a big answer is parsed off the event loop: a screen may be drawn on it
+            doc = (
+                await off_loop(orjson.loads, body)
+                if len(body) > OFF_LOOP_BYTES
+                else orjson.loads(body)
+            )
         except orjson.JSONDecodeError:
             if status >= 400:
                 said = self._server.status_error(
@@ -319,6 +347,7 @@ __all__ = [
     "DEFAULT_PORT",
     "MAX_BODY_BYTES",
     "MAX_RANGE_POINTS",
+    "MAX_SERIES",
     "PrometheusClient",
     "PrometheusError",
     "RangeSeries",

@@ -21,6 +21,7 @@ from specwatch.core.fleet import (
     join_gpus,
 )
 from specwatch.core.sanitize import sanitize_line
+from specwatch.sources.off_loop import off_loop
 from specwatch.sources.prometheus.api import PrometheusClient, RangeSeries, VectorSample
 from specwatch.sources.prometheus.queries import (
     derive_gpus,
@@ -35,6 +36,8 @@ DEFAULT_SCRAPE_S = 15.0
 """Assumed scrape interval when ``/api/v1/targets`` does not say (a query front end)."""
 MIN_INTERVALS = 2
 TARGETS_MAX_AGE_S = 300.0
+MAX_SERVERS = 10_000
+"""The largest fleet shown: past it, the first servers by address and one line saying so."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,9 +147,18 @@ class PrometheusSource:
         gauges = await self._query(server_gauges_query(self.server_match), when, errors)
         rates = await self._query(server_rates_query(window, self.server_match), when, errors)
         gpu_samples = await self._query(gpu_query(self.gpu_match), when, errors)
-        servers = derive_servers(self._usable(gauges), self._usable(rates), t, window)
-        gpus = derive_gpus(gpu_samples, t)
-        joins = join_gpus(servers, gpus, self.pairs)
+        usable_gauges, usable_rates = self._usable(gauges), self._usable(rates)
+        # thousands of servers take a while to join: off the event loop a screen is drawn on
+        servers, gpus, joins, found, spent = await off_loop(
+            self._derive, usable_gauges, usable_rates, gpu_samples, t, window
+        )
+        skipped = self.client.take_skipped()
+        if found > MAX_SERVERS:
+            too_many = (
+                f"fleet too large: {found} servers, the first {MAX_SERVERS} by address shown:"
+                " narrow it with --server-match"
+            )
+            skipped = too_many if skipped is None else sanitize_line(f"{too_many}; {skipped}", 400)
         return FleetReading(
             t=t,
             at=when,
@@ -156,9 +168,9 @@ class PrometheusSource:
             joins=tuple(joins),
             totals=fleet_totals(servers),
             queries=self.client.requests - sent0,
-            cost_s=time.thread_time() - cpu0,
+            cost_s=time.thread_time() - cpu0 + spent,
             errors=tuple(errors),
-            skipped=self.client.take_skipped(),
+            skipped=skipped,
         )
 
     async def history(self, start: float, end: float, step_s: float) -> FleetHistory:
@@ -177,6 +189,21 @@ class PrometheusSource:
             server_rates_query(max(window, step_s), self.server_match), start, end, step_s
         )
         gpu_series = await self.client.query_range(gpu_query(self.gpu_match), start, end, step_s)
+        servers, gpus = await off_loop(self._history_of, rates, gpu_series, window, step_s)
+        return FleetHistory(
+            step_s=step_s,
+            servers={k: tuple(v) for k, v in servers.items()},
+            gpus={k: tuple(v) for k, v in gpus.items()},
+            queries=self.client.requests - sent0 - sent_targets,
+        )
+
+    def _history_of(
+        self,
+        rates: Sequence[RangeSeries],
+        gpu_series: Sequence[RangeSeries],
+        window: float,
+        step_s: float,
+    ) -> tuple[dict[str, list[FleetServer]], dict[str, list[FleetGpu]]]:
         servers: dict[str, list[FleetServer]] = {}
         for at, vector in _by_time(rates):
             for s in derive_servers([], self._usable(vector), at, max(window, step_s)):
@@ -185,12 +212,29 @@ class PrometheusSource:
         for at, vector in _by_time(gpu_series):
             for g in derive_gpus(vector, at):
                 gpus.setdefault(g.key, []).append(g)
-        return FleetHistory(
-            step_s=step_s,
-            servers={k: tuple(v) for k, v in servers.items()},
-            gpus={k: tuple(v) for k, v in gpus.items()},
-            queries=self.client.requests - sent0 - sent_targets,
-        )
+        return servers, gpus
+
+    def _derive(
+        self,
+        gauges: list[VectorSample],
+        rates: list[VectorSample],
+        gpu_samples: list[VectorSample],
+        t: float,
+        window: float,
+    ) -> tuple[list[FleetServer], list[FleetGpu], list[NodeJoin], int, float]:
+        """Servers (of the first :data:`MAX_SERVERS` addresses), GPUs, their joins, how many
+        addresses were found, and the CPU seconds this took (on the calling thread)."""
+        cpu0 = time.thread_time()
+        instances = {s.labels.get("instance", "") for s in (*gauges, *rates)}
+        found = len(instances)
+        if found > MAX_SERVERS:
+            kept = set(sorted(instances)[:MAX_SERVERS])
+            gauges = [s for s in gauges if s.labels.get("instance", "") in kept]
+            rates = [s for s in rates if s.labels.get("instance", "") in kept]
+        servers = derive_servers(gauges, rates, t, window)
+        gpus = derive_gpus(gpu_samples, t)
+        joins = join_gpus(servers, gpus, self.pairs)
+        return servers, gpus, joins, found, time.thread_time() - cpu0
 
     def _usable(self, samples: Sequence[VectorSample]) -> list[VectorSample]:
         """Server series whose ``instance`` is a ``host:port`` (the others counted as left out)."""

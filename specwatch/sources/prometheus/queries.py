@@ -22,7 +22,7 @@ from typing import Any
 from specwatch.core.fleet import POD_LABELS, FleetGpu, FleetServer, ServerRates
 from specwatch.core.server import Dialect, MetricsWindow
 from specwatch.sources.dcgm.fields import FIELDS, OLD_NAMES
-from specwatch.sources.dcgm.parse import gpus_from_samples, to_sample, to_static
+from specwatch.sources.dcgm.parse import group_gpus, to_sample, to_static
 from specwatch.sources.prometheus.api import VectorSample
 
 FIELD_LABEL = "specwatch_field"
@@ -285,7 +285,7 @@ def derive_gpus(samples: Iterable[VectorSample], t: float) -> list[FleetGpu]:
     """GPUs from the answer of :func:`gpu_query` (pure).
 
     Each exporter target's series go through the dcgm-exporter parser's own grouping and
-    conversion (:func:`~specwatch.sources.dcgm.parse.gpus_from_samples`), so a DCGM blank is an
+    conversion (:func:`~specwatch.sources.dcgm.parse.group_gpus`), so a DCGM blank is an
     "n/s" marker and a field missing from the exporter's counters CSV says which one, exactly
     as when specwatch reads the exporter itself.
     """
@@ -295,7 +295,7 @@ def derive_gpus(samples: Iterable[VectorSample], t: float) -> list[FleetGpu]:
         by_instance.setdefault(s.labels.get("instance", ""), []).append((name, s.labels, s.value))
     out: list[FleetGpu] = []
     for instance, triples in sorted(by_instance.items()):
-        for gpu in gpus_from_samples(triples):
+        for gpu in group_gpus(triples)[0]:
             index = gpu.gpu if gpu.gpu is not None else 0
             gpu_id = gpu.uuid or str(index)
             out.append(
