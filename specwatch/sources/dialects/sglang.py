@@ -107,6 +107,15 @@ def _sglang_spec(
     drafted = as_float(stats.get("spec_draft_token_num"))
     if accepted is not None and drafted:
         return length, accepted / drafted
+    derived = _drafts_rate_from_verify(info, verify, completion)
+    if derived is not None:
+        stats["spec_accept_rate_derived"] = derived
+        notes.setdefault(
+            "draft_acceptance_rate",
+            "(completion_tokens − 1 − spec_verify_ct) / (spec_verify_ct × (num_draft_tokens − 1)):"
+            " the first token is prefill's and each verify step adds one bonus token",
+        )
+        return length, derived
     reported = as_float(stats.get("spec_accept_rate"))
     if reported is not None:
         notes.setdefault(
@@ -117,6 +126,25 @@ def _sglang_spec(
     if length is not None:
         notes.setdefault("draft_acceptance_rate", "this SGLang version reports no per-request rate")
     return length, None
+
+
+def _drafts_rate_from_verify(
+    info: ServerInfo, verify: float | None, completion: int
+) -> float | None:
+    """Drafts-only acceptance of one request from its verify count, where SGLang gives no
+    accepted-draft count (0.4.10.post2: ``spec_verify_ct`` alone; 0.5.3: a rate over
+    ``speculative_num_steps`` that counts the prefill token as accepted).
+
+    Chain drafting only: with ``topk > 1`` ``num_draft_tokens − 1`` is a tree's size, not the
+    drafts a step can accept.
+    """
+    ndt = info.spec.num_draft_tokens
+    if not verify or ndt is None or ndt < 2 or (info.spec.topk or 1) > 1:
+        return None
+    accepted = completion - 1 - verify
+    if accepted < 0:
+        return None
+    return min(1.0, accepted / (verify * (ndt - 1)))
 
 
 _ACCEPT_NUM = _S + "generation_tokens_total"
