@@ -7,14 +7,25 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
+from rich.style import Style
 
 from specwatch.core.acceptance import refusal
-from specwatch.core.server import Dialect, ServerInfo, SpecConfig
+from specwatch.core.draft_advisor import advise
+from specwatch.core.server import Dialect, MetricsWindow, ServerInfo, SpecConfig
+from specwatch.sim.clock import ManualClock
+from specwatch.sim.presets import preset
 from specwatch.sources.detect import detect
 from specwatch.sources.dialects.sglang import DIALECT
+from specwatch.sources.metrics.prom import parse_metrics
+from specwatch.sources.metrics.window_builder import WindowBuilder
+from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.status import spec_summary
+from specwatch.ui.panes.verify import verify_text
 from tests.conftest import FakeServer, text_response
+from tests.scene import scene_server
+from tests.sim_testing import in_thread, metric_value, serving
 
 URL = "http://127.0.0.1:30000"
 
@@ -96,3 +107,115 @@ async def test_topk_is_read_shown_and_a_tree_refused(fake_server: FakeServer) ->
     assert "tree drafting (topk=4)" in (refusal(info.spec) or "")
     chain = SpecConfig(enabled=True, algorithm="EAGLE3", num_steps=3, num_draft_tokens=4, topk=1)
     assert spec_summary(chain) == "EAGLE3 steps 3 topk 1 draft 4"
+
+
+# --- (e) the share of verify passes run under CUDA graphs ------------------------------------
+
+
+def _sched(rank: int, extra: str = "") -> str:
+    # 0.5.23 scheduler labels, sorted as prometheus_client writes them (metrics_collector.py)
+    return (
+        f'dp_rank="{rank}",engine_type="unified",model_name="m",moe_ep_rank="0",pp_rank="0",'
+        f'tp_rank="{rank}"{extra}'
+    )
+
+
+def _passes_0_5_23(graphed: tuple[int, int], none: tuple[int, int]) -> str:
+    lines = [
+        "# HELP sglang:num_running_reqs The number of running requests.",
+        "# TYPE sglang:num_running_reqs gauge",
+        f"sglang:num_running_reqs{{{_sched(0)}}} 2.0",
+        f"sglang:num_running_reqs{{{_sched(1)}}} 2.0",
+        "# HELP sglang:cuda_graph_passes_total Number of forward passes by mode.",
+        "# TYPE sglang:cuda_graph_passes_total counter",
+    ]
+    for rank in (0, 1):
+        lines += [
+            f'sglang:cuda_graph_passes_total{{{_sched(rank)},mode="decode_cuda_graph"}} '
+            f"{float(graphed[rank])}",
+            f'sglang:cuda_graph_passes_total{{{_sched(rank)},mode="decode_none"}} '
+            f"{float(none[rank])}",
+            f'sglang:cuda_graph_passes_total{{{_sched(rank)},mode="prefill_none"}} 3.0',
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _derive(version: str, before: str | None, after: str, dt: float) -> WindowBuilder:
+    b = WindowBuilder()
+    DIALECT.derive_window(
+        b,
+        parse_metrics(after),
+        None if before is None else parse_metrics(before),
+        dt,
+        sglang_info(version),
+    )
+    return b
+
+
+def test_cuda_graph_share_from_passes_by_mode_0_5_23() -> None:
+    # rank 0: 40 passes, all in graphs; rank 1: 30 in graphs, 10 without (a batch shape with
+    # no captured graph)
+    before = _passes_0_5_23((100, 100), (0, 5))
+    after = _passes_0_5_23((140, 130), (0, 15))
+    b = _derive("0.5.23", before, after, 1.16)
+    assert b.values["cuda_graph_share"] == pytest.approx(70 / 80)
+    assert 'mode="decode_none"' not in b.sources["cuda_graph_share"]
+    # the pass time still counts every decode pass of a rank, in a graph or not
+    assert b.values["step_latency_s"] == pytest.approx(1.16 / 40)
+
+
+def test_cuda_graph_share_from_the_gauge_without_the_counter() -> None:
+    # 0.5.4: is_cuda_graph per rank (the last decode batch), no cuda_graph_passes_total
+    text = (
+        "# HELP sglang:is_cuda_graph Whether the batch is using CUDA graph.\n"
+        "# TYPE sglang:is_cuda_graph gauge\n"
+        f"sglang:is_cuda_graph{{{_sched(0)}}} 1.0\n"
+        f"sglang:is_cuda_graph{{{_sched(1)}}} 0.0\n"
+    )
+    b = _derive("0.5.4", text, text, 1.0)
+    assert b.values["cuda_graph_share"] == pytest.approx(0.5)
+    assert "is_cuda_graph" in b.sources["cuda_graph_share"]
+
+
+@pytest.mark.parametrize(("cliffs", "share"), [((), 1.0), (((1, 3.0),), 0.0)])
+def test_the_simulator_counts_passes_outside_graphs_at_a_cliff(
+    cliffs: tuple[tuple[int, float], ...], share: float
+) -> None:
+    # a verify cliff is a batch shape with no captured graph: its passes are decode_none
+    clock = ManualClock()
+    cfg = preset("sglang", "0.5.23", warmup_requests=0, verify_cliffs=cliffs)
+    with serving(cfg, clock) as (world, server):
+        url = server.url
+        body = {"text": "x", "sampling_params": {"max_new_tokens": 400, "ignore_eos": True}}
+        fut = in_thread(lambda: httpx.post(url + "/generate", json=body, timeout=10))
+        assert world.wait_submitted(1)
+        clock.set(0.3)
+        before = httpx.get(url + "/metrics").text
+        clock.set(0.6)
+        after = httpx.get(url + "/metrics").text
+        clock.set(60.0)
+        fut.result(timeout=10)
+    graphed = metric_value(after, "sglang:cuda_graph_passes_total", mode="decode_cuda_graph")
+    assert graphed is not None and metric_value(after, "sglang:is_cuda_graph") == share
+    b = _derive("0.5.23", before, after, 0.3)
+    assert b.values["cuda_graph_share"] == share
+
+
+def test_the_verify_pane_shows_the_cuda_graph_share() -> None:
+    tones = {k: Style() for k in ("label", "value", "dim", "good", "bad")}
+    model = MonitorModel(baseline_ms=12.0, baseline_source="--baseline-itl")
+    model.set_ready(0.0, scene_server())
+    model.add_window(MetricsWindow(t=1.0, dt=1.0, step_latency_s=0.029, cuda_graph_share=0.875))
+    first = verify_text(model, tones).plain.splitlines()[0]
+    assert "graphs 88%" in first
+    assert " g88%" in verify_text(model, tones, width=20).plain.splitlines()[0]
+
+
+def test_the_advisor_says_when_verify_ran_outside_graphs() -> None:
+    windows = [
+        MetricsWindow(t=float(t), dt=1.0, requests_running=2.0, cuda_graph_share=share)
+        for t, share in ((1, 1.0), (2, 0.5))
+    ]
+    advice = advise(windows, sglang_info("0.5.23"), None)
+    assert any("25% of verify passes ran outside CUDA graphs" in n for n in advice.notes)
+    assert advise(windows[:1], sglang_info("0.5.23"), None).notes == ()

@@ -146,7 +146,7 @@ def advise(
     pooled = acceptance_table(pool_counts(windows), info.spec, **floor)
     k = pooled.k_running
     assumptions = _assumptions(plain, draft_s_per_token, pooled)
-    base = Advice(info.dialect, k, pooled, assumptions=assumptions)
+    base = Advice(info.dialect, k, pooled, assumptions=assumptions, notes=_graph_notes(windows))
     if pooled.reason is not None or k is None:
         return replace(base, reason=pooled.reason or "no draft length known")
     curve = step_curve(windows)
@@ -160,11 +160,14 @@ def advise(
     main = max(advised, key=lambda b: (b.windows, -b.batch)).batch
     per_batch = [(b.batch, b.advised_k or 0) for b in advised]
     loses_from, between = _crossover(advised)
-    notes = tuple(
-        f"batch {b.batch} is a step-time cliff ({b.cliff:.1f}× its neighbours)"
-        + (": speculation loses there alone" if b.verdict == LOSES else "")
-        for b in bins
-        if b.cliff is not None
+    notes = (
+        tuple(
+            f"batch {b.batch} is a step-time cliff ({b.cliff:.1f}× its neighbours)"
+            + (": speculation loses there alone" if b.verdict == LOSES else "")
+            for b in bins
+            if b.cliff is not None
+        )
+        + base.notes
     )
     return replace(
         base,
@@ -174,6 +177,19 @@ def advise(
         recommendation=engine_setting(info.dialect, k, per_batch, main),
         main_batch=main,
         notes=notes,
+    )
+
+
+def _graph_notes(windows: Sequence[MetricsWindow]) -> tuple[str, ...]:
+    """Say when verify passes ran outside CUDA graphs (SGLang counts them): those steps are
+    slower than a captured shape's, so the step curve mixes two costs."""
+    shares = [w.cuda_graph_share for w in windows if w.cuda_graph_share is not None]
+    if not shares or min(shares) >= 0.99:
+        return ()
+    outside = 1.0 - sum(shares) / len(shares)
+    return (
+        f"{outside:.0%} of verify passes ran outside CUDA graphs (mean of "
+        f"{len(shares)} windows): their steps cost more than a captured batch shape's",
     )
 
 

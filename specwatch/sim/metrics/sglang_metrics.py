@@ -38,6 +38,8 @@ class SglangTelemetry(Telemetry):
         ranks = max(1, config.dp_engines)
         # one scheduler per data-parallel rank, each stepping in every engine step it has work
         self.decode_passes = [0] * ranks
+        self.decode_passes_no_graph = [0] * ranks
+        self.last_batch_in_graph = [True] * ranks
         self.prefill_passes = [0] * ranks
         self.realtime_decode = 0
         self.realtime_prefill = 0
@@ -78,8 +80,11 @@ class SglangTelemetry(Telemetry):
         """Forward passes, inter-token latency, and the decode log tick."""
         if step.prefill_requests:
             self.prefill_passes[0] += 1
+        in_graph = self.config.cuda_graph_at(step.decode_requests)
         for rank in {self.rank_of(req) for req, _, _, _ in decoded}:
             self.decode_passes[rank] += 1
+            self.decode_passes_no_graph[rank] += 0 if in_graph else 1
+            self.last_batch_in_graph[rank] = in_graph
         for req, n, _, _ in decoded:
             itl = req.step_latencies[-1]
             # The tokenizer manager: interval / new tokens, recorded once per token.

@@ -31,6 +31,9 @@ class RankCounts(Protocol):
 
     config: SimConfig
     decode_passes: list[int]
+    decode_passes_no_graph: list[int]
+    """The decode passes that ran outside a CUDA graph (a subset of ``decode_passes``)."""
+    last_batch_in_graph: list[bool]
     prefill_passes: list[int]
     spec_accept_length: float
     spec_accept_rate: float
@@ -125,7 +128,7 @@ def scheduler_families(
             _gauge(
                 "sglang:is_cuda_graph",
                 "Whether the batch is using CUDA graph.",
-                each([1.0] * ranks),
+                each([1.0 if g else 0.0 for g in tm.last_batch_in_graph]),
             )
         )
     if cfg.at_least("0.5.16"):
@@ -142,8 +145,11 @@ def scheduler_families(
     if cfg.at_least("0.5.9"):  # in the 0.5.9 wheel already (not 0.5.3)
         rows: list[tuple[dict[str, str], float]] = []
         for r in range(ranks):
-            rows.append(({**labels[r], "mode": "decode_cuda_graph"}, float(tm.decode_passes[r])))
-            rows.append(({**labels[r], "mode": "decode_none"}, 0.0))
+            none = tm.decode_passes_no_graph[r]
+            rows.append(
+                ({**labels[r], "mode": "decode_cuda_graph"}, float(tm.decode_passes[r] - none))
+            )
+            rows.append(({**labels[r], "mode": "decode_none"}, float(none)))
             rows.append(({**labels[r], "mode": "prefill_none"}, float(tm.prefill_passes[r])))
         out.append(counter("sglang:cuda_graph_passes", "Number of forward passes by mode.", rows))
     return out

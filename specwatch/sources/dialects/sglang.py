@@ -170,6 +170,7 @@ class SGLangDialect(ServerDialect):
             "spec_accept_rate",
             "spec_verify_calls",
             "cuda_graph_passes",
+            "is_cuda_graph",
             "gen_throughput",
             "inter_token_latency_seconds",
             "time_per_output_token_seconds",

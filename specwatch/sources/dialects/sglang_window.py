@@ -168,8 +168,34 @@ def derive_sglang(
     else:
         b.note("step_latency_s", "no decode steps observed in this window")
     b.note("step_latency_p50_s", "SGLang's ITL histogram is per token, not per step")
+    _cuda_graph_share(b, cur, prev)
     if ttft is not None:
         b.set("ttft_s", ttft.mean, f"Δ{_S}time_to_first_token_seconds _sum/_count")
+
+
+def _cuda_graph_share(b: WindowBuilder, cur: Scrape, prev: Scrape) -> None:
+    """Decode passes under CUDA graphs / all decode passes, over every rank (0.5.9+); else the
+    ``is_cuda_graph`` gauge, whether each rank's last decode batch ran in a graph (0.5.3)."""
+    graphed = per_scheduler_delta(cur, prev, _PASSES, {"mode": "decode_cuda_graph"})
+    passes = per_scheduler_delta(cur, prev, _PASSES, {"mode": _DECODE_MODES})
+    total = sum(passes.values())
+    if total > 0:
+        b.set(
+            "cuda_graph_share",
+            sum(graphed.values()) / total,
+            f'Δ{_PASSES}{{mode="decode_cuda_graph"}} / Δ{_PASSES}{{mode=~"decode.*"}}',
+        )
+        return
+    if passes:
+        b.note("cuda_graph_share", "no decode pass in this window")
+        return
+    gauge = ratio_mean(cur, _S + "is_cuda_graph")
+    b.set(
+        "cuda_graph_share",
+        gauge,
+        f"gauge {_S}is_cuda_graph (each rank's last decode batch; mean of ranks)",
+    )
+    b.note("cuda_graph_share", "this SGLang version says nothing of CUDA graphs")
 
 
 def _pass_time(cur: Scrape, prev: Scrape, dt: float) -> float | None:

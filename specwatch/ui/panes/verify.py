@@ -45,6 +45,11 @@ def _step_line(w: MetricsWindow, step: Steady, compact: bool) -> list[Piece]:
         unit = "ms" if compact else " ms"
         tone = "value" if step.age_s is None else "dim"
         parts = [("step ", "label"), (f"{_ms(step.value)}{unit}", tone), *_held(step, compact)]
+    if w.cuda_graph_share is not None:
+        # a verify outside a CUDA graph is slower: the step time is not the usual one
+        tone = "value" if w.cuda_graph_share >= 0.99 else "bad"
+        parts += [(f"{gap}graphs " if not compact else " g", "label")]
+        parts += [(f"{w.cuda_graph_share * 100:.0f}%", tone)]
     buckets = w.latency_buckets.get("step")
     if buckets:
         # The bucket each percentile falls in, as the load pane shows them: a point
