@@ -5,6 +5,7 @@ Expositions and payloads are hand-written in the shape of the SGLang wheel each 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -17,9 +18,11 @@ from specwatch.core.server import Dialect, MetricsWindow, ServerInfo, SpecConfig
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.presets import preset
 from specwatch.sources.detect import detect
+from specwatch.sources.dialects.base import SIDE_EVERY_S
 from specwatch.sources.dialects.sglang import DIALECT
 from specwatch.sources.metrics.prom import parse_metrics
 from specwatch.sources.metrics.window_builder import WindowBuilder
+from specwatch.sources.watch.watcher import MetricsWatcher
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.status import spec_summary
 from specwatch.ui.panes.verify import verify_text
@@ -219,3 +222,67 @@ def test_the_advisor_says_when_verify_ran_outside_graphs() -> None:
     advice = advise(windows, sglang_info("0.5.23"), None)
     assert any("25% of verify passes ran outside CUDA graphs" in n for n in advice.notes)
     assert advise(windows[:1], sglang_info("0.5.23"), None).notes == ()
+
+
+# --- (a) the lifetime accept length from /server_info where no counter gives it -------------
+
+# 0.5.9 /server_info: two data-parallel ranks, each with its own lifetime figure
+# (scheduler.py get_internal_state: spec_total_num_accept_tokens / spec_total_num_forward_ct)
+SERVER_INFO_0_5_9: dict[str, Any] = {
+    "model_path": "m",
+    "speculative_algorithm": "EAGLE3",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+    "dp_size": 2,
+    "internal_states": [
+        {"avg_spec_accept_length": 2.6, "last_gen_throughput": 80.0},
+        {"avg_spec_accept_length": 3.0, "last_gen_throughput": 80.0},
+    ],
+    "version": "0.5.9",
+}
+# 0.5.9 /metrics: no spec_verify_calls_total (from 0.5.15.post1)
+METRICS_0_5_9 = (
+    "# HELP sglang:spec_accept_length The average acceptance length of speculative decoding.\n"
+    "# TYPE sglang:spec_accept_length gauge\n"
+    f"sglang:spec_accept_length{{{_sched(0)}}} 2.5\n"
+    f"sglang:spec_accept_length{{{_sched(1)}}} 3.1\n"
+)
+
+
+async def test_lifetime_accept_length_from_server_info(fake_server: FakeServer) -> None:
+    fake_server.routes.update(
+        {"GET /server_info": SERVER_INFO_0_5_9, "GET /metrics": text_response(METRICS_0_5_9)}
+    )
+    info = replace(
+        sglang_info("0.5.9"), spec=replace(sglang_info("0.5.9").spec, source="/server_info")
+    )
+    now = [100.0]
+    async with fake_server.client() as client:
+        watcher = MetricsWatcher(client, info, clock=lambda: now[0])
+        first = await watcher.scrape()
+        now[0] += 1.0
+        second = await watcher.scrape()
+        now[0] += SIDE_EVERY_S
+        await watcher.scrape()
+    for w in (first, second):
+        assert w.lifetime_accept_length == pytest.approx(2.8)
+        assert w.lifetime_acceptance_rate == pytest.approx(1.8 / 3)
+        assert "avg_spec_accept_length" in w.sources["lifetime_accept_length"]
+        assert "lifetime_accept_length" not in w.notes
+    # read once per SIDE_EVERY_S, never an endpoint that runs the model
+    assert fake_server.paths().count("/server_info") == 2
+    assert not {"/health", "/health_generate", "/generate"} & set(fake_server.paths())
+
+
+async def test_no_server_info_read_where_the_counter_exists(fake_server: FakeServer) -> None:
+    metrics = METRICS_0_5_9 + (
+        "# TYPE sglang:spec_verify_calls_total counter\n"
+        'sglang:spec_verify_calls_total{model_name="m"} 10.0\n'
+    )
+    fake_server.routes.update(
+        {"GET /server_info": SERVER_INFO_0_5_9, "GET /metrics": text_response(metrics)}
+    )
+    async with fake_server.client() as client:
+        await MetricsWatcher(client, sglang_info("0.5.23")).scrape()
+    assert "/server_info" not in fake_server.paths()

@@ -39,7 +39,8 @@ _RUNNING = _S + "num_running_reqs"
 _PASSES = _S + "cuda_graph_passes_total"
 
 
-def _sglang_draft_per_round(info: ServerInfo) -> int | None:
+def draft_per_round(info: ServerInfo) -> int | None:
+    """Drafts a verify step can accept: ``num_draft_tokens − 1``, else ``num_steps``."""
     ndt = info.spec.num_draft_tokens
     if ndt is not None and ndt > 1:
         return ndt - 1
@@ -72,7 +73,7 @@ def derive_sglang(
     spec_on = info.spec.enabled is not False and (
         cur.has(_S + "spec_accept_length") or info.spec.enabled is True
     )
-    per_round = _sglang_draft_per_round(info)
+    per_round = draft_per_round(info)
     gen_name = _S + "generation_tokens_total"
     verify_name = _S + "spec_verify_calls_total"
     req_name = _S + "num_requests_total"
@@ -298,4 +299,4 @@ def _sglang_throughput_gauge(b: WindowBuilder, cur: Scrape) -> None:
         )
 
 
-__all__ = ["derive_sglang"]
+__all__ = ["derive_sglang", "draft_per_round"]
