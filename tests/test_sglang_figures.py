@@ -5,30 +5,47 @@ Expositions and payloads are hand-written in the shape of the SGLang wheel each 
 
 from __future__ import annotations
 
+import io
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from rich.style import Style
 
-from specwatch.core.acceptance import refusal
-from specwatch.core.draft_advisor import advise
+from specwatch.commands.advise import run_advise
+from specwatch.commands.main import build_parser
+from specwatch.core.acceptance import (
+    acceptance_table,
+    counts_from_histograms,
+    drafts_histogram,
+    refusal,
+)
+from specwatch.core.advice_text import advice_lines
+from specwatch.core.draft_advisor import PlainBaseline, advise
 from specwatch.core.server import Dialect, MetricsWindow, ServerInfo, SpecConfig
+from specwatch.core.step_cost import plain_steps
+from specwatch.record import Recorder
+from specwatch.session import events as ev
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.presets import preset
 from specwatch.sources.detect import detect
 from specwatch.sources.dialects.base import SIDE_EVERY_S
 from specwatch.sources.dialects.sglang import DIALECT
+from specwatch.sources.http.endpoint import Endpoint
 from specwatch.sources.metrics.prom import parse_metrics
 from specwatch.sources.metrics.window_builder import WindowBuilder
 from specwatch.sources.watch.watcher import MetricsWatcher
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.status import spec_summary
 from specwatch.ui.panes.verify import verify_text
+from tests.advisor_sim import held_batch_windows, info_of, plain_of, vllm_config
 from tests.conftest import FakeServer, text_response
 from tests.scene import scene_server
 from tests.sim_testing import in_thread, metric_value, serving
+from tests.test_advise_cli import record_windows
+from tests.test_compare import synthetic_result
 
 URL = "http://127.0.0.1:30000"
 
@@ -286,3 +303,73 @@ async def test_no_server_info_read_where_the_counter_exists(fake_server: FakeSer
     async with fake_server.client() as client:
         await MetricsWatcher(client, sglang_info("0.5.23")).scrape()
     assert "/server_info" not in fake_server.paths()
+
+
+# --- (c) per-position acceptance from the per-request accepted-drafts histograms ------------
+
+# 0.5.23 final meta_info (tokenizer_manager.py _calculate_spec_decoding_metrics): the verify
+# steps of each request that accepted exactly j drafts, j = 0..num_draft_tokens − 1
+FINALS_0_5_23: list[dict[str, Any]] = [
+    {"spec_verify_ct": 15, "spec_correct_drafts_histogram": [2, 3, 4, 6]},
+    {"spec_verify_ct": 10, "spec_correct_drafts_histogram": [1, 2, 3, 4]},
+]
+
+
+def test_histograms_become_chain_counts() -> None:
+    counts = counts_from_histograms(
+        h for f in FINALS_0_5_23 if (h := drafts_histogram(f)) is not None
+    )
+    assert counts is not None
+    # exactly 0..3 drafts accepted: 3, 5, 7, 10 of 25 steps; position i accepted in Σ_{j>=i}
+    assert counts.drafts == 25
+    assert counts.accepted_per_pos == (22, 17, 10)
+    table = acceptance_table(counts, sglang_info("0.5.23").spec, min_drafts=1)
+    assert [e.value for e in table.p] == pytest.approx([22 / 25, 17 / 25, 10 / 25])
+    # the 0.5.10 name
+    assert drafts_histogram({"spec_accept_histogram": [1, 2]}) == (1.0, 2.0)
+
+
+def _as_histogram(w: MetricsWindow) -> list[float]:
+    per_pos = list(w.spec_accepted_per_pos or ())
+    drafts = w.spec_drafts or 0.0
+    return [drafts - per_pos[0]] + [
+        a - b for a, b in zip(per_pos, [*per_pos[1:], 0.0], strict=True)
+    ]
+
+
+def test_advise_on_an_sglang_recording_with_a_benchmark_in_it(tmp_path: Path) -> None:
+    # SGLang's windows carry no per-position counts; its benchmark's streams do, per request
+    config = vllm_config(num_steps=3, num_draft_tokens=3, acceptance=(0.8, 0.6, 0.45))
+    batches = [1, 4, 8]
+    counted = held_batch_windows(config, batches, windows_per_batch=6, window_s=1.0)
+    plain = held_batch_windows(plain_of(config), batches, windows_per_batch=3, window_s=0.5)
+    info = sglang_info("0.5.23")  # num_draft_tokens 4: three drafts a step, K = 3
+    windows = [
+        replace(w, spec_drafts=None, spec_accepted_per_pos=None, decode_steps=None) for w in counted
+    ]
+    result = synthetic_result([80.0] * len(counted))
+    runs = tuple(
+        replace(r, server_stats={"spec_correct_drafts_histogram": _as_histogram(w)})
+        for r, w in zip(result.runs, counted, strict=True)
+    )
+    path = record_windows(tmp_path / "sglang.sqlite", info, windows)
+    rec = Recorder(
+        path, [Endpoint("http://sim")], clock=lambda: windows[-1].t, wall_clock=lambda: 0.0
+    )
+    rec.start()
+    rec(ev.BenchFinished("finished", replace(result, runs=runs), None, None))
+    rec.stop()
+    plain_file = record_windows(tmp_path / "plain.sqlite", info_of(plain_of(config)), plain)
+    args = build_parser().parse_args(["advise", str(path), "--baseline", str(plain_file)])
+    out = io.StringIO()
+    code = run_advise(args, stdout=out, stderr=io.StringIO())
+    text = out.getvalue()
+    assert code == 0, text
+    without_drafts_hit = [replace(w, decode_steps=None) for w in counted]
+    expected = advise(without_drafts_hit, info, PlainBaseline(plain_steps(plain), "x"))
+    assert expected.recommendation is not None
+    assert text.splitlines()[1] == advice_lines(expected)[0]
+    assert "streamed requests' accepted-drafts histograms" in text
+    # without the benchmark the same windows give no table, and say where one comes from
+    bare = advise(windows, info, PlainBaseline(plain_steps(plain), "x"))
+    assert bare.recommendation is None and "SGLang gives it per request" in (bare.reason or "")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
 
+    from specwatch.core.acceptance import AcceptanceCounts
     from specwatch.core.draft_advisor import PlainBaseline
     from specwatch.core.server import MetricsWindow, ServerInfo
     from specwatch.session.advice_watch import Watched
@@ -118,7 +119,7 @@ def run_advise(
 
         return run_sweep(sources, args.json, out, err)
     try:
-        label, info, windows = _windows(sources[0], args, err, watch)
+        label, info, windows, requests = _windows(sources[0], args, err, watch)
         plain = _baseline(args, windows)
         if args.draft_ms is not None and not args.draft_ms >= 0:
             raise ValueError("--draft-ms must be zero or more")
@@ -126,13 +127,14 @@ def run_advise(
         print(f"specwatch advise: {e}", file=err)
         return EXIT_USAGE
     draft_s = None if args.draft_ms is None else args.draft_ms / 1000.0
-    return _print_advice(label, info, windows, plain, draft_s, args.json, out)
+    return _print_advice(label, info, windows, plain, draft_s, args.json, out, requests)
 
 
 def _windows(
     source: str, args: argparse.Namespace, err: TextIO, watch: Watch | None
-) -> tuple[str, ServerInfo, tuple[MetricsWindow, ...]]:
-    """The windows to advise on, from a recording or a live watch (``ValueError``: why not)."""
+) -> tuple[str, ServerInfo, tuple[MetricsWindow, ...], AcceptanceCounts | None]:
+    """The windows to advise on, from a recording or a live watch (``ValueError``: why not),
+    and the per-position counts of the requests a recording's benchmark runs streamed."""
     if _is_file_source(source):
         from specwatch.record.advice_inputs import recorded_windows
         from specwatch.record.reader import RecordingError
@@ -143,7 +145,9 @@ def _windows(
             raise ValueError(str(e)) from None
         if rec.info is None:
             raise ValueError(f"{rec.label}: no server detection recorded (which dialect, which K)")
-        return rec.label, rec.info, rec.windows
+        from specwatch.core.acceptance import counts_from_histograms
+
+        return rec.label, rec.info, rec.windows, counts_from_histograms(rec.drafts_histograms)
     import asyncio
 
     from specwatch.sources.http.endpoint import parse_endpoint
@@ -159,7 +163,7 @@ def _windows(
         raise ValueError(str(e)) from None
     for line in sorted(set(watched.errors))[:3]:
         print(f"specwatch advise: scrape failed: {line}", file=err)
-    return str(endpoint), watched.info, watched.windows
+    return str(endpoint), watched.info, watched.windows, None
 
 
 async def _watch(endpoint: Endpoint, seconds: float, interval_s: float) -> Watched:
@@ -189,11 +193,12 @@ def _print_advice(
     draft_s: float | None,
     as_json: bool,
     out: TextIO,
+    requests: AcceptanceCounts | None = None,
 ) -> int:
     from specwatch.core.advice_text import advice_lines
     from specwatch.core.draft_advisor import advice_json, advise
 
-    advice = advise(windows, info, plain, draft_s)
+    advice = advise(windows, info, plain, draft_s, requests=requests)
     withheld = NO_BASELINE if plain is None else None
     if as_json:
         import orjson
