@@ -46,6 +46,7 @@ from tests.scene import scene_server
 from tests.sim_testing import in_thread, metric_value, serving
 from tests.test_advise_cli import record_windows
 from tests.test_compare import synthetic_result
+from tests.test_sim_sglang import full_boost
 
 URL = "http://127.0.0.1:30000"
 
@@ -373,3 +374,43 @@ def test_advise_on_an_sglang_recording_with_a_benchmark_in_it(tmp_path: Path) ->
     # without the benchmark the same windows give no table, and say where one comes from
     bare = advise(windows, info, PlainBaseline(plain_steps(plain), "x"))
     assert bare.recommendation is None and "SGLang gives it per request" in (bare.reason or "")
+
+
+# --- item 7: the running count lags a prefill until the next decode log tick -----------------
+
+
+def test_the_simulator_holds_the_pre_prefill_batch_until_the_40_pass_tick() -> None:
+    clock = ManualClock()
+    cfg = preset("sglang", "0.5.23", warmup_requests=0, prefill_ms=12.0)
+    step = cfg.base_step_ms / 1000
+    body = {"text": "x", "sampling_params": {"max_new_tokens": 2000, "ignore_eos": True}}
+
+    def running_at(url: str, t: float) -> float | None:
+        clock.set(t)
+        return metric_value(httpx.get(url + "/metrics").text, "sglang:num_running_reqs")
+
+    with serving(cfg, clock, full_boost()) as (world, server):
+        url = server.url
+        first = in_thread(lambda: httpx.post(url + "/generate", json=body, timeout=10))
+        assert world.wait_submitted(1)
+        assert running_at(url, 0.012 + 39.5 * step) == 0.0  # written at its prefill: 0 before
+        assert running_at(url, 0.012 + 40.5 * step) == 1.0  # the 40th pass's tick
+        second = in_thread(lambda: httpx.post(url + "/generate", json=body, timeout=10))
+        assert world.wait_submitted(2)
+        assert running_at(url, clock.now() + 0.05) == 1.0  # the batch the new one had not joined
+        prefills = [s for s in world.truth.steps() if s.prefill_requests]
+        passes = [s for s in world.truth.steps() if s.decode_requests == 2]
+        assert len(prefills) == 2 and 0 < len(passes) < 40
+        # by the next tick (at most 40 passes later) both are counted
+        assert running_at(url, clock.now() + 41 * (step + 2 * cfg.batch_step_ms / 1000)) == 2.0
+        clock.set(1000.0)
+        first.result(timeout=10)
+        second.result(timeout=10)
+
+
+def test_the_running_count_says_it_is_sampled_on_the_log_tick() -> None:
+    text = _passes_0_5_23((10, 10), (0, 0))
+    b = _derive("0.5.23", None, text, 0.0)
+    assert b.values["requests_running"] == 4.0
+    assert "sampled on SGLang's log ticks" in b.sources["requests_running"]
+    assert "every --decode-log-interval decode passes" in b.sources["requests_running"]

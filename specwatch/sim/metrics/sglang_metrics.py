@@ -40,6 +40,9 @@ class SglangTelemetry(Telemetry):
         self.decode_passes = [0] * ranks
         self.decode_passes_no_graph = [0] * ranks
         self.last_batch_in_graph = [True] * ranks
+        # num_running_reqs as the scheduler last wrote it: after a prefill, the batch the new
+        # requests had not joined yet; on each decode log tick, the batch then
+        self.running_written = [0] * ranks
         self.prefill_passes = [0] * ranks
         self.realtime_decode = 0
         self.realtime_prefill = 0
@@ -90,12 +93,18 @@ class SglangTelemetry(Telemetry):
             # The tokenizer manager: interval / new tokens, recorded once per token.
             self.sg_itl.observe(itl / n, times=n, sum_value=itl)
             self.realtime_decode += n
+        decoding = [0] * len(self.decode_passes)
+        for req, _, _, _ in decoded:
+            decoding[self.rank_of(req)] += 1
+        if step.prefill_requests:
+            self.running_written = decoding
         if step.decode_requests:
             self.decode_iterations += 1
             self._tick_tokens += step.decode_tokens
             self._tick_forward += step.decode_requests
             self._tick_correct += step.accepted_drafts
             if self.decode_iterations % max(1, self.config.decode_log_interval) == 0:
+                self.running_written = decoding
                 self._decode_log_tick(t)
 
     def _decode_log_tick(self, t: float) -> None:

@@ -34,6 +34,8 @@ class RankCounts(Protocol):
     decode_passes_no_graph: list[int]
     """The decode passes that ran outside a CUDA graph (a subset of ``decode_passes``)."""
     last_batch_in_graph: list[bool]
+    running_written: list[int]
+    """``num_running_reqs`` per rank as last written (a prefill or a decode log tick)."""
     prefill_passes: list[int]
     spec_accept_length: float
     spec_accept_rate: float
@@ -75,6 +77,11 @@ def scheduler_families(
     per_rank = [0] * ranks
     for req in running:
         per_rank[tm.rank_of(req)] += 1
+    # SGLang writes the running count after a prefill (the batch before the new requests
+    # joined) and on decode log ticks (every 40 passes), so it lags a prefill by up to 40
+    # passes; a rank with nothing running reads 0 (assumed of the idle path: not checked
+    # against a wheel)
+    written = [tm.running_written[r] if per_rank[r] else 0 for r in range(ranks)]
     queued = [waiting // ranks + (1 if r < waiting % ranks else 0) for r in range(ranks)]
     total = len(running)
     usage = [min(1.0, kv * ranks * n / total) if total else kv for n in per_rank]
@@ -93,7 +100,7 @@ def scheduler_families(
     same = [0.0] * ranks
     out: list[Metric] = [
         _gauge(
-            "sglang:num_running_reqs", "The number of running requests.", with_breakdown(per_rank)
+            "sglang:num_running_reqs", "The number of running requests.", with_breakdown(written)
         ),
         _gauge(
             "sglang:num_used_tokens",

@@ -60,7 +60,12 @@ def derive_sglang(
     """SGLang's window: live tokens; finished-request spec counters, or gauges without them."""
     version = version_tuple(info.version)
     # counts sum over data-parallel ranks (the priority breakdown dropped); ratios are a mean
-    b.set("requests_running", count(cur, _RUNNING), _RUNNING)
+    b.set(
+        "requests_running",
+        count(cur, _RUNNING),
+        f"{_RUNNING}: sampled on SGLang's log ticks, written after a prefill (the batch before"
+        " the new requests join) and every --decode-log-interval decode passes (default 40)",
+    )
     b.set("requests_waiting", count(cur, _S + "num_queue_reqs"), _S + "num_queue_reqs")
     b.set("kv_cache_usage", ratio_mean(cur, _S + "token_usage"), _S + "token_usage (mean of ranks)")
     b.set(
