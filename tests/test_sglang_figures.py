@@ -14,6 +14,7 @@ import httpx
 import pytest
 from rich.style import Style
 
+from specwatch.bench.aggregate import combine_streams
 from specwatch.commands.advise import run_advise
 from specwatch.commands.main import build_parser
 from specwatch.core.acceptance import (
@@ -24,7 +25,7 @@ from specwatch.core.acceptance import (
 )
 from specwatch.core.advice_text import advice_lines
 from specwatch.core.draft_advisor import PlainBaseline, advise
-from specwatch.core.server import Dialect, MetricsWindow, ServerInfo, SpecConfig
+from specwatch.core.server import Dialect, MetricsWindow, ServerInfo, SpecConfig, StreamResult
 from specwatch.core.step_cost import plain_steps
 from specwatch.record import Recorder
 from specwatch.session import events as ev
@@ -414,3 +415,31 @@ def test_the_running_count_says_it_is_sampled_on_the_log_tick() -> None:
     assert b.values["requests_running"] == 4.0
     assert "sampled on SGLang's log ticks" in b.sources["requests_running"]
     assert "every --decode-log-interval decode passes" in b.sources["requests_running"]
+
+
+def test_a_run_sums_the_histograms_of_its_streams() -> None:
+    def stream(hist: list[int]) -> StreamResult:
+        return StreamResult(
+            completion_tokens=10,
+            prompt_tokens=5,
+            wall_s=1.0,
+            ttft_s=0.1,
+            decode_s=0.9,
+            tok_s=10.0,
+            decode_tok_s=10.0,
+            counts_exact=True,
+            count_source="meta_info.completion_tokens",
+            server_stats={"spec_verify_ct": 5, "spec_correct_drafts_histogram": hist},
+        )
+
+    run = combine_streams(
+        [stream([2, 3, 4, 6]), stream([1, 2, 3, 4])],
+        index=1,
+        warmup=False,
+        prompt_index=0,
+        t_start=0.0,
+        t_end=1.0,
+        wall_s=1.0,
+    )
+    assert drafts_histogram(run.server_stats) == (3.0, 5.0, 7.0, 10.0)
+    assert run.server_stats["spec_verify_ct"] == 5  # the rest is the first stream's
