@@ -230,7 +230,11 @@ def test_the_verify_pane_shows_the_cuda_graph_share() -> None:
     model.add_window(MetricsWindow(t=1.0, dt=1.0, step_latency_s=0.029, cuda_graph_share=0.875))
     first = verify_text(model, tones).plain.splitlines()[0]
     assert "graphs 88%" in first
-    assert " g88%" in verify_text(model, tones, width=20).plain.splitlines()[0]
+    assert " graphs 88%" in verify_text(model, tones, width=20).plain.splitlines()[0]
+    # a narrow pane drops a full share (the usual case) rather than the percentiles
+    model.add_window(MetricsWindow(t=2.0, dt=1.0, step_latency_s=0.029, cuda_graph_share=1.0))
+    assert "graphs" not in verify_text(model, tones, width=20).plain.splitlines()[0]
+    assert "graphs 100%" in verify_text(model, tones).plain.splitlines()[0]
 
 
 def test_the_advisor_says_when_verify_ran_outside_graphs() -> None:
@@ -443,3 +447,22 @@ def test_a_run_sums_the_histograms_of_its_streams() -> None:
     )
     assert drafts_histogram(run.server_stats) == (3.0, 5.0, 7.0, 10.0)
     assert run.server_stats["spec_verify_ct"] == 5  # the rest is the first stream's
+
+
+def test_a_full_share_gives_way_to_the_percentiles_a_low_one_does_not() -> None:
+    tones = {k: Style() for k in ("label", "value", "dim", "good", "bad")}
+    model = MonitorModel(baseline_ms=12.0, baseline_source="--baseline-itl")
+    model.set_ready(0.0, scene_server())
+    for share in (1.0, 0.5):
+        model.add_window(
+            MetricsWindow(
+                t=1.0 + share,
+                dt=1.0,
+                step_latency_s=0.029,
+                step_latency_p50_s=0.028,
+                cuda_graph_share=share,
+            )
+        )
+        first = verify_text(model, tones).plain.splitlines()[0]
+        at_graphs, at_p50 = first.index("graphs"), first.index("p50")
+        assert (at_graphs > at_p50) if share == 1.0 else (at_graphs < at_p50), first
