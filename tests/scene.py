@@ -210,6 +210,7 @@ def build_scene(
                 step_latency_p50_s=step_s * 0.97,
                 step_latency_p90_s=step_s * 1.12,
                 step_latency_p99_s=step_s * 1.31,
+                cuda_graph_share=1.0,
                 itl_s=step_s / accept,
                 requests_running=32.0,
                 requests_waiting=0.0,

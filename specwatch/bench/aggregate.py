@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 
+from specwatch.core.acceptance import HISTOGRAM_KEYS, drafts_histogram
 from specwatch.core.gpu import GpuTick
 from specwatch.core.server import StreamResult
 from specwatch.core.snapshot_records import Overall, RunResult, SeriesGpu, SeriesPoint
@@ -38,6 +39,19 @@ def overall_of(runs: Sequence[RunResult]) -> Overall:
 def counter_deltas(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
     """``after − before`` for counters present in both (a decrease means a restart: dropped)."""
     return {k: after[k] - before[k] for k in sorted(after) if k in before and after[k] >= before[k]}
+
+
+def _run_stats(results: Sequence[StreamResult]) -> dict[str, object]:
+    """The first stream's server stats, with SGLang's accepted-drafts histogram summed over
+    every stream of the run (the advisor's per-position counts)."""
+    stats: dict[str, object] = dict(results[0].server_stats)
+    found = [h for r in results if (h := drafts_histogram(r.server_stats)) is not None]
+    if len(found) > 1:
+        width = max(len(h) for h in found)
+        stats[HISTOGRAM_KEYS[0]] = [
+            math.fsum(h[j] for h in found if j < len(h)) for j in range(width)
+        ]
+    return stats
 
 
 def combine_streams(
@@ -80,7 +94,7 @@ def combine_streams(
         finish_reason=first.finish_reason,
         t_start=t_start,
         t_end=t_end,
-        server_stats=dict(first.server_stats),
+        server_stats=_run_stats(results),
         error="; ".join(errors) if errors else None,
         notes=dict(first.notes),
     )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
 
+    from specwatch.core.acceptance import AcceptanceCounts
     from specwatch.core.draft_advisor import PlainBaseline
     from specwatch.core.draft_sweep import Sweep
     from specwatch.core.server import MetricsWindow, ServerInfo
@@ -128,7 +129,7 @@ def run_advise(
         return run_sweep(sources, args.json, out, err)
     try:
         measured = _sweep(getattr(args, "sweep", None))
-        label, info, windows = _windows(sources[0], args, err, watch)
+        label, info, windows, requests = _windows(sources[0], args, err, watch)
         plain = _baseline(args, windows)
         if args.draft_ms is not None and not args.draft_ms >= 0:
             raise ValueError("--draft-ms must be zero or more")
@@ -136,7 +137,7 @@ def run_advise(
         print(f"specwatch advise: {e}", file=err)
         return EXIT_USAGE
     draft_s = None if args.draft_ms is None else args.draft_ms / 1000.0
-    return _print_advice(label, info, windows, plain, draft_s, args.json, out, measured)
+    return _print_advice(label, info, windows, plain, draft_s, args.json, out, measured, requests)
 
 
 def _sweep(paths: list[str] | None) -> Sweep | None:
@@ -150,8 +151,9 @@ def _sweep(paths: list[str] | None) -> Sweep | None:
 
 def _windows(
     source: str, args: argparse.Namespace, err: TextIO, watch: Watch | None
-) -> tuple[str, ServerInfo, tuple[MetricsWindow, ...]]:
-    """The windows to advise on, from a recording or a live watch (``ValueError``: why not)."""
+) -> tuple[str, ServerInfo, tuple[MetricsWindow, ...], AcceptanceCounts | None]:
+    """The windows to advise on, from a recording or a live watch (``ValueError``: why not),
+    and the per-position counts of the requests a recording's benchmark runs streamed."""
     if _is_file_source(source):
         from specwatch.record.advice_inputs import recorded_windows
         from specwatch.record.reader import RecordingError
@@ -162,7 +164,9 @@ def _windows(
             raise ValueError(str(e)) from None
         if rec.info is None:
             raise ValueError(f"{rec.label}: no server detection recorded (which dialect, which K)")
-        return rec.label, rec.info, rec.windows
+        from specwatch.core.acceptance import counts_from_histograms
+
+        return rec.label, rec.info, rec.windows, counts_from_histograms(rec.drafts_histograms)
     import asyncio
 
     from specwatch.sources.http.endpoint import parse_endpoint
@@ -178,7 +182,7 @@ def _windows(
         raise ValueError(str(e)) from None
     for line in sorted(set(watched.errors))[:3]:
         print(f"specwatch advise: scrape failed: {line}", file=err)
-    return str(endpoint), watched.info, watched.windows
+    return str(endpoint), watched.info, watched.windows, None
 
 
 async def _watch(endpoint: Endpoint, seconds: float, interval_s: float) -> Watched:
@@ -209,13 +213,14 @@ def _print_advice(
     as_json: bool,
     out: TextIO,
     measured: Sweep | None = None,
+    requests: AcceptanceCounts | None = None,
 ) -> int:
     from specwatch.core.advice_sweep import measured_lines, merge_sweep
     from specwatch.core.advice_text import advice_lines
     from specwatch.core.draft_advisor import advice_json, advise
     from specwatch.core.values import to_jsonable
 
-    advice = advise(windows, info, plain, draft_s)
+    advice = advise(windows, info, plain, draft_s, requests=requests)
     swept = merge_sweep(advice, measured) if measured is not None else None
     if swept is not None:
         advice = swept.advice

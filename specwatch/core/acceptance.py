@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 from specwatch.core.server import MetricsWindow, SpecConfig
 
@@ -131,6 +132,45 @@ def pool_counts(windows: Iterable[MetricsWindow]) -> AcceptanceCounts | None:
     )
 
 
+def counts_from_histograms(histograms: Iterable[Sequence[float]]) -> AcceptanceCounts | None:
+    """Chain counts from per-request "exactly ``j`` drafts accepted" histograms, pooled.
+
+    SGLang's ``spec_correct_drafts_histogram[j]`` (``spec_accept_histogram`` in 0.5.10) counts a
+    request's verify steps that accepted exactly ``j`` drafts; with chain drafting a step that
+    accepted ``j`` accepted positions 1..j, so position ``i`` was accepted in
+    ``Σ_{j>=i} h[j]`` steps out of ``Σ_j h[j]``. ``None`` without a usable histogram.
+    """
+    rows = [
+        [float(x) for x in h]
+        for h in histograms
+        if len(h) >= 2 and all(math.isfinite(float(x)) and float(x) >= 0 for x in h)
+    ]
+    if not rows:
+        return None
+    k = max(len(h) for h in rows) - 1
+    exactly = [sum(h[j] for h in rows if j < len(h)) for j in range(k + 1)]
+    drafts = sum(exactly)
+    if drafts <= 0:
+        return None
+    per_pos = tuple(sum(exactly[i:]) for i in range(1, k + 1))
+    return AcceptanceCounts(drafts, per_pos, None, len(rows))
+
+
+HISTOGRAM_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
+"""SGLang's per-request accepted-drafts histogram: the 0.5.16+ name, then the 0.5.10 one."""
+
+
+def drafts_histogram(stats: Mapping[str, Any]) -> tuple[float, ...] | None:
+    """A request's accepted-drafts histogram from its server stats (``None``: none there)."""
+    for key in HISTOGRAM_KEYS:
+        found = stats.get(key)
+        if isinstance(found, list | tuple) and all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in found
+        ):
+            return tuple(float(x) for x in found)
+    return None
+
+
 def refusal(spec: SpecConfig | None) -> str | None:
     """Why the chain formula does not apply to this setup; ``None`` when it does."""
     if spec is not None and spec.topk is not None and spec.topk > 1:
@@ -159,7 +199,8 @@ def acceptance_table(
             k,
             drafts,
             reason="no per-position acceptance counters in these windows (vLLM "
-            "spec_decode_num_accepted_tokens_per_pos, llama.cpp builds that export it)",
+            "spec_decode_num_accepted_tokens_per_pos, llama.cpp builds that export it; SGLang "
+            "gives it per request only: a recording with a benchmark run in it)",
         )
     if drafts < min_drafts:
         return AcceptanceTable(
@@ -194,11 +235,14 @@ def acceptance_table(
 
 __all__ = [
     "CONFIDENCE",
+    "HISTOGRAM_KEYS",
     "MIN_DRAFTS",
     "AcceptanceCounts",
     "AcceptanceTable",
     "Estimate",
     "acceptance_table",
+    "counts_from_histograms",
+    "drafts_histogram",
     "pool_counts",
     "refusal",
     "usable",

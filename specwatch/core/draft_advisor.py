@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specwatch.core.acceptance import (
+    AcceptanceCounts,
     AcceptanceTable,
     Estimate,
     acceptance_table,
@@ -132,6 +133,7 @@ def advise(
     draft_s_per_token: float | None = None,
     *,
     min_drafts: float | None = None,
+    requests: AcceptanceCounts | None = None,
 ) -> Advice:
     """The draft-length advice from ``windows`` of the server ``info`` describes.
 
@@ -141,16 +143,25 @@ def advise(
         plain: Plain step time by batch (a baseline run without speculation).
         draft_s_per_token: Drafting cost per draft token where measured; else the linear model.
         min_drafts: The sample floor of drafted steps (default ``acceptance.MIN_DRAFTS``).
+        requests: Per-position counts from streamed requests (SGLang's per-request
+            histograms), for windows that carry none; taken as the same at every batch.
     """
     floor: dict[str, float] = {} if min_drafts is None else {"min_drafts": min_drafts}
-    pooled = acceptance_table(pool_counts(windows), info.spec, **floor)
+    counted = pool_counts(windows)
+    pooled = acceptance_table(counted or requests, info.spec, **floor)
     k = pooled.k_running
     assumptions = _assumptions(plain, draft_s_per_token, pooled)
-    base = Advice(info.dialect, k, pooled, assumptions=assumptions)
+    notes = _graph_notes(windows)
+    if counted is None and requests is not None:
+        notes += (
+            f"per-position acceptance from {requests.windows} streamed requests' "
+            "accepted-drafts histograms, taken as the same at every batch",
+        )
+    base = Advice(info.dialect, k, pooled, assumptions=assumptions, notes=notes)
     if pooled.reason is not None or k is None:
         return replace(base, reason=pooled.reason or "no draft length known")
     curve = step_curve(windows)
-    bins = tuple(_bin(b, info, plain, draft_s_per_token, k, floor) for b in curve)
+    bins = tuple(_bin(b, info, plain, draft_s_per_token, k, floor, requests) for b in curve)
     if not bins:
         return replace(base, reason="no window says how many requests were running")
     advised = [b for b in bins if b.best_k is not None]
@@ -160,11 +171,14 @@ def advise(
     main = max(advised, key=lambda b: (b.windows, -b.batch)).batch
     per_batch = [(b.batch, b.advised_k or 0) for b in advised]
     loses_from, between = _crossover(advised)
-    notes = tuple(
-        f"batch {b.batch} is a step-time cliff ({b.cliff:.1f}× its neighbours)"
-        + (": speculation loses there alone" if b.verdict == LOSES else "")
-        for b in bins
-        if b.cliff is not None
+    notes = (
+        tuple(
+            f"batch {b.batch} is a step-time cliff ({b.cliff:.1f}× its neighbours)"
+            + (": speculation loses there alone" if b.verdict == LOSES else "")
+            for b in bins
+            if b.cliff is not None
+        )
+        + base.notes
     )
     return replace(
         base,
@@ -174,6 +188,19 @@ def advise(
         recommendation=engine_setting(info.dialect, k, per_batch, main),
         main_batch=main,
         notes=notes,
+    )
+
+
+def _graph_notes(windows: Sequence[MetricsWindow]) -> tuple[str, ...]:
+    """Say when verify passes ran outside CUDA graphs (SGLang counts them): those steps are
+    slower than a captured shape's, so the step curve mixes two costs."""
+    shares = [w.cuda_graph_share for w in windows if w.cuda_graph_share is not None]
+    if not shares or min(shares) >= 0.99:
+        return ()
+    outside = 1.0 - sum(shares) / len(shares)
+    return (
+        f"{outside:.0%} of verify passes ran outside CUDA graphs (mean of "
+        f"{len(shares)} windows): their steps cost more than a captured batch shape's",
     )
 
 
@@ -199,8 +226,9 @@ def _bin(
     draft_s: float | None,
     k_running: int,
     floor: Mapping[str, float],
+    requests: AcceptanceCounts | None = None,
 ) -> BatchAdvice:
-    table = acceptance_table(pool_counts(b.windows), info.spec, **floor)
+    table = acceptance_table(pool_counts(b.windows) or requests, info.spec, **floor)
     found = interpolate(plain.step_s, b.batch) if plain else None
     plain_s = found[0] if found else None
     head = BatchAdvice(b.batch, len(b.windows), b.step_s, plain_s, table, b.cliff)

@@ -104,6 +104,10 @@ class MetricsWindow:
     step_latency_p50_s: float | None = None
     step_latency_p90_s: float | None = None
     step_latency_p99_s: float | None = None
+    cuda_graph_share: float | None = None
+    """Share of decode (verify) passes run under CUDA graphs, 0..1: over the window where the
+    server counts passes by mode, else whether its last decode batch did (a gauge). A verify
+    step outside a graph costs more, so step times with a low share are not the usual ones."""
     itl_s: float | None = None
     """Windowed mean per-token latency as the server reports it."""
     ttft_s: float | None = None

@@ -106,7 +106,8 @@ class RunResult:
     server_accept_length: float | None = None
     """Tokens per verify step from the counter deltas, where the server exposes them."""
     server_stats: Mapping[str, Any] = field(default_factory=dict)
-    """The server's own per-request numbers (first stream), e.g. llama.cpp ``timings``."""
+    """The server's own per-request numbers (first stream), e.g. llama.cpp ``timings``;
+    SGLang's ``spec_correct_drafts_histogram`` summed over the run's streams."""
     gpus: tuple[GpuRunSummary, ...] = ()
     error: str | None = None
     notes: Mapping[str, str] = field(default_factory=dict)

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from specwatch.core.acceptance import drafts_histogram
 from specwatch.core.draft_advisor import PlainBaseline
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.core.step_cost import MIN_WINDOWS, plain_steps
@@ -33,6 +34,9 @@ class RecordedWindows:
     label: str
     info: ServerInfo | None
     windows: tuple[MetricsWindow, ...]
+    drafts_histograms: tuple[tuple[float, ...], ...] = ()
+    """The accepted-drafts histograms of the benchmark runs recorded in the range (SGLang's
+    per-request ``spec_correct_drafts_histogram``, the first stream of each run)."""
 
 
 def is_snapshot(text: str) -> bool:
@@ -71,10 +75,15 @@ def recorded_windows(text: str) -> RecordedWindows:
             else None
         )
         windows: list[MetricsWindow] = []
+        histograms: list[tuple[float, ...]] = []
         for rec in reader.events(t0, t1):
             event = rec.event
             if isinstance(event, ev.ServerReady) and event.server == 0:
                 info = event.info
+            elif rec.t >= t0 and isinstance(event, ev.BenchFinished) and event.result is not None:
+                histograms += (
+                    h for r in event.result.runs if (h := drafts_histogram(r.server_stats))
+                )
             elif (
                 rec.t >= t0
                 and isinstance(event, ev.MetricsScraped)
@@ -82,7 +91,7 @@ def recorded_windows(text: str) -> RecordedWindows:
                 and event.window.dt > 0
             ):
                 windows.append(event.window)
-    return RecordedWindows(label, info, tuple(windows))
+    return RecordedWindows(label, info, tuple(windows), tuple(histograms))
 
 
 def baseline_from_file(text: str) -> PlainBaseline:

@@ -23,6 +23,10 @@ the tokens that fit are sent: vLLM's scheduler counts a full step before the out
 so its counters read higher than the stream."""
 
 
+CUDA_GRAPH_MAX_BS = 160
+"""The largest decode batch with a captured CUDA graph (SGLang ``cuda_graph_max_bs``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class SimConfig:
     """Everything that shapes a simulated server.
@@ -132,6 +136,13 @@ class SimConfig:
             if at == batch:
                 ms *= factor
         return ms
+
+    def cuda_graph_at(self, batch: int) -> bool:
+        """Whether a decode step of ``batch`` requests runs in a captured CUDA graph: not at
+        a verify cliff (no graph for that shape) nor above ``CUDA_GRAPH_MAX_BS``."""
+        if batch > CUDA_GRAPH_MAX_BS:
+            return False
+        return not (self.spec_enabled and any(at == batch for at, _ in self.verify_cliffs))
 
     @property
     def vtuple(self) -> tuple[int, ...]:

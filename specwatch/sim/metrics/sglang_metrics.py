@@ -38,6 +38,11 @@ class SglangTelemetry(Telemetry):
         ranks = max(1, config.dp_engines)
         # one scheduler per data-parallel rank, each stepping in every engine step it has work
         self.decode_passes = [0] * ranks
+        self.decode_passes_no_graph = [0] * ranks
+        self.last_batch_in_graph = [True] * ranks
+        # num_running_reqs as the scheduler last wrote it: after a prefill, the batch the new
+        # requests had not joined yet; on each decode log tick, the batch then
+        self.running_written = [0] * ranks
         self.prefill_passes = [0] * ranks
         self.realtime_decode = 0
         self.realtime_prefill = 0
@@ -78,19 +83,28 @@ class SglangTelemetry(Telemetry):
         """Forward passes, inter-token latency, and the decode log tick."""
         if step.prefill_requests:
             self.prefill_passes[0] += 1
+        in_graph = self.config.cuda_graph_at(step.decode_requests)
         for rank in {self.rank_of(req) for req, _, _, _ in decoded}:
             self.decode_passes[rank] += 1
+            self.decode_passes_no_graph[rank] += 0 if in_graph else 1
+            self.last_batch_in_graph[rank] = in_graph
         for req, n, _, _ in decoded:
             itl = req.step_latencies[-1]
             # The tokenizer manager: interval / new tokens, recorded once per token.
             self.sg_itl.observe(itl / n, times=n, sum_value=itl)
             self.realtime_decode += n
+        decoding = [0] * len(self.decode_passes)
+        for req, _, _, _ in decoded:
+            decoding[self.rank_of(req)] += 1
+        if step.prefill_requests:
+            self.running_written = decoding
         if step.decode_requests:
             self.decode_iterations += 1
             self._tick_tokens += step.decode_tokens
             self._tick_forward += step.decode_requests
             self._tick_correct += step.accepted_drafts
             if self.decode_iterations % max(1, self.config.decode_log_interval) == 0:
+                self.running_written = decoding
                 self._decode_log_tick(t)
 
     def _decode_log_tick(self, t: float) -> None:

@@ -31,6 +31,11 @@ class RankCounts(Protocol):
 
     config: SimConfig
     decode_passes: list[int]
+    decode_passes_no_graph: list[int]
+    """The decode passes that ran outside a CUDA graph (a subset of ``decode_passes``)."""
+    last_batch_in_graph: list[bool]
+    running_written: list[int]
+    """``num_running_reqs`` per rank as last written (a prefill or a decode log tick)."""
     prefill_passes: list[int]
     spec_accept_length: float
     spec_accept_rate: float
@@ -72,6 +77,11 @@ def scheduler_families(
     per_rank = [0] * ranks
     for req in running:
         per_rank[tm.rank_of(req)] += 1
+    # SGLang writes the running count after a prefill (the batch before the new requests
+    # joined) and on decode log ticks (every 40 passes), so it lags a prefill by up to 40
+    # passes; a rank with nothing running reads 0 (assumed of the idle path: not checked
+    # against a wheel)
+    written = [tm.running_written[r] if per_rank[r] else 0 for r in range(ranks)]
     queued = [waiting // ranks + (1 if r < waiting % ranks else 0) for r in range(ranks)]
     total = len(running)
     usage = [min(1.0, kv * ranks * n / total) if total else kv for n in per_rank]
@@ -90,7 +100,7 @@ def scheduler_families(
     same = [0.0] * ranks
     out: list[Metric] = [
         _gauge(
-            "sglang:num_running_reqs", "The number of running requests.", with_breakdown(per_rank)
+            "sglang:num_running_reqs", "The number of running requests.", with_breakdown(written)
         ),
         _gauge(
             "sglang:num_used_tokens",
@@ -125,7 +135,7 @@ def scheduler_families(
             _gauge(
                 "sglang:is_cuda_graph",
                 "Whether the batch is using CUDA graph.",
-                each([1.0] * ranks),
+                each([1.0 if g else 0.0 for g in tm.last_batch_in_graph]),
             )
         )
     if cfg.at_least("0.5.16"):
@@ -142,8 +152,11 @@ def scheduler_families(
     if cfg.at_least("0.5.9"):  # in the 0.5.9 wheel already (not 0.5.3)
         rows: list[tuple[dict[str, str], float]] = []
         for r in range(ranks):
-            rows.append(({**labels[r], "mode": "decode_cuda_graph"}, float(tm.decode_passes[r])))
-            rows.append(({**labels[r], "mode": "decode_none"}, 0.0))
+            none = tm.decode_passes_no_graph[r]
+            rows.append(
+                ({**labels[r], "mode": "decode_cuda_graph"}, float(tm.decode_passes[r] - none))
+            )
+            rows.append(({**labels[r], "mode": "decode_none"}, float(none)))
             rows.append(({**labels[r], "mode": "prefill_none"}, float(tm.prefill_passes[r])))
         out.append(counter("sglang:cuda_graph_passes", "Number of forward passes by mode.", rows))
     return out

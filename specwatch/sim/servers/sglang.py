@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from aiohttp import web
 
 from specwatch.core.server import Dialect
-from specwatch.sim.config import SimConfig
+from specwatch.sim.config import CUDA_GRAPH_MAX_BS, SimConfig
 from specwatch.sim.engine import SimRequest, TokenEvent
 from specwatch.sim.metrics.sglang_metrics import SglangTelemetry
 from specwatch.sim.servers.base import (
@@ -145,14 +145,14 @@ class SglangDialect(OpenAiDialect):
                 {
                     "cuda_graph_config": None,
                     "cuda_graph_backend_decode": "full",
-                    "cuda_graph_max_bs_decode": 160,
+                    "cuda_graph_max_bs_decode": CUDA_GRAPH_MAX_BS,
                     "cuda_graph_bs_decode": None,
                     "disable_decode_cuda_graph": False,
                     "speculative_adaptive": False,
                 }
             )
         else:
-            info.update({"disable_cuda_graph": False, "cuda_graph_max_bs": 160})
+            info.update({"disable_cuda_graph": False, "cuda_graph_max_bs": CUDA_GRAPH_MAX_BS})
         if cfg.at_least("0.5.23"):
             info["frontend"] = "python"
         return json_response(info)

@@ -35,6 +35,11 @@ ONE_CHUNK_PER_STEP = (
 """The step note of servers that send one chunk per engine step."""
 
 
+SIDE_EVERY_S = 10.0
+"""Seconds between two reads of a dialect's :meth:`ServerDialect.side_figures`: lifetime
+figures, and each read asks the server's scheduler for its state."""
+
+
 @dataclass(frozen=True, slots=True)
 class StreamRequest:
     """One generation to stream, independent of the server."""
@@ -107,6 +112,14 @@ class ServerDialect(abc.ABC):
             return None, detail, None
         return True, None, scrape
 
+    async def side_figures(
+        self, client: ServerClient, info: ServerInfo, scrape: Scrape
+    ) -> dict[str, tuple[float, str]]:
+        """Window fields ``/metrics`` lacks that a passive info endpoint gives, as
+        ``name -> (value, source)``; asked at most every :data:`SIDE_EVERY_S` seconds, and never
+        of an endpoint that makes the server do model work. None by default."""
+        return {}
+
     def scrape_notes(self, scrape: Scrape) -> dict[str, str]:
         """Notes a scrape deserves before any number is derived (e.g. no series of ours)."""
         return {}
@@ -157,4 +170,4 @@ class ServerDialect(abc.ABC):
         return None
 
 
-__all__ = ["ONE_CHUNK_PER_STEP", "ServerDialect", "StreamPlan", "StreamRequest"]
+__all__ = ["ONE_CHUNK_PER_STEP", "SIDE_EVERY_S", "ServerDialect", "StreamPlan", "StreamRequest"]

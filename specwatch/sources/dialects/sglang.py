@@ -19,7 +19,7 @@ from specwatch.sources.dialects.base import (
     StreamPlan,
     StreamRequest,
 )
-from specwatch.sources.dialects.sglang_window import derive_sglang
+from specwatch.sources.dialects.sglang_window import derive_sglang, draft_per_round
 from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.identity.server_queries import (
     redact_launch_args,
@@ -107,6 +107,15 @@ def _sglang_spec(
     drafted = as_float(stats.get("spec_draft_token_num"))
     if accepted is not None and drafted:
         return length, accepted / drafted
+    derived = _drafts_rate_from_verify(info, verify, completion)
+    if derived is not None:
+        stats["spec_accept_rate_derived"] = derived
+        notes.setdefault(
+            "draft_acceptance_rate",
+            "(completion_tokens − 1 − spec_verify_ct) / (spec_verify_ct × (num_draft_tokens − 1)):"
+            " the first token is prefill's and each verify step adds one bonus token",
+        )
+        return length, derived
     reported = as_float(stats.get("spec_accept_rate"))
     if reported is not None:
         notes.setdefault(
@@ -117,6 +126,44 @@ def _sglang_spec(
     if length is not None:
         notes.setdefault("draft_acceptance_rate", "this SGLang version reports no per-request rate")
     return length, None
+
+
+def _drafts_rate_from_verify(
+    info: ServerInfo, verify: float | None, completion: int
+) -> float | None:
+    """Drafts-only acceptance of one request from its verify count, where SGLang gives no
+    accepted-draft count (0.4.10.post2: ``spec_verify_ct`` alone; 0.5.3: a rate over
+    ``speculative_num_steps`` that counts the prefill token as accepted).
+
+    Chain drafting only: with ``topk > 1`` ``num_draft_tokens − 1`` is a tree's size, not the
+    drafts a step can accept.
+    """
+    ndt = info.spec.num_draft_tokens
+    if not verify or ndt is None or ndt < 2 or (info.spec.topk or 1) > 1:
+        return None
+    accepted = completion - 1 - verify
+    if accepted < 0:
+        return None
+    return min(1.0, accepted / (verify * (ndt - 1)))
+
+
+def lifetime_accept_length(server_info: Any) -> float | None:
+    """The mean of ``internal_states[].avg_spec_accept_length`` over data-parallel ranks
+    (absent before a rank's first decode log tick; a PD payload's decode servers first)."""
+    if isinstance(server_info, Mapping) and isinstance(server_info.get("decode"), list):
+        decode = server_info["decode"]
+        server_info = decode[0] if decode else None
+    states = server_info.get("internal_states") if isinstance(server_info, Mapping) else None
+    if not isinstance(states, list):
+        return None
+    values = [
+        v
+        for state in states
+        if isinstance(state, Mapping)
+        and (v := as_float(state.get("avg_spec_accept_length"))) is not None
+        and v >= 1.0
+    ]
+    return sum(values) / len(values) if values else None
 
 
 _ACCEPT_NUM = _S + "generation_tokens_total"
@@ -142,6 +189,7 @@ class SGLangDialect(ServerDialect):
             "spec_accept_rate",
             "spec_verify_calls",
             "cuda_graph_passes",
+            "is_cuda_graph",
             "gen_throughput",
             "inter_token_latency_seconds",
             "time_per_output_token_seconds",
@@ -228,6 +276,34 @@ class SGLangDialect(ServerDialect):
             launch_args=redact_launch_args(launch, client) if launch else None,
             notes=notes,
         )
+
+    async def side_figures(
+        self, client: ServerClient, info: ServerInfo, scrape: Scrape
+    ) -> dict[str, tuple[float, str]]:
+        """The lifetime accept length from ``internal_states[].avg_spec_accept_length``, on
+        servers without ``spec_verify_calls_total`` (before 0.5.15.post1).
+
+        ``/server_info`` asks each scheduler for its state between batches: no model work.
+        """
+        if info.spec.enabled is False or scrape.has(_S + "spec_verify_calls_total"):
+            return {}
+        path = info.spec.source if info.spec.source in _INFO_PATHS else _INFO_PATHS[0]
+        found = await try_json(client, path)
+        length = lifetime_accept_length(found)
+        if length is None:
+            return {}
+        source = (
+            f"{path} internal_states[].avg_spec_accept_length (since start, warm-up included;"
+            " advanced on decode log ticks; mean of data-parallel ranks)"
+        )
+        out = {"lifetime_accept_length": (length, source)}
+        per_round = draft_per_round(info)
+        if per_round:
+            out["lifetime_acceptance_rate"] = (
+                (length - 1.0) / per_round,
+                f"(lifetime accept length − 1) / {per_round} drafts per round, from {path}",
+            )
+        return out
 
     def derive_window(
         self, b: WindowBuilder, cur: Scrape, prev: Scrape | None, dt: float, info: ServerInfo

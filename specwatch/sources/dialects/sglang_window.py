@@ -39,7 +39,8 @@ _RUNNING = _S + "num_running_reqs"
 _PASSES = _S + "cuda_graph_passes_total"
 
 
-def _sglang_draft_per_round(info: ServerInfo) -> int | None:
+def draft_per_round(info: ServerInfo) -> int | None:
+    """Drafts a verify step can accept: ``num_draft_tokens − 1``, else ``num_steps``."""
     ndt = info.spec.num_draft_tokens
     if ndt is not None and ndt > 1:
         return ndt - 1
@@ -59,7 +60,12 @@ def derive_sglang(
     """SGLang's window: live tokens; finished-request spec counters, or gauges without them."""
     version = version_tuple(info.version)
     # counts sum over data-parallel ranks (the priority breakdown dropped); ratios are a mean
-    b.set("requests_running", count(cur, _RUNNING), _RUNNING)
+    b.set(
+        "requests_running",
+        count(cur, _RUNNING),
+        f"{_RUNNING}: sampled on SGLang's log ticks, written after a prefill (the batch before"
+        " the new requests join) and every --decode-log-interval decode passes (default 40)",
+    )
     b.set("requests_waiting", count(cur, _S + "num_queue_reqs"), _S + "num_queue_reqs")
     b.set("kv_cache_usage", ratio_mean(cur, _S + "token_usage"), _S + "token_usage (mean of ranks)")
     b.set(
@@ -72,7 +78,7 @@ def derive_sglang(
     spec_on = info.spec.enabled is not False and (
         cur.has(_S + "spec_accept_length") or info.spec.enabled is True
     )
-    per_round = _sglang_draft_per_round(info)
+    per_round = draft_per_round(info)
     gen_name = _S + "generation_tokens_total"
     verify_name = _S + "spec_verify_calls_total"
     req_name = _S + "num_requests_total"
@@ -168,8 +174,34 @@ def derive_sglang(
     else:
         b.note("step_latency_s", "no decode steps observed in this window")
     b.note("step_latency_p50_s", "SGLang's ITL histogram is per token, not per step")
+    _cuda_graph_share(b, cur, prev)
     if ttft is not None:
         b.set("ttft_s", ttft.mean, f"Δ{_S}time_to_first_token_seconds _sum/_count")
+
+
+def _cuda_graph_share(b: WindowBuilder, cur: Scrape, prev: Scrape) -> None:
+    """Decode passes under CUDA graphs / all decode passes, over every rank (0.5.9+); else the
+    ``is_cuda_graph`` gauge, whether each rank's last decode batch ran in a graph (0.5.3)."""
+    graphed = per_scheduler_delta(cur, prev, _PASSES, {"mode": "decode_cuda_graph"})
+    passes = per_scheduler_delta(cur, prev, _PASSES, {"mode": _DECODE_MODES})
+    total = sum(passes.values())
+    if total > 0:
+        b.set(
+            "cuda_graph_share",
+            sum(graphed.values()) / total,
+            f'Δ{_PASSES}{{mode="decode_cuda_graph"}} / Δ{_PASSES}{{mode=~"decode.*"}}',
+        )
+        return
+    if passes:
+        b.note("cuda_graph_share", "no decode pass in this window")
+        return
+    gauge = ratio_mean(cur, _S + "is_cuda_graph")
+    b.set(
+        "cuda_graph_share",
+        gauge,
+        f"gauge {_S}is_cuda_graph (each rank's last decode batch; mean of ranks)",
+    )
+    b.note("cuda_graph_share", "this SGLang version says nothing of CUDA graphs")
 
 
 def _pass_time(cur: Scrape, prev: Scrape, dt: float) -> float | None:
@@ -272,4 +304,4 @@ def _sglang_throughput_gauge(b: WindowBuilder, cur: Scrape) -> None:
         )
 
 
-__all__ = ["derive_sglang"]
+__all__ = ["derive_sglang", "draft_per_round"]

@@ -16,6 +16,7 @@ from functools import lru_cache
 
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.sources.dialects import dialect_for
+from specwatch.sources.dialects.base import SIDE_EVERY_S
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.limits import METRICS_LIMIT_BYTES
 from specwatch.sources.http.server_errors import ServerError
@@ -85,6 +86,8 @@ class MetricsWatcher:
         wanted = dialect_for(info.dialect).wanted_families
         self._reader = MetricsReader(wanted) if only_used and wanted else None
         self._counters: tuple[Scrape | None, Mapping[str, float]] = (None, {})
+        self._side: dict[str, tuple[float, str]] = {}
+        self._side_at: float | None = None
 
     @property
     def last_counters(self) -> Mapping[str, float]:
@@ -134,11 +137,26 @@ class MetricsWatcher:
             text = response.text
             scrape = self._reader.parse(text) if self._reader else parse_metrics(text)
             header = response.headers.get("Process-Start-Time-Unix")
+            await self._read_side(t, scrape)
             return self._window(t, scrape, header)
         except Exception as exc:  # a bug here must not take the monitor down
             return MetricsWindow(
                 t=t, dt=0.0, notes={"error": f"metrics derivation failed: {exc!r}"}
             )
+
+    async def _read_side(self, t: float, scrape: Scrape) -> None:
+        """Refresh the dialect's side figures when :data:`SIDE_EVERY_S` has passed; a failed
+        read keeps the last ones (they are lifetime figures, not this window's)."""
+        if self._side_at is not None and t - self._side_at < SIDE_EVERY_S:
+            return
+        self._side_at = t
+        try:
+            found = await dialect_for(self.info.dialect).side_figures(
+                self.client, self.info, scrape
+            )
+        except Exception:  # extra figures are never a reason to lose the window
+            return
+        self._side = {**self._side, **found}
 
     def _status_notes(self, status: int, body: str) -> dict[str, str]:
         off = dialect_for(self.info.dialect).metrics_off_reason(status)
@@ -169,6 +187,10 @@ class MetricsWatcher:
         if start is None and not restarted:
             b.notes["window"] = "first scrape: windowed values need a second one"
         dialect.derive_window(b, scrape, None if start is None else start.scrape, dt, self.info)
+        for name, (value, source) in self._side.items():
+            if name not in b.values:
+                b.set(name, value, source)
+                b.notes.pop(name, None)
         self._prev = snap
         self.last_scrape = scrape
         return MetricsWindow(

@@ -16,12 +16,15 @@ if TYPE_CHECKING:
 
 
 def spec_summary(spec: SpecConfig) -> str:
-    """A short description of the speculative setup, e.g. ``"EAGLE3 steps 3 draft 4"``."""
+    """A short description of the speculative setup, e.g. ``"EAGLE3 steps 3 topk 1 draft 4"``."""
     if spec.enabled is False:
         return "no speculation"
     parts = [spec.algorithm or ("speculative" if spec.enabled else "spec unknown")]
     if spec.num_steps is not None:
         parts.append(f"steps {spec.num_steps}")
+    if spec.topk is not None:
+        # SGLang's speculative_eagle_topk: above 1 the drafts are a tree, not a chain
+        parts.append(f"topk {spec.topk}" + (" (tree)" if spec.topk > 1 else ""))
     if spec.num_draft_tokens is not None:
         parts.append(f"draft {spec.num_draft_tokens}")
     return " ".join(parts)

@@ -45,6 +45,20 @@ def _step_line(w: MetricsWindow, step: Steady, compact: bool) -> list[Piece]:
         unit = "ms" if compact else " ms"
         tone = "value" if step.age_s is None else "dim"
         parts = [("step ", "label"), (f"{_ms(step.value)}{unit}", tone), *_held(step, compact)]
+    share = w.cuda_graph_share
+    low = share is not None and share < 0.99
+    if share is None or (compact and not low):
+        return [*parts, *_percentiles(w, gap)]
+    graphs: list[Piece] = [(f"{gap}graphs ", "label"), (f"{share:.0%}", "bad" if low else "value")]
+    # passes outside a CUDA graph are slower: then the step time is not the usual one, which
+    # matters more than the percentiles a narrow pane cuts off
+    if low:
+        return [*parts, *graphs, *_percentiles(w, gap)]
+    return [*parts, *_percentiles(w, gap), *graphs]
+
+
+def _percentiles(w: MetricsWindow, gap: str) -> list[Piece]:
+    parts: list[Piece] = []
     buckets = w.latency_buckets.get("step")
     if buckets:
         # The bucket each percentile falls in, as the load pane shows them: a point
