@@ -17,7 +17,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from specwatch.core.gpu import GpuInventory
+from specwatch.core.gpu import GpuInventory, GpuTick
+from specwatch.core.gpu_rules import sample_busy
 from specwatch.core.gpu_summary import TickSummary
 from specwatch.core.server import ServerInfo, SpecConfig
 from specwatch.core.snapshot_records import (
@@ -113,10 +114,11 @@ def range_snapshot(reader: Reader, wall0: float, wall1: float, label: str) -> Sn
         elif isinstance(e, ev.ServerReady) and e.server == 0:
             info = e.info
         elif isinstance(e, ev.GpuTicked):
-            all_gpus.add(e.tick)
-            i = _slice_of(e.tick.t, t0, width, n)
+            tick = _busy_part(e.tick)
+            all_gpus.add(tick)
+            i = _slice_of(tick.t, t0, width, n)
             if i is not None:
-                slice_gpus[i].add(e.tick)
+                slice_gpus[i].add(tick)
         elif (
             isinstance(e, ev.MetricsScraped)
             and e.server == 0
@@ -175,6 +177,15 @@ def range_snapshot(reader: Reader, wall0: float, wall1: float, label: str) -> Sn
 
 
 _E = TypeVar("_E")
+
+
+def _busy_part(tick: GpuTick) -> GpuTick:
+    """The tick's busy GPUs (and lost ones, to be counted): a benchmark's runs keep the GPUs
+    busy, a recording's range holds the pauses between requests too, and an idle board's low
+    clock is no part of what a decode runs at (issue 21: "SM clock (mean)" fell with idle
+    samples)."""
+    kept = tuple(s for s in tick.samples if s.lost or sample_busy(s))
+    return tick if len(kept) == len(tick.samples) else dataclasses.replace(tick, samples=kept)
 
 
 def _of(row: RecordedEvent | None, kind: type[_E]) -> _E | None:
