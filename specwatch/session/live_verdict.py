@@ -49,6 +49,9 @@ WARMUP_SETTLED = 0.15
 """Warmup ends when two consecutive windows with traffic agree within 15%."""
 KEEP_S = 600.0
 """Seconds of readings kept (a mark looks back :data:`CURRENT_S`)."""
+IDLE_S = 10.0
+"""A server that generated no token for this long (or never since it was watched) is idle, not
+warming up: a warmup is only seen under traffic."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +105,7 @@ class LiveVerdict:
         self._gpus: deque[_GpuPoint] = deque()
         self._max_clock: dict[int, float] = {}
         self._ready = False
+        self._last_traffic: float | None = None
         self._warmup_t0: float | None = None
         self._warmup_prev: float | None = None
         self._steady_t0: float | None = None
@@ -199,6 +203,8 @@ class LiveVerdict:
                 # Attached to a server that was already running: no ready event to wait for.
                 self._ready = True
                 self._start_warmup(w.t - w.dt)
+            if w.gen_tok_s > 0:
+                self._last_traffic = w.t
             self._track_warmup(w.t, w.gen_tok_s)
         self._advance(w.t)
         self._update(w.t)
@@ -260,6 +266,9 @@ class LiveVerdict:
     def _track_warmup(self, t: float, rate: float) -> None:
         t0 = self._warmup_t0
         if t0 is None:
+            return
+        if rate <= 0 and self._warmup_prev is None:
+            self._warmup_t0 = t  # a warmup is timed from its first traffic, not across idling
             return
         if t - t0 > WARMUP_MAX_S:
             self._end_warmup(t)
@@ -327,11 +336,24 @@ class LiveVerdict:
             return "waiting for steady traffic"
         return f"reference {t - t0:.0f}/{REFERENCE_S:.0f} s"
 
+    def _idle(self, t: float) -> str:
+        """Why the server reads as idle at ``t`` (no token for :data:`IDLE_S`); empty if not."""
+        if not self._intervals or self._own_load_in(t - IDLE_S, t) is not None:
+            return ""
+        if self._last_traffic is None:
+            return "server idle: no tokens generated since watching began"
+        if t - self._last_traffic >= IDLE_S:
+            return f"server idle: no tokens generated in the last {IDLE_S:.0f} s"
+        return ""
+
     def _update(self, t: float) -> None:
         progress = self._settle_reference(t)
         old = self._state
+        idle = self._idle(t)
         if not self._ready and not self._intervals:
             new = WAITING
+        elif idle and (self.reference is None or self._warmup_t0 is not None):
+            new = LiveVerdictState("idle", idle, self.reference)
         elif self._warmup_t0 is not None and self.reference is None:
             new = LiveVerdictState("warmup", "server warming up")
         elif self.reference is None or progress:
@@ -359,6 +381,7 @@ class LiveVerdict:
 
 __all__ = [
     "CURRENT_S",
+    "IDLE_S",
     "MIN_INTERVALS",
     "REFERENCE_S",
     "LiveVerdict",
