@@ -81,13 +81,17 @@ class ReaderGpuSource:
         """The inventory subscribers see (a remote source adds where the GPUs are)."""
         return inventory
 
+    def open_inventory(self) -> GpuInventory:
+        """Open the reader; the inventory subscribers see (unavailable, with why, on failure)."""
+        try:
+            return self.inventory_of(self.sampler.open())
+        except Exception as e:  # open() should never raise; if it does, say why and carry on
+            return GpuInventory(available=False, reason=f"{self._what} failed: {e}")
+
     def start(self, emit: Emit) -> None:
         """Open the reader, emit the inventory, start its thread when there are GPUs."""
         self._emit = emit
-        try:
-            inventory = self.inventory_of(self.sampler.open())
-        except Exception as e:  # open() should never raise; if it does, say why and carry on
-            inventory = GpuInventory(available=False, reason=f"{self._what} failed: {e}")
+        inventory = self.open_inventory()
         self._emitted = inventory
         emit(GpuInventoryChanged(inventory))
         if inventory.available and not self._stopped:

@@ -352,6 +352,8 @@ class LiveVerdict:
         idle = self._idle(t)
         if not self._ready and not self._intervals:
             new = WAITING
+        elif not self._intervals:  # ready, no rate yet: neither warming up nor idle is known
+            new = LiveVerdictState("waiting", "reading the server's first metrics", self.reference)
         elif idle and (self.reference is None or self._warmup_t0 is not None):
             new = LiveVerdictState("idle", idle, self.reference)
         elif self._warmup_t0 is not None and self.reference is None:
