@@ -32,6 +32,8 @@ class DcgmExporterGpuSource(ReaderGpuSource):
         fetch: Replaces the HTTP fetch (tests).
     """
 
+    opening = "reading dcgm-exporter…"
+
     def __init__(
         self,
         urls: Sequence[str],

@@ -125,6 +125,8 @@ class SpecwatchApp(SessionEventsApp):
         self.model.show_overhead = self.settings.show_overhead
         self.session = session
         """The live session whose events this app renders (``None``: events given by hand)."""
+        if session is not None:
+            self.model.gpu_opening = session.gpus.opening
         self._session_factory = session_factory
         self.message_counts: Counter[str] = Counter()
         self.sample_errors = 0

@@ -114,6 +114,8 @@ class MonitorModel:
         self.baseline_ms = baseline_ms
         self.baseline_source = baseline_source
         self.monitor_cpu_pct: float | None = None
+        self.gpu_opening = "opening NVML…"
+        """What the GPU pane says before the first inventory (the session's source says)."""
         self.nvml_ms: float | None = None
         """NVML milliseconds per tick, smoothed (so the status line does not flicker)."""
         self.paused = False

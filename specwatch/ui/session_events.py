@@ -75,6 +75,9 @@ class SessionEventsApp(TerminalWatchApp):
     def start_session(self) -> None:
         """Receive the session's events and start it (after the first frame)."""
         if self.session is not None and not self._session_stopped:
+            if self.model.inventory is None:
+                self.model.gpu_opening = self.session.gpus.opening
+                self.model.gpu_version += 1
             self.session.subscribe(self.receive)
             self.session.start()
 
