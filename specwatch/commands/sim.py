@@ -63,6 +63,7 @@ def run_sim(args: argparse.Namespace) -> int:
             port=DCGM_DEFAULT_PORT if args.dcgm_port is None else args.dcgm_port,
             host=args.host,
             update_interval_s=args.dcgm_interval,
+            hostname=_node_name(args.host),
         )
         try:
             exporter.start()
@@ -93,6 +94,15 @@ def run_sim(args: argparse.Namespace) -> int:
             exporter.stop()
         server.stop()
     return 0
+
+
+def _node_name(host: str) -> str:
+    """The exporter's ``Hostname``: the address it serves on, as each real node has its own."""
+    if host in ("", "0.0.0.0", "::"):
+        import socket
+
+        return socket.gethostname()
+    return host
 
 
 def _run_hostile(case: str, host: str, port: int, trickle_s: float) -> int:
