@@ -29,6 +29,8 @@ from specwatch.session.verdict_state import WAITING, LiveVerdictState, Reference
 if TYPE_CHECKING:
     # The TUI builds a LiveVerdict before its first frame; the events, the rule (judge,
     # statistics) and the snapshot records are imported when first used, after it.
+    from collections.abc import Iterable
+
     from specwatch.core.gpu import GpuInventory, GpuTick
     from specwatch.core.judge import Figures
     from specwatch.core.server import MetricsWindow
@@ -105,6 +107,7 @@ class LiveVerdict:
         self._gpus: deque[_GpuPoint] = deque()
         self._max_clock: dict[int, float] = {}
         self._ready = False
+        self._seeded = False
         self._last_traffic: float | None = None
         self._warmup_t0: float | None = None
         self._warmup_prev: float | None = None
@@ -170,9 +173,18 @@ class LiveVerdict:
         }
 
     def server_ready(self, t: float) -> None:
-        """The server answered: its warmup starts now."""
-        self._ready = True
-        self._start_warmup(t)
+        """The server answered: its warmup starts now (not for a server :meth:`seed` showed
+        running already)."""
+        if not self._seeded:
+            self._start_warmup(t)
+        self._ready, self._seeded = True, False
+
+    def seed(self, windows: Iterable[MetricsWindow]) -> None:
+        """Take the server's windows read before this session (the fleet screen's), oldest
+        first: a reference can come from them, and its first ready event is no warmup."""
+        for w in windows:
+            self.add_window(w)
+        self._seeded = self._ready
 
     def add_tick(self, tick: GpuTick) -> None:
         """One GPU tick: the slowest busy GPU's clock and the busy GPUs' active reasons."""
@@ -381,10 +393,4 @@ class LiveVerdict:
             self.version += 1
 
 
-__all__ = [
-    "CURRENT_S",
-    "IDLE_S",
-    "MIN_INTERVALS",
-    "REFERENCE_S",
-    "LiveVerdict",
-]
+__all__ = ["CURRENT_S", "IDLE_S", "MIN_INTERVALS", "REFERENCE_S", "LiveVerdict"]

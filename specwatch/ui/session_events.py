@@ -79,6 +79,9 @@ class SessionEventsApp(TerminalWatchApp):
                 self.model.gpu_opening = self.session.gpus.opening
                 self.model.gpu_version += 1
             self.session.subscribe(self.receive)
+            verdict = self.session.verdict
+            if verdict is not None:  # it may have moved before us (seeded from the fleet)
+                self.model.set_verdict(verdict.state())
             self.session.start()
 
     def on_unmount(self) -> None:
