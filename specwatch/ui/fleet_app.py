@@ -24,7 +24,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from specwatch.core.fleet_rows import FleetRow, fleet_rows, with_gone
+from specwatch.core.fleet_rows import FleetRow, fleet_rows, held_gpus, with_gone
+from specwatch.core.gpu import GpuSample
 from specwatch.core.sanitize import sanitize_line
 from specwatch.core.server import MetricsWindow
 from specwatch.session.fleet import FleetError, FleetEvent, FleetRefreshed, FleetSession
@@ -172,6 +173,7 @@ class FleetApp(App[FleetChoice | int]):
         self.rows: list[FleetRow] = []
         self.failures: list[str] = []
         self.selected_instance = selected
+        self._last_busy: dict[str, GpuSample] = {}
         self.history = history if history is not None else {}
         """Each server's recent windows, newest last (kept by the caller across drill-downs)."""
         self.pane = FleetPane(id="fleet")
@@ -224,7 +226,8 @@ class FleetApp(App[FleetChoice | int]):
             if s.window.dt > 0 and (not kept or s.window.t > kept[-1].t):
                 kept.append(s.window)
         servers = sorted(reading.servers, key=lambda s: s.instance)
-        self.rows = with_gone(fleet_rows(servers, reading.gpus, reading.joins), self.rows)
+        gpus = held_gpus(reading.gpus, self._last_busy)
+        self.rows = with_gone(fleet_rows(servers, gpus, reading.joins), self.rows)
         self.pane.rows = tuple(self.rows)
         self.pane.totals = reading.totals
         self.pane.gpus = len(reading.gpus)
