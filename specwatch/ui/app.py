@@ -329,16 +329,10 @@ class SpecwatchApp(SessionEventsApp):
 
     def action_sources(self) -> None:
         """Where every number in the speculation and verify panes comes from."""
-        w = self.model.window or self.model.last_scrape
-        if w is None:
-            body = "no /metrics window yet"
-        else:
-            lines = [f"{k}: {v}" for k, v in sorted(w.sources.items())]
-            if w.notes:
-                lines += ["", "notes:"] + [f"{k}: {v}" for k, v in sorted(w.notes.items())]
-            body = "\n".join(lines)
         from specwatch.ui.modals import TextModal
+        from specwatch.ui.source_words import sources_text
 
+        body = sources_text(self.model.window or self.model.last_scrape, self.model.inventory)
         self.push_screen(TextModal("metric sources", body))
 
     def action_advice(self) -> None:
