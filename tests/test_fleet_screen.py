@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -220,3 +221,18 @@ async def test_one_idle_sample_under_load_does_not_show_as_the_nodes_pace() -> N
         await pilot.pause()
         row = next(r for r in app.rows if r.server.instance == "node1:8000")
         assert row.slowest_clock == pytest.approx(345 / 1980)
+
+
+async def test_help_on_the_fleet_screen_shows_the_fleets_keys_only() -> None:
+    # issue 21 item 20: ? on the fleet screen listed b, i, w, m... which do nothing there.
+    from specwatch.ui.modals import HelpScreen
+
+    app = fleet_app()
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = html.unescape(app.export_screenshot()).replace("\xa0", " ")
+    assert "open the chosen server's own screen" in text, text
+    assert "benchmark with the current settings" not in text
+    assert "next graph window" not in text

@@ -313,7 +313,9 @@ class FleetApp(App[FleetChoice | int]):
     def action_help(self) -> None:
         """Keys (the fleet screen's among them) and what each word means."""
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            from specwatch.ui.help_text import FLEET_SECTIONS
+
+            self.push_screen(HelpScreen(FLEET_SECTIONS))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:  # type: ignore[type-arg]
         """The command palette: the fleet's commands, then Textual's (each once)."""
