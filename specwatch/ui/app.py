@@ -369,6 +369,7 @@ class SpecwatchApp(SessionEventsApp):
         yield SystemCommand("Help", "Keys and what each word on the screen means", self.action_help)
         where = self.settings.screenshot_dir or default_screenshot_dir()
         yield SystemCommand("Screenshot", f"Save an SVG in {where}", self.action_save_svg)
+        yield SystemCommand("Quit", "Leave specwatch", self.action_quit)
         from specwatch.ui.palette import textual_commands
 
         yield from textual_commands(super().get_system_commands(screen))

@@ -324,6 +324,7 @@ class FleetApp(App[FleetChoice | int]):
             "Next theme", "Switch to the next specwatch theme", self.action_cycle_theme
         )
         yield SystemCommand("Help", "Keys and what each word on the screen means", self.action_help)
+        yield SystemCommand("Quit", "Leave specwatch", self.action_quit)
         yield from textual_commands(super().get_system_commands(screen))
 
 
