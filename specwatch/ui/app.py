@@ -89,6 +89,7 @@ class SpecwatchApp(SessionEventsApp):
         Binding("r", "mark_reference", "Mark ref", show=False),
         Binding("m", "sources", "Sources", show=False),
         Binding("a", "advice", "Advice", show=False),
+        Binding("o", "bench_report", "Result", show=False),
         # Listed in help and the palette; left out of the footer so that help and quit still
         # fit in the footer of a 60-column terminal.
         Binding("s", "save_svg", "Screenshot", show=False),
@@ -349,6 +350,9 @@ class SpecwatchApp(SessionEventsApp):
             self.action_compare,
         )
         yield SystemCommand("Benchmark", "Start (or stop) a benchmark", self.action_benchmark)
+        yield SystemCommand(
+            "Benchmark result", "The last benchmark's runs and results", self.action_bench_report
+        )
         yield SystemCommand("Metric sources", "Where each number comes from", self.action_sources)
         yield SystemCommand(
             "Draft advisor", "Which draft length pays, at which batch size", self.action_advice

@@ -15,6 +15,7 @@ KEYS: Rows = (
     ("i", "next sampling interval (GPU and /metrics)"),
     ("w", "next graph window: 1m, 5m, 15m, 1h"),
     ("b", "benchmark with the current settings (again: stop it)"),
+    ("o", "the last benchmark's whole result (a finished one is only noted on the screen)"),
     ("r", "mark the reference: the live verdict judges against the last 30 s from now on"),
     ("m", "metric sources: where each number comes from, and the formulas"),
     ("a", "draft advisor: which draft length pays at which batch, with intervals"),
