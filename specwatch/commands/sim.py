@@ -56,6 +56,7 @@ def run_sim(args: argparse.Namespace) -> int:
         say_error("specwatch sim", f"cannot serve on {args.host}:{args.port}: {exc}")
         return 1
     exporter: SimDcgmExporter | None = None
+    no_exporter = ""
     if not args.no_dcgm:
         exporter = SimDcgmExporter(
             world.gpus,
@@ -74,10 +75,9 @@ def run_sim(args: argparse.Namespace) -> int:
                 say_error("specwatch sim", f"cannot serve dcgm-exporter: {exc}")
                 return 1
             # The default port is a convenience: the server alone is still worth watching.
-            print(
+            no_exporter = (
                 f"specwatch sim: no dcgm-exporter for the GPUs ({args.host}:{DCGM_DEFAULT_PORT}"
-                " is taken; --dcgm-port N serves one elsewhere)",
-                flush=True,
+                " is taken; --dcgm-port N serves one elsewhere)"
             )
     spec = config.spec_algorithm or "no speculation"
     print(
@@ -87,6 +87,8 @@ def run_sim(args: argparse.Namespace) -> int:
     )
     if exporter is not None:
         print(f"specwatch sim: dcgm-exporter for the GPUs at {exporter.url}", flush=True)
+    elif no_exporter:  # after the URL line, which scripts read first
+        print(no_exporter, flush=True)
     try:
         _serve_until_stopped()
     finally:
