@@ -78,9 +78,15 @@ def story(seconds: int = 600, drop_at: float = 300.0) -> Iterator[ev.SessionEven
 
 
 def record_story(
-    path: Path, events: Iterator[ev.SessionEvent] | None = None, **kw: Any
+    path: Path,
+    events: Iterator[ev.SessionEvent | tuple[float, ev.SessionEvent]] | None = None,
+    **kw: Any,
 ) -> Recorder:
-    """Record ``events`` (default :func:`story`) through a real recorder; returns it, stopped."""
+    """Record ``events`` (default :func:`story`) through a real recorder; returns it, stopped.
+
+    An event is recorded at its own ``t``, else at the previous one's; ``(t, event)`` records it
+    at ``t``.
+    """
     now = [0.0]
     rec = Recorder(
         path,
@@ -91,8 +97,12 @@ def record_story(
         **kw,
     )
     rec.start()
-    for i, e in enumerate(events if events is not None else story()):
-        now[0] = getattr(e, "t", now[0])
+    for i, item in enumerate(events if events is not None else story()):
+        if isinstance(item, tuple):
+            now[0], e = item
+        else:
+            e = item
+            now[0] = getattr(e, "t", now[0])
         rec(e)
         if i % 100 == 99:
             rec.flush()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -193,3 +194,45 @@ async def test_drill_app_escape_goes_back_after_closing_a_modal() -> None:
         assert not isinstance(app.screen, HelpScreen) and app.is_running
         await pilot.press("escape")
     assert app.return_value == BACK
+
+
+async def test_one_idle_sample_under_load_does_not_show_as_the_nodes_pace() -> None:
+    # issue 21 item 7: the fleet showed "SM clk 17%" for one refresh (a single idle sample).
+    def reading(t: float, idle: bool) -> Any:
+        r = scene_reading(t)
+        gpus = []
+        for g in r.gpus:
+            busy = replace(g.sample, t=t, util_gpu_pct=100, clock_event_reasons=0)
+            if idle and g.key == r.gpus[0].key:
+                busy = replace(busy, sm_clock_mhz=345, util_gpu_pct=0, clock_event_reasons=0x1)
+            gpus.append(replace(g, sample=busy))
+        return replace(r, gpus=tuple(gpus))
+
+    app = fleet_app(clock=lambda: SCENE_T + 9.0)
+    async with app.run_test(size=(100, 20)) as pilot:
+        for i, idle in enumerate((False, True, False)):
+            app.post_message(FleetUpdated(reading(SCENE_T + 2.0 * i, idle)))
+            await pilot.pause()
+            row = next(r for r in app.rows if r.server.instance == "node1:8000")
+            assert row.slowest_clock == pytest.approx(1755 / 1980), (i, row.slowest_clock)
+            assert "17%" not in pane_text(app)
+        # a GPU idle for longer than the hold is idle
+        app.post_message(FleetUpdated(reading(SCENE_T + 10.0, True)))
+        await pilot.pause()
+        row = next(r for r in app.rows if r.server.instance == "node1:8000")
+        assert row.slowest_clock == pytest.approx(345 / 1980)
+
+
+async def test_help_on_the_fleet_screen_shows_the_fleets_keys_only() -> None:
+    # issue 21 item 20: ? on the fleet screen listed b, i, w, m... which do nothing there.
+    from specwatch.ui.modals import HelpScreen
+
+    app = fleet_app()
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = html.unescape(app.export_screenshot()).replace("\xa0", " ")
+    assert "open the chosen server's own screen" in text, text
+    assert "benchmark with the current settings" not in text
+    assert "next graph window" not in text

@@ -189,11 +189,12 @@ async def test_direct_fleet_with_dcgm_and_node_pairs() -> None:
     assert set(by_instance) == {target_of(n.server_url) for n in nodes}
     for s in by_instance.values():
         assert s["gen_tok_s"] is not None and s["gen_tok_s"] > 0
-    # the exporter says Hostname="node1", the servers are on 127.0.0.1: only the pair joins
+    # the exporter says Hostname="node1", but it serves on 127.0.0.1, the first server's host:
+    # that one joins by host; the second is paired with it explicitly
     paired = by_instance[target_of(nodes[1].server_url)]
     assert len(paired["gpus"]) == 2 and paired["joined_by"] == "pair"
-    alone = by_instance[target_of(nodes[0].server_url)]
-    assert alone["gpus"] == [] and alone["joined_by"] is None
+    same_host = by_instance[target_of(nodes[0].server_url)]
+    assert len(same_host["gpus"]) == 2 and same_host["joined_by"] == "host"
     assert {g["source"] for g in doc["gpus"]} == {"dcgm"} and len(doc["gpus"]) == 2
     totals = doc["totals"]
     assert totals["servers"] == 2

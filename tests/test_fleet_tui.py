@@ -6,6 +6,7 @@ Pilot and the fleet session under them, as ``specwatch --prometheus URL`` runs t
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -214,7 +215,61 @@ def assert_direct(reading: FleetReading, instances: list[str]) -> None:
     assert sorted(s.instance for s in reading.servers) == sorted(instances)
     joins = {j.server: j for j in reading.joins}
     assert joins[instances[1]].via == "pair" and len(joins[instances[1]].gpus) == 2
-    assert joins[instances[0]].gpus == ()
+    # the exporter serves on 127.0.0.1, the first server's host too: joined by host
+    assert joins[instances[0]].via == "host" and len(joins[instances[0]].gpus) == 2
     assert reading.totals.gen_tok_s == pytest.approx(
         sum(s.window.gen_tok_s or 0.0 for s in reading.servers)
     )
+
+
+async def test_a_drill_down_starts_from_the_fleets_history() -> None:
+    """Issue 21 item 16: sit on the fleet screen, Enter: the server's screen judges at once
+    against a reference from the windows the fleet read, instead of collecting one for 30-40 s."""
+    with sim_nodes(("vllm",)) as nodes:
+        options = FleetOptions(urls=(nodes[0].server_url,))
+        chosen: list[FleetChoice] = []
+        seen: list[App[object]] = []
+
+        async def choose(pilot: Pilot[object]) -> None:
+            app = pilot.app
+            assert isinstance(app, FleetApp)
+            instance = target_of(nodes[0].server_url)
+            await until(pilot, lambda: len(app.history.get(instance, ())) >= 10, "fleet history")
+            await pilot.press("enter")
+            assert isinstance(app.return_value, FleetChoice)
+            chosen.append(app.return_value)
+
+        async def single(pilot: Pilot[object]) -> None:
+            app = pilot.app
+            assert isinstance(app, DrillApp)
+            history = chosen[0].history
+            assert len(history) >= 3 and history[-1].t == 0.0
+            assert all(a.t < b.t for a, b in itertools.pairwise(history))
+            await until(pilot, lambda: app.model.server is not None, "the server detected")
+            assert app.model.verdict.phase not in ("warmup", "waiting"), app.model.verdict
+            await pilot.press("q")
+
+        code = await run_fleet_async(options, settings(), scripted([choose, single], seen), 0.3)
+    assert code == 0 and len(seen) == 2
+
+
+async def test_a_drill_down_seeded_with_the_fleets_windows_judges_without_a_warmup() -> None:
+    from specwatch.core.server import Dialect, MetricsWindow
+    from specwatch.ui.fleet_run import drill_session
+
+    with sim_nodes(("vllm",)) as nodes:
+        history = tuple(
+            MetricsWindow(t=float(t), dt=1.0, gen_tok_s=500.0 + (t % 3), requests_running=4.0)
+            for t in range(-59, 1)
+        )
+        choice = FleetChoice(
+            target_of(nodes[0].server_url), Dialect.VLLM.value, None, (), (), history
+        )
+        options = FleetOptions(urls=(nodes[0].server_url,))
+        live = await drill_session(choice, options, settings())
+        verdict = live.verdict
+        assert verdict is not None
+        state = verdict.state()
+        assert state.reference is not None and state.reference.kind == "steady", state
+        verdict.server_ready(live.clock())  # the drill-down's server answers: no warmup
+        assert verdict.state().phase != "warmup", verdict.state()

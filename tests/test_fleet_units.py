@@ -86,6 +86,17 @@ def test_join_by_pair_pod_and_host() -> None:
     assert joins["node5:8000"].gpus == () and joins["node5:8000"].via is None
 
 
+def test_a_server_joins_the_exporter_on_its_host_whatever_its_hostname_label() -> None:
+    # issue 21 item 14: every simulated exporter says Hostname="sim-node"; each serves on its
+    # server's host, as the README's rule (the exporter target's host) promises a join.
+    servers = [_server(f"127.0.0.{i}:8000") for i in (2, 3, 4)]
+    gpus = [_gpu(f"127.0.0.{i}:19101", f"G{i}", hostname="sim-node") for i in (2, 3, 4)]
+    joins = join_gpus(servers, gpus)
+    assert [(j.gpus, j.via) for j in joins] == [
+        ((f"127.0.0.{i}:19101/G{i}",), "host") for i in (2, 3, 4)
+    ]
+
+
 def test_ips_never_match_by_prefix() -> None:
     joins = join_gpus([_server("10.0.0.1:8000")], [_gpu("x:1", "A", hostname="10.0.0.2")])
     assert joins[0].gpus == ()
@@ -273,7 +284,8 @@ def _scan_join(
         keys = tuple(
             g.key
             for g in gpus
-            if same_host(host, host_of(g.hostname) if g.hostname else host_of(g.instance))
+            if (g.hostname and same_host(host, host_of(g.hostname)))
+            or same_host(host, host_of(g.instance))
         )
         out.append(NodeJoin(server.instance, keys, "host" if keys else None))
     return out

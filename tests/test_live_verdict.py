@@ -290,3 +290,16 @@ def test_a_mark_during_a_benchmark_takes_the_window_after_it() -> None:
     state = v.state()
     assert state.reference is not None and state.reference.kind == "marked"
     assert state.reference.figures.running_requests == pytest.approx(3.0)
+
+
+def test_a_server_without_traffic_is_idle_not_warming_up() -> None:
+    # issue 21 item 15: `specwatch sim` (no traffic) watched read "server warming up" forever.
+    v = LiveVerdict()
+    v.set_inventory(_inventory())
+    v.server_ready(0.0)
+    for i in range(1, 200):
+        v.add_window(MetricsWindow(t=float(i), dt=1.0, gen_tok_s=0.0, requests_running=0.0))
+        assert v.state().phase == "idle", (i, v.state())
+    assert "idle" in v.state().detail
+    v.add_window(_window(200.0, 400.0))
+    assert v.state().phase == "warmup"  # timed from its first traffic, not from t=0

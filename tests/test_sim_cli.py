@@ -133,3 +133,31 @@ def test_sim_hostile_reports_a_busy_port() -> None:
         )
     assert done.returncode == 1
     assert "cannot serve" in done.stderr
+
+
+def test_a_taken_exporter_port_leaves_the_url_line_first() -> None:
+    # The default exporter port (9400) taken: the server still serves, its URL line first.
+    import socket
+
+    from specwatch.commands.sim_arguments import DCGM_DEFAULT_PORT
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", DCGM_DEFAULT_PORT))
+        except OSError:
+            pass  # taken already: the case itself
+        else:
+            s.listen()
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CODE, "--port", "0", "--gpus", "1"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None
+            assert " at http://" in proc.stdout.readline()
+            assert "no dcgm-exporter" in proc.stdout.readline()
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=10)

@@ -271,3 +271,19 @@ async def test_keys_and_resize_while_a_modal_is_open() -> None:
         assert app.rate_pane.strips is False
         await pilot.press("escape", "w")
         assert app.rate_pane.window == "15m"
+
+
+async def test_a_window_longer_than_the_history_says_how_much_it_holds() -> None:
+    # issue 21 item 8: the 1 h window over minutes of readings showed three columns, no word why.
+    from specwatch.ui.panes.token_rate import duration_words
+
+    model = build_scene(seconds=200, with_bench=False)
+    app = SpecwatchApp(AppSettings(watch_terminal=False, live_cpu=False, window="1h"), model=model)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        title = str(app.query_one(TokenRatePane).border_title)
+        assert "last 1h · 3m of history" in title, title
+        await pilot.press("w")  # 1m: wholly covered by the history
+        await pilot.pause()
+        assert "of history" not in str(app.query_one(TokenRatePane).border_title)
+    assert [duration_words(s) for s in (4, 45, 190, 3900)] == ["4s", "40s", "3m", "1h05m"]

@@ -172,11 +172,20 @@ async def test_benchmark_from_the_tui_saves_a_snapshot_and_compare_reads_it(
 
     config = BenchConfig(runs=2, warmup=1, max_tokens=32)
     app = live_app(sim, snapshot_dir=tmp_path, bench_config=config)
+
+    def finished(n: int) -> Callable[[], bool]:
+        return lambda: app.message_counts["bench_finished"] >= n
+
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: app.model.connection_ok, sim=sim)
-        for _ in range(2):
+        for i in range(2):
             await pilot.press("b")
-            await wait_for(pilot, lambda: isinstance(app.screen, TextModal), 20, sim=sim)
+            # Finished: a notice, the live screen stays; o opens the whole result.
+            await wait_for(pilot, finished(i + 1), 20, sim=sim)
+            await pilot.pause()
+            assert not isinstance(app.screen, TextModal)
+            assert app.bench_report is not None and app.bench_report[0] == "benchmark finished"
+            await pilot.press("o")
             assert isinstance(app.screen, TextModal)
             body = app.screen.body
             assert "Run 1/2" in body and "snapshot saved" in body

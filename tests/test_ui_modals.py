@@ -186,6 +186,9 @@ async def test_palette_lists_each_command_once_and_only_our_themes(which: str) -
         titles = [c.title for c in commands]
         assert len(titles) == len(set(titles)), titles
         assert "Next theme" in titles and "Theme" not in titles
+        # issue 21 item 20: specwatch's own Help and Quit, not Textual's beside them
+        assert "Keys" not in titles and titles.count("Quit") == 1
+        assert next(c for c in commands if c.title == "Quit").help == "Leave specwatch"
         themes = textual_theme_names(app)
         assert "nord" in themes  # the check below can fail
         assert not any(t.lower() in themes for t in titles)

@@ -8,6 +8,7 @@ import sys
 import threading
 
 from specwatch.commands.error_line import say_error
+from specwatch.commands.sim_arguments import DCGM_DEFAULT_PORT
 from specwatch.sim.dcgm_exporter import SimDcgmExporter
 from specwatch.sim.hostile import HostileServer
 from specwatch.sim.presets import preset
@@ -55,20 +56,29 @@ def run_sim(args: argparse.Namespace) -> int:
         say_error("specwatch sim", f"cannot serve on {args.host}:{args.port}: {exc}")
         return 1
     exporter: SimDcgmExporter | None = None
-    if args.dcgm_port is not None:
+    no_exporter = ""
+    if not args.no_dcgm:
         exporter = SimDcgmExporter(
             world.gpus,
             world.clock.now,
-            port=args.dcgm_port,
+            port=DCGM_DEFAULT_PORT if args.dcgm_port is None else args.dcgm_port,
             host=args.host,
             update_interval_s=args.dcgm_interval,
+            hostname=_node_name(args.host),
         )
         try:
             exporter.start()
         except (OSError, RuntimeError, ValueError) as exc:
-            server.stop()
-            say_error("specwatch sim", f"cannot serve dcgm-exporter: {exc}")
-            return 1
+            exporter = None
+            if args.dcgm_port is not None:
+                server.stop()
+                say_error("specwatch sim", f"cannot serve dcgm-exporter: {exc}")
+                return 1
+            # The default port is a convenience: the server alone is still worth watching.
+            no_exporter = (
+                f"specwatch sim: no dcgm-exporter for the GPUs ({args.host}:{DCGM_DEFAULT_PORT}"
+                " is taken; --dcgm-port N serves one elsewhere)"
+            )
     spec = config.spec_algorithm or "no speculation"
     print(
         f"specwatch sim: {config.dialect.value} {config.version} ({spec}, {config.gpu_count} GPUs)"
@@ -77,6 +87,8 @@ def run_sim(args: argparse.Namespace) -> int:
     )
     if exporter is not None:
         print(f"specwatch sim: dcgm-exporter for the GPUs at {exporter.url}", flush=True)
+    elif no_exporter:  # after the URL line, which scripts read first
+        print(no_exporter, flush=True)
     try:
         _serve_until_stopped()
     finally:
@@ -84,6 +96,15 @@ def run_sim(args: argparse.Namespace) -> int:
             exporter.stop()
         server.stop()
     return 0
+
+
+def _node_name(host: str) -> str:
+    """The exporter's ``Hostname``: the address it serves on, as each real node has its own."""
+    if host in ("", "0.0.0.0", "::"):
+        import socket
+
+        return socket.gethostname()
+    return host
 
 
 def _run_hostile(case: str, host: str, port: int, trickle_s: float) -> int:

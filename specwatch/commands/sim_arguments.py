@@ -35,6 +35,12 @@ class _VersionOrOld(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+DEFAULT_BACKGROUND = 3
+"""Simulated users by default: a simulator is watchable as started (the demo's number)."""
+DCGM_DEFAULT_PORT = 9400
+"""dcgm-exporter's own default port (``sources.dcgm.parse.DEFAULT_PORT``, spelt out so that
+``--help`` stays light)."""
+
 HOSTILE_CASES = (
     "escape",
     "endless",
@@ -97,8 +103,9 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--background",
         type=int,
-        default=0,
-        help="simulated concurrent users generating traffic (default: 0)",
+        default=DEFAULT_BACKGROUND,
+        help=f"simulated concurrent users generating traffic (default: {DEFAULT_BACKGROUND};"
+        " 0 = an idle server)",
     )
     p.add_argument("--model", default=None, help="served model name")
     p.add_argument("--no-spec", action="store_true", help="no speculative decoding")
@@ -112,7 +119,14 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="also serve a dcgm-exporter /metrics for the simulated GPUs on this port (0 = any)",
+        help="serve a dcgm-exporter /metrics for the simulated GPUs on this port (default:"
+        f" {DCGM_DEFAULT_PORT}, dcgm-exporter's own, where a monitor without NVML looks;"
+        " 0 = any)",
+    )
+    p.add_argument(
+        "--no-dcgm",
+        action="store_true",
+        help="serve no dcgm-exporter for the simulated GPUs",
     )
     p.add_argument(
         "--dcgm-interval",
@@ -144,4 +158,10 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-__all__ = ["DEFAULT_VERSIONS", "HOSTILE_CASES", "add_sim_arguments"]
+__all__ = [
+    "DCGM_DEFAULT_PORT",
+    "DEFAULT_BACKGROUND",
+    "DEFAULT_VERSIONS",
+    "HOSTILE_CASES",
+    "add_sim_arguments",
+]

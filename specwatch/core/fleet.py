@@ -173,8 +173,10 @@ class _GpuIndex:
             pod = _pod_of(g.labels)
             if pod is not None:
                 self.by_pod.setdefault(pod[0], []).append((pod[1], i))
-            host = host_of(g.hostname) if g.hostname else host_of(g.instance)
-            if host:
+            # Both hosts: DCGM's Hostname is often not the address the servers are reached at
+            # (a container's name, or the simulator's one name for every node).
+            hosts = {host_of(g.hostname) if g.hostname else "", host_of(g.instance)} - {""}
+            for host in hosts:
                 self.by_host.setdefault(host, []).append(i)
                 if not _is_ip(host):
                     self.by_short.setdefault(host.split(".", 1)[0], []).append((host, i))
@@ -212,9 +214,10 @@ def join_gpus(
 
     In order of precedence: an explicit pairing (from :func:`parse_node_pair`) of the server's
     target with an exporter target; the same pod (``pod`` and, where both have it,
-    ``namespace``); the same host (the server's host against DCGM's ``Hostname`` label, else the
-    exporter target's host). A server may share its node's GPUs with other servers. The GPUs are
-    indexed by each of these first, so the work grows with the fleet, not with its square.
+    ``namespace``); the same host (the server's host against DCGM's ``Hostname`` label and
+    against the exporter target's host). A server may share its node's GPUs with other
+    servers. The GPUs are indexed by each of these first, so the work grows with the fleet,
+    not with its square.
     """
     paired: dict[str, set[str]] = {}
     for server_target, exporter_target in pairs:

@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from specwatch.core.fleet import FleetGpu, FleetServer, NodeJoin
-from specwatch.core.gpu_rules import clock_fraction
+from specwatch.core.gpu import GpuSample
+from specwatch.core.gpu_rules import clock_fraction, held_busy, sample_busy
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,19 @@ def node_pace(gpus: Sequence[FleetGpu]) -> tuple[float | None, float | None]:
     return (min(fractions) if fractions else None, max(temps) if temps else None)
 
 
+def held_gpus(gpus: Sequence[FleetGpu], last_busy: dict[str, GpuSample]) -> list[FleetGpu]:
+    """``gpus`` with a short idle spell shown as each GPU's last busy sample, as the
+    single-server GPU pane shows it (:func:`~specwatch.core.gpu_rules.held_busy`): one idle
+    sample between batches is not the node's pace. ``last_busy`` (by GPU key) is updated."""
+    out: list[FleetGpu] = []
+    for g in gpus:
+        if sample_busy(g.sample):
+            last_busy[g.key] = g.sample
+        shown = held_busy(g.sample, last_busy.get(g.key))
+        out.append(g if shown is g.sample else replace(g, sample=shown))
+    return out
+
+
 def fleet_rows(
     servers: Sequence[FleetServer], gpus: Sequence[FleetGpu], joins: Sequence[NodeJoin]
 ) -> list[FleetRow]:
@@ -65,4 +79,4 @@ def with_gone(rows: Sequence[FleetRow], before: Sequence[FleetRow]) -> list[Flee
     return [*rows, *(replace(r, stale=True) for r in gone)]
 
 
-__all__ = ["FleetRow", "fleet_rows", "node_pace", "with_gone"]
+__all__ = ["FleetRow", "fleet_rows", "held_gpus", "node_pace", "with_gone"]

@@ -33,6 +33,8 @@ STEP_S = 1.0
 """Seconds a single step moves."""
 TICK_S = 0.1
 """Real seconds between replay clock advances while playing."""
+OPENING_S = 5.0
+"""Seconds after the first row within which the first GPU inventory is part of the opening."""
 
 
 class ReplaySession(LiveSession):
@@ -53,7 +55,7 @@ class ReplaySession(LiveSession):
         speed: float = 1.0,
         real_clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__([], NoGpus("replay: no GPUs recorded"), clock=self._now)
+        super().__init__([], NoGpus("no GPU readings recorded before this moment"), clock=self._now)
         self.reader = reader
         self.speed = speed
         self.real_clock = real_clock
@@ -63,7 +65,9 @@ class ReplaySession(LiveSession):
             self.verdict = None  # shown as recorded, never judged again
         self.first_t = min(self._times) if self._times else 0.0
         self.last_t = max(self._times) if self._times else 0.0
-        self.now = self.first_t
+        self.start_t = self._opening_t()
+        """Where playing starts, and the earliest a seek goes (see :meth:`_opening_t`)."""
+        self.now = self.start_t
         """The replay clock: session seconds of the recording."""
         self.paused = False
         self._cursor = 0
@@ -75,6 +79,17 @@ class ReplaySession(LiveSession):
 
     def _now(self) -> float:
         return self.now
+
+    def _opening_t(self) -> float:
+        """Where playing starts: the first GPU inventory when it follows the first row within
+        :data:`OPENING_S` (a session's GPU source opens just after it starts), so the first
+        frame shows the recorded GPUs rather than none; else the first row."""
+        for e in self.index:
+            if e.t > self.first_t + OPENING_S:
+                break
+            if e.kind == "GpuInventoryChanged":
+                return max(e.t, self.first_t)
+        return self.first_t
 
     # --- what front ends read ---------------------------------------------------------------------
 
@@ -128,7 +143,7 @@ class ReplaySession(LiveSession):
 
     def seek(self, t: float) -> None:
         """Move the replay clock to ``t`` (clamped to the recording) and emit accordingly."""
-        t = min(max(t, self.first_t), self.last_t)
+        t = min(max(t, self.start_t), self.last_t)
         if t < self.now:
             self._restart_at(t)
         self.now = t

@@ -44,7 +44,9 @@ def gpu_source(
     options: SourceOptions, server_url: str | None = None, nvml: object | None = None
 ) -> GpuSource:
     """The GPUs ``options`` ask for: none with ``no_gpu``, else the ``dcgm`` exporters, else the
-    server's node from ``prometheus``, else NVML (``nvml``: a fake one for a demo or tests).
+    server's node from ``prometheus``, else NVML (``nvml``: a fake one for a demo or tests);
+    where the real NVML is unavailable, a dcgm-exporter on ``server_url``'s host at its default
+    port (``specwatch sim`` serves one there).
 
     Raises:
         ValueError: ``no_gpu`` with ``dcgm``, or a Prometheus address that cannot be parsed.
@@ -74,6 +76,15 @@ def gpu_source(
                 interval_s=options.interval_s,
             )
         )
+    if server_url is not None and nvml is None:
+        from urllib.parse import urlsplit
+
+        from specwatch.session.dcgm_source import NvmlOrNodeExporter
+        from specwatch.sources.http.endpoint import parse_endpoint
+
+        host = urlsplit(parse_endpoint(server_url).base_url).hostname
+        if host:
+            return NvmlOrNodeExporter(host, options.interval_s)
     return NvmlGpuSource(options.interval_s, nvml=nvml)
 
 

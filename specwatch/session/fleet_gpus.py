@@ -12,6 +12,8 @@ from specwatch.sources.prometheus.gpus import PrometheusGpuSampler
 class PrometheusGpuSource:
     """The session's :class:`~specwatch.session.gpu_source.GpuSource` over a Prometheus sampler."""
 
+    opening = "asking Prometheus for the node's GPUs…"
+
     def __init__(self, sampler: PrometheusGpuSampler) -> None:
         self.sampler = sampler
         self._emit: Callable[[SessionEvent], None] | None = None

@@ -232,9 +232,9 @@ def fleet_text(doc: dict[str, Any]) -> str:
     lines = [f"fleet: {doc['fleet']}  ({len(doc['servers'])} servers, {len(doc['gpus'])} GPUs)"]
     for s in doc["servers"]:
         lines.append(
-            f"  {s['instance']:<24} {s['dialect']:<8} {str(s['model'] or '—')[:24]:<24} "
+            f"  {s['instance']:<24} {s['dialect']:<8} "
             f"{f(s['gen_tok_s'], '8.1f')} tok/s  accept {f(s['accept_length'], '.2f')}  "
-            f"{len(s['gpus'])} GPUs"
+            f"{len(s['gpus'])} GPUs  {sanitize_line(str(s['model'] or '—'), 200)}"
         )
     t = doc["totals"]
     lines.append(

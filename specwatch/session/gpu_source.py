@@ -28,6 +28,9 @@ Emit = Callable[[SessionEvent], None]
 class GpuSource(Protocol):
     """A source of GPU inventory and ticks."""
 
+    opening: str
+    """What a front end says until the first inventory arrives (``"opening NVML…"``)."""
+
     def start(self, emit: Emit) -> None:
         """Open the source and start ticking; blocking (call from a thread). Never raises."""
         ...
@@ -52,6 +55,8 @@ class ReaderGpuSource:
         reader: The reader; its ``on_tick`` is taken over.
         what: Its name in the reason given when opening it failed.
     """
+
+    opening = "opening the GPU source…"
 
     def __init__(self, reader: GpuReader | None, what: str = "the GPU source") -> None:
         self._reader = reader
@@ -81,13 +86,17 @@ class ReaderGpuSource:
         """The inventory subscribers see (a remote source adds where the GPUs are)."""
         return inventory
 
+    def open_inventory(self) -> GpuInventory:
+        """Open the reader; the inventory subscribers see (unavailable, with why, on failure)."""
+        try:
+            return self.inventory_of(self.sampler.open())
+        except Exception as e:  # open() should never raise; if it does, say why and carry on
+            return GpuInventory(available=False, reason=f"{self._what} failed: {e}")
+
     def start(self, emit: Emit) -> None:
         """Open the reader, emit the inventory, start its thread when there are GPUs."""
         self._emit = emit
-        try:
-            inventory = self.inventory_of(self.sampler.open())
-        except Exception as e:  # open() should never raise; if it does, say why and carry on
-            inventory = GpuInventory(available=False, reason=f"{self._what} failed: {e}")
+        inventory = self.open_inventory()
         self._emitted = inventory
         emit(GpuInventoryChanged(inventory))
         if inventory.available and not self._stopped:
@@ -130,6 +139,8 @@ class NvmlGpuSource(ReaderGpuSource):
         clock: Monotonic seconds for tick timestamps (the session's clock).
     """
 
+    opening = "opening NVML…"
+
     def __init__(
         self,
         interval_s: float = 1.0,
@@ -152,6 +163,7 @@ class NoGpus:
 
     def __init__(self, reason: str = "GPU sampling disabled") -> None:
         self.reason = reason
+        self.opening = reason
 
     def start(self, emit: Emit) -> None:
         """Emit an unavailable inventory."""

@@ -30,6 +30,7 @@ from specwatch.sources.http.endpoint import Endpoint
 from specwatch.sources.identity.server_identity import identify as identify_server
 
 if TYPE_CHECKING:
+    from specwatch.core.server import MetricsWindow
     from specwatch.core.snapshot_records import BenchConfig
 
 Subscriber = Callable[[SessionEvent], object]
@@ -170,6 +171,11 @@ class LiveSession:
             Whether this session judges at all (a replay of recorded verdicts does not).
         """
         return self._judge(lambda v: v.mark(v.now))
+
+    def seed_verdict(self, windows: Sequence[MetricsWindow]) -> bool:
+        """Give the verdict the server's windows read before this session, oldest first, on
+        this session's clock (a drill-down from the fleet: no reference from scratch)."""
+        return self._judge(lambda v: v.seed(windows))
 
     def use_reference(self, reference: Reference) -> bool:
         """Judge against ``reference`` (a benchmark snapshot's figures) from now on.

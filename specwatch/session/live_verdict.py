@@ -31,6 +31,8 @@ from specwatch.session.verdict_state import WAITING, LiveVerdictState, Reference
 if TYPE_CHECKING:
     # The TUI builds a LiveVerdict before its first frame; the events, the rule (judge,
     # statistics) and the snapshot records are imported when first used, after it.
+    from collections.abc import Iterable
+
     from specwatch.core.gpu import GpuInventory, GpuTick
     from specwatch.core.judge import Figures
     from specwatch.core.server import MetricsWindow
@@ -51,6 +53,9 @@ WARMUP_SETTLED = 0.15
 """Warmup ends when two consecutive windows with traffic agree within 15%."""
 KEEP_S = 600.0
 """Seconds of readings kept (a mark looks back :data:`CURRENT_S`)."""
+IDLE_S = 10.0
+"""A server that generated no token for this long (or never since it was watched) is idle, not
+warming up: a warmup is only seen under traffic."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +115,8 @@ class LiveVerdict:
         self._gpus: deque[_GpuPoint] = deque()
         self._max_clock: dict[int, float] = {}
         self._ready = False
+        self._seeded = False
+        self._last_traffic: float | None = None
         self._warmup_t0: float | None = None
         self._warmup_prev: float | None = None
         self._steady_t0: float | None = None
@@ -174,9 +181,18 @@ class LiveVerdict:
         }
 
     def server_ready(self, t: float) -> None:
-        """The server answered: its warmup starts now."""
-        self._ready = True
-        self._start_warmup(t)
+        """The server answered: its warmup starts now (not for a server :meth:`seed` showed
+        running already)."""
+        if not self._seeded:
+            self._start_warmup(t)
+        self._ready, self._seeded = True, False
+
+    def seed(self, windows: Iterable[MetricsWindow]) -> None:
+        """Take the server's windows read before this session (the fleet screen's), oldest
+        first: a reference can come from them, and its first ready event is no warmup."""
+        for w in windows:
+            self.add_window(w)
+        self._seeded = self._ready
 
     def add_tick(self, tick: GpuTick) -> None:
         """One GPU tick: the slowest busy GPU's clock, the busy GPUs' lowest memory clock and
@@ -215,6 +231,8 @@ class LiveVerdict:
                 # Attached to a server that was already running: no ready event to wait for.
                 self._ready = True
                 self._start_warmup(w.t - w.dt)
+            if w.gen_tok_s > 0:
+                self._last_traffic = w.t
             self._track_warmup(w.t, w.gen_tok_s)
         self._advance(w.t)
         self._update(w.t)
@@ -276,6 +294,9 @@ class LiveVerdict:
     def _track_warmup(self, t: float, rate: float) -> None:
         t0 = self._warmup_t0
         if t0 is None:
+            return
+        if rate <= 0 and self._warmup_prev is None:
+            self._warmup_t0 = t  # a warmup is timed from its first traffic, not across idling
             return
         if t - t0 > WARMUP_MAX_S:
             self._end_warmup(t)
@@ -349,11 +370,26 @@ class LiveVerdict:
             return "waiting for steady traffic"
         return f"reference {t - t0:.0f}/{REFERENCE_S:.0f} s"
 
+    def _idle(self, t: float) -> str:
+        """Why the server reads as idle at ``t`` (no token for :data:`IDLE_S`); empty if not."""
+        if not self._intervals or self._own_load_in(t - IDLE_S, t) is not None:
+            return ""
+        if self._last_traffic is None:
+            return "server idle: no tokens generated since watching began"
+        if t - self._last_traffic >= IDLE_S:
+            return f"server idle: no tokens generated in the last {IDLE_S:.0f} s"
+        return ""
+
     def _update(self, t: float) -> None:
         progress = self._settle_reference(t)
         old = self._state
+        idle = self._idle(t)
         if not self._ready and not self._intervals:
             new = WAITING
+        elif not self._intervals:  # ready, no rate yet: neither warming up nor idle is known
+            new = LiveVerdictState("waiting", "reading the server's first metrics", self.reference)
+        elif idle and (self.reference is None or self._warmup_t0 is not None):
+            new = LiveVerdictState("idle", idle, self.reference)
         elif self._warmup_t0 is not None and self.reference is None:
             new = LiveVerdictState("warmup", "server warming up")
         elif self.reference is None or progress:
@@ -379,9 +415,4 @@ class LiveVerdict:
             self.version += 1
 
 
-__all__ = [
-    "CURRENT_S",
-    "MIN_INTERVALS",
-    "REFERENCE_S",
-    "LiveVerdict",
-]
+__all__ = ["CURRENT_S", "IDLE_S", "MIN_INTERVALS", "REFERENCE_S", "LiveVerdict"]

@@ -89,6 +89,7 @@ class SpecwatchApp(SessionEventsApp):
         Binding("r", "mark_reference", "Mark ref", show=False),
         Binding("m", "sources", "Sources", show=False),
         Binding("a", "advice", "Advice", show=False),
+        Binding("o", "bench_report", "Result", show=False),
         # Listed in help and the palette; left out of the footer so that help and quit still
         # fit in the footer of a 60-column terminal.
         Binding("s", "save_svg", "Screenshot", show=False),
@@ -125,6 +126,8 @@ class SpecwatchApp(SessionEventsApp):
         self.model.show_overhead = self.settings.show_overhead
         self.session = session
         """The live session whose events this app renders (``None``: events given by hand)."""
+        if session is not None:
+            self.model.gpu_opening = session.gpus.opening
         self._session_factory = session_factory
         self.message_counts: Counter[str] = Counter()
         self.sample_errors = 0
@@ -326,16 +329,10 @@ class SpecwatchApp(SessionEventsApp):
 
     def action_sources(self) -> None:
         """Where every number in the speculation and verify panes comes from."""
-        w = self.model.window or self.model.last_scrape
-        if w is None:
-            body = "no /metrics window yet"
-        else:
-            lines = [f"{k}: {v}" for k, v in sorted(w.sources.items())]
-            if w.notes:
-                lines += ["", "notes:"] + [f"{k}: {v}" for k, v in sorted(w.notes.items())]
-            body = "\n".join(lines)
         from specwatch.ui.modals import TextModal
+        from specwatch.ui.source_words import sources_text
 
+        body = sources_text(self.model.window or self.model.last_scrape, self.model.inventory)
         self.push_screen(TextModal("metric sources", body))
 
     def action_advice(self) -> None:
@@ -352,6 +349,9 @@ class SpecwatchApp(SessionEventsApp):
             self.action_compare,
         )
         yield SystemCommand("Benchmark", "Start (or stop) a benchmark", self.action_benchmark)
+        yield SystemCommand(
+            "Benchmark result", "The last benchmark's runs and results", self.action_bench_report
+        )
         yield SystemCommand("Metric sources", "Where each number comes from", self.action_sources)
         yield SystemCommand(
             "Draft advisor", "Which draft length pays, at which batch size", self.action_advice
@@ -372,6 +372,7 @@ class SpecwatchApp(SessionEventsApp):
         yield SystemCommand("Help", "Keys and what each word on the screen means", self.action_help)
         where = self.settings.screenshot_dir or default_screenshot_dir()
         yield SystemCommand("Screenshot", f"Save an SVG in {where}", self.action_save_svg)
+        yield SystemCommand("Quit", "Leave specwatch", self.action_quit)
         from specwatch.ui.palette import textual_commands
 
         yield from textual_commands(super().get_system_commands(screen))

@@ -9,7 +9,9 @@ screen for it and brings the fleet back when that one is left with Escape.
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +24,10 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from specwatch.core.fleet_rows import FleetRow, fleet_rows, with_gone
+from specwatch.core.fleet_rows import FleetRow, fleet_rows, held_gpus, with_gone
+from specwatch.core.gpu import GpuSample
 from specwatch.core.sanitize import sanitize_line
+from specwatch.core.server import MetricsWindow
 from specwatch.session.fleet import FleetError, FleetEvent, FleetRefreshed, FleetSession
 from specwatch.sources.prometheus.fleet import FleetReading
 from specwatch.ui.fleet_pane import FleetPane
@@ -33,6 +37,8 @@ from specwatch.ui.terminal_watch import TerminalWatch
 from specwatch.ui.textual_compat import quiet_driver_class
 from specwatch.ui.themes import cycle_order, load_themes
 
+HISTORY_WINDOWS = 60
+"""Windows kept per server for a drill-down's verdict (two minutes at the 2 s refresh)."""
 STALE_AFTER = 3.0
 """A reading older than this many refresh intervals (and 5 s) is marked stale."""
 MIN_STALE_S = 5.0
@@ -49,6 +55,9 @@ class FleetChoice:
     """Its node's GPU keys."""
     exporters: tuple[str, ...]
     """The exporter targets (``host:port``) those GPUs were read from."""
+    history: tuple[MetricsWindow, ...] = ()
+    """Its windows the fleet screen read, oldest first, timed in seconds before the newest
+    (``t <= 0``): the drill-down's verdict starts from them instead of from scratch."""
 
 
 class FleetUpdated(Message):
@@ -145,6 +154,7 @@ class FleetApp(App[FleetChoice | int]):
         selected: str | None = None,
         theme_dirs: list[Path] | None = None,
         watch_terminal: bool = True,
+        history: dict[str, deque[MetricsWindow]] | None = None,
     ) -> None:
         super().__init__()
         loaded = load_themes(theme_dirs)
@@ -163,6 +173,9 @@ class FleetApp(App[FleetChoice | int]):
         self.rows: list[FleetRow] = []
         self.failures: list[str] = []
         self.selected_instance = selected
+        self._last_busy: dict[str, GpuSample] = {}
+        self.history = history if history is not None else {}
+        """Each server's recent windows, newest last (kept by the caller across drill-downs)."""
         self.pane = FleetPane(id="fleet")
         self.status = Static(id="fleet-status", markup=False)
         self.errors = Static(id="fleet-errors", markup=False, classes="-none")
@@ -207,8 +220,13 @@ class FleetApp(App[FleetChoice | int]):
     def show(self, reading: FleetReading) -> None:
         """Draw ``reading``: servers in instance order, ones gone since marked stale."""
         self.reading = reading
+        for s in reading.servers:
+            kept = self.history.setdefault(s.instance, deque(maxlen=HISTORY_WINDOWS))
+            if s.window.dt > 0 and (not kept or s.window.t > kept[-1].t):
+                kept.append(s.window)
         servers = sorted(reading.servers, key=lambda s: s.instance)
-        self.rows = with_gone(fleet_rows(servers, reading.gpus, reading.joins), self.rows)
+        gpus = held_gpus(reading.gpus, self._last_busy)
+        self.rows = with_gone(fleet_rows(servers, gpus, reading.joins), self.rows)
         self.pane.rows = tuple(self.rows)
         self.pane.totals = reading.totals
         self.pane.gpus = len(reading.gpus)
@@ -274,7 +292,10 @@ class FleetApp(App[FleetChoice | int]):
         gpus = {g.key: g for g in self.reading.gpus} if self.reading is not None else {}
         exporters = tuple(dict.fromkeys(gpus[k].instance for k in row.gpus if k in gpus))
         s = row.server
-        self.exit(FleetChoice(s.instance, s.dialect.value, s.model, row.gpus, exporters))
+        kept = self.history.get(s.instance, ())
+        newest = kept[-1].t if kept else 0.0
+        history = tuple(dataclasses.replace(w, t=w.t - newest) for w in kept)
+        self.exit(FleetChoice(s.instance, s.dialect.value, s.model, row.gpus, exporters, history))
 
     def action_refresh_now(self) -> None:
         """Refresh without waiting for the interval."""
@@ -291,7 +312,9 @@ class FleetApp(App[FleetChoice | int]):
     def action_help(self) -> None:
         """Keys (the fleet screen's among them) and what each word means."""
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            from specwatch.ui.help_text import FLEET_SECTIONS
+
+            self.push_screen(HelpScreen(FLEET_SECTIONS))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:  # type: ignore[type-arg]
         """The command palette: the fleet's commands, then Textual's (each once)."""
@@ -300,6 +323,7 @@ class FleetApp(App[FleetChoice | int]):
             "Next theme", "Switch to the next specwatch theme", self.action_cycle_theme
         )
         yield SystemCommand("Help", "Keys and what each word on the screen means", self.action_help)
+        yield SystemCommand("Quit", "Leave specwatch", self.action_quit)
         yield from textual_commands(super().get_system_commands(screen))
 
 

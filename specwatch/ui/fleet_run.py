@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import urlsplit
@@ -29,6 +31,7 @@ from specwatch.ui.fleet_app import FleetApp, FleetChoice
 from specwatch.ui.settings import AppSettings
 
 if TYPE_CHECKING:
+    from specwatch.core.server import MetricsWindow
     from specwatch.session import LiveSession
     from specwatch.session.gpu_source import GpuSource
 
@@ -107,7 +110,10 @@ async def drill_session(
 
     endpoint = server_endpoint(await server_url(choice, options), options)
     gpus = drill_gpus(choice, options, settings.interval_s)
-    return LiveSession([endpoint], gpus, metrics_interval_s=settings.metrics_interval_s)
+    live = LiveSession([endpoint], gpus, metrics_interval_s=settings.metrics_interval_s)
+    now = live.clock()
+    live.seed_verdict([dataclasses.replace(w, t=now + w.t) for w in choice.history])
+    return live
 
 
 async def _run_async(app: App[object]) -> object:
@@ -144,10 +150,11 @@ async def run_fleet_async(
     fleet = FleetSession(source, interval_s=interval_s, history_s=0.0, close=close)
     where = options.prometheus or "direct"
     selected: str | None = None
+    history: dict[str, deque[MetricsWindow]] = {}
     fleet.start()
     try:
         while True:
-            app = FleetApp(fleet, where, settings.theme, selected=selected)
+            app = FleetApp(fleet, where, settings.theme, selected=selected, history=history)
             chosen = await _run_screen(run_app, app)
             if not isinstance(chosen, FleetChoice):
                 return chosen if isinstance(chosen, int) else 0

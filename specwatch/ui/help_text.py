@@ -15,6 +15,7 @@ KEYS: Rows = (
     ("i", "next sampling interval (GPU and /metrics)"),
     ("w", "next graph window: 1m, 5m, 15m, 1h"),
     ("b", "benchmark with the current settings (again: stop it)"),
+    ("o", "the last benchmark's whole result (a finished one is only noted on the screen)"),
     ("r", "mark the reference: the live verdict judges against the last 30 s from now on"),
     ("m", "metric sources: where each number comes from, and the formulas"),
     ("a", "draft advisor: which draft length pays at which batch, with intervals"),
@@ -110,12 +111,29 @@ SECTIONS: tuple[tuple[str, str, Rows], ...] = (
 )
 
 
-def help_renderable() -> Table:
+FLEET_SECTIONS: tuple[tuple[str, str, Rows], ...] = (
+    (
+        "Fleet screen",
+        "specwatch URL URL… or --prometheus URL",
+        (
+            *FLEET_KEYS,
+            ("t", "next theme"),
+            ("? / F1", "this help"),
+            ("ctrl+p", "command palette"),
+            ("q", "quit"),
+        ),
+    ),
+    ("Clock events", "why the SM clock is below max", CLOCK_EVENTS),
+)
+"""The fleet screen's help: its own keys and words, not the single-server screen's."""
+
+
+def help_renderable(sections: tuple[tuple[str, str, Rows], ...] = SECTIONS) -> Table:
     """The help text as a Rich table: keys, then what each word on the screens means."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(no_wrap=True, style="bold")
     grid.add_column()
-    for i, (title, note, rows) in enumerate(SECTIONS):
+    for i, (title, note, rows) in enumerate(sections):
         if i:
             grid.add_row("", "")
         grid.add_row(Text(title, style="bold underline"), note)
@@ -124,4 +142,12 @@ def help_renderable() -> Table:
     return grid
 
 
-__all__ = ["CLOCK_EVENTS", "FLEET_KEYS", "KEYS", "REPLAY_KEYS", "SECTIONS", "help_renderable"]
+__all__ = [
+    "CLOCK_EVENTS",
+    "FLEET_KEYS",
+    "FLEET_SECTIONS",
+    "KEYS",
+    "REPLAY_KEYS",
+    "SECTIONS",
+    "help_renderable",
+]

@@ -16,7 +16,7 @@ from textual.events import Resize
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from specwatch.ui.help_text import help_renderable
+from specwatch.ui.help_text import SECTIONS, Rows, help_renderable
 
 HELP_WIDTH = 100
 """The widest the help is drawn."""
@@ -121,8 +121,8 @@ class HelpScreen(ScrollModal):
     HelpScreen > ScrollableContainer { border: round $primary; }
     """
 
-    def __init__(self) -> None:
-        super().__init__("specwatch help", help_renderable())
+    def __init__(self, sections: tuple[tuple[str, str, Rows], ...] = SECTIONS) -> None:
+        super().__init__("specwatch help", help_renderable(sections))
 
     def body_width(self, available: int) -> int:
         """Up to 100 columns: a wider help table only makes its sentences long."""

@@ -19,6 +19,8 @@ from specwatch.core.window_mean import HeldLatest, SteadyMean
 from specwatch.core.windows import WINDOWS as WINDOWS
 from specwatch.session.verdict_state import WAITING, LiveVerdictState
 from specwatch.ui.model_checks import check_tick, check_window, is_number
+from specwatch.ui.model_marks import Mark as Mark
+from specwatch.ui.model_marks import Timeline
 
 if TYPE_CHECKING:
     # Annotations only: the samples' classes load with the first sample, after the first frame.
@@ -37,29 +39,8 @@ HELD = ("gen_tok_s", "accept_length", "draft_acceptance_rate")
 STEADY = ("step_latency_s", "accept_length", "prompt_tok_s", "requests_per_s")
 """The window readings the verify and load panes show as a steady mean
 (``specwatch.core.window_mean``)."""
-MARKS = 256
-DOWN_MARK_S = 5.0
-"""A refused server gets a ``down`` mark once it has been refused this long (dated back)."""
-
-WARMUP_MAX_S = 120.0
-"""A warmup mark closes after this long even if the rate never settles."""
-WARMUP_SETTLED = 0.15
-"""Warmup ends when two consecutive windows with traffic agree within 15%."""
-
 NVML_SMOOTHING = 0.2
 """Weight of the newest tick in the smoothed NVML cost."""
-
-
-@dataclass(slots=True)
-class Mark:
-    """A labelled span (or point, when ``t1 == t0``) on the token-rate time axis."""
-
-    kind: str
-    """``"down"``, ``"loading"``, ``"warmup"``, ``"restart"``, ``"bench"`` or ``"lost"``."""
-    t0: float
-    t1: float | None
-    """``None`` while the span is still open."""
-    label: str
 
 
 @dataclass(slots=True)
@@ -96,14 +77,12 @@ class MonitorModel:
         self.hottest_c = TimeSeries(HISTORY)
         self.accept_length = TimeSeries(HISTORY)
         self.acceptance_rate = TimeSeries(HISTORY)
-        self.marks: deque[Mark] = deque(maxlen=MARKS)
+        self.timeline = Timeline()
         self.held: dict[str, tuple[float, float]] = {}
         """The newest ``(t, value)`` of each of :data:`HELD`."""
         self.steady = {name: SteadyMean() for name in STEADY}
         self.latency: HeldLatest[tuple[LatencyBucket, ...]] = HeldLatest()
         """The load pane's percentile buckets, held while windows have none."""
-        self.bench_runs = 0
-        """Measured benchmark runs this session (marks are numbered across benchmarks)."""
         self.window: MetricsWindow | None = None
         """Latest window with a real interval (``dt > 0``)."""
         self.last_scrape: MetricsWindow | None = None
@@ -117,6 +96,8 @@ class MonitorModel:
         self.baseline_ms = baseline_ms
         self.baseline_source = baseline_source
         self.monitor_cpu_pct: float | None = None
+        self.gpu_opening = "opening NVML…"
+        """What the GPU pane says before the first inventory (the session's source says)."""
         self.nvml_ms: float | None = None
         """NVML milliseconds per tick, smoothed (so the status line does not flicker)."""
         self.paused = False
@@ -137,11 +118,16 @@ class MonitorModel:
         self.rate_version = 0
         self.spec_version = 0
         self.status_version = 0
-        self._warmup: Mark | None = None
-        self._warmup_prev: float | None = None
-        self._loading: Mark | None = None
-        self._bench_run: Mark | None = None
-        self._bench_warm: Mark | None = None
+
+    @property
+    def marks(self) -> deque[Mark]:
+        """The time axis's marks, oldest first (:class:`~specwatch.ui.model_marks.Timeline`)."""
+        return self.timeline.marks
+
+    @property
+    def bench_runs(self) -> int:
+        """Measured benchmark runs this session (marks are numbered across benchmarks)."""
+        return self.timeline.bench_runs
 
     # --- GPUs ---------------------------------------------------------------------------------
 
@@ -199,28 +185,14 @@ class MonitorModel:
     def set_waiting(
         self, t: float, state: str, attempt: int, elapsed_s: float, detail: str
     ) -> None:
-        """The server is not ready yet (refused, loading or erroring): open a waiting mark.
-
-        The mark says ``loading`` only once the server says it is loading (HTTP 503); before
-        that it says ``down`` (a refused port may be a server loading, or one never started),
-        and only after :data:`DOWN_MARK_S`.
-        """
+        """The server is not ready yet (refused, loading or erroring): a waiting mark
+        (:meth:`~specwatch.ui.model_marks.Timeline.waiting`)."""
         self._advance(t)
         self.connection_ok = False
         self.connection = f"waiting: {state} (attempt {attempt}, {elapsed_s:.0f}s)"
         if detail:
             self.connection += f" {detail}"
-        word = "loading" if state == "loading" else "down"
-        label = f"{word} #{attempt} {elapsed_s:.0f}s"
-        if self._loading is None and (word == "loading" or elapsed_s >= DOWN_MARK_S):
-            # Dated back to the first refusal; a server starting beside us (the demo's) for less
-            # than DOWN_MARK_S is no outage, and the status line says it is waiting.
-            self._loading = Mark(word, t - elapsed_s, None, label)
-            self.marks.append(self._loading)
-        elif self._loading is not None:
-            if state == "loading":
-                self._loading.kind = "loading"
-            self._loading.label = label.replace("down", self._loading.kind, 1)
+        self.timeline.waiting(t, state, attempt, elapsed_s)
         self.status_version += 1
         self.rate_version += 1
 
@@ -231,10 +203,7 @@ class MonitorModel:
         self.commit = None  # the identity of this (maybe restarted) server follows
         self.connection_ok = True
         self.connection = "connected"
-        if self._loading is not None:
-            self._loading.t1 = t
-            self._loading = None
-        self._open_warmup(t)
+        self.timeline.ready(t)
         self.status_version += 1
         self.rate_version += 1
         self.spec_version += 1
@@ -249,12 +218,10 @@ class MonitorModel:
     def set_lost(self, t: float, reason: str) -> None:
         """The server stopped answering."""
         self._advance(t)
-        if self.connection_ok:
-            self.marks.append(Mark("lost", t, t, "lost"))
+        self.timeline.lost(t, self.connection_ok)
         self.connection_ok = False
         # "lost" only for a server that was there: a key rejected before it ever answered is not
         self.connection = f"{'lost' if self.server is not None else 'error'}: {reason}"
-        self._close_warmup(t)
         self.status_version += 1
         self.rate_version += 1
 
@@ -268,8 +235,7 @@ class MonitorModel:
         self._advance(w.t)
         self.last_scrape = w
         if w.restarted:
-            self.marks.append(Mark("restart", w.t, w.t, "restart"))
-            self._open_warmup(w.t)
+            self.timeline.restarted(w.t)
         if w.dt > 0:
             self.window = w
             self.windows.append(w)
@@ -283,7 +249,7 @@ class MonitorModel:
             if w.restarted:
                 self.latency.clear()
             self.latency.add(w.t, w.latency_buckets)
-            self._track_warmup(w)
+            self.timeline.rate(w.t, w.gen_tok_s)
         if "error" in w.notes and self.connection_ok:
             self.connection = f"scrape error: {w.notes['error']}"
         elif self.connection_ok:
@@ -317,33 +283,6 @@ class MonitorModel:
         age = None if w is None or w.t <= last[0] else self.now - last[0]
         return (last[1], age)
 
-    def _track_warmup(self, w: MetricsWindow) -> None:
-        mark = self._warmup
-        if mark is None:
-            return
-        if w.t - mark.t0 > WARMUP_MAX_S:
-            self._close_warmup(w.t)
-            return
-        rate = w.gen_tok_s
-        if not rate:
-            return
-        prev = self._warmup_prev
-        self._warmup_prev = rate
-        if prev and abs(rate - prev) <= WARMUP_SETTLED * max(rate, prev):
-            self._close_warmup(w.t)
-
-    def _open_warmup(self, t: float) -> None:
-        """Close any warmup mark and open a new one at ``t`` (server ready, or restarted)."""
-        self._close_warmup(t)
-        self._warmup = Mark("warmup", t, None, "warmup")
-        self._warmup_prev = None
-        self.marks.append(self._warmup)
-
-    def _close_warmup(self, t: float) -> None:
-        if self._warmup is not None:
-            self._warmup.t1 = t
-            self._warmup = None
-
     # --- benchmark ------------------------------------------------------------------------------
 
     def bench_event(
@@ -355,34 +294,17 @@ class MonitorModel:
         if b is None or kind == "started":
             b = self.bench = BenchState()
         b.index, b.total, b.message = index, total, message
+        self.timeline.bench(t, kind)
         if kind == "started":
             b.phase = "warmup"
-            self._bench_warm = Mark("warmup", t, None, "bench warmup")
-            self.marks.append(self._bench_warm)
         elif kind == "warmup_done":
             b.phase = "running" if index >= total else "warmup"
         elif kind == "run_start":
             b.phase = "running"
-            if self._bench_warm is not None:
-                self._bench_warm.t1 = t
-                self._bench_warm = None
-            self.bench_runs += 1
-            self._bench_run = Mark("bench", t, None, f"B{self.bench_runs}")
-            self.marks.append(self._bench_run)
-        elif kind == "run_done":
-            if tok_s is not None:
-                b.last_tok_s.append(tok_s)
-            if self._bench_run is not None:
-                self._bench_run.t1 = t
-                self._bench_run = None
+        elif kind == "run_done" and tok_s is not None:
+            b.last_tok_s.append(tok_s)
         elif kind in ("finished", "interrupted", "error"):
             b.phase = kind
-            if self._bench_warm is not None:
-                self._bench_warm.t1 = t
-                self._bench_warm = None
-            if self._bench_run is not None:
-                self._bench_run.t1 = t
-                self._bench_run = None
         self.rate_version += 1
         self.status_version += 1
 
@@ -405,7 +327,4 @@ class MonitorModel:
 
     def marks_since(self, t0: float) -> Iterable[Mark]:
         """Marks that overlap ``(t0, now]``."""
-        for m in self.marks:
-            end = m.t1 if m.t1 is not None else self.now
-            if end >= t0:
-                yield m
+        return self.timeline.since(t0, self.now)

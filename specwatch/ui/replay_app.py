@@ -66,18 +66,23 @@ class JumpModal(ModalScreen[str | None]):
 class ReplayApp(SpecwatchApp):
     """The monitor on a recording: space pauses, arrows step, brackets seek, +/- change speed."""
 
+    # The footer shows one entry per pair of keys (``←→ Step``); the live-only keys are off.
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("space", "replay_pause", "Play/pause"),
-        Binding("left", "replay_step(-1)", "Step", show=False),
+        Binding("left", "replay_step(-1)", "Step", key_display="←→"),
         Binding("right", "replay_step(1)", "Step", show=False),
-        Binding("left_square_bracket", "replay_seek(-60)", "-1m", show=False),
+        Binding("left_square_bracket", "replay_seek(-60)", "±1m", key_display="[]"),
         Binding("right_square_bracket", "replay_seek(60)", "+1m", show=False),
         Binding("left_curly_bracket", "replay_seek(-600)", "-10m", show=False),
         Binding("right_curly_bracket", "replay_seek(600)", "+10m", show=False),
-        Binding("plus,equals_sign", "replay_speed(1)", "Faster", show=False),
+        Binding("plus", "replay_speed(1)", "Speed", key_display="+-"),
+        Binding("equals_sign", "replay_speed(1)", "Faster", show=False),
         Binding("minus", "replay_speed(-1)", "Slower", show=False),
         Binding("g", "replay_jump", "Jump"),
     ]
+    LIVE_ONLY = frozenset({"benchmark", "cycle_interval", "toggle_pause", "resume"})
+    """Actions of the live monitor that mean nothing on a recording: a benchmark needs the
+    server, the sampling interval was the recording's, and space already pauses."""
 
     def __init__(self, settings: AppSettings, replay: ReplaySession) -> None:
         super().__init__(settings, replay)
@@ -92,6 +97,12 @@ class ReplayApp(SpecwatchApp):
         stopped = self.replay.reader.stopped
         if stopped:
             self.notify(sanitize_line(stopped, 200), title="recording damaged", timeout=10)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The live-only keys are neither offered nor taken."""
+        if action in self.LIVE_ONLY:
+            return False
+        return super().check_action(action, parameters)
 
     def _refresh_label(self) -> None:
         label = sanitize_line(self.replay.label(), 80)
@@ -150,7 +161,14 @@ class ReplayApp(SpecwatchApp):
 def reset_model(model: MonitorModel) -> None:
     """Empty ``model``'s histories and readings, keeping settings; every version moves on."""
     fresh = MonitorModel(model.baseline_ms, model.baseline_source)
-    keep = ("paused", "show_overhead", "interval_s", "monitor_cpu_pct", "replay_label")
+    keep = (
+        "paused",
+        "show_overhead",
+        "interval_s",
+        "monitor_cpu_pct",
+        "replay_label",
+        "gpu_opening",
+    )
     kept = {name: getattr(model, name) for name in keep}
     versions = {k: v + 1 for k, v in vars(model).items() if k.endswith("_version")}
     vars(model).update(vars(fresh))

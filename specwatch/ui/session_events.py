@@ -78,11 +78,19 @@ class SessionEventsApp(TerminalWatchApp):
     _bench_left: BenchJob | None = None
     leaving: str = "on quitting"
     """How the app was left, for the benchmark line (a signal's name overrides it)."""
+    bench_report: tuple[str, str] | None = None
+    """The last benchmark's result, ``(title, text)``, for ``o``."""
 
     def start_session(self) -> None:
         """Receive the session's events and start it (after the first frame)."""
         if self.session is not None and not self._session_stopped:
+            if self.model.inventory is None:
+                self.model.gpu_opening = self.session.gpus.opening
+                self.model.gpu_version += 1
             self.session.subscribe(self.receive)
+            verdict = self.session.verdict
+            if verdict is not None:  # it may have moved before us (seeded from the fleet)
+                self.model.set_verdict(verdict.state())
             self.session.start()
 
     def on_unmount(self) -> None:
@@ -188,19 +196,40 @@ class SessionEventsApp(TerminalWatchApp):
                 )
 
     def _show_bench_result(self, event: BenchFinished) -> None:
-        """A benchmark ended: its result, where the snapshot went, or why it failed."""
+        """A benchmark ended: its result, where the snapshot went, or why it failed.
+
+        A finished one is said in a notice over the live screen (``o`` opens the whole result);
+        one that failed or was cut short opens at once, since it needs reading.
+        """
         from specwatch.ui.bench_glue import result_text
         from specwatch.ui.modals import TextModal
 
         if event.result is None:
-            self.push_screen(TextModal("benchmark failed", event.failure or ""))
+            self.bench_report = ("benchmark failed", event.failure or "")
+            self.push_screen(TextModal(*self.bench_report))
             return
         body = result_text(event.result)
         if event.snapshot_path is not None:
             body += f"\n\nsnapshot saved: {event.snapshot_path}"
         if event.snapshot_error:
             body += f"\n\n{event.snapshot_error}"
-        self.push_screen(TextModal(f"benchmark {event.outcome}", body))
+        self.bench_report = (f"benchmark {event.outcome}", body)
+        if event.outcome != "finished" or event.snapshot_error:
+            self.push_screen(TextModal(*self.bench_report))
+            return
+        overall = [line.strip() for line in body.splitlines() if "Overall:" in line]
+        saved = f" · saved {event.snapshot_path.name}" if event.snapshot_path is not None else ""
+        summary = (overall[0] if overall else "done") + saved + " · o: the whole result"
+        self.notify(sanitize_line(summary, 300), title="benchmark finished", timeout=12)
+
+    def action_bench_report(self) -> None:
+        """Open the last benchmark's whole result."""
+        from specwatch.ui.modals import TextModal
+
+        if self.bench_report is None:
+            self.notify("no benchmark has finished yet (b starts one)", timeout=3)
+            return
+        self.push_screen(TextModal(*self.bench_report))
 
 
 __all__ = ["Drain", "EventInbox", "SessionEventsApp"]

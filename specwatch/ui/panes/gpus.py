@@ -326,7 +326,7 @@ class GpusPane(ModelPane):
         inv = model.inventory
         st = self._table_styles()
         if inv is None:
-            return [[Segment("opening NVML…", st.dim)]]
+            return [[Segment(model.gpu_opening, st.dim)]]
         if not inv.available:
             reason = inv.reason or "NVML unavailable"
             return [

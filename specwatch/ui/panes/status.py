@@ -50,8 +50,11 @@ def status_parts(model: MonitorModel) -> list[tuple[int, str, str]]:
     if model.show_overhead:
         cpu = model.monitor_cpu_pct
         parts.append((2, "cpu " + ("–" if cpu is None else f"{cpu:.1f}%"), "dim"))
-        if model.nvml_ms is not None:
-            parts.append((3, f"nvml {model.nvml_ms:.1f}ms", "dim"))
+        inv = model.inventory
+        if model.nvml_ms is not None and inv is not None and inv.available:
+            # What a GPU reading costs, named after where it comes from.
+            source = inv.origin.source if inv.origin is not None else "nvml"
+            parts.append((3, f"{source} {model.nvml_ms:.1f}ms", "dim"))
     parts.append((5, f"every {model.interval_s:g}s", "dim"))
     return parts
 

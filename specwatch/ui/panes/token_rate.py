@@ -84,6 +84,20 @@ def graph_for(
     )
 
 
+def history_span(model: MonitorModel) -> float | None:
+    """Seconds of token-rate history held (``None``: none yet)."""
+    first = next(iter(model.tok_s), None)
+    return None if first is None else max(0.0, model.now - first[0])
+
+
+def duration_words(seconds: float) -> str:
+    """``45s``, ``3m``, ``1h05m``: whole units, so a title changes once a minute at most."""
+    if seconds < 60:
+        return f"{seconds:.0f}s" if seconds < 10 else f"{seconds // 10 * 10:.0f}s"
+    minutes = int(seconds // 60)
+    return f"{minutes}m" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
+
+
 class TokenRatePane(ModelPane):
     """Token rate: a streaming graph over a selectable window."""
 
@@ -148,6 +162,10 @@ class TokenRatePane(ModelPane):
 
     def _retitle(self) -> None:
         title = f"Token rate · last {self.window}"
+        held = history_span(self.model)
+        if held is not None and held < WINDOWS[self.window] / 2:
+            # Else a 1 h window over 3 minutes of readings is three columns and no word why.
+            title += f" · {duration_words(held)} of history"
         info = self.model.server
         if info is not None and info.metrics_enabled is False:
             title += " · no /metrics: no token rate"  # else an empty graph looks like no traffic

@@ -1,0 +1,43 @@
+"""The screen's words say where things come from (issue 21 item 20)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from specwatch.core.gpu import GpuInventory, GpuOrigin
+from specwatch.ui.panes.status import status_parts
+from tests.scene import build_scene
+
+
+def _texts(model: object) -> list[str]:
+    return [text for _p, text, _tone in status_parts(model)]  # type: ignore[arg-type]
+
+
+def test_the_status_line_names_the_gpu_source_it_times() -> None:
+    model = build_scene(seconds=30, with_bench=False)
+    assert any(t.startswith("nvml ") for t in _texts(model))
+    inv = model.inventory
+    assert inv is not None
+    model.set_inventory(replace(inv, origin=GpuOrigin("dcgm", nodes=("n1",) * len(inv.gpus))))
+    texts = _texts(model)
+    assert any(t.startswith("dcgm ") and t.endswith("ms") for t in texts), texts
+    assert not any(t.startswith("nvml") for t in texts), texts
+    model.set_inventory(GpuInventory(available=False, reason="GPUs not read (--no-gpu)"))
+    assert not any(t.endswith("ms") for t in _texts(model))
+
+
+async def test_m_shows_the_screens_names_and_where_the_gpu_figures_come_from() -> None:
+    from specwatch.ui.app import SpecwatchApp
+    from specwatch.ui.modals import TextModal
+    from specwatch.ui.settings import AppSettings
+
+    model = build_scene(seconds=60, with_bench=False)
+    assert model.window is not None and "gen_tok_s" in model.window.sources
+    app = SpecwatchApp(AppSettings(watch_terminal=False, live_cpu=False), model=model)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("m")
+        await pilot.pause()
+        assert isinstance(app.screen, TextModal)
+        body = app.screen.body
+    assert "tok/s (generated): " in body and "GPU figures: NVML on this machine" in body, body
+    assert not [line for line in body.splitlines() if line.split(":")[0] in ("gen_tok_s", "itl_s")]
