@@ -43,7 +43,7 @@ def no_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     def sampler(*args: Any, **kw: Any) -> GpuSampler:
         return GpuSampler(*args, **{**kw, "nvml": unavailable_nvml()})
 
-    monkeypatch.setattr("specwatch.sources.nvml.api.GpuSampler", sampler)
+    monkeypatch.setattr("specwatch.sources.nvml.sampler.GpuSampler", sampler)
 
 
 @contextmanager
