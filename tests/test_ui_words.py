@@ -41,3 +41,16 @@ async def test_m_shows_the_screens_names_and_where_the_gpu_figures_come_from() -
         body = app.screen.body
     assert "tok/s (generated): " in body and "GPU figures: NVML on this machine" in body, body
     assert not [line for line in body.splitlines() if line.split(":")[0] in ("gen_tok_s", "itl_s")]
+
+
+def test_the_cpu_figure_says_when_it_includes_a_running_benchmark() -> None:
+    from specwatch.ui.model import BenchState
+
+    model = build_scene(seconds=30, with_bench=False)
+    model.monitor_cpu_pct = 0.6
+    assert "cpu 0.6%" in _texts(model)
+    model.bench = BenchState(phase="running")
+    model.monitor_cpu_pct = 14.2  # the benchmark's streams run in this process
+    assert "cpu 14.2% with bench" in _texts(model)
+    model.bench = BenchState(phase="finished")
+    assert "cpu 14.2%" in _texts(model)

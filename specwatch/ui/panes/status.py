@@ -49,7 +49,15 @@ def status_parts(model: MonitorModel) -> list[tuple[int, str, str]]:
             parts.append((4, info.model.rsplit("/", 1)[-1], "text"))
     if model.show_overhead:
         cpu = model.monitor_cpu_pct
-        parts.append((2, "cpu " + ("–" if cpu is None else f"{cpu:.1f}%"), "dim"))
+        # The process's CPU includes a running benchmark's streams (its client, not the
+        # monitor's cost): say so rather than let the monitor look ten times dearer.
+        benching = model.bench is not None and model.bench.phase in (
+            "starting",
+            "warmup",
+            "running",
+        )
+        with_bench = " with bench" if benching else ""
+        parts.append((2, "cpu " + ("–" if cpu is None else f"{cpu:.1f}%{with_bench}"), "dim"))
         inv = model.inventory
         if model.nvml_ms is not None and inv is not None and inv.available:
             # What a GPU reading costs, named after where it comes from.
