@@ -205,7 +205,10 @@ async def test_story_scenario_is_called_within_a_minute(scenario: str, outcome: 
         if scenario == "memcap":
             assert judgement.term == "memory clock", judgement
             # Called while the window still straddles the cut: the mean lies between the clocks.
-            assert re.match(r"memory clock 2619 → 2[34]\d\d MHz \(-", judgement.reason), judgement
+            # The fake NVML's GPM gives the DRAM activity the memory term is weighted by.
+            assert re.search(
+                r"memory clock 2619 → 2[34]\d\d MHz at \d+% DRAM activity", judgement.reason
+            ), judgement
             assert "decode is memory-bound" in judgement.reason
             line = verdict_text(state(), {"text": Style(), "dim": Style()}).plain
             assert line.startswith(" explained by GPU state (memory clock) "), line

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,9 @@ def test_full_check_over_simulated_gpus() -> None:
     assert "gpu 1 nvmlDeviceGetDefaultApplicationsClock(2,): 2619" in out
     assert "gpu 1 nvmlDeviceGetMaxClockInfo(2,): 2619" in out
     assert "gpu 1 lock target max (SM, memory MHz): (1980, 2619)" in out
-    assert "gpu 0 missing dram_active: n/s: NVML's GPM metrics are not read" in out
+    assert "gpu 0 missing dram_active: N/A: GPM needs two samples" in out  # the first tick
+    assert re.search(r"gpu 1 GPM DRAM BW util over 0.2 s: \d+\.\d\d%", out), out
+    assert re.search(r"gpu 0 sampler DRAM activity: 0\.\d+, 0\.\d+", out), out
+    assert "nvmlGpmSampleFree: 4," in out  # the sampler's two per GPU, all freed
     assert "Set" not in out  # read-only: no clock is ever set by the check
     assert "slopes over the check: " in out

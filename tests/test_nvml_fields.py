@@ -10,7 +10,7 @@ from specwatch.sim.fake_nvml import SAME_INSTANT_S, FakeNvml
 from specwatch.sim.fake_nvml_structs import FakeFieldValue
 from specwatch.sim.gpus import SimGpus
 from specwatch.sources.nvml import binding as N
-from specwatch.sources.nvml.reads import DRAM_NOT_READ
+from specwatch.sources.nvml.gpm import FIRST_SAMPLE
 from specwatch.sources.nvml.sampler import GpuSampler
 
 GPUS = 2
@@ -74,8 +74,9 @@ def test_one_field_values_call_reads_five_fields_and_no_classic_call() -> None:
             N.FI_DEV_PERF_POLICY_THERMAL,
         ]
     )
-    # Clocks, temperature, field values, P-state, reasons, utilisation, memory, PCIe x2.
-    assert (sum(fake.calls.values()) - before) / (3 * GPUS) == 10
+    # Clocks, temperature, field values, P-state, reasons, utilisation, memory, PCIe x2,
+    # the GPM sample and the GPM metric.
+    assert (sum(fake.calls.values()) - before) / (3 * GPUS) == 12
 
 
 def test_fake_field_values_have_the_drivers_types_and_codes() -> None:
@@ -114,13 +115,14 @@ def test_a_field_unknown_to_the_driver_is_never_asked_again() -> None:
     # An older driver answers an id it does not know with INVALID_ARGUMENT in that value.
     fake.fail(f"field:{N.FI_DEV_PERF_POLICY_POWER}", N.ERROR_INVALID_ARGUMENT, index=0)
     fake.fail(f"field:{N.FI_DEV_MEMORY_TEMP}", N.ERROR_NOT_SUPPORTED, index=0)
-    for _ in range(3):
+    for n in range(3):
         sample = tick(sampler, clock).samples[0]
         assert sample.power_violation_ns is not None
+        first = {"dram_active": FIRST_SAMPLE} if n == 0 else {}
         assert sample.missing == {
             "fan_pct": "n/s: Not Supported",
             "hbm_temp_c": "n/s: Not Supported",
-            "dram_active": DRAM_NOT_READ,
+            **first,
         }
     assert fake.calls["nvmlDeviceGetViolationStatus"] == 3
     gpu0_asks = fake.asked[-2]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from specwatch.sim.fake_nvml_clocks import FakeClockPolicy
+from specwatch.sim.fake_nvml_gpm import FakeGpm
 from specwatch.sim.fake_nvml_structs import (
     FakeFieldValue,
     FakeHandle,
@@ -46,7 +47,7 @@ class _Failure:
     times: int | None
 
 
-class FakeNvml(FakeClockPolicy):
+class FakeNvml(FakeClockPolicy, FakeGpm):
     """Module-like stand-in for ``pynvml`` over ``SimGpus``.
 
     Args:
@@ -56,6 +57,7 @@ class FakeNvml(FakeClockPolicy):
     Attributes:
         calls: How many times each function was called (``calls["nvmlInit"]`` etc.).
         fan_supported: Set True to report a fan (default: passively cooled, NOT_SUPPORTED).
+        gpm_supported: Set False for a board without GPM (before Hopper).
     """
 
     def __init__(self, gpus: SimGpus, clock: Callable[[], float] = time.monotonic) -> None:

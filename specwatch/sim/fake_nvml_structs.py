@@ -6,7 +6,8 @@ so the reader cannot tell them from the real ones.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +76,57 @@ class FakeFieldValue:
     latencyUsec: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class FakeGpmSupport:
+    """``c_nvmlGpmSupport_t``."""
+
+    version: int
+    isSupportedDevice: int
+
+
+@dataclass(slots=True)
+class FakeGpmSample:
+    """An opaque ``nvmlGpmSample_t``: which GPU, when, and its DRAM-busy counter (seconds)."""
+
+    index: int | None = None
+    t: float = 0.0
+    dram_busy_s: float = 0.0
+    freed: bool = False
+
+
+@dataclass(slots=True)
+class FakeGpmMetric:
+    """``c_nvmlGpmMetric_t`` (without ``metricInfo``)."""
+
+    metricId: int = 0
+    nvmlReturn: int = 0
+    value: float = 0.0
+
+
+GPM_METRIC_SLOTS = 8
+"""How many metric slots ``FakeGpmMetricsGet`` has (the real struct has ``NVML_GPM_METRIC_MAX``)."""
+
+
+@dataclass(slots=True)
+class FakeGpmMetricsGet:
+    """``c_nvmlGpmMetricsGet_t``: filled in by the caller, answered by ``nvmlGpmMetricsGet``."""
+
+    version: int = 0
+    numMetrics: int = 0
+    sample1: Any = None
+    sample2: Any = None
+    metrics: list[FakeGpmMetric] = field(
+        default_factory=lambda: [FakeGpmMetric() for _ in range(GPM_METRIC_SLOTS)]
+    )
+
+
 __all__ = [
+    "GPM_METRIC_SLOTS",
     "FakeFieldValue",
+    "FakeGpmMetric",
+    "FakeGpmMetricsGet",
+    "FakeGpmSample",
+    "FakeGpmSupport",
     "FakeHandle",
     "FakeMemory",
     "FakePciInfo",

@@ -71,6 +71,8 @@ class SimGpuState:
     dram_active: float = 0.0
     """Share of time HBM was busy: the memory-bound share of a step, stretched or shrunk by how
     the clocks pace it (``DCGM_FI_PROF_DRAM_ACTIVE``)."""
+    dram_busy_s: float = 0.0
+    """Seconds of ``dram_active`` accumulated: the counter GPM samples take deltas of."""
 
 
 class SimGpu:
@@ -99,6 +101,7 @@ class SimGpu:
         self.lost = False
         self.power_violation_ns = 0
         self.thermal_violation_ns = 0
+        self.dram_busy_s = 0.0
 
     def _operating_point(self) -> tuple[float, float, int]:
         """(sm clock MHz, power W, reason bits) at the current temperature and load."""
@@ -130,8 +133,10 @@ class SimGpu:
         """Advance temperature, energy and violation counters by ``dt`` seconds."""
         if self.lost or dt <= 0:
             return
-        _, power, bits = self._operating_point()
+        clock, power, bits = self._operating_point()
         self.energy_j += power * dt
+        if self.load > 0.0:
+            self.dram_busy_s += self._dram_active(clock) * dt
         if bits & 0x004:
             self.power_violation_ns += int(dt * 1e9)
         if bits & 0x020:
@@ -170,6 +175,7 @@ class SimGpu:
             thermal_violation_ns=self.thermal_violation_ns,
             lost=self.lost,
             dram_active=self._dram_active(clock) if busy else 0.0,
+            dram_busy_s=self.dram_busy_s,
         )
 
     def _dram_active(self, clock: float) -> float:

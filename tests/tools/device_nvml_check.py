@@ -161,6 +161,62 @@ def policy_report(nv: Any, inventory: GpuInventory) -> None:
             print(f"gpu {static.index} lock target {target} (SM, memory MHz): {text}")
 
 
+def gpm_report(nv: Any, gpus: int, interval_s: float) -> dict[int, bool]:
+    """Read GPM's DRAM bandwidth utilisation read-only: two samples ``interval_s`` apart.
+
+    Returns:
+        GPU index -> whether it has GPM (what the sampler's ticks are then checked against).
+    """
+    supported: dict[int, bool] = {}
+    for index in range(gpus):
+        try:
+            handle = nv.nvmlDeviceGetHandleByIndex(index)
+            support = nv.nvmlGpmQueryDeviceSupport(handle)
+        except Exception as exc:
+            print(f"gpu {index} GPM: support query: {N.describe(exc)}")
+            supported[index] = False
+            continue
+        supported[index] = bool(support.isSupportedDevice)
+        if not support.isSupportedDevice:
+            print(f"gpu {index} GPM: not supported on this GPU (isSupportedDevice=0)")
+            continue
+        samples: list[Any] = []
+        try:
+            samples = [nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc()]
+            started = time.perf_counter()
+            nv.nvmlGpmSampleGet(handle, samples[0])
+            get_ms = (time.perf_counter() - started) * 1000
+            # A measurement interval between the two counter samples, not a synchronisation.
+            time.sleep(interval_s)
+            nv.nvmlGpmSampleGet(handle, samples[1])
+            get = nv.c_nvmlGpmMetricsGet_t()
+            get.version = N.GPM_METRICS_GET_VERSION
+            get.numMetrics = 1
+            get.metrics[0].metricId = N.GPM_METRIC_DRAM_BW_UTIL
+            get.sample1, get.sample2 = samples
+            started = time.perf_counter()
+            nv.nvmlGpmMetricsGet(get)
+            metrics_ms = (time.perf_counter() - started) * 1000
+            metric = get.metrics[0]
+            if metric.nvmlReturn != N.SUCCESS:
+                text = f"{N.error_text(metric.nvmlReturn)} (code {metric.nvmlReturn})"
+            else:
+                text = f"{metric.value:.2f}%"
+            print(
+                f"gpu {index} GPM DRAM BW util over {interval_s:g} s: {text} "
+                f"(nvmlGpmSampleGet {get_ms:.3f} ms, nvmlGpmMetricsGet {metrics_ms:.3f} ms)"
+            )
+        except Exception as exc:
+            print(f"gpu {index} GPM: {N.describe(exc)}")
+        finally:
+            for sample in samples:
+                try:
+                    nv.nvmlGpmSampleFree(sample)
+                except Exception as exc:
+                    print(f"gpu {index} GPM: nvmlGpmSampleFree: {N.describe(exc)}")
+    return supported
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the check; see the module docstring for the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -172,9 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     inner: object | None = None
     if args.sim:
         from specwatch.sim.fake_nvml import FakeNvml
-        from specwatch.sim.gpus import SimGpus
+        from specwatch.sim.gpus import SimGpus, SimGpuSpec
 
-        sim_gpus = SimGpus(args.sim, start_t=time.monotonic())
+        # A memory-bound decode, so GPM's DRAM bandwidth reads something.
+        spec = SimGpuSpec(memory_bound_share=0.8)
+        sim_gpus = SimGpus(args.sim, spec=spec, start_t=time.monotonic())
         sim_gpus.advance_to(time.monotonic(), load=1.0)
         inner = FakeNvml(sim_gpus)
     counter = CountingNvml(inner)
@@ -199,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     # Uncounted, so that the call-count checks below see the sampler's calls only.
     compare_fields(N.real_nvml() if inner is None else inner, len(inventory.gpus))
     policy_report(N.real_nvml() if inner is None else inner, inventory)
+    gpm = gpm_report(N.real_nvml() if inner is None else inner, len(inventory.gpus), 0.2)
     problems: list[str] = []
     got: list[GpuTick] = []
     sampler.start()
@@ -245,10 +304,23 @@ def main(argv: list[str] | None = None) -> int:
         problems.append("a GPU reported lost")
     if any(t.error for t in got):
         problems.append("a tick carried an error")
+    for index, has_gpm in gpm.items():
+        drams = [s.dram_active for t in got[1:] for s in t.samples if s.index == index]
+        if has_gpm and drams and all(d is None for d in drams):
+            problems.append(f"gpu {index} has GPM but the sampler read no DRAM activity")
+        if has_gpm and drams and all(d is not None for d in drams):
+            print(f"gpu {index} sampler DRAM activity: {', '.join(f'{d:.3f}' for d in drams)}")
+    allocs = counter.calls.get("nvmlGpmSampleAlloc", 0)
+    if allocs > 2 * gpus or allocs != counter.calls.get("nvmlGpmSampleFree", 0):
+        problems.append(f"GPM samples: {allocs} allocated, not two per GPU and all freed")
     if len(got) >= 3:
         slopes = window_slopes(got, got[-1].t, got[-1].t - got[0].t)
         print(f"slopes over the check: {slopes.text() if slopes else 'n/a'}")
-    changed = [n for n in counter.calls if n.startswith(("nvmlDeviceSet", "nvmlDeviceReset"))]
+    changed = [
+        n
+        for n in counter.calls
+        if n.startswith(("nvmlDeviceSet", "nvmlDeviceReset")) or "Set" in n.removeprefix("nvml")
+    ]
     if changed:
         problems.append(f"the sampler changed GPU settings: {', '.join(sorted(changed))}")
     for problem in problems:

@@ -33,7 +33,9 @@ from specwatch.sources.nvml.calls import (
     opt,
 )
 from specwatch.sources.nvml.field_reads import FieldValueReads
+from specwatch.sources.nvml.gpm import GpmDram
 from specwatch.sources.nvml.state import (
+    DRAM_SLOT,
     FAN_SLOT,
     SAMPLE_FIELDS,
     BoundCall,
@@ -44,7 +46,6 @@ from specwatch.sources.nvml.state import (
     resolve,
 )
 
-DRAM_NOT_READ = "n/s: NVML's GPM metrics are not read (--dcgm gives DCGM_FI_PROF_DRAM_ACTIVE)"
 SLOW_REFRESH_S = 5.0
 """How long slow fields (fan, persistence, power limit, application clock) are cached."""
 
@@ -64,6 +65,8 @@ class NvmlReader(FieldValueReads):
 
     def __init__(self, nv: Any) -> None:
         self._nv = nv
+        self._gpm: dict[int, GpmDram] = {}
+        """GPU index -> its GPM reads (absent: not prepared yet, or no GPM there)."""
 
     def read_system(self) -> SystemInfo:
         driver = self._system_str("nvmlSystemGetDriverVersion")
@@ -261,7 +264,13 @@ class NvmlReader(FieldValueReads):
                 vals[FAN_SLOT] = fan[1]
             else:
                 self._read_fan(gpu, t, vals, problems)
+            gpm = self._gpm.get(gpu.index)
+            if gpm is not None:
+                self._read_dram(gpu, gpm, handle, vals, problems)
         except GpuLost:
+            gpm = self._gpm.get(gpu.index)
+            if gpm is not None:
+                gpm.forget()
             return GpuSample(
                 index=gpu.index,
                 t=t,
@@ -276,11 +285,36 @@ class NvmlReader(FieldValueReads):
         """Look up every per-tick function once for ``gpu``."""
         nv = self._nv
         gpu.plan = tuple(BoundCall(nv, c, standing=True) for c in TICK_CALLS)
-        gpu.standing = {**gpu.standing, "dram_active": DRAM_NOT_READ}
+        self._gpm[gpu.index] = GpmDram(nv)
         gpu.backups = {k: BoundCall(nv, c, standing=False) for k, c in BACKUP_CALLS.items()}
         gpu.field_call = BoundCall(nv, FIELD_VALUES_CALL, standing=False)
         gpu.fan_call = BoundCall(nv, FAN_CALL, standing=True)
         self._set_fields(gpu, FIELD_READS)
+
+    def _read_dram(
+        self,
+        gpu: GpuState,
+        gpm: GpmDram,
+        handle: Any,
+        vals: list[Any],
+        problems: dict[str, str],
+    ) -> None:
+        """DRAM bandwidth through GPM; an unsupported board gets its reason once."""
+        got = gpm.read(handle)
+        if type(got) is not Failed:
+            vals[DRAM_SLOT] = got
+        elif got.unsupported:
+            gpm.close()
+            del self._gpm[gpu.index]
+            gpu.standing = {**gpu.standing, "dram_active": got.reason}
+        else:
+            problems["dram_active"] = got.reason
+
+    def close(self) -> None:
+        """Free what NVML allocated here (the GPM samples); call before ``nvmlShutdown``."""
+        for gpm in self._gpm.values():
+            gpm.close()
+        self._gpm.clear()
 
     def _failed(
         self, gpu: GpuState, bound: BoundCall, exc: BaseException, problems: dict[str, str]

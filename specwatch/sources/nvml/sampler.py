@@ -179,6 +179,7 @@ class GpuSampler(TickLoop):
         if self._initialized and not self._shut_down:
             self._shut_down = True
             self._initialized = False
+            self._reader.close()
             # Nothing useful can be done about a failing shutdown.
             with contextlib.suppress(Exception):
                 self._nv.nvmlShutdown()

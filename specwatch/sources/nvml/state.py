@@ -19,6 +19,7 @@ SAMPLE_FIELDS: tuple[str, ...] = tuple(
 )
 SLOT = {name: i for i, name in enumerate(SAMPLE_FIELDS)}
 FAN_SLOT = SLOT["fan_pct"]
+DRAM_SLOT = SLOT["dram_active"]
 if [f.name for f in dataclasses.fields(GpuSample)] != [
     "index",
     "t",
@@ -109,6 +110,7 @@ class GpuState:
 
 
 __all__ = [
+    "DRAM_SLOT",
     "FAN_SLOT",
     "SAMPLE_FIELDS",
     "SLOT",
