@@ -155,7 +155,13 @@ def _run_fleet_probe(args: argparse.Namespace, fleet: FleetOptions) -> int:
 
     try:
         doc = asyncio.run(
-            fleet_probe(fleet, stream=args.stream, max_tokens=args.max_tokens, prompt=args.prompt)
+            fleet_probe(
+                fleet,
+                stream=args.stream,
+                max_tokens=args.max_tokens,
+                prompt=args.prompt,
+                gpu_entries=bool(args.json),
+            )
         )
     except ValueError as exc:
         say_error("specwatch probe", exc)

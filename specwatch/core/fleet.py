@@ -113,6 +113,7 @@ def host_of(address: str) -> str:
     return "127.0.0.1" if host in _LOOPBACK else host
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def target_of(address: str) -> str:
     """``host:port`` of a URL or target (loopback as 127.0.0.1; the scheme's port if none)."""
     text = address.strip()
@@ -222,7 +223,7 @@ def join_gpus(
     index = _GpuIndex(gpus)
     out: list[NodeJoin] = []
     for server in servers:
-        exporters = paired.get(target_of(server.instance))
+        exporters = paired.get(target_of(server.instance)) if paired else None
         if exporters is not None:
             out.append(NodeJoin(server.instance, index.on_targets(exporters), "pair"))
             continue
