@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
+from specwatch.core.gc_pause import gc_paused
 from specwatch.core.sanitize import LABEL_LIMIT, clean_labels, sanitize_line
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import Endpoint, parse_endpoint
@@ -103,6 +104,11 @@ class Target:
 
 class PrometheusError(ServerError):
     """Prometheus could not be reached, answered an error, or the answer was too big."""
+
+
+def _loads(body: bytes) -> Any:
+    with gc_paused():
+        return orjson.loads(body)
 
 
 def _number(text: Any) -> float:
@@ -194,6 +200,10 @@ class PrometheusClient:
             del result[MAX_SERIES:]
 
     def _vector(self, result: list[Any]) -> list[VectorSample]:
+        with gc_paused():
+            return self._vector_of(result)
+
+    def _vector_of(self, result: list[Any]) -> list[VectorSample]:
         out: list[VectorSample] = []
         for i, item in enumerate(result):
             result[i] = None  # each item freed as it is taken: the answer is never held twice
@@ -306,11 +316,7 @@ class PrometheusClient:
         body, status = response.content, response.status_code
         try:
             # a big answer is parsed off the event loop: a screen may be drawn on it
-            doc = (
-                await off_loop(orjson.loads, body)
-                if len(body) > OFF_LOOP_BYTES
-                else orjson.loads(body)
-            )
+            doc = await off_loop(_loads, body) if len(body) > OFF_LOOP_BYTES else _loads(body)
         except orjson.JSONDecodeError:
             if status >= 400:
                 said = self._server.status_error(
