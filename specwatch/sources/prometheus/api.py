@@ -18,7 +18,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-import orjson
 
 from specwatch.core.gc_pause import gc_paused
 from specwatch.core.sanitize import LABEL_LIMIT, clean_labels, sanitize_line
@@ -26,6 +25,7 @@ from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import Endpoint, parse_endpoint
 from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.off_loop import off_loop
+from specwatch.sources.prometheus.decode import AnswerNotJson, as_text, loads
 
 DEFAULT_PORT = 9090
 MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -104,11 +104,6 @@ class Target:
 
 class PrometheusError(ServerError):
     """Prometheus could not be reached, answered an error, or the answer was too big."""
-
-
-def _loads(body: bytes) -> Any:
-    with gc_paused():
-        return orjson.loads(body)
 
 
 def _number(text: Any) -> float:
@@ -313,15 +308,16 @@ class PrometheusClient:
             )
         except ServerError as err:
             raise self._error(err, path, time.monotonic() - started) from None
-        body, status = response.content, response.status_code
+        status, reason = response.status_code, response.reason_phrase
+        answer = as_text(response.content)
+        del response  # the bytes go now, not after the parse (a 15 MB answer: 15 MiB of peak)
         try:
             # a big answer is parsed off the event loop: a screen may be drawn on it
-            doc = await off_loop(_loads, body) if len(body) > OFF_LOOP_BYTES else _loads(body)
-        except orjson.JSONDecodeError:
+            doc = await off_loop(loads, answer) if len(answer) > OFF_LOOP_BYTES else loads(answer)
+        except AnswerNotJson:
             if status >= 400:
-                said = self._server.status_error(
-                    status, response.reason_phrase, body.decode("utf-8", "replace"), path
-                )
+                text = answer if isinstance(answer, str) else answer.decode("utf-8", "replace")
+                said = self._server.status_error(status, reason, text, path)
                 raise PrometheusError(str(said), kind="http", status=status, url=url) from None
             raise self._garbage(path, "the answer is not JSON") from None
         if not isinstance(doc, dict) or doc.get("status") != "success":
