@@ -76,6 +76,7 @@ def url_host(url: str) -> str:
 
 _OUT_OF_RANGE = 2.0**64
 _K8S_LABELS = ("pod", "namespace", "container")
+_NONE: frozenset[str] = frozenset()
 
 
 def is_blank(value: float, counter: bool = False) -> bool:
@@ -112,9 +113,9 @@ class DcgmGpu:
     @property
     def lost(self) -> bool:
         """The exporter reports XID 79 (fell off the bus) and no readings."""
+        # the XID is then one of the values: no readings means it is the only one
         xid = self.values.get("DCGM_FI_DEV_XID_ERRORS")
-        readings = set(self.values) - {"DCGM_FI_DEV_XID_ERRORS"}
-        return xid == XID_GPU_FELL_OFF_BUS and not readings
+        return xid == XID_GPU_FELL_OFF_BUS and len(self.values) == 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +214,7 @@ def _gpu(key: str, entry: dict[str, Any]) -> DcgmGpu:
         driver_version=labels.get("DCGM_FI_DRIVER_VERSION") or None,
         k8s={k: labels[k] for k in _K8S_LABELS if labels.get(k)},
         values=values,
-        blank=frozenset(blank - set(values)),
+        blank=frozenset(blank.difference(values)) if blank else _NONE,
     )
 
 
