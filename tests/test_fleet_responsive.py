@@ -152,4 +152,4 @@ def test_probe_of_a_100k_series_answer_is_bounded_and_says_so_in_one_line() -> N
     ], run.text[-2000:]
     assert run.text.count(":8000 ") == 10_000
     assert run.cpu_s < 8, run.cpu_s
-    assert run.peak_mib < 200, run.peak_mib
+    assert run.peak_mib < 150, run.peak_mib

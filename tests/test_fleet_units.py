@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -327,3 +328,18 @@ def test_a_label_with_brackets_joins_nothing_instead_of_failing() -> None:
     assert host_of("[node:8000") == "" and target_of("[node:8000").startswith(":")
     joins = join_gpus([_server("[bad]]:8000")], [_gpu("x]:9400", "A", hostname="[")])
     assert joins[0].gpus == () and joins[0].via is None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="aZ09_.-:[]/@ \u00e9", max_size=16))
+def test_host_of_a_plain_target_is_what_urlsplit_gives(address: str) -> None:
+    """The fast path of ``host_of`` (``name:port``) agrees with urlsplit's hostname."""
+    text = address.strip()
+    try:
+        expected = (urlsplit(text if "://" in text else "http://" + text).hostname or "").lower()
+    except ValueError:
+        expected = ""
+    expected = (
+        "127.0.0.1" if expected in ("localhost", "127.0.0.1", "::1", "ip6-localhost") else expected
+    )
+    assert host_of.__wrapped__(address) == expected

@@ -78,8 +78,13 @@ def run_probe(args: argparse.Namespace) -> int:
     """
     import asyncio
 
-    from specwatch.commands.probe_text import render_text
     from specwatch.session.fleet_probe import fleet_options
+
+    fleet = fleet_options(args, timeout_s=min(args.timeout, 10.0))
+    if fleet.is_fleet:
+        return _run_fleet_probe(args, fleet)
+    # imported only now: a fleet probe has no use for them (60 ms of its start-up)
+    from specwatch.commands.probe_text import render_text
     from specwatch.sources.probe import (
         DEFAULT_PROMPT,
         EXIT_USAGE,
@@ -87,9 +92,6 @@ def run_probe(args: argparse.Namespace) -> int:
         probe_to_dict,
     )
 
-    fleet = fleet_options(args, timeout_s=min(args.timeout, 10.0))
-    if fleet.is_fleet:
-        return _run_fleet_probe(args, fleet)
     if not fleet.urls:
         print("specwatch probe: give --url URL (or --prometheus URL)", file=sys.stderr)
         return EXIT_USAGE
@@ -155,7 +157,13 @@ def _run_fleet_probe(args: argparse.Namespace, fleet: FleetOptions) -> int:
 
     try:
         doc = asyncio.run(
-            fleet_probe(fleet, stream=args.stream, max_tokens=args.max_tokens, prompt=args.prompt)
+            fleet_probe(
+                fleet,
+                stream=args.stream,
+                max_tokens=args.max_tokens,
+                prompt=args.prompt,
+                gpu_entries=bool(args.json),
+            )
         )
     except ValueError as exc:
         say_error("specwatch probe", exc)

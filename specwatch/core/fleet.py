@@ -22,6 +22,7 @@ from specwatch.core.server import Dialect, MetricsWindow
 POD_LABELS = ("pod", "namespace")
 """Labels that name a Kubernetes pod on both sides (server series and dcgm-exporter series)."""
 _LOOPBACK = {"localhost", "127.0.0.1", "::1", "ip6-localhost"}
+_PLAIN_TARGET = re.compile(r"[A-Za-z0-9_.-]+(?::[0-9]*)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +104,9 @@ class FleetTotals:
 def host_of(address: str) -> str:
     """The host of ``host:port``, ``[v6]:port`` or a URL; lower case, loopback as 127.0.0.1."""
     text = address.strip()
+    if _PLAIN_TARGET.fullmatch(text) is not None:  # what urlsplit gives, at a fifth of its cost
+        host = text.partition(":")[0].lower()
+        return "127.0.0.1" if host in _LOOPBACK else host
     if "://" not in text:
         text = "http://" + text
     try:
@@ -113,6 +117,7 @@ def host_of(address: str) -> str:
     return "127.0.0.1" if host in _LOOPBACK else host
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def target_of(address: str) -> str:
     """``host:port`` of a URL or target (loopback as 127.0.0.1; the scheme's port if none)."""
     text = address.strip()
@@ -225,7 +230,7 @@ def join_gpus(
     index = _GpuIndex(gpus)
     out: list[NodeJoin] = []
     for server in servers:
-        exporters = paired.get(target_of(server.instance))
+        exporters = paired.get(target_of(server.instance)) if paired else None
         if exporters is not None:
             out.append(NodeJoin(server.instance, index.on_targets(exporters), "pair"))
             continue

@@ -1,4 +1,5 @@
-"""dcgm-exporter ``/metrics`` text to the GPU samples NVML produces (pure: no I/O).
+"""dcgm-exporter ``/metrics`` text to GPUs and their DCGM values (pure: no I/O); they become
+the GPU samples NVML produces in :mod:`specwatch.sources.dcgm.convert`.
 
 Only ``DCGM_`` lines are parsed (a node exporter or the exporter's own Go metrics on the same
 port cost nothing); the rest goes through ``prometheus_client``'s parser, and when that rejects
@@ -12,20 +13,17 @@ reason, so the pane can say which fields to add to the exporter's counters CSV.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.core.redaction import strip_userinfo
 from specwatch.core.sanitize import clean_labels, sanitize_line
-from specwatch.sources.dcgm.fields import BY_NAME, FIELDS, MIB, OLD_NAMES, FieldMap
+from specwatch.sources.dcgm.fields import BY_NAME, OLD_NAMES
 from specwatch.sources.http.endpoint import host_problem
 
 DEFAULT_PORT = 9400
@@ -42,24 +40,6 @@ MAX_GPUS = 1_024
 _INT32_BLANK = 0x7FFFFFF0
 _INT64_BLANK = 0x7FFFFFFFFFFFFFF0
 _FP64_BLANK = 140737488355328.0  # 2^47: DCGM_FP64_BLANK and its NOT_FOUND/.. neighbours
-
-
-_NO_SOURCE = {
-    "pstate": "n/s: dcgm-exporter has no P-state field",
-    "locked_sm_clock_mhz": "n/s: DCGM has no locked-clock field",
-    "locked_mem_clock_mhz": "n/s: DCGM has no locked-clock field",
-}
-_DEFAULT_APP = (
-    ("default_app_sm_clock_mhz", "app_sm_clock_mhz", "max_sm_clock_mhz"),
-    ("default_app_mem_clock_mhz", "app_mem_clock_mhz", "max_mem_clock_mhz"),
-)
-"""DCGM has no default-application-clock field. On the data-centre boards DCGM serves (A100 and
-later) the default application clocks are the maximum clocks, so the maximum stands in: an
-application clock below it is one someone set (``nvidia-smi -ac``), NVML's ``app`` policy."""
-_LABEL_STATICS = (("name", "modelName"), ("uuid", "UUID"), ("pci_bus_id", "pci_bus_id"))
-_K8S_LABELS = ("pod", "namespace", "container")
-_FIELDS_OF_SAMPLE = frozenset(GpuSample.__dataclass_fields__) - {"index", "t", "lost", "missing"}
-_FIELDS_OF_STATIC = frozenset(GpuStatic.__dataclass_fields__) - {"index", "missing"}
 
 
 def dcgm_url(spec: str) -> str:
@@ -95,6 +75,8 @@ def url_host(url: str) -> str:
 
 
 _OUT_OF_RANGE = 2.0**64
+_K8S_LABELS = ("pod", "namespace", "container")
+_NONE: frozenset[str] = frozenset()
 
 
 def is_blank(value: float, counter: bool = False) -> bool:
@@ -131,9 +113,9 @@ class DcgmGpu:
     @property
     def lost(self) -> bool:
         """The exporter reports XID 79 (fell off the bus) and no readings."""
+        # the XID is then one of the values: no readings means it is the only one
         xid = self.values.get("DCGM_FI_DEV_XID_ERRORS")
-        readings = set(self.values) - {"DCGM_FI_DEV_XID_ERRORS"}
-        return xid == XID_GPU_FELL_OFF_BUS and not readings
+        return xid == XID_GPU_FELL_OFF_BUS and len(self.values) == 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +214,7 @@ def _gpu(key: str, entry: dict[str, Any]) -> DcgmGpu:
         driver_version=labels.get("DCGM_FI_DRIVER_VERSION") or None,
         k8s={k: labels[k] for k in _K8S_LABELS if labels.get(k)},
         values=values,
-        blank=frozenset(blank - set(values)),
+        blank=frozenset(blank.difference(values)) if blank else _NONE,
     )
 
 
@@ -265,130 +247,6 @@ def _parse(text: str) -> list[tuple[str, dict[str, str], float]]:
     return out
 
 
-# --- to specwatch's GPU samples ----------------------------------------------------------
-
-
-def not_exported(gpu: DcgmGpu) -> dict[str, str]:
-    """specwatch field -> reason, for every field ``gpu``'s exporter does not send at all."""
-    return dict(_absent_of(frozenset(gpu.values), gpu.blank, _no_labels(gpu)))
-
-
-def _no_labels(gpu: DcgmGpu) -> tuple[bool, bool, bool]:
-    return gpu.model is None, gpu.uuid is None, gpu.pci_bus_id is None
-
-
-@functools.lru_cache(maxsize=1024)
-def _absent_of(
-    values: frozenset[str], blank: frozenset[str], no_label: tuple[bool, bool, bool]
-) -> Mapping[str, str]:
-    # every GPU of a fleet has one of a few shapes: 80,000 GPUs spent seconds here otherwise
-    out: dict[str, str] = {}
-    for fmap in FIELDS:
-        if fmap.dcgm not in values and fmap.dcgm not in blank:
-            out[fmap.target] = f"{NOT_EXPORTED} ({fmap.dcgm})"
-    if "mem_total_bytes" in out and {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"} <= values:
-        del out["mem_total_bytes"]  # used + free stands in for the total
-    for (name, _), missing in zip(_LABEL_STATICS, no_label, strict=True):
-        if missing:
-            out[name] = f"{NOT_EXPORTED} (label)"
-    return MappingProxyType(out)
-
-
-def _convert(fmap: FieldMap, value: float) -> int | float:
-    scaled = value * fmap.scale
-    if fmap.integer:
-        return round(scaled)
-    return float(scaled)
-
-
-def _values_for(gpu: DcgmGpu, targets: frozenset[str]) -> tuple[dict[str, Any], dict[str, str]]:
-    present, missing = _shape(frozenset(gpu.values), gpu.blank, _no_labels(gpu), targets)
-    values: dict[str, Any] = {f.target: _convert(f, gpu.values[f.dcgm]) for f in present}
-    return values, dict(missing)
-
-
-@functools.lru_cache(maxsize=1024)
-def _shape(
-    sent: frozenset[str],
-    blank: frozenset[str],
-    no_label: tuple[bool, bool, bool],
-    targets: frozenset[str],
-) -> tuple[tuple[FieldMap, ...], Mapping[str, str]]:
-    """The fields of ``targets`` a GPU of this shape has (in :data:`FIELDS` order) and the
-    reasons for those it lacks; worked out once per shape, not per GPU."""
-    present: list[FieldMap] = []
-    missing: dict[str, str] = {}
-    absent = _absent_of(sent, blank, no_label)
-    for fmap in FIELDS:
-        if fmap.target not in targets:
-            continue
-        if fmap.dcgm in sent:
-            present.append(fmap)
-        elif fmap.dcgm in blank:
-            missing[fmap.target] = BLANK
-        elif fmap.target in absent:
-            missing[fmap.target] = absent[fmap.target]
-    for name, reason in _NO_SOURCE.items():
-        if name in targets:
-            missing[name] = reason
-    return tuple(present), MappingProxyType(missing)
-
-
-def to_static(gpu: DcgmGpu, index: int) -> GpuStatic:
-    """The ``GpuStatic`` for ``gpu`` at specwatch's ``index`` (labels give name, UUID, bus id)."""
-    values, missing = _values_for(gpu, _FIELDS_OF_STATIC)
-    values["name"], values["uuid"], values["pci_bus_id"] = gpu.model, gpu.uuid, gpu.pci_bus_id
-    for name, _ in _LABEL_STATICS:
-        if values[name] is None:
-            missing[name] = f"{NOT_EXPORTED} (label)"
-    if "persistence_mode" in values:
-        values["persistence_mode"] = bool(values["persistence_mode"])
-    for default, app, top in _DEFAULT_APP:
-        if app in values and top in values:
-            values[default] = values[top]
-    for name in _FIELDS_OF_STATIC - set(values) - set(missing):
-        missing[name] = f"{NOT_EXPORTED} (no DCGM field)"
-    return GpuStatic(index=index, missing=missing, **values)
-
-
-def to_sample(gpu: DcgmGpu, index: int, t: float, extra_reasons: int = 0) -> GpuSample:
-    """The ``GpuSample`` for ``gpu`` at specwatch's ``index`` and time ``t``.
-
-    Args:
-        gpu: The parsed GPU.
-        index: specwatch's GPU index (unique across nodes).
-        t: Monotonic seconds of the poll.
-        extra_reasons: Reason bits to add (from violation counters that grew since the last
-            collection: a throttle that came and went between samples).
-    """
-    if gpu.lost:
-        reason = f"N/A: GPU is lost (XID {XID_GPU_FELL_OFF_BUS})"
-        return GpuSample(
-            index=index, t=t, lost=True, missing=dict.fromkeys(_FIELDS_OF_SAMPLE, reason)
-        )
-    values, missing = _values_for(gpu, _FIELDS_OF_SAMPLE)
-    if "mem_total_bytes" not in values:
-        used = gpu.values.get("DCGM_FI_DEV_FB_USED")
-        free = gpu.values.get("DCGM_FI_DEV_FB_FREE")
-        if used is not None and free is not None:
-            reserved = gpu.values.get("DCGM_FI_DEV_FB_RESERVED", 0.0)
-            values["mem_total_bytes"] = round((used + free + reserved) * MIB)
-            missing.pop("mem_total_bytes", None)
-    if extra_reasons:
-        values["clock_event_reasons"] = int(values.get("clock_event_reasons") or 0) | extra_reasons
-        missing.pop("clock_event_reasons", None)
-    return GpuSample(index=index, t=t, missing=missing, **values)
-
-
-def extras(gpu: DcgmGpu) -> dict[str, int | float]:
-    """The DCGM readings with no ``GpuSample`` home (XID, other violation counters, replays)."""
-    out: dict[str, int | float] = {}
-    for fmap in FIELDS:
-        if fmap.target.startswith("extra:") and fmap.dcgm in gpu.values:
-            out[fmap.target.removeprefix("extra:")] = _convert(fmap, gpu.values[fmap.dcgm])
-    return out
-
-
 def signature(gpus: Iterable[DcgmGpu]) -> int:
     """A hash of every value: equal between two polls of one unchanged collection."""
     return hash(tuple((g.key, tuple(sorted(g.values.items()))) for g in gpus))
@@ -402,13 +260,9 @@ __all__ = [
     "DcgmExposition",
     "DcgmGpu",
     "dcgm_url",
-    "extras",
     "group_gpus",
     "is_blank",
-    "not_exported",
     "parse_dcgm",
     "signature",
-    "to_sample",
-    "to_static",
     "url_host",
 ]

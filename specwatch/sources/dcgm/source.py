@@ -24,6 +24,7 @@ from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick, Syst
 from specwatch.core.redaction import strip_userinfo
 from specwatch.core.ring import Ring
 from specwatch.sources.dcgm.collection import CollectionTracker, coarse_warning
+from specwatch.sources.dcgm.convert import extras, not_exported, to_sample, to_static
 from specwatch.sources.dcgm.fetch import (
     DEFAULT_MAX_BYTES,
     DEFAULT_TIMEOUT_S,
@@ -32,17 +33,7 @@ from specwatch.sources.dcgm.fetch import (
 )
 from specwatch.sources.dcgm.fields import VIOLATION_BITS
 from specwatch.sources.dcgm.gpu_records import DcgmEndpointState, DcgmGpuExtra, DcgmGpuInfo
-from specwatch.sources.dcgm.parse import (
-    MAX_GPUS,
-    DcgmGpu,
-    dcgm_url,
-    extras,
-    not_exported,
-    parse_dcgm,
-    to_sample,
-    to_static,
-    url_host,
-)
+from specwatch.sources.dcgm.parse import MAX_GPUS, DcgmGpu, dcgm_url, parse_dcgm, url_host
 from specwatch.sources.tick_loop import TickLoop, check_interval
 
 Fetch = Callable[[str, float, int], str]

@@ -20,6 +20,7 @@ from specwatch.core.fleet import (
     is_target,
     join_gpus,
 )
+from specwatch.core.gc_pause import gc_paused
 from specwatch.core.sanitize import sanitize_line
 from specwatch.sources.off_loop import off_loop
 from specwatch.sources.prometheus.api import PrometheusClient, RangeSeries, VectorSample
@@ -225,6 +226,18 @@ class PrometheusSource:
         """Servers (of the first :data:`MAX_SERVERS` addresses), GPUs, their joins, how many
         addresses were found, and the CPU seconds this took (on the calling thread)."""
         cpu0 = time.thread_time()
+        with gc_paused():
+            servers, gpus, joins, found = self._derive_all(gauges, rates, gpu_samples, t, window)
+        return servers, gpus, joins, found, time.thread_time() - cpu0
+
+    def _derive_all(
+        self,
+        gauges: list[VectorSample],
+        rates: list[VectorSample],
+        gpu_samples: list[VectorSample],
+        t: float,
+        window: float,
+    ) -> tuple[list[FleetServer], list[FleetGpu], list[NodeJoin], int]:
         instances = {s.labels.get("instance", "") for s in (*gauges, *rates)}
         found = len(instances)
         if found > MAX_SERVERS:
@@ -234,7 +247,7 @@ class PrometheusSource:
         servers = derive_servers(gauges, rates, t, window)
         gpus = derive_gpus(gpu_samples, t)
         joins = join_gpus(servers, gpus, self.pairs)
-        return servers, gpus, joins, found, time.thread_time() - cpu0
+        return servers, gpus, joins, found
 
     def _usable(self, samples: Sequence[VectorSample]) -> list[VectorSample]:
         """Server series whose ``instance`` is a ``host:port`` (the others counted as left out)."""
