@@ -21,11 +21,11 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
 from specwatch.sim.hostile_prometheus import prometheus_answer
 from tests.child_peak import run_specwatch
+from tests.loopback_http import QuietHandler, serving
 
 SERIES = 100_000
 BUSY_S = 3.0
@@ -45,9 +45,7 @@ def prom_series() -> Iterator[tuple[str, threading.Event]]:
     series answer has been sent."""
     sent = threading.Event()
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
+    class Handler(QuietHandler):
         def _reply(self, query: str) -> None:
             status, body = _answer(self.path.split("?")[0], query)
             self.send_response(status)
@@ -65,17 +63,9 @@ def prom_series() -> Iterator[tuple[str, threading.Event]]:
             form = parse_qs(self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode())
             self._reply(form.get("query", [""])[0])
 
-        def log_message(self, *args: object) -> None:
-            pass
-
     _answer("/api/v1/query", "vllm")  # built before any client asks
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", sent
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(Handler) as url:
+        yield url, sent
 
 
 def _cpu_s(pid: int) -> float:

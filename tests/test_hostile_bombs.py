@@ -9,17 +9,17 @@ from __future__ import annotations
 import gzip
 import json
 import sqlite3
-import threading
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from specwatch.sim.hostile_prometheus import gzip_bomb
 from tests.child_peak import PEAK_LIMIT_MIB, run_specwatch
+from tests.loopback_http import QuietHandler, serving
 from tests.record_world import record_story, story
 
 
@@ -34,9 +34,7 @@ def bomb_server() -> Iterator[str]:
     Prometheus query, a dcgm-exporter scrape) is 1 GB of gzip-compressed zeros."""
     bomb = gzip_bomb()
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
+    class Handler(QuietHandler):
         def _send(self, body: bytes, gzip: bool = False) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -59,16 +57,8 @@ def bomb_server() -> Iterator[str]:
             self.rfile.read(int(self.headers.get("Content-Length", "0")))
             self._send(bomb, gzip=True)
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    httpd = _QuietServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(Handler, _QuietServer) as url:
+        yield url
 
 
 def _peak(*argv: str) -> tuple[str, float]:

@@ -7,10 +7,9 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -20,6 +19,7 @@ from specwatch.sources.http.server_errors import ServerError
 from specwatch.ui.fleet_app import FleetChoice
 from specwatch.ui.fleet_run import drill_session
 from specwatch.ui.settings import AppSettings
+from tests.loopback_http import serving
 
 KEY = "sk-secret-key-0123456789"
 
@@ -45,14 +45,8 @@ def recording_server(
         def log_message(self, *args: object) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{httpd.server_address[1]}", seen
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(Handler) as url:
+        yield url.removeprefix("http://"), seen
 
 
 @pytest.fixture

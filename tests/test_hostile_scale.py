@@ -3,13 +3,12 @@ cut to the parser's limits with one line, in bounded time and memory (a real chi
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from specwatch.sources.dcgm.parse import MAX_GPUS, MAX_SERIES, parse_dcgm
 from tests.child_peak import PEAK_LIMIT_MIB, run_specwatch
+from tests.loopback_http import QuietHandler, serving
 
 GPUS = 90_000
 
@@ -24,34 +23,24 @@ def _exposition(gpus: int) -> bytes:
 
 
 @contextmanager
-def serving(body: bytes) -> Iterator[str]:
+def answering(body: bytes) -> Iterator[str]:
     """``body`` as every answer of a loopback HTTP server; yields its base URL."""
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(Handler) as url:
+        yield url
 
 
 def test_a_90k_gpu_dcgm_answer_is_cut_with_one_line() -> None:
     body = _exposition(GPUS)
     assert len(body) < 8 * 1024 * 1024  # under the fetch limit: the parser must bound it
-    with serving(body) as url:
+    with answering(body) as url:
         run = run_specwatch(
             "probe", "--timeout", "5", "--dcgm", f"{url}/metrics", "http://127.0.0.1:9",
             timeout_s=60,

@@ -25,19 +25,21 @@ import json
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs
+
+# Runs as a script from a checkout: the repository root holds ``tests``.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
 from specwatch.sources.prometheus.api import PrometheusClient, prometheus_endpoint
 from specwatch.sources.prometheus.fleet import PrometheusSource
+from tests.loopback_http import QuietHandler, serving
 from tests.prometheus_fixture import (
     PROMETHEUS,
     SKIP_REASON,
@@ -145,13 +147,11 @@ def fleet_answers(n: int) -> dict[str, bytes]:
 
 
 @contextmanager
-def serving(answers: dict[str, bytes]) -> Iterator[str]:
+def answering(answers: dict[str, bytes]) -> Iterator[str]:
     """A Prometheus-like HTTP API on loopback answering with ``answers``; yields its URL."""
     targets = json.dumps({"status": "success", "data": {"activeTargets": []}}).encode()
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
+    class Handler(QuietHandler):
         def _send(self, body: bytes) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -168,16 +168,8 @@ def serving(answers: dict[str, bytes]) -> Iterator[str]:
             kind = "gpus" if "DCGM" in query else "rates" if "label_replace" in query else "gauges"
             self._send(answers[kind])
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(Handler) as url:
+        yield url
 
 
 def probe_sizes(sizes: list[int]) -> list[tuple[int, float, float, float]]:
@@ -187,7 +179,7 @@ def probe_sizes(sizes: list[int]) -> list[tuple[int, float, float, float]]:
     out = []
     for n in sizes:
         answers = fleet_answers(n)
-        with serving(answers) as url:
+        with answering(answers) as url:
             run = run_specwatch("probe", "--prometheus", url, timeout_s=300)
         shown = run.text.count(":8000 ")
         if run.rc != 0 or shown != n:
