@@ -145,7 +145,7 @@ async def _film(scenario: str, tmp_path: Path) -> Film:
 
 def _running(app: SpecwatchApp) -> bool:
     bench = app.model.bench
-    return bench is not None and bench.phase not in ("error", "interrupted", "finished")
+    return bench is not None and bench.active
 
 
 @pytest.mark.parametrize("scenario", ["drift", "regression"])

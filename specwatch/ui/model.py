@@ -54,6 +54,11 @@ class BenchState:
     message: str = ""
     last_tok_s: list[float] = field(default_factory=list)
 
+    @property
+    def active(self) -> bool:
+        """Still going: starting, in its warmups or its measured runs."""
+        return self.phase in ("starting", "warmup", "running")
+
 
 straggler = gpu_rules.sample_straggler
 """Index of the GPU the pane marks as setting the pace: the rule ``compare`` applies too."""

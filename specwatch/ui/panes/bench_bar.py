@@ -36,7 +36,7 @@ def bench_text(model: MonitorModel, width: int, s: dict[str, Style]) -> Text:
     # "Run N/M started" repeats the count; a final event's message is its phase again.
     if b.message and not b.message.endswith(" started") and b.message != b.phase:
         out.append(f"  {b.message}", s["dim"])
-    if b.phase in ("warmup", "running", "starting"):
+    if b.active:
         out.append("  (b: stop)", s["dim"])
     return out
 

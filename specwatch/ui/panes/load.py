@@ -89,7 +89,7 @@ def load_lines(model: MonitorModel) -> list[list[Piece]] | None:
     now = model.now
 
     def steady(name: str) -> float | None:
-        return model.steady[name].at(now).value if name in model.steady else None
+        return model.steady[name].at(now).value
 
     def pair(priority: int, label: str, value: str) -> Piece:
         return (priority, [(f"{label} ", "label"), (f"{value}  ", "value")])

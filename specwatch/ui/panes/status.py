@@ -51,12 +51,7 @@ def status_parts(model: MonitorModel) -> list[tuple[int, str, str]]:
         cpu = model.monitor_cpu_pct
         # The process's CPU includes a running benchmark's streams (its client, not the
         # monitor's cost): say so rather than let the monitor look ten times dearer.
-        benching = model.bench is not None and model.bench.phase in (
-            "starting",
-            "warmup",
-            "running",
-        )
-        with_bench = " with bench" if benching else ""
+        with_bench = " with bench" if model.bench is not None and model.bench.active else ""
         parts.append((2, "cpu " + ("–" if cpu is None else f"{cpu:.1f}%{with_bench}"), "dim"))
         inv = model.inventory
         if model.nvml_ms is not None and inv is not None and inv.available:
