@@ -11,7 +11,6 @@ import shlex
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -103,17 +102,14 @@ def test_the_first_hours_simulator_shows_traffic_and_gpus(tmp_path: Path) -> Non
     try:
         # The monitor's own session, read once by probe: same URL and --dcgm as the README's.
         watch = shlex.split(monitor_line.replace("8000", str(port)).replace("9400", str(dcgm)))
-        deadline = time.monotonic() + 60
-        while True:
-            done = subprocess.run(
-                [*SPECWATCH, "probe", *watch[1:], "--json", "--max-tokens", "16"],
-                capture_output=True,
-                text=True,
-                timeout=90,
-                env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)},
-            )
-            if done.returncode == 0 or time.monotonic() > deadline:
-                break
+        # --wait: the simulator may still be binding its ports when probe starts.
+        done = subprocess.run(
+            [*SPECWATCH, "probe", *watch[1:], "--json", "--max-tokens", "16", "--wait", "60"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)},
+        )
         assert done.returncode == 0, done.stderr
         doc = json.loads(done.stdout)
         assert len(doc["gpus"]) == 8
