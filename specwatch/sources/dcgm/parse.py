@@ -2,8 +2,12 @@
 the GPU samples NVML produces in :mod:`specwatch.sources.dcgm.convert`.
 
 Only ``DCGM_`` lines are parsed (a node exporter or the exporter's own Go metrics on the same
-port cost nothing); the rest goes through ``prometheus_client``'s parser, and when that rejects
-the text, line by line so that one bad line costs only itself.
+port cost nothing). :class:`DcgmReader` reads them with the ``/metrics`` reader
+(:class:`~specwatch.sources.metrics.prom_filter.MetricsReader`): a series met for the first time
+goes through ``prometheus_client``'s parser, a known one costs a lookup and a ``float()``, and a
+line the parser rejects costs only itself. An exporter's label sets stay the same between polls,
+so a later poll of 8 GPUs costs about a twentieth of a full parse
+(``tests/tools/dcgm_parse_cost.py``).
 
 A DCGM "blank" sentinel (a value near 2^63, 2^47 for doubles, or 2^31 for 32-bit gauges) means
 the board does not support the field: it becomes ``None`` with an ``"n/s"`` reason, never a
@@ -19,12 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from specwatch.core.redaction import strip_userinfo
 from specwatch.core.sanitize import clean_labels, sanitize_line
 from specwatch.sources.dcgm.fields import BY_NAME, OLD_NAMES
 from specwatch.sources.http.endpoint import host_problem
+from specwatch.sources.metrics.prom_filter import MetricsReader
 
 DEFAULT_PORT = 9400
 NOT_EXPORTED = "n/s: not exported"
@@ -129,26 +132,50 @@ class DcgmExposition:
     """One line when the answer was larger than :data:`MAX_SERIES` or :data:`MAX_GPUS`."""
 
 
+class DcgmReader:
+    """Parses one exporter's answers, remembering its series between polls. Never raises."""
+
+    def __init__(self) -> None:
+        self._reader = MetricsReader(("DCGM_",))
+        self._series: dict[str, tuple[str, dict[str, str]]] = {}
+        """Series key -> its field name and sanitised labels (worked out once a series)."""
+
+    def parse(self, text: str) -> DcgmExposition:
+        """The GPUs in one answer of the exporter."""
+        lines: list[str] = []
+        series = 0
+        for ln in text.splitlines():
+            if not _wanted(ln):
+                continue
+            if not ln.startswith("#"):
+                series += 1
+                if series > MAX_SERIES:
+                    continue  # counted, not kept
+            lines.append(ln)
+        scrape = self._reader.parse("\n".join(lines) + "\n")
+        known = self._series
+        if len(known) > MAX_SERIES:
+            known.clear()  # label values that churn start the memory again
+        samples: list[tuple[str, Mapping[str, str], float]] = []
+        for s in scrape.samples:
+            got = known.get(s.key)
+            if got is None:
+                # The parser names counter samples "<family>_total"; no DCGM field ends so.
+                got = (s.name.removesuffix("_total"), clean_labels(s.labels) or {})
+                known[s.key] = got
+            samples.append((got[0], got[1], s.value))
+        gpus, dropped = group_gpus(samples)
+        notes = []
+        if series > MAX_SERIES:
+            notes.append(f"{series} DCGM series in one answer: the first {MAX_SERIES} taken")
+        if dropped:
+            notes.append(f"more than {MAX_GPUS} GPUs in one answer: the first {MAX_GPUS} taken")
+        return DcgmExposition(gpus=tuple(gpus), error=scrape.error, note="; ".join(notes) or None)
+
+
 def parse_dcgm(text: str) -> DcgmExposition:
-    """Parse a dcgm-exporter exposition; never raises."""
-    lines: list[str] = []
-    series = 0
-    for ln in text.splitlines():
-        if not _wanted(ln):
-            continue
-        if not ln.startswith("#"):
-            series += 1
-            if series > MAX_SERIES:
-                continue  # counted, not kept
-        lines.append(ln)
-    samples, error = _samples("\n".join(lines) + "\n")
-    gpus, dropped = group_gpus(samples)
-    notes = []
-    if series > MAX_SERIES:
-        notes.append(f"{series} DCGM series in one answer: the first {MAX_SERIES} taken")
-    if dropped:
-        notes.append(f"more than {MAX_GPUS} GPUs in one answer: the first {MAX_GPUS} taken")
-    return DcgmExposition(gpus=tuple(gpus), error=error, note="; ".join(notes) or None)
+    """Parse one dcgm-exporter exposition (a poller keeps a :class:`DcgmReader`); never raises."""
+    return DcgmReader().parse(text)
 
 
 def group_gpus(
@@ -218,35 +245,6 @@ def _gpu(key: str, entry: dict[str, Any]) -> DcgmGpu:
     )
 
 
-def _samples(text: str) -> tuple[list[tuple[str, dict[str, str], float]], str | None]:
-    try:
-        return _parse(text), None
-    except Exception as exc:  # the parser raises assorted types on bad input
-        first = " ".join(str(exc).split()) or type(exc).__name__
-    out: list[tuple[str, dict[str, str], float]] = []
-    bad: list[str] = []
-    for line in text.splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        try:
-            out.extend(_parse(line + "\n"))
-        except Exception:
-            bad.append(line)
-    shown = bad[0][:57] + "..." if bad and len(bad[0]) > 60 else (bad[0] if bad else "")
-    if bad:
-        return out, f"{len(bad)} unparseable DCGM line(s), first: {shown!r}"
-    return out, f"exposition parse error ({first}); recovered line by line"
-
-
-def _parse(text: str) -> list[tuple[str, dict[str, str], float]]:
-    out: list[tuple[str, dict[str, str], float]] = []
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            # The parser names counter samples "<family>_total"; no DCGM field ends so.
-            out.append((s.name.removesuffix("_total"), clean_labels(s.labels) or {}, s.value))
-    return out
-
-
 def signature(gpus: Iterable[DcgmGpu]) -> int:
     """A hash of every value: equal between two polls of one unchanged collection."""
     return hash(tuple((g.key, tuple(sorted(g.values.items()))) for g in gpus))
@@ -259,6 +257,7 @@ __all__ = [
     "NOT_EXPORTED",
     "DcgmExposition",
     "DcgmGpu",
+    "DcgmReader",
     "dcgm_url",
     "group_gpus",
     "is_blank",

@@ -33,7 +33,7 @@ from specwatch.sources.dcgm.fetch import (
 )
 from specwatch.sources.dcgm.fields import VIOLATION_BITS
 from specwatch.sources.dcgm.gpu_records import DcgmEndpointState, DcgmGpuExtra, DcgmGpuInfo
-from specwatch.sources.dcgm.parse import MAX_GPUS, DcgmGpu, dcgm_url, parse_dcgm, url_host
+from specwatch.sources.dcgm.parse import MAX_GPUS, DcgmGpu, DcgmReader, dcgm_url, url_host
 from specwatch.sources.tick_loop import TickLoop, check_interval
 
 Fetch = Callable[[str, float, int], str]
@@ -52,6 +52,8 @@ class _Endpoint:
     note: str | None = None
     """One line when the last answer was cut to the parser's limits."""
     collection: CollectionTracker = field(default_factory=CollectionTracker)
+    reader: DcgmReader = field(default_factory=DcgmReader)
+    """Remembers the exporter's series: a later answer costs a lookup and a ``float()`` a line."""
 
 
 class DcgmGpuSource(TickLoop):
@@ -298,7 +300,7 @@ class DcgmGpuSource(TickLoop):
         if isinstance(body, DcgmFetchError):
             endpoint.error = str(body) or "unreadable"
             return
-        parsed = parse_dcgm(body)
+        parsed = endpoint.reader.parse(body)
         endpoint.parse_error = parsed.error
         endpoint.note = parsed.note
         if not parsed.gpus:
