@@ -6,10 +6,12 @@
 
 Figures: the whole app at 160x48 with 8 GPUs at 1 s (``overhead.py``'s app child), sampling
 without UI, 64 GPUs (8x the simulated GPUs: eight nodes' worth), the ``/metrics`` read
-(``metrics_parse_bench.py``), RSS growth over 10^6 GPU samples (``memory_growth.py``),
-``--help`` time and the first frame of ``specwatch --url`` beside ``python -c pass``, the
-benchmark client's chunk rate beside a bare httpx + orjson loop (``chunk_rate.py``), and
-vllmstat 0.9.1 side by side on the same simulated vLLM, each pinned to the same core in turn.
+(``metrics_parse_bench.py``), a dcgm-exporter poll of 8 GPUs read by the remembering reader
+beside a full parse (``dcgm_parse_cost.py``), RSS growth over 10^6 GPU samples
+(``memory_growth.py``), ``--help`` time and the first frame of ``specwatch --url`` beside
+``python -c pass``, the benchmark client's chunk rate beside a bare httpx + orjson loop
+(``chunk_rate.py``), and vllmstat 0.9.1 side by side on the same simulated vLLM, each pinned
+to the same core in turn.
 CPU figures exclude the simulated GPUs' own physics (see ``overhead.py``); absolute figures
 move between machines and with other load on them.
 
@@ -44,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.tools import (  # noqa: E402
     chunk_rate,
+    dcgm_parse_cost,
     memory_growth,
     metrics_parse_bench,
     overhead,
@@ -100,6 +103,15 @@ def metrics_rows(quick: bool) -> list[Row]:
             (f"/metrics read, {r['bytes'] / 1024:.0f} KB ({r['label']})", value, target, ok)
         )
     return rows
+
+
+def dcgm_row(quick: bool) -> Row:
+    """CPU per dcgm-exporter poll of 8 simulated GPUs: later polls beside a full parse."""
+    (r,) = dcgm_parse_cost.measure([8], quick)
+    ratio = r["full_ms"] / r["later_ms"]
+    value = f"{r['later_ms']:.2f} ms ({ratio:.0f}x less than a full parse, {r['full_ms']:.1f} ms)"
+    target = f">= {dcgm_parse_cost.TARGET_RATIO:.0f}x"
+    return ("dcgm-exporter poll read, 8 GPUs", value, target, ratio >= dcgm_parse_cost.TARGET_RATIO)
 
 
 def memory_row(quick: bool) -> Row:
@@ -323,6 +335,7 @@ def main() -> int:
     steps: list[Any] = [
         lambda: cpu_rows(seconds),
         lambda: metrics_rows(args.quick),
+        lambda: [dcgm_row(args.quick)],
         lambda: [memory_row(args.quick)],
         start_rows,
         lambda: chunk_rows(args.quick),
