@@ -110,3 +110,23 @@ def test_the_source_keeps_one_reader_per_exporter(monkeypatch: pytest.MonkeyPatc
     assert tick.error is None
     assert [s.sm_clock_mhz for s in tick.samples] == [1700, 1600]
     assert tick.samples[0].power_w == 250.0
+
+
+def test_churning_series_and_names_do_not_grow_the_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import specwatch.sources.dcgm.parse as parse
+
+    monkeypatch.setattr(parse, "MAX_SERIES", 10)
+    monkeypatch.setattr(prom_filter, "MAX_SERIES", 10)
+    reader = DcgmReader()
+    for poll in range(6):
+        text = "".join(
+            f'DCGM_FI_DEV_SM_CLOCK{{gpu="{i}", UUID="GPU-{poll}-{i}"}} 1500\n'
+            f'DCGM_FI_CUSTOM_{poll}_{i}{{gpu="{i}", UUID="GPU-{poll}-{i}"}} 1\n'
+            for i in range(4)
+        )
+        parsed = reader.parse(text)
+        assert [g.key for g in parsed.gpus] == [f"GPU-{poll}-{i}" for i in range(4)]
+        assert len(reader._series) <= 2 * 10
+        assert len(reader._reader._decided) <= 2 * 10

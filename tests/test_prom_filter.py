@@ -141,6 +141,17 @@ def test_remembered_series_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         assert len(reader._series) <= 2
 
 
+def test_remembered_names_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import specwatch.sources.metrics.prom_filter as prom_filter
+
+    monkeypatch.setattr(prom_filter, "MAX_SERIES", 10)
+    reader = MetricsReader(["vllm:x"])
+    for poll in range(6):
+        churn = "".join(f"other_{poll}_{i} 1\n" for i in range(8))  # new names every scrape
+        assert reader.parse(GROUP + churn).total("vllm:x_total") == 12.0
+        assert len(reader._decided) <= 2 * 10
+
+
 def _values(scrape: Scrape) -> list[tuple[str, dict[str, str], float]]:
     return [(s.name, dict(s.labels), s.value) for s in scrape.samples]
 

@@ -25,7 +25,8 @@ _SKIPPED, _OTHER = -1, -2
 """A line's slot in :class:`_Layout` when it gave no sample."""
 _SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created", "_info", "_gcount", "_gsum")
 MAX_SERIES = 50_000
-"""Remembered series at most; a server whose label values churn starts the memory again."""
+"""Remembered series (and names) at most; a server whose names or label values churn starts
+the memory again."""
 
 
 class MetricsReader:
@@ -61,9 +62,11 @@ class MetricsReader:
 
     def _read(self, text: str, lines: list[str]) -> Scrape:
         """:meth:`parse` reading every group, and noting which line gave which sample."""
-        if len(self._series) > MAX_SERIES:
+        if len(self._series) > MAX_SERIES or len(self._decided) > MAX_SERIES:
+            # names or label values that churn (a hostile server) start the memory again
             self._series.clear()
             self._groups.clear()
+            self._decided.clear()
         state = _State()
         wanted = self.wanted
         # A family's lines follow its "# TYPE" line as one group (the format requires it), so
