@@ -3,6 +3,7 @@
 
     .venv/bin/python tests/tools/cost_report.py            # 60 s per CPU mode (about 12 min)
     .venv/bin/python tests/tools/cost_report.py --quick    # 10 s per mode, memory over 1 h
+    .venv/bin/python tests/tools/cost_report.py --only bare dcgm   # some figures only
 
 Figures: the whole app at 160x48 with 8 GPUs at 1 s (``overhead.py``'s app child), sampling
 without UI, 64 GPUs (8x the simulated GPUs: eight nodes' worth), the ``/metrics`` read
@@ -38,8 +39,8 @@ import subprocess
 import sys
 import termios
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -65,22 +66,32 @@ def _verdict(ok: bool | None) -> str:
     return "n/a" if ok is None else ("PASS" if ok else "MISS")
 
 
-def cpu_rows(seconds: float) -> list[Row]:
-    """Whole app and sampling without UI at 8 GPUs; the app at 64 GPUs."""
+CPU_MODES = {
+    "app": ("whole app, 160x48, 8 GPUs, 1 s", "app", 8, 1.0),
+    "bare": ("sampling without UI, 8 GPUs", "bare", 8, 0.4),
+    "app64": ("whole app, 64 GPUs (8 nodes)", "app", 64, 2.0),
+}
+"""``--only`` name -> figure, ``overhead.py`` child, GPUs, target % of a core."""
+
+
+def cpu_rows(seconds: float, only: Sequence[str] = tuple(CPU_MODES)) -> list[Row]:
+    """Whole app and sampling without UI at 8 GPUs; the app at 64 GPUs (those in ``only``)."""
+    chosen = [CPU_MODES[name] for name in CPU_MODES if name in only]
+    if not chosen:
+        return []
     sim, url = overhead.start_sim()
     try:
-        bare = overhead.run_child("bare", url, seconds, SIZE, 8)
-        app = overhead.run_child("app", url, seconds, SIZE, 8)
-        app64 = overhead.run_child("app", url, seconds, SIZE, 64)
+        # sampling first, as the table has always measured it (on a fresh simulator)
+        runs = {
+            label: overhead.run_child(mode, url, seconds, SIZE, gpus)
+            for label, mode, gpus, _ in sorted(chosen, key=lambda c: c[1] != "bare")
+        }
     finally:
         sim.terminate()
         sim.wait(10)
     rows: list[Row] = []
-    for label, r, target in (
-        ("whole app, 160x48, 8 GPUs, 1 s", app, 1.0),
-        ("sampling without UI, 8 GPUs", bare, 0.4),
-        ("whole app, 64 GPUs (8 nodes)", app64, 2.0),
-    ):
+    for label, _, _, target in chosen:
+        r = runs[label]
         pct = (r["cpu_s"] - r["sim_gpu_cpu_s"]) / r["wall_s"] * 100.0
         value = f"{pct:.2f}% of a core, peak RSS {r['peak_rss_mib']:.0f} MiB"
         rows.append((label, value, f"<= {target:.1f}%", pct <= target))
@@ -322,28 +333,39 @@ def chunk_rows(quick: bool) -> list[Row]:
     return [("bench client chunk rate", value, ">= 0.9x", ratio >= 0.9)]
 
 
+STEPS: dict[str, Callable[[float, bool], list[Row]]] = {
+    "metrics": lambda seconds, quick: metrics_rows(quick),
+    "dcgm": lambda seconds, quick: [dcgm_row(quick)],
+    "memory": lambda seconds, quick: [memory_row(quick)],
+    "start": lambda seconds, quick: start_rows(),
+    "chunk": lambda seconds, quick: chunk_rows(quick),
+    "vllmstat": lambda seconds, quick: vllmstat_rows(seconds),
+}
+"""``--only`` name -> the rows it measures, after the CPU modes, in this order."""
+
+
 def main() -> int:
     """Run every measurement and print the table; exit 1 when any figure misses."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--quick", action="store_true", help="10 s per CPU mode; memory over 1 h")
     p.add_argument("--seconds", type=float, help="measured seconds per CPU mode")
     p.add_argument("--skip-vllmstat", action="store_true", help="leave out the side by side")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        choices=(*CPU_MODES, *STEPS),
+        help="run only these figures (e.g. --only bare dcgm)",
+    )
     args = p.parse_args()
     seconds = args.seconds or (10.0 if args.quick else 60.0)
     compileall.compile_dir(str(ROOT / "specwatch"), quiet=1)
-    rows: list[Row] = []
-    steps: list[Any] = [
-        lambda: cpu_rows(seconds),
-        lambda: metrics_rows(args.quick),
-        lambda: [dcgm_row(args.quick)],
-        lambda: [memory_row(args.quick)],
-        start_rows,
-        lambda: chunk_rows(args.quick),
-    ]
-    if not args.skip_vllmstat:
-        steps.append(lambda: vllmstat_rows(seconds))
-    for step in steps:
-        rows.extend(step())
+    only = set(args.only or (*CPU_MODES, *STEPS))
+    if args.skip_vllmstat:
+        only.discard("vllmstat")
+    rows: list[Row] = cpu_rows(seconds, [m for m in CPU_MODES if m in only])
+    for name, step in STEPS.items():
+        if name in only:
+            rows.extend(step(seconds, args.quick))
     print(f"specwatch cost, {'quick' if args.quick else 'full'} run, {seconds:.0f} s per CPU mode")
     width = max(len(r[0]) for r in rows)
     for name, value, target, ok in rows:
