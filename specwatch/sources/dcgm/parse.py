@@ -6,7 +6,7 @@ port cost nothing). :class:`DcgmReader` reads them with the ``/metrics`` reader
 (:class:`~specwatch.sources.metrics.prom_filter.MetricsReader`): a series met for the first time
 goes through ``prometheus_client``'s parser, a known one costs a lookup and a ``float()``, and a
 line the parser rejects costs only itself. An exporter's label sets stay the same between polls,
-so a later poll of 8 GPUs costs about a twentieth of a full parse
+so a later poll of 8 GPUs costs about a thirtieth of a full parse
 (``tests/tools/dcgm_parse_cost.py``).
 
 A DCGM "blank" sentinel (a value near 2^63, 2^47 for doubles, or 2^31 for 32-bit gauges) means
