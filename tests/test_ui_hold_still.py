@@ -8,8 +8,9 @@ from rich.style import Style
 
 from specwatch.core.gpu import GpuSample, GpuTick
 from specwatch.core.server import MetricsWindow
+from specwatch.core.window_mean import STEADY_HOLD_S
 from specwatch.ui.axis import AxisHold
-from specwatch.ui.model import HOLD_S, MonitorModel
+from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.gpu_cells import deficit_cell
 from specwatch.ui.panes.gpu_summary import summary_lines
 from specwatch.ui.panes.gpus import sm_trends
@@ -76,7 +77,7 @@ def test_a_missing_reading_is_held_with_its_age_then_dropped() -> None:
     assert m.reading("gen_tok_s") == (743.0, 4.0)
     assert m.reading("accept_length") == (2.5, 4.0)
     assert m.tok_s.last() == 743.0  # the graph holds the line too
-    m.add_window(_window(6.0 + HOLD_S, None))
+    m.add_window(_window(6.0 + STEADY_HOLD_S, None))
     assert m.reading("gen_tok_s") == (None, None) and m.tok_s.last() is None
 
 

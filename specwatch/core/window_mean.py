@@ -71,8 +71,9 @@ class HeldLatest(Generic[T]):
     """The newest value seen per key, shown for :data:`STEADY_HOLD_S` after it was seen.
 
     A histogram's percentile buckets (TTFT, TPOT, e2e) exist only in windows in which a request
-    started or ended: with long answers most one-second windows have none, and a row that
-    appears and vanishes each second cannot be read. The last buckets hold, with their age.
+    started or ended, and llama.cpp counts tokens only when a request ends: with long answers
+    most one-second windows have none, and a row that appears and vanishes each second cannot be
+    read. The last value holds, with its age.
     """
 
     def __init__(self, hold_s: float = STEADY_HOLD_S) -> None:
@@ -88,9 +89,14 @@ class HeldLatest(Generic[T]):
         """Forget every value (the server restarted)."""
         self._latest.clear()
 
-    def at(self, now: float, key: str) -> tuple[T, float] | None:
-        """``(value, age in seconds)`` of ``key``, or ``None`` when none is young enough."""
+    def seen(self, now: float, key: str) -> tuple[float, T] | None:
+        """``(when it was seen, value)`` of ``key``, or ``None`` when none is young enough."""
         found = self._latest.get(key)
         if found is None or now - found[0] > self.hold_s:
             return None
-        return found[1], max(0.0, now - found[0])
+        return found
+
+    def at(self, now: float, key: str) -> tuple[T, float] | None:
+        """``(value, age in seconds)`` of ``key``, or ``None`` when none is young enough."""
+        found = self.seen(now, key)
+        return None if found is None else (found[1], max(0.0, now - found[0]))

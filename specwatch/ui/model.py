@@ -32,10 +32,8 @@ HISTORY = 4000
 ADVICE_WINDOWS = 1800
 """Windows kept for the draft advisor (``a``): half an hour at one scrape a second."""
 """Points kept per series: over an hour at the default 1 s rate."""
-HOLD_S = 60.0
-"""A reading missing from newer windows is held (dimmed, with its age) for this long."""
 HELD = ("gen_tok_s", "accept_length", "draft_acceptance_rate")
-"""The window readings that are held rather than dropped when a window lacks them."""
+"""The window readings that are held (dimmed, with their age) when a window lacks them."""
 STEADY = ("step_latency_s", "accept_length", "prompt_tok_s", "requests_per_s")
 """The window readings the verify and load panes show as a steady mean
 (``specwatch.core.window_mean``)."""
@@ -83,8 +81,8 @@ class MonitorModel:
         self.accept_length = TimeSeries(HISTORY)
         self.acceptance_rate = TimeSeries(HISTORY)
         self.timeline = Timeline()
-        self.held: dict[str, tuple[float, float]] = {}
-        """The newest ``(t, value)`` of each of :data:`HELD`."""
+        self.held: HeldLatest[float] = HeldLatest()
+        """The newest value of each of :data:`HELD`."""
         self.steady = {name: SteadyMean() for name in STEADY}
         self.latency: HeldLatest[tuple[LatencyBucket, ...]] = HeldLatest()
         """The load pane's percentile buckets, held while windows have none."""
@@ -244,6 +242,9 @@ class MonitorModel:
         if w.dt > 0:
             self.window = w
             self.windows.append(w)
+            if w.restarted:
+                self.held.clear()
+                self.latency.clear()
             self.tok_s.append(w.t, self._hold(w, "gen_tok_s"))
             self.accept_length.append(w.t, self._hold(w, "accept_length"))
             self.acceptance_rate.append(w.t, self._hold(w, "draft_acceptance_rate"))
@@ -251,8 +252,6 @@ class MonitorModel:
                 if w.restarted:
                     steady.clear()
                 steady.add(w.t, w.dt, getattr(w, name))
-            if w.restarted:
-                self.latency.clear()
             self.latency.add(w.t, w.latency_buckets)
             self.timeline.rate(w.t, w.gen_tok_s)
         if "error" in w.notes and self.connection_ok:
@@ -264,29 +263,21 @@ class MonitorModel:
         self.status_version += 1
 
     def _hold(self, w: MetricsWindow, name: str) -> float | None:
-        """The window's reading, else the last one while it is younger than :data:`HOLD_S`.
-
-        llama.cpp counts tokens when a request ends, so a window in which none ended has no
-        rate: the last rate holds until the counters move again instead of flipping to a gap.
-        """
+        """The window's reading, else the last one while :attr:`held` keeps it."""
         v: float | None = getattr(w, name)
         if v is not None:
-            self.held[name] = (w.t, v)
+            self.held.add(w.t, {name: v})
             return v
-        last = self.held.get(name)
-        if last is None or w.t - last[0] > HOLD_S or w.restarted:
-            self.held.pop(name, None)
-            return None
-        return last[1]
+        last = self.held.seen(w.t, name)
+        return None if last is None else last[1]
 
     def reading(self, name: str) -> tuple[float | None, float | None]:
         """``(value, age)`` of a held reading: age ``None`` when the newest window measured it."""
-        last = self.held.get(name)
-        if last is None:
-            return (None, None)
         w = self.window
-        age = None if w is None or w.t <= last[0] else self.now - last[0]
-        return (last[1], age)
+        last = None if w is None else self.held.seen(w.t, name)
+        if w is None or last is None:
+            return (None, None)
+        return (last[1], None if w.t <= last[0] else self.now - last[0])
 
     # --- benchmark ------------------------------------------------------------------------------
 
