@@ -11,8 +11,43 @@ from prometheus_client.core import Metric
 
 from specwatch.sim.config import SimConfig
 from specwatch.sim.engine import SimRequest
-from specwatch.sim.metrics.telemetry import Telemetry, counter, gauge
+from specwatch.sim.metrics.telemetry import Family, Telemetry, write
 from specwatch.sim.truth import StepRecord
+
+
+def _new(config: SimConfig) -> bool:
+    return config.llamacpp_new
+
+
+FAMILIES = (
+    Family("counter", "llamacpp:prompt_tokens", "Number of prompt tokens processed.",
+           "ll_prompt_tokens"),
+    Family("counter", "llamacpp:prompt_seconds", "Prompt process time", "ll_prompt_s"),
+    Family("counter", "llamacpp:tokens_predicted", "Number of generation tokens processed.",
+           "ll_predicted"),
+    Family("counter", "llamacpp:tokens_predicted_seconds", "Predict process time",
+           "ll_predicted_s"),
+    Family("counter", "llamacpp:n_decode", "Total number of llama_decode() calls", "ll_n_decode"),
+    Family("counter", "llamacpp:prompt_tokens_cached",
+           "Number of prompt tokens reused from the cache.", "ll_prompt_cached", when=_new),
+    Family("counter", "llamacpp:spec_decode_num_draft_tokens", "Number of draft tokens.",
+           "ll_draft_tokens", when=_new),
+    Family("counter", "llamacpp:spec_decode_num_accepted_tokens",
+           "Number of accepted draft tokens.", "ll_accepted", when=_new),
+    Family("counter", "llamacpp:spec_decode_num_drafts",
+           "Number of speculative verification steps.", "ll_drafts", when=_new),
+    Family("counter", "llamacpp:spec_decode_num_accepted_tokens_per_pos",
+           "Accepted draft tokens per position.", "ll_by_position", by="position", when=_new),
+    Family("gauge", "llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s.",
+           "prompt_rate"),
+    Family("gauge", "llamacpp:predicted_tokens_seconds",
+           "Average generation throughput in tokens/s.", "predicted_rate"),
+    Family("gauge", "llamacpp:requests_processing", "Number of requests processing.", "processing"),
+    Family("gauge", "llamacpp:requests_deferred", "Number of requests deferred.", "deferred"),
+    Family("gauge", "llamacpp:n_busy_slots_per_decode", "Average number of busy slots per decode.",
+           "busy_per_decode"),
+)  # fmt: skip
+"""llama-server's series, in its order; the ``spec_decode_*`` ones from build 6500."""
 
 
 class LlamaCppTelemetry(Telemetry):
@@ -29,6 +64,10 @@ class LlamaCppTelemetry(Telemetry):
         self.ll_accepted = 0
         self.ll_drafts = 0
         self.ll_per_pos: list[int] | None = None
+        self.ll_prompt_cached = 0
+        # as the last /metrics call showed them
+        self.prompt_rate = self.predicted_rate = self.busy_per_decode = 0.0
+        self.processing = self.deferred = 0
         self._bucket_prompt_tokens = 0
         self._bucket_prompt_s = 0.0
         self._bucket_gen_tokens = 0
@@ -83,71 +122,17 @@ class LlamaCppTelemetry(Telemetry):
         self._bucket_busy = self._bucket_decodes = 0
         return prompt, predicted, busy
 
+    @property
+    def ll_by_position(self) -> dict[str, int] | None:
+        """Accepted drafts per position, absent until a speculative request finished."""
+        if self.ll_per_pos is None:
+            return None
+        return {str(i): v for i, v in enumerate(self.ll_per_pos)}
+
     def families(
         self, running: list[SimRequest], waiting: int, t: float, created_unix: float, kv: float
     ) -> list[Metric]:
         """llama-server's series for the imitated build (the windowed gauges reset)."""
-        tm = self
-        cfg = tm.config
-        prompt_rate, predicted_rate, busy = tm.take_window()
-        out: list[Metric] = [
-            counter("llamacpp:prompt_tokens", "Number of prompt tokens processed.",
-                     [({}, float(tm.ll_prompt_tokens))]),
-            counter("llamacpp:prompt_seconds", "Prompt process time",
-                     [({}, tm.ll_prompt_s)]),
-            counter("llamacpp:tokens_predicted", "Number of generation tokens processed.",
-                     [({}, float(tm.ll_predicted))]),
-            counter("llamacpp:tokens_predicted_seconds", "Predict process time",
-                     [({}, tm.ll_predicted_s)]),
-            counter("llamacpp:n_decode", "Total number of llama_decode() calls",
-                     [({}, float(tm.ll_n_decode))]),
-        ]  # fmt: skip
-        if cfg.llamacpp_new:
-            out.append(
-                counter(
-                    "llamacpp:prompt_tokens_cached",
-                    "Number of prompt tokens reused from the cache.",
-                    [({}, 0.0)],
-                )
-            )
-            out.append(
-                counter(
-                    "llamacpp:spec_decode_num_draft_tokens",
-                    "Number of draft tokens.",
-                    [({}, float(tm.ll_draft_tokens))],
-                )
-            )
-            out.append(
-                counter(
-                    "llamacpp:spec_decode_num_accepted_tokens",
-                    "Number of accepted draft tokens.",
-                    [({}, float(tm.ll_accepted))],
-                )
-            )
-            out.append(
-                counter(
-                    "llamacpp:spec_decode_num_drafts",
-                    "Number of speculative verification steps.",
-                    [({}, float(tm.ll_drafts))],
-                )
-            )
-            if tm.ll_per_pos is not None:
-                out.append(
-                    counter(
-                        "llamacpp:spec_decode_num_accepted_tokens_per_pos",
-                        "Accepted draft tokens per position.",
-                        [({"position": str(i)}, float(v)) for i, v in enumerate(tm.ll_per_pos)],
-                    )
-                )
-        out += [
-            gauge("llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s.", {},
-                   prompt_rate),
-            gauge("llamacpp:predicted_tokens_seconds", "Average generation throughput in tokens/s.",
-                   {}, predicted_rate),
-            gauge("llamacpp:requests_processing", "Number of requests processing.", {},
-                   float(len(running))),
-            gauge("llamacpp:requests_deferred", "Number of requests deferred.", {}, float(waiting)),
-            gauge("llamacpp:n_busy_slots_per_decode", "Average number of busy slots per decode.",
-                   {}, busy),
-        ]  # fmt: skip
-        return out
+        self.prompt_rate, self.predicted_rate, self.busy_per_decode = self.take_window()
+        self.processing, self.deferred = len(running), waiting
+        return write(FAMILIES, self.config, [({}, self)])

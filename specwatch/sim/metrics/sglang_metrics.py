@@ -11,7 +11,7 @@ from prometheus_client.core import Metric
 from specwatch.sim.config import SimConfig
 from specwatch.sim.engine import SimRequest
 from specwatch.sim.metrics.sglang_ranks import scheduler_families
-from specwatch.sim.metrics.telemetry import Hist, Telemetry, counter, histogram
+from specwatch.sim.metrics.telemetry import Family, Hist, Telemetry, since, until, write
 from specwatch.sim.truth import StepRecord
 
 ITL_BUCKETS = (
@@ -26,6 +26,36 @@ E2E_BUCKETS = (
     0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
     200.0, 400.0, 800.0,
 )  # fmt: skip
+
+FAMILIES = (
+    # realtime_tokens: in the 0.5.9 wheel already (not 0.5.3); spec_verify_calls: in 0.5.15.post1
+    Family("counter", "sglang:realtime_tokens", "Tokens as they are produced, by mode.",
+           "realtime_by_mode", by="mode", when=since("0.5.9")),
+    Family("counter", "sglang:prompt_tokens", "Number of prefill tokens processed.",
+           "sg_prompt_by_stream", by="is_streaming", when=since("0.5.23")),
+    Family("counter", "sglang:prompt_tokens", "Number of prefill tokens processed.",
+           "prompt_tokens_finish", when=until("0.5.23")),
+    Family("counter", "sglang:generation_tokens", "Number of generation tokens processed.",
+           "sg_gen_by_stream", by="is_streaming", when=since("0.5.23")),
+    Family("counter", "sglang:generation_tokens", "Number of generation tokens processed.",
+           "generation_tokens_finish", when=until("0.5.23")),
+    Family("counter", "sglang:num_requests", "Number of requests processed.", "finished"),
+    Family("counter", "sglang:spec_verify_calls",
+           "Number of speculative verify calls of finished requests.", "verify_calls_finish",
+           when=since("0.5.15")),
+    Family("histogram", "sglang:time_to_first_token_seconds",
+           "Histogram of time to first token in seconds.", "sg_ttft"),
+    Family("histogram", "sglang:inter_token_latency_seconds",
+           "Histogram of inter-token latency in seconds.", "sg_itl"),
+    Family("histogram", "sglang:e2e_request_latency_seconds",
+           "Histogram of End-to-end request latency in seconds", "sg_e2e"),
+    Family("histogram", "sglang:queue_time_seconds", "Histogram of queueing time in seconds.",
+           "sg_queue", when=since("0.5.4")),
+    Family("histogram", "sglang:request_time_per_output_token_seconds",
+           "Histogram of per-request time per output token in seconds.", "sg_tpot",
+           when=since("0.5.23")),
+)  # fmt: skip
+"""The tokenizer manager's series, in SGLang's order (the scheduler's: ``sglang_ranks``)."""
 
 
 class SglangTelemetry(Telemetry):
@@ -66,8 +96,8 @@ class SglangTelemetry(Telemetry):
         self.sg_e2e = Hist(E2E_BUCKETS)
         self.sg_queue = Hist(E2E_BUCKETS)
         self.sg_tpot = Hist(ITL_BUCKETS)
-        self.sg_gen_by_stream: dict[bool, int] = {True: 0, False: 0}
-        self.sg_prompt_by_stream: dict[bool, int] = {True: 0, False: 0}
+        self.sg_gen_by_stream = {"true": 0, "false": 0}
+        self.sg_prompt_by_stream = {"true": 0, "false": 0}
 
     def on_prefill(self, req: SimRequest, t: float) -> None:
         """First token: TTFT and queue time (not for the health probe), realtime tokens."""
@@ -132,8 +162,9 @@ class SglangTelemetry(Telemetry):
         self.prompt_tokens_finish += req.prompt_tokens
         self.generation_tokens_finish += req.generated
         self.verify_calls_finish += req.steps
-        self.sg_gen_by_stream[req.streaming] += req.generated
-        self.sg_prompt_by_stream[req.streaming] += req.prompt_tokens
+        streaming = "true" if req.streaming else "false"
+        self.sg_gen_by_stream[streaming] += req.generated
+        self.sg_prompt_by_stream[streaming] += req.prompt_tokens
         first = req.t_first if req.t_first is not None else t
         if req.generated > 1:
             self.sg_tpot.observe((t - first) / (req.generated - 1))
@@ -162,114 +193,20 @@ class SglangTelemetry(Telemetry):
         self, running: list[SimRequest], waiting: int, t: float, created_unix: float, kv: float
     ) -> list[Metric]:
         """SGLang's series for the imitated version."""
-        cfg = self.config
-        tm = self
-        tok: dict[str, str] = {"model_name": cfg.model}
-        if cfg.at_least("0.5.23"):
+        tok: dict[str, str] = {"model_name": self.config.model}
+        if self.config.at_least("0.5.23"):
             tok["engine_type"] = "unified"
-        ec = tm
         out = scheduler_families(self, running, waiting, t, kv)
-        if cfg.at_least("0.5.9"):  # in the 0.5.9 wheel already (not 0.5.3)
-            out.append(
-                counter(
-                    "sglang:realtime_tokens",
-                    "Tokens as they are produced, by mode.",
-                    [
-                        ({**tok, "mode": "prefill_compute"}, float(tm.realtime_prefill)),
-                        ({**tok, "mode": "prefill_cache"}, 0.0),
-                        ({**tok, "mode": "decode"}, float(tm.realtime_decode)),
-                    ],
-                )
-            )
-        if cfg.at_least("0.5.23"):
-            out.append(
-                counter(
-                    "sglang:prompt_tokens",
-                    "Number of prefill tokens processed.",
-                    [
-                        ({**tok, "is_streaming": "true"}, float(tm.sg_prompt_by_stream[True])),
-                        ({**tok, "is_streaming": "false"}, float(tm.sg_prompt_by_stream[False])),
-                    ],
-                )
-            )
-            out.append(
-                counter(
-                    "sglang:generation_tokens",
-                    "Number of generation tokens processed.",
-                    [
-                        ({**tok, "is_streaming": "true"}, float(tm.sg_gen_by_stream[True])),
-                        ({**tok, "is_streaming": "false"}, float(tm.sg_gen_by_stream[False])),
-                    ],
-                )
-            )
-        else:
-            out.append(
-                counter(
-                    "sglang:prompt_tokens",
-                    "Number of prefill tokens processed.",
-                    [(tok, float(ec.prompt_tokens_finish))],
-                )
-            )
-            out.append(
-                counter(
-                    "sglang:generation_tokens",
-                    "Number of generation tokens processed.",
-                    [(tok, float(ec.generation_tokens_finish))],
-                )
-            )
-        out.append(
-            counter(
-                "sglang:num_requests",
-                "Number of requests processed.",
-                [(tok, float(ec.finished))],
-            )
-        )
-        if cfg.at_least("0.5.15"):  # in the 0.5.15.post1 wheel already
-            out.append(
-                counter(
-                    "sglang:spec_verify_calls",
-                    "Number of speculative verify calls of finished requests.",
-                    [(tok, float(ec.verify_calls_finish))],
-                )
-            )
-        out.append(
-            histogram(
-                "sglang:time_to_first_token_seconds",
-                "Histogram of time to first token in seconds.",
-                [(tok, tm.sg_ttft)],
-            )
-        )
-        out.append(
-            histogram(
-                "sglang:inter_token_latency_seconds",
-                "Histogram of inter-token latency in seconds.",
-                [(tok, tm.sg_itl)],
-            )
-        )
-        out.append(
-            histogram(
-                "sglang:e2e_request_latency_seconds",
-                "Histogram of End-to-end request latency in seconds",
-                [(tok, tm.sg_e2e)],
-            )
-        )
-        if cfg.at_least("0.5.4"):
-            out.append(
-                histogram(
-                    "sglang:queue_time_seconds",
-                    "Histogram of queueing time in seconds.",
-                    [(tok, tm.sg_queue)],
-                )
-            )
-        if cfg.at_least("0.5.23"):
-            out.append(
-                histogram(
-                    "sglang:request_time_per_output_token_seconds",
-                    "Histogram of per-request time per output token in seconds.",
-                    [(tok, tm.sg_tpot)],
-                )
-            )
-        return out
+        return out + write(FAMILIES, self.config, [(tok, self)])
+
+    @property
+    def realtime_by_mode(self) -> dict[str, int]:
+        """``sglang:realtime_tokens`` per mode (no prefix cache: nothing from the cache)."""
+        return {
+            "prefill_compute": self.realtime_prefill,
+            "prefill_cache": 0,
+            "decode": self.realtime_decode,
+        }
 
 
 def sglang_accept_rate(cfg: SimConfig, incl_bonus: int, forward_ct: int, correct: int) -> float:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
-from specwatch.sim.metrics.telemetry import counter
+from specwatch.sim.metrics.telemetry import counter, gauge
 
 if TYPE_CHECKING:
     from specwatch.sim.config import SimConfig
@@ -61,13 +61,6 @@ def rank_labels(tm: RankCounts, rank: int, priority: str | None = None) -> dict[
     return labels
 
 
-def _gauge(name: str, doc: str, rows: list[tuple[dict[str, str], float]]) -> GaugeMetricFamily:
-    g = GaugeMetricFamily(name, doc, labels=list(rows[0][0]))
-    for labels, value in rows:
-        g.add_metric(list(labels.values()), value)
-    return g
-
-
 def scheduler_families(
     tm: RankCounts, running: list[SimRequest], waiting: int, t: float, kv: float
 ) -> list[Metric]:
@@ -99,25 +92,25 @@ def scheduler_families(
 
     same = [0.0] * ranks
     out: list[Metric] = [
-        _gauge(
+        gauge(
             "sglang:num_running_reqs", "The number of running requests.", with_breakdown(written)
         ),
-        _gauge(
+        gauge(
             "sglang:num_used_tokens",
             "The number of used tokens.",
             each([int(u * 500_000) for u in usage]),
         ),
-        _gauge("sglang:token_usage", "The token usage.", each(usage)),
-        _gauge(
+        gauge("sglang:token_usage", "The token usage.", each(usage)),
+        gauge(
             "sglang:gen_throughput",
             "The generation throughput (token/s).",
             each([tm.gen_throughput_now(t) / ranks] * ranks),
         ),
-        _gauge(
+        gauge(
             "sglang:num_queue_reqs", "The number of requests in the queue.", with_breakdown(queued)
         ),
-        _gauge("sglang:cache_hit_rate", "The prefix cache hit rate.", each(same)),
-        _gauge(
+        gauge("sglang:cache_hit_rate", "The prefix cache hit rate.", each(same)),
+        gauge(
             "sglang:spec_accept_length",
             "The average acceptance length of speculative decoding.",
             each([tm.spec_accept_length] * ranks),
@@ -125,14 +118,14 @@ def scheduler_families(
     ]
     if cfg.at_least("0.5.4"):
         out.append(
-            _gauge(
+            gauge(
                 "sglang:spec_accept_rate",
                 "The average acceptance rate of speculative decoding.",
                 each([tm.spec_accept_rate] * ranks),
             )
         )
         out.append(
-            _gauge(
+            gauge(
                 "sglang:is_cuda_graph",
                 "Whether the batch is using CUDA graph.",
                 each([1.0 if g else 0.0 for g in tm.last_batch_in_graph]),
@@ -142,10 +135,10 @@ def scheduler_families(
         steps = cfg.num_steps if cfg.spec_enabled else 0
         drafts = cfg.num_draft_tokens if cfg.spec_enabled else 0
         out.append(
-            _gauge("sglang:spec_num_steps", "Active speculative_num_steps.", each([steps] * ranks))
+            gauge("sglang:spec_num_steps", "Active speculative_num_steps.", each([steps] * ranks))
         )
         out.append(
-            _gauge(
+            gauge(
                 "sglang:spec_num_draft_tokens", "Active num_draft_tokens.", each([drafts] * ranks)
             )
         )

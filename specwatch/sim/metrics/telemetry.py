@@ -2,16 +2,18 @@
 
 Each server's ``*_metrics`` module subclasses :class:`Telemetry`: the engine calls its
 ``on_*`` hooks with the server's own update timing, and :meth:`Telemetry.families` builds that
-server's metric families (names and labels per imitated version) with ``prometheus_client``
-(no hand formatting). One :class:`Telemetry` lives for one server lifetime (a restart makes a
-new one).
+server's metric families with ``prometheus_client`` (no hand formatting), most of them from a
+table of :class:`Family` rows (name, kind, help, the counter it shows, the versions that have
+it) that :func:`write` turns into families. One :class:`Telemetry` lives for one server lifetime
+(a restart makes a new one).
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -111,19 +113,77 @@ class _Collector:
 
 # --- family builders -------------------------------------------------------------------------
 
+Series = Sequence[tuple[dict[str, str], float]]
+"""``(labels, value)`` of each series of a family."""
 
-def gauge(name: str, doc: str, labels: dict[str, str], value: float) -> GaugeMetricFamily:
-    """A gauge family with one series."""
-    g = GaugeMetricFamily(name, doc, labels=list(labels))
-    g.add_metric(list(labels.values()), value)
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """One row of a dialect's table: a metric family and where its values come from."""
+
+    kind: Literal["counter", "gauge", "histogram"]
+    name: str
+    doc: str
+    source: str
+    """The attribute of each labelled holder that holds the value: a number, a :class:`Hist`,
+    a mapping from values of the :attr:`by` label to numbers, or ``None`` (not written yet: the
+    family is left out)."""
+    by: str = ""
+    when: Callable[[SimConfig], bool] | None = None
+    """Whether the imitated server has the family (``None``: every version)."""
+
+
+def since(version: str) -> Callable[[SimConfig], bool]:
+    """A :attr:`Family.when` for a family ``version`` introduced."""
+    return lambda config: config.at_least(version)
+
+
+def until(version: str) -> Callable[[SimConfig], bool]:
+    """A :attr:`Family.when` for a family ``version`` removed."""
+    return lambda config: not config.at_least(version)
+
+
+def write(
+    table: Sequence[Family],
+    config: SimConfig,
+    holders: Sequence[tuple[dict[str, str], object]],
+    created: float | None = None,
+) -> list[Metric]:
+    """The families of ``table`` that ``config``'s server has, one series per labelled holder
+    (per mapping key with :attr:`Family.by`), in table order."""
+    out: list[Metric] = []
+    for family in table:
+        if family.when is not None and not family.when(config):
+            continue
+        values = [(labels, getattr(holder, family.source)) for labels, holder in holders]
+        if any(value is None for _, value in values):
+            continue
+        if family.kind == "histogram":
+            out.append(histogram(family.name, family.doc, values, created))
+            continue
+        series: list[tuple[dict[str, str], float]] = []
+        for labels, value in values:
+            if family.by:
+                series += [({**labels, family.by: k}, float(v)) for k, v in value.items()]
+            else:
+                series.append((labels, float(value)))
+        if family.kind == "gauge":
+            out.append(gauge(family.name, family.doc, series))
+        else:
+            out.append(counter(family.name, family.doc, series, created))
+    return out
+
+
+def gauge(name: str, doc: str, series: Series) -> GaugeMetricFamily:
+    """A gauge family; the label names are those of the first series."""
+    g = GaugeMetricFamily(name, doc, labels=list(series[0][0]) if series else [])
+    for labels, value in series:
+        g.add_metric(list(labels.values()), value)
     return g
 
 
 def counter(
-    name: str,
-    doc: str,
-    series: Sequence[tuple[dict[str, str], float]],
-    created: float | None = None,
+    name: str, doc: str, series: Series, created: float | None = None
 ) -> CounterMetricFamily:
     """A counter family; the label names are those of the first series."""
     labelnames = list(series[0][0]) if series else []

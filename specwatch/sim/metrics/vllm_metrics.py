@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
 from specwatch.sim.config import SimConfig
 from specwatch.sim.engine import SimRequest
-from specwatch.sim.metrics.telemetry import Hist, Telemetry, counter, histogram
+from specwatch.sim.metrics.telemetry import Family, Hist, Telemetry, since, until, write
 from specwatch.sim.truth import StepRecord
 
 ITL_BUCKETS = (
@@ -41,6 +41,10 @@ class EngineCounters:
     accepted_per_pos: list[int] = field(default_factory=list)
     running: int = 0
     waiting: int = 0
+    kv_usage: float = 0.0
+    preemptions: int = 0
+    positions: int = 0
+    """Draft positions the per-position counter shows (drafts per step)."""
     finished: dict[str, int] = field(default_factory=dict)
     vllm_ttft: Hist = field(default_factory=lambda: Hist(TTFT_BUCKETS))
     vllm_itl: Hist = field(default_factory=lambda: Hist(ITL_BUCKETS))
@@ -54,6 +58,85 @@ class EngineCounters:
     vllm_req_prompt: Hist = field(default_factory=lambda: Hist(TOKEN_BUCKETS))
     vllm_req_gen: Hist = field(default_factory=lambda: Hist(TOKEN_BUCKETS))
 
+    @property
+    def finished_by_reason(self) -> dict[str, int]:
+        """Finished requests per reason, every reason vLLM counts."""
+        return {reason: self.finished.get(reason, 0) for reason in ("stop", "length", "abort")}
+
+    @property
+    def accepted_by_position(self) -> dict[str, int]:
+        """Accepted drafts per draft position."""
+        per_pos = self.accepted_per_pos
+        return {str(i): per_pos[i] if i < len(per_pos) else 0 for i in range(self.positions)}
+
+
+def _spec(config: SimConfig) -> bool:
+    return config.spec_enabled
+
+
+def _deprecated_tpot(config: SimConfig) -> bool:
+    return config.at_least("0.11.0") and not config.at_least("0.20.0")
+
+
+FAMILIES = (
+    Family("gauge", "vllm:num_requests_running", "Number of requests in model execution batches.",
+           "running"),
+    Family("gauge", "vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+           "waiting"),
+    Family("gauge", "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+           "kv_usage"),
+    Family("gauge", "vllm:gpu_cache_usage_perc",
+           "GPU KV-cache usage. 1 means 100 percent usage."
+           " DEPRECATED: Use vllm:kv_cache_usage_perc instead.", "kv_usage", when=until("0.11.0")),
+    Family("counter", "vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+           "preemptions"),
+    Family("counter", "vllm:prompt_tokens", "Number of prefill tokens processed.",
+           "prompt_tokens_step"),
+    Family("counter", "vllm:generation_tokens", "Number of generation tokens processed.",
+           "generation_tokens_step"),
+    Family("counter", "vllm:request_success", "Count of successfully processed requests.",
+           "finished_by_reason", by="finished_reason"),
+    Family("counter", "vllm:spec_decode_num_drafts", "Number of spec decoding drafts.",
+           "num_drafts", when=_spec),
+    Family("counter", "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.",
+           "draft_tokens", when=_spec),
+    Family("counter", "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
+           "accepted", when=_spec),
+    Family("counter", "vllm:spec_decode_num_accepted_tokens_per_pos",
+           "Accepted tokens per draft position.", "accepted_by_position", by="position",
+           when=_spec),
+    Family("histogram", "vllm:iteration_tokens_total",
+           "Histogram of number of tokens per engine_step.", "vllm_iteration_tokens"),
+    Family("histogram", "vllm:time_to_first_token_seconds",
+           "Histogram of time to first token in seconds.", "vllm_ttft"),
+    Family("histogram", "vllm:inter_token_latency_seconds",
+           "Histogram of inter-token latency in seconds.", "vllm_itl", when=since("0.11.0")),
+    Family("histogram", "vllm:request_time_per_output_token_seconds",
+           "Histogram of time_per_output_token_seconds per request.", "vllm_tpot",
+           when=since("0.11.0")),
+    Family("histogram", "vllm:time_per_output_token_seconds",
+           "Histogram of time per output token in seconds.", "vllm_itl", when=until("0.11.0")),
+    Family("histogram", "vllm:time_per_output_token_seconds",
+           "Histogram of time per output token in seconds."
+           " DEPRECATED: Use vllm:inter_token_latency_seconds instead.", "vllm_itl",
+           when=_deprecated_tpot),
+    Family("histogram", "vllm:e2e_request_latency_seconds",
+           "Histogram of e2e request latency in seconds.", "vllm_e2e"),
+    Family("histogram", "vllm:request_queue_time_seconds",
+           "Histogram of time spent in WAITING phase for request.", "vllm_queue"),
+    Family("histogram", "vllm:request_prefill_time_seconds",
+           "Histogram of time spent in PREFILL phase for request.", "vllm_prefill"),
+    Family("histogram", "vllm:request_decode_time_seconds",
+           "Histogram of time spent in DECODE phase for request.", "vllm_decode"),
+    Family("histogram", "vllm:request_inference_time_seconds",
+           "Histogram of time spent in RUNNING phase for request.", "vllm_inference"),
+    Family("histogram", "vllm:request_prompt_tokens", "Number of prefill tokens processed.",
+           "vllm_req_prompt"),
+    Family("histogram", "vllm:request_generation_tokens", "Number of generation tokens processed.",
+           "vllm_req_gen"),
+)  # fmt: skip
+"""vLLM's series, in its order, one series per ``engine``."""
+
 
 class VllmTelemetry(Telemetry):
     """vLLM's per-engine counters of one server lifetime."""
@@ -62,7 +145,8 @@ class VllmTelemetry(Telemetry):
         super().__init__(config, start_t)
         k = config.max_accepted
         self.engines = [
-            EngineCounters(accepted_per_pos=[0] * k) for _ in range(max(1, config.dp_engines))
+            EngineCounters(accepted_per_pos=[0] * k, positions=config.drafts_per_step)
+            for _ in range(max(1, config.dp_engines))
         ]
 
     def _engine(self, req: SimRequest) -> EngineCounters:
@@ -120,183 +204,12 @@ class VllmTelemetry(Telemetry):
         for ec in self.engines:
             ec.running = 0
             ec.waiting = 0
+            ec.kv_usage = kv
         for req in running:
             self._engine(req).running += 1
         self.engines[0].waiting = waiting
-        return _families(self, created_unix, kv)
-
-
-def _families(tm: VllmTelemetry, created: float, kv_usage: float) -> list[Metric]:
-    cfg = tm.config
-    engines = [({"engine": str(i), "model_name": cfg.model}, ec) for i, ec in enumerate(tm.engines)]
-    out: list[Metric] = []
-
-    def per_engine_gauge(name: str, doc: str, values: list[float]) -> None:
-        g = GaugeMetricFamily(name, doc, labels=["engine", "model_name"])
-        for (labels, _), v in zip(engines, values, strict=True):
-            g.add_metric([labels["engine"], labels["model_name"]], v)
-        out.append(g)
-
-    def per_engine_counter(name: str, doc: str, values: list[float]) -> None:
-        out.append(
-            counter(
-                name,
-                doc,
-                [(labels, v) for (labels, _), v in zip(engines, values, strict=True)],
-                created,
-            )
-        )
-
-    def per_engine_hist(name: str, doc: str, pick: str) -> None:
-        out.append(
-            histogram(name, doc, [(labels, getattr(ec, pick)) for labels, ec in engines], created)
-        )
-
-    per_engine_gauge(
-        "vllm:num_requests_running",
-        "Number of requests in model execution batches.",
-        [float(ec.running) for _, ec in engines],
-    )
-    per_engine_gauge(
-        "vllm:num_requests_waiting",
-        "Number of requests waiting to be processed.",
-        [float(ec.waiting) for _, ec in engines],
-    )
-    per_engine_gauge(
-        "vllm:kv_cache_usage_perc",
-        "KV-cache usage. 1 means 100 percent usage.",
-        [kv_usage for _ in engines],
-    )
-    if not cfg.at_least("0.11.0"):
-        per_engine_gauge(
-            "vllm:gpu_cache_usage_perc",
-            "GPU KV-cache usage. 1 means 100 percent usage."
-            " DEPRECATED: Use vllm:kv_cache_usage_perc instead.",
-            [kv_usage for _ in engines],
-        )
-    per_engine_counter(
-        "vllm:num_preemptions",
-        "Cumulative number of preemption from the engine.",
-        [0.0 for _ in engines],
-    )
-    per_engine_counter(
-        "vllm:prompt_tokens",
-        "Number of prefill tokens processed.",
-        [float(ec.prompt_tokens_step) for _, ec in engines],
-    )
-    per_engine_counter(
-        "vllm:generation_tokens",
-        "Number of generation tokens processed.",
-        [float(ec.generation_tokens_step) for _, ec in engines],
-    )
-    success = CounterMetricFamily(
-        "vllm:request_success",
-        "Count of successfully processed requests.",
-        labels=["engine", "finished_reason", "model_name"],
-    )
-    for labels, ec in engines:
-        for reason in ("stop", "length", "abort"):
-            success.add_metric(
-                [labels["engine"], reason, labels["model_name"]],
-                float(ec.finished.get(reason, 0)),
-                created=created,
-            )
-    out.append(success)
-    if cfg.spec_enabled:
-        per_engine_counter(
-            "vllm:spec_decode_num_drafts",
-            "Number of spec decoding drafts.",
-            [float(ec.num_drafts) for _, ec in engines],
-        )
-        per_engine_counter(
-            "vllm:spec_decode_num_draft_tokens",
-            "Number of draft tokens.",
-            [float(ec.draft_tokens) for _, ec in engines],
-        )
-        per_engine_counter(
-            "vllm:spec_decode_num_accepted_tokens",
-            "Number of accepted tokens.",
-            [float(ec.accepted) for _, ec in engines],
-        )
-        per_pos = CounterMetricFamily(
-            "vllm:spec_decode_num_accepted_tokens_per_pos",
-            "Accepted tokens per draft position.",
-            labels=["engine", "model_name", "position"],
-        )
-        for labels, ec in engines:
-            for pos in range(cfg.drafts_per_step):
-                value = ec.accepted_per_pos[pos] if pos < len(ec.accepted_per_pos) else 0
-                per_pos.add_metric(
-                    [labels["engine"], labels["model_name"], str(pos)],
-                    float(value),
-                    created=created,
-                )
-        out.append(per_pos)
-    per_engine_hist(
-        "vllm:iteration_tokens_total",
-        "Histogram of number of tokens per engine_step.",
-        "vllm_iteration_tokens",
-    )
-    per_engine_hist(
-        "vllm:time_to_first_token_seconds",
-        "Histogram of time to first token in seconds.",
-        "vllm_ttft",
-    )
-    if cfg.at_least("0.11.0"):
-        per_engine_hist(
-            "vllm:inter_token_latency_seconds",
-            "Histogram of inter-token latency in seconds.",
-            "vllm_itl",
-        )
-        per_engine_hist(
-            "vllm:request_time_per_output_token_seconds",
-            "Histogram of time_per_output_token_seconds per request.",
-            "vllm_tpot",
-        )
-    if not cfg.at_least("0.20.0"):
-        per_engine_hist(
-            "vllm:time_per_output_token_seconds",
-            "Histogram of time per output token in seconds."
-            + (
-                " DEPRECATED: Use vllm:inter_token_latency_seconds instead."
-                if cfg.at_least("0.11.0")
-                else ""
-            ),
-            "vllm_itl",
-        )
-    per_engine_hist(
-        "vllm:e2e_request_latency_seconds",
-        "Histogram of e2e request latency in seconds.",
-        "vllm_e2e",
-    )
-    per_engine_hist(
-        "vllm:request_queue_time_seconds",
-        "Histogram of time spent in WAITING phase for request.",
-        "vllm_queue",
-    )
-    per_engine_hist(
-        "vllm:request_prefill_time_seconds",
-        "Histogram of time spent in PREFILL phase for request.",
-        "vllm_prefill",
-    )
-    per_engine_hist(
-        "vllm:request_decode_time_seconds",
-        "Histogram of time spent in DECODE phase for request.",
-        "vllm_decode",
-    )
-    per_engine_hist(
-        "vllm:request_inference_time_seconds",
-        "Histogram of time spent in RUNNING phase for request.",
-        "vllm_inference",
-    )
-    per_engine_hist(
-        "vllm:request_prompt_tokens",
-        "Number of prefill tokens processed.",
-        "vllm_req_prompt",
-    )
-    per_engine_hist(
-        "vllm:request_generation_tokens",
-        "Number of generation tokens processed.",
-        "vllm_req_gen",
-    )
-    return out
+        model = self.config.model
+        engines = [
+            ({"engine": str(i), "model_name": model}, ec) for i, ec in enumerate(self.engines)
+        ]
+        return write(FAMILIES, self.config, engines, created_unix)
