@@ -107,7 +107,6 @@ def live_session(options: SourceOptions) -> LiveSession:
         ValueError: No server, an address that cannot be parsed (one line, without the key),
             or GPU options that contradict each other.
     """
-    from specwatch.session.live import LiveSession
     from specwatch.sources.http.endpoint import parse_endpoint
 
     if options.demo:
@@ -115,8 +114,7 @@ def live_session(options: SourceOptions) -> LiveSession:
     if not options.urls:
         raise ValueError("give a server with --url URL, or --demo")
     endpoints = [parse_endpoint(u, options.api_key) for u in options.urls]
-    gpus = gpu_source(options, server_url=options.urls[0])
-    return LiveSession(endpoints, gpus, metrics_interval_s=options.metrics_interval_s)
+    return session_for(endpoints, gpu_source(options, server_url=options.urls[0]), options)
 
 
 def _demo_session(options: SourceOptions) -> LiveSession:

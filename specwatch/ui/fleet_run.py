@@ -24,6 +24,7 @@ from textual.binding import Binding, BindingType
 from specwatch.bench.shield import print_lines
 from specwatch.core.fleet import target_of
 from specwatch.core.sanitize import sanitize_line
+from specwatch.session.factory import SourceOptions, gpu_source, session_for
 from specwatch.session.fleet import FleetSession, FleetSource
 from specwatch.session.fleet_probe import FleetOptions, build_fleet_source, server_endpoint
 from specwatch.ui.app import SpecwatchApp
@@ -80,8 +81,11 @@ async def server_url(choice: FleetChoice, options: FleetOptions) -> str:
     return choice.instance
 
 
-def drill_gpus(choice: FleetChoice, options: FleetOptions, interval_s: float) -> GpuSource | None:
-    """The node's GPUs: from Prometheus (exactly the joined ones), or from their exporters."""
+def drill_gpus(
+    choice: FleetChoice, options: FleetOptions, source: SourceOptions
+) -> GpuSource | None:
+    """The node's GPUs: from Prometheus (exactly the joined ones), or from their exporters
+    (``source.dcgm``, those of the chosen server's node)."""
     if options.prometheus is not None:
         from specwatch.session.fleet_gpus import PrometheusGpuSource
         from specwatch.sources.prometheus.api import prometheus_endpoint
@@ -91,26 +95,23 @@ def drill_gpus(choice: FleetChoice, options: FleetOptions, interval_s: float) ->
             prometheus_endpoint(options.prometheus),
             gpus_with_keys(choice.gpus),
             options.gpu_match,
-            interval_s,
+            source.interval_s,
         )
         return PrometheusGpuSource(sampler)
-    urls = [u for u in options.dcgm if target_of(u) in choice.exporters]
-    if not urls:
-        return None
-    from specwatch.session import DcgmExporterGpuSource
-
-    return DcgmExporterGpuSource(urls, interval_s)
+    return gpu_source(source) if source.dcgm else None
 
 
 async def drill_session(
     choice: FleetChoice, options: FleetOptions, settings: AppSettings
 ) -> LiveSession:
     """The live session of the chosen server and its node's GPUs."""
-    from specwatch.session import LiveSession
-
     endpoint = server_endpoint(await server_url(choice, options), options)
-    gpus = drill_gpus(choice, options, settings.interval_s)
-    live = LiveSession([endpoint], gpus, metrics_interval_s=settings.metrics_interval_s)
+    source = SourceOptions(
+        dcgm=tuple(u for u in options.dcgm if target_of(u) in choice.exporters),
+        interval_s=settings.interval_s,
+        metrics_interval_s=settings.metrics_interval_s,
+    )
+    live = session_for([endpoint], drill_gpus(choice, options, source), source)
     now = live.clock()
     live.seed_verdict([dataclasses.replace(w, t=now + w.t) for w in choice.history])
     return live
