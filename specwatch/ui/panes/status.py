@@ -70,7 +70,14 @@ def status_text(model: MonitorModel, s: dict[str, Style], width: int = 10_000) -
 
     ``s`` maps ``text``/``dim``/``ok``/``bad``/``paused`` to styles.
     """
-    parts = status_parts(model)
+    return parts_line(status_parts(model), s, width)
+
+
+def parts_line(parts: list[tuple[int, str, str]], s: dict[str, Style], width: int) -> Text:
+    """``(priority, text, tone)`` parts joined by :data:`SEP`, the least important (highest
+    priority number, then the last) dropped until the line fits ``width``; priority 0 stays.
+    A tone ``s`` lacks is drawn as ``text``."""
+    parts = list(parts)
     while len(parts) > 1 and sum(len(p[1]) for p in parts) + len(SEP) * (len(parts) - 1) > width:
         worst = max(range(len(parts)), key=lambda i: (parts[i][0], i))
         if parts[worst][0] == 0:
@@ -80,7 +87,7 @@ def status_text(model: MonitorModel, s: dict[str, Style], width: int = 10_000) -
     for i, (_, text, tone) in enumerate(parts):
         if i:
             out.append(SEP, s["dim"])
-        out.append(text, s[tone])
+        out.append(text, s.get(tone, s["text"]))
     return out
 
 

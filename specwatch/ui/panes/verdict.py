@@ -15,6 +15,7 @@ from rich.text import Text
 
 from specwatch.session.live_verdict import CURRENT_S
 from specwatch.ui.panes.base import ModelPane
+from specwatch.ui.panes.status import parts_line
 
 if TYPE_CHECKING:
     from specwatch.core.judge import Figures
@@ -30,7 +31,6 @@ TONES: dict[str, str] = {
     "ACCEPTANCE": "load",
 }
 """The tone of each outcome, by member name (the names ``compare`` may add are included)."""
-SEP = " · "
 
 
 def _pair(a: float | None, b: float | None, fmt: str) -> str | None:
@@ -104,18 +104,7 @@ def verdict_parts(state: LiveVerdictState) -> list[tuple[int, str, str]]:
 
 def verdict_text(state: LiveVerdictState, s: dict[str, Style], width: int = 10_000) -> Text:
     """The line, dropping the least important parts until it fits ``width`` (pure)."""
-    parts = verdict_parts(state)
-    while len(parts) > 1 and sum(len(p[1]) for p in parts) + len(SEP) * (len(parts) - 1) > width:
-        worst = max(range(len(parts)), key=lambda i: (parts[i][0], i))
-        if parts[worst][0] == 0:
-            break
-        parts.pop(worst)
-    out = Text(no_wrap=True, overflow="ellipsis", end="")
-    for i, (_, text, tone) in enumerate(parts):
-        if i:
-            out.append(SEP, s["dim"])
-        out.append(text, s.get(tone, s["text"]))
-    return out
+    return parts_line(verdict_parts(state), s, width)
 
 
 class VerdictLine(ModelPane):
