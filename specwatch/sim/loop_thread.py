@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from types import TracebackType
 from typing import TypeVar
 
 _T = TypeVar("_T", bound="LoopThread")
@@ -70,12 +69,7 @@ class LoopThread:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     async def _serve(self) -> None:

@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -82,12 +81,7 @@ class ServerClient:
     async def __aenter__(self) -> ServerClient:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:

@@ -13,7 +13,6 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -155,12 +154,7 @@ class PrometheusClient:
     async def __aenter__(self) -> PrometheusClient:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
