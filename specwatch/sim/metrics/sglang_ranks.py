@@ -11,11 +11,12 @@ each rank's own; counts and passes are each rank's share.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client.core import Metric
 
-from specwatch.sim.metrics.telemetry import counter, gauge
+from specwatch.sim.metrics.telemetry import Family, since, write
 
 if TYPE_CHECKING:
     from specwatch.sim.config import SimConfig
@@ -61,6 +62,49 @@ def rank_labels(tm: RankCounts, rank: int, priority: str | None = None) -> dict[
     return labels
 
 
+@dataclass(frozen=True, slots=True)
+class RankView:
+    """One rank's scheduler readings at a scrape (``None``: a priority row does not write it)."""
+
+    running: int
+    queued: int
+    used_tokens: int | None = None
+    token_usage: float | None = None
+    gen_throughput: float | None = None
+    cache_hit_rate: float | None = None
+    spec_accept_length: float | None = None
+    spec_accept_rate: float | None = None
+    is_cuda_graph: float | None = None
+    spec_num_steps: int | None = None
+    spec_num_draft_tokens: int | None = None
+    passes_by_mode: dict[str, int] | None = None
+
+
+FAMILIES = (
+    Family("gauge", "sglang:num_running_reqs", "The number of running requests.", "running"),
+    Family("gauge", "sglang:num_used_tokens", "The number of used tokens.", "used_tokens"),
+    Family("gauge", "sglang:token_usage", "The token usage.", "token_usage"),
+    Family("gauge", "sglang:gen_throughput", "The generation throughput (token/s).",
+           "gen_throughput"),
+    Family("gauge", "sglang:num_queue_reqs", "The number of requests in the queue.", "queued"),
+    Family("gauge", "sglang:cache_hit_rate", "The prefix cache hit rate.", "cache_hit_rate"),
+    Family("gauge", "sglang:spec_accept_length",
+           "The average acceptance length of speculative decoding.", "spec_accept_length"),
+    Family("gauge", "sglang:spec_accept_rate",
+           "The average acceptance rate of speculative decoding.", "spec_accept_rate",
+           when=since("0.5.4")),
+    Family("gauge", "sglang:is_cuda_graph", "Whether the batch is using CUDA graph.",
+           "is_cuda_graph", when=since("0.5.4")),
+    Family("gauge", "sglang:spec_num_steps", "Active speculative_num_steps.", "spec_num_steps",
+           when=since("0.5.16")),
+    Family("gauge", "sglang:spec_num_draft_tokens", "Active num_draft_tokens.",
+           "spec_num_draft_tokens", when=since("0.5.16")),
+    Family("counter", "sglang:cuda_graph_passes", "Number of forward passes by mode.",
+           "passes_by_mode", by="mode", when=since("0.5.9")),  # in the 0.5.9 wheel (not 0.5.3)
+)  # fmt: skip
+"""The scheduler's series, in SGLang's order, one series per rank."""
+
+
 def scheduler_families(
     tm: RankCounts, running: list[SimRequest], waiting: int, t: float, kv: float
 ) -> list[Metric]:
@@ -76,83 +120,35 @@ def scheduler_families(
     # against a wheel)
     written = [tm.running_written[r] if per_rank[r] else 0 for r in range(ranks)]
     queued = [waiting // ranks + (1 if r < waiting % ranks else 0) for r in range(ranks)]
-    total = len(running)
-    usage = [min(1.0, kv * ranks * n / total) if total else kv for n in per_rank]
-    labels = [rank_labels(tm, r) for r in range(ranks)]
-    split = cfg.priority_scheduling and cfg.at_least("0.5.23")
-
-    def each(values: list[float]) -> list[tuple[dict[str, str], float]]:
-        return [(labels[r], float(values[r])) for r in range(ranks)]
-
-    def with_breakdown(values: list[int]) -> list[tuple[dict[str, str], float]]:
-        rows = each([float(v) for v in values])
-        if split:  # the same requests again, by priority
-            rows += [(rank_labels(tm, r, DEFAULT_PRIORITY), float(values[r])) for r in range(ranks)]
-        return rows
-
-    same = [0.0] * ranks
-    out: list[Metric] = [
-        gauge(
-            "sglang:num_running_reqs", "The number of running requests.", with_breakdown(written)
-        ),
-        gauge(
-            "sglang:num_used_tokens",
-            "The number of used tokens.",
-            each([int(u * 500_000) for u in usage]),
-        ),
-        gauge("sglang:token_usage", "The token usage.", each(usage)),
-        gauge(
-            "sglang:gen_throughput",
-            "The generation throughput (token/s).",
-            each([tm.gen_throughput_now(t) / ranks] * ranks),
-        ),
-        gauge(
-            "sglang:num_queue_reqs", "The number of requests in the queue.", with_breakdown(queued)
-        ),
-        gauge("sglang:cache_hit_rate", "The prefix cache hit rate.", each(same)),
-        gauge(
-            "sglang:spec_accept_length",
-            "The average acceptance length of speculative decoding.",
-            each([tm.spec_accept_length] * ranks),
-        ),
-    ]
-    if cfg.at_least("0.5.4"):
-        out.append(
-            gauge(
-                "sglang:spec_accept_rate",
-                "The average acceptance rate of speculative decoding.",
-                each([tm.spec_accept_rate] * ranks),
-            )
+    steps = cfg.num_steps if cfg.spec_enabled else 0
+    drafts = cfg.num_draft_tokens if cfg.spec_enabled else 0
+    holders: list[tuple[dict[str, str], object]] = []
+    for r in range(ranks):
+        usage = min(1.0, kv * ranks * per_rank[r] / len(running)) if running else kv
+        none = tm.decode_passes_no_graph[r]
+        view = RankView(
+            running=written[r],
+            queued=queued[r],
+            used_tokens=int(usage * 500_000),
+            token_usage=usage,
+            gen_throughput=tm.gen_throughput_now(t) / ranks,
+            cache_hit_rate=0.0,
+            spec_accept_length=tm.spec_accept_length,
+            spec_accept_rate=tm.spec_accept_rate,
+            is_cuda_graph=1.0 if tm.last_batch_in_graph[r] else 0.0,
+            spec_num_steps=steps,
+            spec_num_draft_tokens=drafts,
+            passes_by_mode={
+                "decode_cuda_graph": tm.decode_passes[r] - none,
+                "decode_none": none,
+                "prefill_none": tm.prefill_passes[r],
+            },
         )
-        out.append(
-            gauge(
-                "sglang:is_cuda_graph",
-                "Whether the batch is using CUDA graph.",
-                each([1.0 if g else 0.0 for g in tm.last_batch_in_graph]),
-            )
-        )
-    if cfg.at_least("0.5.16"):
-        steps = cfg.num_steps if cfg.spec_enabled else 0
-        drafts = cfg.num_draft_tokens if cfg.spec_enabled else 0
-        out.append(
-            gauge("sglang:spec_num_steps", "Active speculative_num_steps.", each([steps] * ranks))
-        )
-        out.append(
-            gauge(
-                "sglang:spec_num_draft_tokens", "Active num_draft_tokens.", each([drafts] * ranks)
-            )
-        )
-    if cfg.at_least("0.5.9"):  # in the 0.5.9 wheel already (not 0.5.3)
-        rows: list[tuple[dict[str, str], float]] = []
+        holders.append((rank_labels(tm, r), view))
+    if cfg.priority_scheduling and cfg.at_least("0.5.23"):  # the same requests, by priority
         for r in range(ranks):
-            none = tm.decode_passes_no_graph[r]
-            rows.append(
-                ({**labels[r], "mode": "decode_cuda_graph"}, float(tm.decode_passes[r] - none))
-            )
-            rows.append(({**labels[r], "mode": "decode_none"}, float(none)))
-            rows.append(({**labels[r], "mode": "prefill_none"}, float(tm.prefill_passes[r])))
-        out.append(counter("sglang:cuda_graph_passes", "Number of forward passes by mode.", rows))
-    return out
+            holders.append((rank_labels(tm, r, DEFAULT_PRIORITY), RankView(written[r], queued[r])))
+    return write(FAMILIES, cfg, holders)
 
 
 __all__ = ["DEFAULT_PRIORITY", "rank_labels", "scheduler_families"]

@@ -126,8 +126,8 @@ class Family:
     doc: str
     source: str
     """The attribute of each labelled holder that holds the value: a number, a :class:`Hist`,
-    a mapping from values of the :attr:`by` label to numbers, or ``None`` (not written yet: the
-    family is left out)."""
+    a mapping from values of the :attr:`by` label to numbers, or ``None`` (no series for that
+    holder; a family no holder has is left out)."""
     by: str = ""
     when: Callable[[SimConfig], bool] | None = None
     """Whether the imitated server has the family (``None``: every version)."""
@@ -155,8 +155,9 @@ def write(
     for family in table:
         if family.when is not None and not family.when(config):
             continue
-        values = [(labels, getattr(holder, family.source)) for labels, holder in holders]
-        if any(value is None for _, value in values):
+        found = [(labels, getattr(holder, family.source)) for labels, holder in holders]
+        values = [(labels, value) for labels, value in found if value is not None]
+        if not values:
             continue
         if family.kind == "histogram":
             out.append(histogram(family.name, family.doc, values, created))
