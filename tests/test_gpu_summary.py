@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
-from specwatch.core.gpu_summary import summarize_ticks, total_joules_per_token
+from specwatch.core.gpu_summary import summarize_ticks
 from specwatch.core.values import to_jsonable
 from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
@@ -80,9 +80,6 @@ def test_means_maxima_fractions_and_energy_per_token() -> None:
     assert gpu1.energy_j is None and gpu1.joules_per_token is None
     assert dict(gpu1.reason_fractions) == {} and gpu1.reason_samples == 0
     assert gpu1.temp_max_c is None and gpu1.power_mean_w is None
-    assert total_joules_per_token((gpu0, gpu1), 1300) is None
-    assert total_joules_per_token((gpu0,), 1300) == pytest.approx(1.5)
-    assert total_joules_per_token((gpu0,), 0) is None
 
 
 def test_no_ticks_and_no_tokens() -> None:

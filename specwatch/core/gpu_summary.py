@@ -6,7 +6,7 @@ summarising never raises on missing data.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from specwatch.core import reasons as R
@@ -107,16 +107,6 @@ class TickSummary:
         return tuple(
             self._gpus.get(i, _GpuFigures()).summary(i, statics.get(i), tokens) for i in indexes
         )
-
-
-def total_joules_per_token(summaries: Sequence[GpuRunSummary], tokens: int | None) -> float | None:
-    """Energy of every GPU together per token; ``None`` if any GPU's energy is unknown."""
-    if not summaries or not tokens or tokens <= 0:
-        return None
-    energies = [s.energy_j for s in summaries]
-    if any(e is None for e in energies):
-        return None
-    return sum(e for e in energies if e is not None) / tokens
 
 
 class _Mean:

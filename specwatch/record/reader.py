@@ -89,8 +89,6 @@ class Reader:
         """Rows that could not be decoded (skipped)."""
         self.stopped: str | None = None
         """Where reading had to stop, when the file is damaged (one line)."""
-        self.rows_read = 0
-        """Rows the last :meth:`events` read from the file (what a range cost)."""
         self.position = 0
         """The id of the last row :meth:`events` read (progress through :meth:`id_span`)."""
 
@@ -174,7 +172,6 @@ class Reader:
             if span is None:
                 return
             last, end = max(last, span[0] - 1), span[1]
-        self.rows_read = 0
         while True:
             try:
                 rows = self._conn.execute(
@@ -187,7 +184,6 @@ class Reader:
                 return
             if not rows:
                 return
-            self.rows_read += len(rows)
             for i, t, wall, kind, server, z, data in rows:
                 last = self.position = int(i)
                 if not _row_ok(t, wall, server):

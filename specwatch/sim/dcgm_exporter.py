@@ -171,8 +171,6 @@ class DcgmCollector:
         self.update_interval_s = update_interval_s
         self.hostname = hostname
         self.quirks = quirks or DcgmQuirks()
-        self.collections = 0
-        """How many times values were collected."""
         self._start = clock()
         self._due = self._start
         self._text = ""
@@ -184,7 +182,6 @@ class DcgmCollector:
             now = self.clock()
             if now >= self._due:
                 self._text = render_dcgm(self.gpus, now, self.hostname, self.quirks)
-                self.collections += 1
                 periods = math.floor((now - self._start) / self.update_interval_s) + 1
                 self._due = self._start + periods * self.update_interval_s
             return self._text

@@ -84,15 +84,10 @@ class FakeNvml(FakeClockPolicy, FakeGpm):
                 ``nvmlReturn``.
             code: An ``NVML_ERROR_*`` value.
             index: Only for this GPU (``None``: every GPU, and system-level calls).
-            times: Only this many times (``None``: until ``clear_failures``).
+            times: Only this many times (``None``: always).
         """
         with self._lock:
             self._failures.append(_Failure(function, code, index, times))
-
-    def clear_failures(self) -> None:
-        """Remove every injected failure."""
-        with self._lock:
-            self._failures.clear()
 
     @property
     def initialized(self) -> bool:

@@ -173,11 +173,6 @@ class DcgmGpuSource(TickLoop):
         return self
 
     @property
-    def interval_warning(self) -> str | None:
-        """The same as :attr:`collection_warning` (polling an exporter costs the GPUs nothing)."""
-        return self.collection_warning
-
-    @property
     def history(self) -> Ring[GpuTick]:
         """The bounded tick history, oldest first."""
         return self._history

@@ -33,9 +33,6 @@ from specwatch.sources.nvml.reads import SLOW_REFRESH_S, NvmlReader
 from specwatch.sources.nvml.state import GpuState
 from specwatch.sources.tick_loop import TickLoop, check_interval
 
-MIN_RECOMMENDED_INTERVAL_S = 0.25
-"""Below this, sampling has been measured to slow decode on a busy server."""
-
 
 class GpuSampler(TickLoop):
     """Samples every GPU through NVML, on demand or on a background thread.
@@ -184,19 +181,6 @@ class GpuSampler(TickLoop):
             with contextlib.suppress(Exception):
                 self._nv.nvmlShutdown()
 
-    # --- interval ------------------------------------------------------------------------
-
-    @property
-    def interval_warning(self) -> str | None:
-        """A note when the interval is short enough to slow the server being watched."""
-        if self._interval_s < MIN_RECOMMENDED_INTERVAL_S:
-            return (
-                f"GPU sampling every {self._interval_s * 1000:.0f} ms: below "
-                f"{MIN_RECOMMENDED_INTERVAL_S * 1000:.0f} ms NVML polling measurably slows "
-                "decode on a busy server (about 2% at 100 ms); 1 s is the default"
-            )
-        return None
-
     # --- history -------------------------------------------------------------------------
 
     @property
@@ -250,4 +234,4 @@ class GpuSampler(TickLoop):
         return GpuTick(t=t, wall_time=wall, samples=tuple(samples), cost_ms=cost_ms)
 
 
-__all__ = ["MIN_RECOMMENDED_INTERVAL_S", "GpuSampler"]
+__all__ = ["GpuSampler"]

@@ -102,10 +102,6 @@ class MetricsWatcher:
             self._counters = (scrape, summed_counters(scrape))
         return self._counters[1]
 
-    def reset(self) -> None:
-        """Forget the previous scrape: the next one starts a fresh window."""
-        self._prev = None
-
     async def scrape(self) -> MetricsWindow:
         """Fetch ``/metrics`` once; return the window since the previous good scrape.
 
