@@ -24,11 +24,11 @@ from textual.widget import Widget
 from specwatch.commands.main import parse_args
 from specwatch.commands.sim_arguments import DCGM_DEFAULT_PORT
 from specwatch.commands.tui import build_session
-from specwatch.sim.unavailable_nvml import unavailable_nvml
 from specwatch.sources.nvml.sampler import GpuSampler
 from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.panes.verdict import VerdictLine
 from specwatch.ui.settings import AppSettings
+from tests.unavailable_nvml import unavailable_nvml
 
 
 def _port_taken(port: int) -> bool:

@@ -16,7 +16,6 @@ from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
-from specwatch.sim.unavailable_nvml import unavailable_nvml
 from specwatch.sim.world import SimWorld
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.probe import (
@@ -25,6 +24,7 @@ from specwatch.sources.probe import (
     probe,
     probe_to_dict,
 )
+from tests.unavailable_nvml import unavailable_nvml
 
 
 @contextmanager

@@ -19,13 +19,13 @@ from textual.widget import Widget
 from specwatch.commands.main import build_parser
 from specwatch.commands.tui import build_session, build_settings
 from specwatch.session import LiveSession
-from specwatch.sim.unavailable_nvml import unavailable_nvml
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.modals import TextModal
 from specwatch.ui.panes import GpusPane, StatusLine, TokenRatePane
 from specwatch.ui.settings import AppSettings
 from tests.session_world import ManualSim, drive_until, manual_sim
+from tests.unavailable_nvml import unavailable_nvml
 
 
 def text_of(widget: Widget) -> str:
