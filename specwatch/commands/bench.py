@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from specwatch.sources.http.endpoint import Endpoint
 
 EXIT_FAILED = EXIT_ERROR
-EXIT_INTERRUPTED = 130
 
 
 # --- bench ----------------------------------------------------------------------------------
@@ -393,7 +392,6 @@ def _measure_and_save(
 
 __all__ = [
     "EXIT_FAILED",
-    "EXIT_INTERRUPTED",
     "results_block",
     "run_bench",
 ]

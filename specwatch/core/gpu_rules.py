@@ -166,11 +166,6 @@ def sample_straggler(samples: Iterable[GpuSample]) -> int | None:
     return straggler(pace_of_samples(samples))
 
 
-def summary_straggler(gpus: Iterable[RunPace]) -> int | None:
-    """The straggler among one run's GPU summaries."""
-    return straggler(pace_of_summaries(gpus))
-
-
 def clock_fraction(clock_mhz: float | None, max_mhz: float | None) -> float | None:
     """``clock / max``: 1.0 at the board maximum; ``None`` when either is unknown."""
     if clock_mhz is None or not max_mhz:
@@ -222,5 +217,4 @@ __all__ = [
     "slowest",
     "straggler",
     "summary_busy",
-    "summary_straggler",
 ]

@@ -13,7 +13,7 @@ Pure and headless: identity, snapshots, probe, recordings and the screen all cal
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 WITHHELD = "***"
@@ -171,20 +171,6 @@ def redact_value(value: Any, *, secret: bool = False) -> Any:
     return value
 
 
-def redact_environment(env: Mapping[str, str], known: Sequence[str]) -> dict[str, str]:
-    """Environment values kept only for ``known`` names; others present with values withheld.
-
-    A secret-named variable is left out altogether.
-    """
-    known_set = frozenset(known)
-    out: dict[str, str] = {}
-    for name, value in env.items():
-        if is_secret_name(name):
-            continue
-        out[name] = redact_text(value) if name in known_set else WITHHELD
-    return out
-
-
 __all__ = [
     "HARMLESS_WORDS",
     "SECRET_SHORT_OPTIONS",
@@ -192,7 +178,6 @@ __all__ = [
     "WITHHELD",
     "is_secret_name",
     "redact_argv",
-    "redact_environment",
     "redact_text",
     "redact_value",
     "strip_userinfo",

@@ -18,20 +18,6 @@ _TLS_HINTS = {
     "CERTIFICATE_VERIFY_FAILED": " (certificate not trusted; SSL_CERT_FILE can name a CA bundle)",
 }
 
-ERROR_KINDS = (
-    "refused",
-    "resolve",
-    "timeout",
-    "hung",
-    "deadline",
-    "closed",
-    "tls",
-    "http",
-    "garbage",
-    "too_large",
-    "redirect",
-    "other",
-)
 MESSAGE_LIMIT = 600
 """The longest error line (server text inside it is cut long before)."""
 
@@ -173,7 +159,6 @@ def error_for_status(
 
 
 __all__ = [
-    "ERROR_KINDS",
     "MESSAGE_LIMIT",
     "ServerError",
     "body_excerpt",
