@@ -257,11 +257,7 @@ class LlamaCppDialect(ServerDialect):
             notes=notes,
         )
 
-    def derive_window(
-        self, b: WindowBuilder, cur: Scrape, prev: Scrape | None, dt: float, info: ServerInfo
-    ) -> None:
-        """See :func:`derive_llamacpp`."""
-        derive_llamacpp(b, cur, prev, dt, info)
+    derive_window = staticmethod(derive_llamacpp)
 
     def stream_plan(self, info: ServerInfo, request: StreamRequest) -> StreamPlan:
         """Native ``/completion`` with ``timings_per_token``."""
@@ -270,9 +266,7 @@ class LlamaCppDialect(ServerDialect):
             count_source="tokens_predicted (timings_per_token)",
         )
 
-    def parse_chunk(self, acc: StreamAccumulator, obj: Mapping[str, Any], t: float) -> None:
-        """See :func:`parse_llamacpp_chunk`."""
-        parse_llamacpp_chunk(acc, obj, t)
+    parse_chunk = staticmethod(parse_llamacpp_chunk)
 
     def spec_figures(
         self, info: ServerInfo, stats: dict[str, Any], completion: int, notes: dict[str, str]

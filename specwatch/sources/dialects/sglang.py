@@ -27,7 +27,6 @@ from specwatch.sources.identity.server_queries import (
     try_json,
 )
 from specwatch.sources.metrics.window_builder import (
-    WindowBuilder,
     accept_length_from,
 )
 from specwatch.sources.streams.accumulator import StreamAccumulator, finish_type
@@ -59,7 +58,7 @@ def sglang_request(request: StreamRequest) -> dict[str, Any]:
 
 
 def parse_sglang_chunk(acc: StreamAccumulator, obj: Mapping[str, Any], t: float) -> None:
-    """Read one ``/generate`` chunk."""
+    """Read one ``/generate`` chunk; the final one carries the per-request speculative fields."""
     meta = obj.get("meta_info")
     if not isinstance(meta, Mapping):
         return
@@ -305,11 +304,7 @@ class SGLangDialect(ServerDialect):
             )
         return out
 
-    def derive_window(
-        self, b: WindowBuilder, cur: Scrape, prev: Scrape | None, dt: float, info: ServerInfo
-    ) -> None:
-        """See :func:`derive_sglang`."""
-        derive_sglang(b, cur, prev, dt, info)
+    derive_window = staticmethod(derive_sglang)
 
     def stream_plan(self, info: ServerInfo, request: StreamRequest) -> StreamPlan:
         """Native ``/generate``: cumulative ``meta_info.completion_tokens`` in every chunk."""
@@ -318,9 +313,7 @@ class SGLangDialect(ServerDialect):
             count_source="meta_info.completion_tokens",
         )
 
-    def parse_chunk(self, acc: StreamAccumulator, obj: Mapping[str, Any], t: float) -> None:
-        """A ``/generate`` chunk; the final one carries the per-request speculative fields."""
-        parse_sglang_chunk(acc, obj, t)
+    parse_chunk = staticmethod(parse_sglang_chunk)
 
     def step_note(self) -> str | None:
         """One chunk per engine step."""

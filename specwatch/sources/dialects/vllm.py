@@ -213,11 +213,7 @@ class VllmDialect(ServerDialect):
         """Without ``vllm:*`` series vLLM runs with ``--disable-log-stats``."""
         return {} if scrape.has_prefix(_V) else {"metrics": REASON_METRICS}
 
-    def derive_window(
-        self, b: WindowBuilder, cur: Scrape, prev: Scrape | None, dt: float, info: ServerInfo
-    ) -> None:
-        """See :func:`derive_vllm`."""
-        derive_vllm(b, cur, prev, dt, info)
+    derive_window = staticmethod(derive_vllm)
 
     def stream_plan(self, info: ServerInfo, request: StreamRequest) -> StreamPlan:
         """``/v1/completions`` with continuous usage stats."""
