@@ -9,24 +9,35 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import ClassVar, Self
 
-from specwatch.core.gpu import GpuTick
+from specwatch.core.gpu import GpuInventory, GpuTick
 
 
 class TickLoop:
-    """Runs :meth:`sample` every ``_interval_s`` seconds until ``_stop`` is set.
+    """Runs :meth:`sample` every ``interval_s`` seconds on a daemon thread until stopped.
 
-    A subclass sets ``_stop``, ``_wake``, ``_interval_s``, ``on_tick`` and ``callback_error`` in its
-    constructor and implements :meth:`sample`; setting ``_wake`` cuts a wait short (a new
-    interval, or stop).
+    A subclass implements :meth:`open`, :meth:`sample` and :meth:`stop` (which calls
+    :meth:`_end_thread`); setting ``_wake`` cuts a wait short (a new interval, or stop).
     """
 
-    _stop: threading.Event
-    _wake: threading.Event
-    _interval_s: float
-    _thread: threading.Thread | None
-    on_tick: Callable[[GpuTick], None] | None
-    callback_error: str | None
+    thread_name: ClassVar[str]
+
+    def __init__(self, interval_s: float, on_tick: Callable[[GpuTick], None] | None) -> None:
+        check_interval(interval_s)
+        self._interval_s = interval_s
+        self.on_tick = on_tick
+        """Called on the loop's thread after each background tick (may be replaced). Keep it
+        short (post a message); exceptions are caught and kept in ``callback_error``."""
+        self.callback_error: str | None = None
+        """The last exception raised by ``on_tick``, as text."""
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def open(self) -> GpuInventory:
+        """Find the GPUs (never raises)."""
+        raise NotImplementedError
 
     def sample(self) -> GpuTick:
         """Read one tick (never raises)."""
@@ -35,6 +46,43 @@ class TickLoop:
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop the background thread (and release what the reader holds)."""
         raise NotImplementedError
+
+    def start(self) -> None:
+        """Open if needed and sample on a daemon thread.
+
+        The next tick is scheduled only once the previous one has finished, so ticks never
+        overlap or pile up. Does nothing when the thread is already running.
+        """
+        if self.running:
+            return
+        self.open()
+        self._stop.clear()
+        self._wake.clear()
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+        self._thread.start()
+
+    def _end_thread(self, timeout_s: float) -> bool:
+        """Stop the thread and join it; ``False`` when it is still running after ``timeout_s``
+        (stuck in a read)."""
+        self._stop.set()
+        self._wake.set()
+        thread = self._thread
+        # From on_tick (the loop's own thread) there is nothing to join: the loop ends after
+        # the callback returns.
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
+            if thread.is_alive():
+                return False
+            self._thread = None
+        return True
+
+    def close(self) -> None:
+        """The same as :meth:`stop`."""
+        self.stop()
+
+    def __enter__(self) -> Self:
+        self.open()
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -34,7 +34,7 @@ from specwatch.sources.dcgm.fetch import (
 from specwatch.sources.dcgm.fields import VIOLATION_BITS
 from specwatch.sources.dcgm.gpu_records import DcgmEndpointState, DcgmGpuExtra, DcgmGpuInfo
 from specwatch.sources.dcgm.parse import MAX_GPUS, DcgmGpu, DcgmReader, dcgm_url, url_host
-from specwatch.sources.tick_loop import TickLoop, check_interval
+from specwatch.sources.tick_loop import TickLoop
 
 Fetch = Callable[[str, float, int], str]
 """``(url, timeout_s, max_bytes) -> body``; raises :class:`DcgmFetchError` (tests inject one)."""
@@ -72,6 +72,8 @@ class DcgmGpuSource(TickLoop):
             collection to ``clock_event_reasons``.
     """
 
+    thread_name = "specwatch-dcgm"
+
     def __init__(
         self,
         urls: Sequence[str] | str,
@@ -84,16 +86,13 @@ class DcgmGpuSource(TickLoop):
         fetch: Fetch | None = None,
         fold_violations: bool = True,
     ) -> None:
-        check_interval(interval_s)
+        super().__init__(interval_s, on_tick)
         specs = [urls] if isinstance(urls, str) else list(urls)
         if not specs:
             raise ValueError("no dcgm-exporter address given")
         self._fetch_urls = [dcgm_url(s) for s in specs]
         """With any ``user:pass@`` (sent as basic auth); every shown URL has it withheld."""
         self._endpoints = [_Endpoint(strip_userinfo(u), url_host(u)) for u in self._fetch_urls]
-        self._interval_s = interval_s
-        self.on_tick = on_tick
-        """Called on the poller thread after each background tick (may be replaced)."""
         self._clock = clock
         self._timeout_s = timeout_s
         self._max_bytes = max_bytes
@@ -105,9 +104,6 @@ class DcgmGpuSource(TickLoop):
         self._slots: list[tuple[int, str]] = []
         self._statics: list[GpuStatic] = []
         self._poll_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
         self.inventory: GpuInventory | None = None
         """What ``open()`` found; replaced when GPUs appear or their static fields change."""
         self.latest: GpuTick | None = None
@@ -116,7 +112,6 @@ class DcgmGpuSource(TickLoop):
         self.gpu_info: tuple[DcgmGpuInfo, ...] = ()
         """Node, URL and omitted fields of each GPU, by specwatch index."""
         self.open_cost_ms: float | None = None
-        self.callback_error: str | None = None
 
     @property
     def urls(self) -> tuple[str, ...]:
@@ -144,33 +139,11 @@ class DcgmGpuSource(TickLoop):
             self.latest = tick
             return tick
 
-    def start(self) -> None:
-        """Poll on a daemon thread; the next poll is scheduled when the previous one ends."""
-        if self._thread is not None and self._thread.is_alive():
-            return
-        self.open()
-        self._stop.clear()
-        self._wake.clear()
-        self._thread = threading.Thread(target=self._run, name="specwatch-dcgm", daemon=True)
-        self._thread.start()
-
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop the thread (joining it). Safe to call repeatedly."""
-        self._stop.set()
-        self._wake.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout_s)
-            if not thread.is_alive():
-                self._thread = None
+        self._end_thread(timeout_s)
         with self._poll_lock:  # after a poll in flight
             self._fetcher.close()
-
-    close = stop
-
-    def __enter__(self) -> DcgmGpuSource:
-        self.open()
-        return self
 
     @property
     def history(self) -> Ring[GpuTick]:

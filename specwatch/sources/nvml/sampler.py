@@ -31,7 +31,7 @@ from specwatch.core.tick_history import GpuTickHistory
 from specwatch.sources.nvml.binding import describe, real_nvml
 from specwatch.sources.nvml.reads import SLOW_REFRESH_S, NvmlReader
 from specwatch.sources.nvml.state import GpuState
-from specwatch.sources.tick_loop import TickLoop, check_interval
+from specwatch.sources.tick_loop import TickLoop
 
 
 class GpuSampler(TickLoop):
@@ -47,6 +47,8 @@ class GpuSampler(TickLoop):
         history: How many ticks the bounded history keeps.
     """
 
+    thread_name = "specwatch-nvml"
+
     def __init__(
         self,
         interval_s: float = 1.0,
@@ -55,17 +57,11 @@ class GpuSampler(TickLoop):
         clock: Callable[[], float] = time.monotonic,
         history: int = 3600,
     ) -> None:
-        check_interval(interval_s)
+        super().__init__(interval_s, on_tick)
         self._nv: Any = real_nvml() if nvml is None else nvml
-        self._interval_s = interval_s
-        self.on_tick = on_tick
-        """Called on the sampler thread after each background tick (may be replaced)."""
         self._clock = clock
         self._history = GpuTickHistory(history)
         self._poll_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
         self._initialized = False
         self._shut_down = False
         self._gpus: list[GpuState] = []
@@ -76,8 +72,6 @@ class GpuSampler(TickLoop):
         """The newest tick, from the thread or ``sample()``."""
         self.open_cost_ms: float | None = None
         """Wall milliseconds ``open()`` spent in NVML."""
-        self.callback_error: str | None = None
-        """The last exception raised by ``on_tick``, as text."""
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -129,20 +123,6 @@ class GpuSampler(TickLoop):
         self.open_cost_ms = (time.perf_counter() - started) * 1000.0
         return inv
 
-    def start(self) -> None:
-        """Open if needed and start sampling on a daemon thread.
-
-        The next tick is scheduled only once the previous one has finished, so ticks never
-        overlap or pile up. Does nothing when the thread is already running.
-        """
-        if self._thread is not None and self._thread.is_alive():
-            return
-        self.open()
-        self._stop.clear()
-        self._wake.clear()
-        self._thread = threading.Thread(target=self._run, name="specwatch-nvml", daemon=True)
-        self._thread.start()
-
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop the thread (joining it) and shut NVML down once. Safe to call repeatedly.
 
@@ -153,24 +133,10 @@ class GpuSampler(TickLoop):
 
         A later ``open()``, ``start()`` or ``sample()`` initialises NVML again.
         """
-        self._stop.set()
-        self._wake.set()
-        thread = self._thread
-        # From on_tick (the sampler thread itself) there is nothing to join: the loop ends
-        # after the callback returns.
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout_s)
-            if thread.is_alive():
-                return
-            self._thread = None
+        if not self._end_thread(timeout_s):
+            return
         with self._poll_lock:
             self._shutdown_locked()
-
-    close = stop
-
-    def __enter__(self) -> GpuSampler:
-        self.open()
-        return self
 
     def _shutdown_locked(self) -> None:
         if self._initialized and not self._shut_down:

@@ -27,7 +27,7 @@ from specwatch.core.server import Dialect, MetricsWindow
 from specwatch.sources.http.endpoint import Endpoint
 from specwatch.sources.prometheus.api import PrometheusClient
 from specwatch.sources.prometheus.queries import derive_gpus, gpu_query, label_matcher
-from specwatch.sources.tick_loop import TickLoop, check_interval
+from specwatch.sources.tick_loop import TickLoop
 
 _T = TypeVar("_T")
 Select = Callable[[Sequence[FleetGpu]], Sequence[FleetGpu]]
@@ -64,6 +64,8 @@ class PrometheusGpuSampler(TickLoop):
             is kept in ``callback_error``, and polling goes on.
     """
 
+    thread_name = "specwatch-prom-gpu"
+
     def __init__(
         self,
         endpoint: Endpoint,
@@ -74,22 +76,15 @@ class PrometheusGpuSampler(TickLoop):
         history: int = 3600,
         on_tick: Callable[[GpuTick], None] | None = None,
     ) -> None:
-        check_interval(interval_s)
+        super().__init__(interval_s, on_tick)
         self.endpoint = endpoint
         self.select = select
         self.query = gpu_query(label_matcher(gpu_match))
-        self._interval_s = interval_s
         self.clock = clock
-        self.on_tick = on_tick
-        self.callback_error: str | None = None
-        """The last exception raised by ``on_tick``, as text."""
         self.inventory: GpuInventory | None = None
         self.latest: GpuTick | None = None
         self.history: Ring[GpuTick] = Ring(history)
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: PrometheusClient | None = None
 
@@ -167,12 +162,13 @@ class PrometheusGpuSampler(TickLoop):
         return [k for k in self.history if k.t >= t]
 
     def start(self) -> None:
-        """Poll on a daemon thread every :attr:`interval_s` (never overlapping)."""
+        """Poll on a daemon thread every :attr:`interval_s` (never overlapping); unlike the
+        other readers it does not :meth:`open` first: the thread's first poll does."""
         if self.running:
             return
         self._stop.clear()
         self._wake.clear()
-        self._thread = threading.Thread(target=self._run, name="specwatch-prom-gpu", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
         self._thread.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
@@ -180,14 +176,8 @@ class PrometheusGpuSampler(TickLoop):
 
         A later ``sample()`` or ``start()`` opens a new one.
         """
-        self._stop.set()
-        self._wake.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=timeout_s)
-            if thread.is_alive():
-                return
-            self._thread = None
+        if not self._end_thread(timeout_s):
+            return
         with self._lock:
             self._close_locked()
 
