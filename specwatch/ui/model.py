@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from specwatch.core.server import LatencyBucket, MetricsWindow, ServerInfo
 
 HISTORY = 4000
+"""Points kept per series: over an hour at the default 1 s rate."""
 ADVICE_WINDOWS = 1800
 """Windows kept for the draft advisor (``a``): half an hour at one scrape a second."""
-"""Points kept per series: over an hour at the default 1 s rate."""
 HELD = ("gen_tok_s", "accept_length", "draft_acceptance_rate")
 """The window readings that are held (dimmed, with their age) when a window lacks them."""
 STEADY = ("step_latency_s", "accept_length", "prompt_tok_s", "requests_per_s")
@@ -73,8 +73,8 @@ class MonitorModel:
         self.inventory: GpuInventory | None = None
         self.tick: GpuTick | None = None
         self.sm_clock: dict[int, TimeSeries] = {}
-        self._last_busy: dict[int, GpuSample] = {}
         """Each GPU's SM clock over time (its trend spans the graph's window)."""
+        self._last_busy: dict[int, GpuSample] = {}
         self.tok_s = TimeSeries(HISTORY)
         self.clock_pct = TimeSeries(HISTORY)
         self.hottest_c = TimeSeries(HISTORY)
