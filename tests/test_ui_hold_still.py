@@ -16,7 +16,9 @@ from specwatch.ui.panes.gpu_summary import summary_lines
 from specwatch.ui.panes.gpus import sm_trends
 from specwatch.ui.panes.speculation import SOURCES_HINT, speculation_text
 from specwatch.ui.panes.token_rate import graph_for
-from specwatch.ui.renderables import GraphMark, Reading, TokenRateGraph, bucket_sorted, place_labels
+from specwatch.ui.renderables.columns import bucket_sorted
+from specwatch.ui.renderables.graph import Reading, TokenRateGraph
+from specwatch.ui.renderables.marks import GraphMark, place_labels
 from tests.scene import build_scene, scene_inventory, scene_server
 from tests.test_ui_render import render_text
 

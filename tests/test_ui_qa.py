@@ -12,7 +12,7 @@ from specwatch.ui.help_text import help_renderable
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes import SpeculationPane, VerifyPane
 from specwatch.ui.panes.verify import verify_text
-from specwatch.ui.renderables import Reading, TokenRateGraph
+from specwatch.ui.renderables.graph import Reading, TokenRateGraph
 from specwatch.ui.settings import AppSettings
 from tests.scene import build_scene, scene_server
 from tests.test_ui_render import render_text

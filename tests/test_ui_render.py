@@ -6,20 +6,11 @@ import io
 
 from rich.console import Console
 
-from specwatch.ui.renderables import (
-    GPU_COLUMNS,
-    Cell,
-    GpuTable,
-    GraphMark,
-    TokenRateGraph,
-    area_rows,
-    bucket_sorted,
-    choose_columns,
-    column_of,
-    hbar,
-    nice_ceiling,
-    sparkline,
-)
+from specwatch.ui.renderables.columns import bucket_sorted
+from specwatch.ui.renderables.gpu_table import GPU_COLUMNS, Cell, GpuTable, choose_columns
+from specwatch.ui.renderables.graph import TokenRateGraph
+from specwatch.ui.renderables.marks import GraphMark
+from specwatch.ui.renderables.text import area_rows, column_of, hbar, nice_ceiling, sparkline
 
 
 def render_text(renderable: object, width: int) -> list[str]:

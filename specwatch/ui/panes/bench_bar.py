@@ -10,7 +10,7 @@ from rich.text import Text
 
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.base import ModelPane
-from specwatch.ui.renderables import hbar
+from specwatch.ui.renderables.text import hbar
 
 
 def bench_text(model: MonitorModel, width: int, s: dict[str, Style]) -> Text:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from specwatch.core import gpu_rules
-from specwatch.ui.renderables import Cell
+from specwatch.ui.renderables.gpu_table import Cell
 
 if TYPE_CHECKING:
     from specwatch.core.gpu import GpuSample, GpuStatic

@@ -9,7 +9,7 @@ from specwatch.core import gpu_rules
 from specwatch.core.reasons import harmful, short_names
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.gpu_cells import deficit_cell
-from specwatch.ui.renderables import Cell
+from specwatch.ui.renderables.gpu_table import Cell
 
 if TYPE_CHECKING:
     from specwatch.core.gpu import GpuSample, GpuStatic

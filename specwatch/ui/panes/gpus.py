@@ -17,8 +17,10 @@ from specwatch.ui.panes.base import ModelPane
 from specwatch.ui.panes.gpu_cells import deficit_cell, pcie_cell
 from specwatch.ui.panes.gpu_summary import SUMMARY_ROWS, summary_lines
 from specwatch.ui.panes.token_rate import TokenRatePane
-from specwatch.ui.renderables import SPAN, Cell, GpuSummary, GpuTable, TableStyles, fit, sparkline
 from specwatch.ui.renderables.columns import bucket_sorted
+from specwatch.ui.renderables.gpu_summary import GpuSummary
+from specwatch.ui.renderables.gpu_table import SPAN, Cell, GpuTable, TableStyles
+from specwatch.ui.renderables.text import fit, sparkline
 
 if TYPE_CHECKING:
     from specwatch.core.gpu import GpuSample, GpuStatic

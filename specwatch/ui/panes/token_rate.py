@@ -11,14 +11,10 @@ from textual.reactive import reactive
 from specwatch.ui.axis import AxisHold
 from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes.base import ModelPane
-from specwatch.ui.renderables import (
-    GraphMark,
-    GraphStyles,
-    Reading,
-    TokenRateGraph,
-    column_of,
-)
 from specwatch.ui.renderables.columns import bucket_sorted
+from specwatch.ui.renderables.graph import GraphStyles, Reading, TokenRateGraph
+from specwatch.ui.renderables.marks import GraphMark
+from specwatch.ui.renderables.text import column_of
 
 GAP_SAMPLES = 3.0
 """A gap shorter than this many sampling intervals is drawn through (no comb at 1 minute)."""
