@@ -6,7 +6,8 @@ frame and nothing in the next (34 switches in 140 s of the drift demo), and a st
 moves 8% is lost in one that jumps 12.8 ↔ 14.6 ms. :class:`SteadyMean` answers with the mean
 over the last :data:`STEADY_S` seconds of windows that had the reading, weighted by each
 window's length; with none in that span, the last such mean, with its age, for up to
-:data:`STEADY_HOLD_S`.
+:data:`STEADY_HOLD_S`. :class:`HeldLatest` holds the newest value of each reading as long (the
+monitor's token rate and acceptance, the load pane's percentile buckets).
 """
 
 from __future__ import annotations
