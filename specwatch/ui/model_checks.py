@@ -65,6 +65,11 @@ def check_window(w: MetricsWindow) -> None:
     for reason, n in w.finished_by_reason.items():
         if not isinstance(reason, str) or not is_number(n):
             raise ValueError(f"metrics window finished_by_reason[{reason!r}]={n!r}")
+    ctx = w.largest_context
+    if ctx is not None and not (is_number(ctx.low) and isinstance(ctx.high, float | int)):
+        raise ValueError(f"metrics window largest_context={ctx!r}")
+    if ctx is not None and not (0 <= ctx.low <= ctx.high):
+        raise ValueError(f"metrics window largest_context={ctx!r}")
     pos = w.per_position_acceptance
     if pos is not None and not all(is_number(p) for p in pos):
         raise ValueError(f"metrics window per_position_acceptance={pos!r}")

@@ -29,6 +29,7 @@ class LlamaCppTelemetry(Telemetry):
         self.ll_accepted = 0
         self.ll_drafts = 0
         self.ll_per_pos: list[int] | None = None
+        self.ll_tokens_max = 0
         self._bucket_prompt_tokens = 0
         self._bucket_prompt_s = 0.0
         self._bucket_gen_tokens = 0
@@ -59,6 +60,7 @@ class LlamaCppTelemetry(Telemetry):
         decode_s = t - first
         self.ll_predicted += req.generated
         self.ll_predicted_s += decode_s
+        self.ll_tokens_max = max(self.ll_tokens_max, req.prompt_tokens + req.generated)
         self._bucket_gen_tokens += max(0, req.generated - 1)
         self._bucket_gen_s += decode_s
         if req.proposed > 0:
@@ -149,5 +151,8 @@ class LlamaCppTelemetry(Telemetry):
             gauge("llamacpp:requests_deferred", "Number of requests deferred.", {}, float(waiting)),
             gauge("llamacpp:n_busy_slots_per_decode", "Average number of busy slots per decode.",
                    {}, busy),
+            # llama-server types it a counter, yet names its sample without ``_total``.
+            gauge("llamacpp:n_tokens_max", "Largest observed n_tokens.", {},
+                   float(tm.ll_tokens_max)),
         ]  # fmt: skip
         return out
