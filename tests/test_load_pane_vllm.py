@@ -161,3 +161,19 @@ def test_context_words() -> None:
     assert context_words(LatencyBucket(1.0, 4711.0, 4711.0)) == "4711"
     assert context_words(LatencyBucket(1.0, 1024.0, 3072.0)) == "≤ 3072"
     assert context_words(LatencyBucket(1.0, 8192.0, float("inf"))) == "> 8192"
+
+
+def test_an_unbounded_largest_context_survives_a_recording() -> None:
+    """Past the last bucket the bound is ``> N``; a recording stores the infinite top as null,
+    and the replayed window is still taken and drawn."""
+    from specwatch.record.codec import decode, encode
+    from specwatch.session.events import MetricsScraped
+
+    w = MetricsWindow(t=1.0, dt=1.0, largest_context=LatencyBucket(1.0, 8192.0, float("inf")))
+    kind, payload, packed = encode(MetricsScraped(window=w))
+    replayed = decode(kind, payload, packed)
+    assert isinstance(replayed, MetricsScraped)
+    model = MonitorModel()
+    model.set_ready(0.0, scene_server())
+    model.add_window(replayed.window)
+    assert "max ctx > 8192 tok" in load_text(model, STYLES).plain

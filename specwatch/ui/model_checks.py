@@ -66,9 +66,11 @@ def check_window(w: MetricsWindow) -> None:
         if not isinstance(reason, str) or not is_number(n):
             raise ValueError(f"metrics window finished_by_reason[{reason!r}]={n!r}")
     ctx = w.largest_context
-    if ctx is not None and not (is_number(ctx.low) and isinstance(ctx.high, float | int)):
-        raise ValueError(f"metrics window largest_context={ctx!r}")
-    if ctx is not None and not (0 <= ctx.low <= ctx.high):
+    # A recording keeps an unbounded top (inf) as null: read back, high is None.
+    high = None if ctx is None else ctx.high
+    if ctx is not None and not (
+        is_number(ctx.low) and ctx.low >= 0 and (high is None or high >= ctx.low)
+    ):
         raise ValueError(f"metrics window largest_context={ctx!r}")
     pos = w.per_position_acceptance
     if pos is not None and not all(is_number(p) for p in pos):
