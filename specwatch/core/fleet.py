@@ -55,6 +55,9 @@ class FleetServer:
     rates: ServerRates = field(default_factory=ServerRates)
     labels: Mapping[str, str] = field(default_factory=dict)
     """Join labels where present (``pod``, ``namespace``)."""
+    model_note: str | None = None
+    """Where ``model`` came from when not the metrics' label, or why it is ``None`` (llama.cpp's
+    metrics name no model: ``"not in metrics"``)."""
 
 
 @dataclass(frozen=True, slots=True)

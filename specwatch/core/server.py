@@ -140,6 +140,11 @@ class MetricsWindow:
     finished_by_reason: Mapping[str, float] = field(default_factory=dict)
     """Requests finished since the server started, by finish reason (``stop``, ``length``,
     ``abort``…; vLLM: ``request_success_total{finished_reason}``)."""
+    largest_context: LatencyBucket | None = None
+    """Prompt + generated tokens of the largest request since the server started, as far as
+    the metrics tell (``q`` is 1.0): exact when ``low == high`` (llama.cpp's ``n_tokens_max``),
+    else bounds (vLLM: the top occupied buckets of the prompt and generation histograms, so
+    at most the two upper bounds added, more than either lower bound)."""
     sources: Mapping[str, str] = field(default_factory=dict)
     notes: Mapping[str, str] = field(default_factory=dict)
     """Why a field is ``None`` (e.g. ``"llama.cpp counters move only when a request finishes"``)."""

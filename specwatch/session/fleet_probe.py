@@ -98,12 +98,21 @@ def build_fleet_source(
     if options.prometheus is not None:
         from specwatch.sources.prometheus.api import PrometheusClient, prometheus_endpoint
         from specwatch.sources.prometheus.fleet import PrometheusSource
+        from specwatch.sources.prometheus.model_names import ModelNames
 
         client = PrometheusClient(
             prometheus_endpoint(options.prometheus), deadline_s=options.timeout_s
         )
-        source = PrometheusSource(client, options.server_match, options.gpu_match, pairs)
-        return source, client.aclose
+        models = ModelNames()
+        source = PrometheusSource(
+            client, options.server_match, options.gpu_match, pairs, models=models
+        )
+
+        async def close() -> None:
+            await models.aclose()
+            await client.aclose()
+
+        return source, close
     from specwatch.sources.direct_fleet import DirectFleetSource
 
     endpoints = [parse_endpoint(u, options.api_key) for u in options.urls]
@@ -126,6 +135,7 @@ def server_entry(
         "job": server.job,
         "dialect": server.dialect.value,
         "model": server.model,
+        "model_note": server.model_note,
     }
     out.update({name: getattr(w, name) for name in SERVER_FIELDS})
     out["window_s"] = w.dt
@@ -240,10 +250,11 @@ def fleet_text(doc: dict[str, Any]) -> str:
 
     lines = [f"fleet: {doc['fleet']}  ({len(doc['servers'])} servers, {len(doc['gpus'])} GPUs)"]
     for s in doc["servers"]:
+        model = s["model"] or s.get("model_note") or "—"
         lines.append(
             f"  {s['instance']:<24} {s['dialect']:<8} "
             f"{f(s['gen_tok_s'], '8.1f')} tok/s  accept {f(s['accept_length'], '.2f')}  "
-            f"{len(s['gpus'])} GPUs  {sanitize_line(str(s['model'] or '—'), 200)}"
+            f"{len(s['gpus'])} GPUs  {sanitize_line(str(model), 200)}"
         )
     t = doc["totals"]
     lines.append(

@@ -52,6 +52,10 @@ def _count(v: float | None) -> str:
     return "–" if v is None else f"{v:.0f}"
 
 
+def _dim(yes: bool) -> str:
+    return "dim" if yes else ""
+
+
 def row_cells(row: FleetRow) -> dict[str, Cell]:
     """The cells of one server's row (tones: ``dim`` stale or absent, ``warn`` slow or hot)."""
     s, w = row.server, row.server.window
@@ -66,7 +70,7 @@ def row_cells(row: FleetRow) -> dict[str, Cell]:
     return {
         "instance": Cell(name, tone),
         "dialect": Cell(s.dialect.value, tone or "dim"),
-        "model": Cell(sanitize_line(s.model or "–"), tone),
+        "model": Cell(sanitize_line(s.model or s.model_note or "–"), tone or _dim(not s.model)),
         "tok_s": Cell(fmt_num(w.gen_tok_s), tone),
         "accept": Cell(fmt_num(w.accept_length, 2), tone),
         "step": Cell(fmt_num(step_ms), tone),

@@ -80,6 +80,9 @@ class MonitorModel:
         self.hottest_c = TimeSeries(HISTORY)
         self.accept_length = TimeSeries(HISTORY)
         self.acceptance_rate = TimeSeries(HISTORY)
+        self.running = TimeSeries(HISTORY)
+        self.waiting = TimeSeries(HISTORY)
+        """Requests running and waiting at each scrape: their peaks over the graph's window."""
         self.timeline = Timeline()
         self.held: HeldLatest[float] = HeldLatest()
         """The newest value of each of :data:`HELD`."""
@@ -248,6 +251,8 @@ class MonitorModel:
             self.tok_s.append(w.t, self._hold(w, "gen_tok_s"))
             self.accept_length.append(w.t, self._hold(w, "accept_length"))
             self.acceptance_rate.append(w.t, self._hold(w, "draft_acceptance_rate"))
+            self.running.append(w.t, w.requests_running)
+            self.waiting.append(w.t, w.requests_waiting)
             for name, steady in self.steady.items():
                 if w.restarted:
                     steady.clear()
@@ -270,6 +275,11 @@ class MonitorModel:
             return v
         last = self.held.seen(w.t, name)
         return None if last is None else last[1]
+
+    def peak(self, series: TimeSeries) -> float | None:
+        """The highest reading of ``series`` over the graph's window (``None``: none known)."""
+        known = [v for _, v in series.after(self.now - WINDOWS[self.graph_window]) if v is not None]
+        return max(known) if known else None
 
     def reading(self, name: str) -> tuple[float | None, float | None]:
         """``(value, age)`` of a held reading: age ``None`` when the newest window measured it."""

@@ -65,6 +65,13 @@ def check_window(w: MetricsWindow) -> None:
     for reason, n in w.finished_by_reason.items():
         if not isinstance(reason, str) or not is_number(n):
             raise ValueError(f"metrics window finished_by_reason[{reason!r}]={n!r}")
+    ctx = w.largest_context
+    # A recording keeps an unbounded top (inf) as null: read back, high is None.
+    high = None if ctx is None else ctx.high
+    if ctx is not None and not (
+        is_number(ctx.low) and ctx.low >= 0 and (high is None or high >= ctx.low)
+    ):
+        raise ValueError(f"metrics window largest_context={ctx!r}")
     pos = w.per_position_acceptance
     if pos is not None and not all(is_number(p) for p in pos):
         raise ValueError(f"metrics window per_position_acceptance={pos!r}")

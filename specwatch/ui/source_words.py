@@ -23,6 +23,7 @@ SCREEN_NAMES: dict[str, str] = {
     "requests_waiting": "waiting",
     "requests_per_s": "req/s",
     "kv_cache_usage": "KV cache",
+    "largest_context": "max ctx (the largest request's prompt + generated tokens)",
     "decode_steps": "decode steps",
     "tokens": "tokens",
 }

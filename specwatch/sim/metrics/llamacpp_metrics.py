@@ -46,6 +46,8 @@ FAMILIES = (
     Family("gauge", "llamacpp:requests_deferred", "Number of requests deferred.", "deferred"),
     Family("gauge", "llamacpp:n_busy_slots_per_decode", "Average number of busy slots per decode.",
            "busy_per_decode"),
+    # llama-server types it a counter, yet names its sample without ``_total``.
+    Family("gauge", "llamacpp:n_tokens_max", "Largest observed n_tokens.", "ll_tokens_max"),
 )  # fmt: skip
 """llama-server's series, in its order; the ``spec_decode_*`` ones from build 6500."""
 
@@ -68,6 +70,7 @@ class LlamaCppTelemetry(Telemetry):
         # as the last /metrics call showed them
         self.prompt_rate = self.predicted_rate = self.busy_per_decode = 0.0
         self.processing = self.deferred = 0
+        self.ll_tokens_max = 0
         self._bucket_prompt_tokens = 0
         self._bucket_prompt_s = 0.0
         self._bucket_gen_tokens = 0
@@ -98,6 +101,7 @@ class LlamaCppTelemetry(Telemetry):
         decode_s = t - first
         self.ll_predicted += req.generated
         self.ll_predicted_s += decode_s
+        self.ll_tokens_max = max(self.ll_tokens_max, req.prompt_tokens + req.generated)
         self._bucket_gen_tokens += max(0, req.generated - 1)
         self._bucket_gen_s += decode_s
         if req.proposed > 0:

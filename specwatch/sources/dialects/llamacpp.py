@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from specwatch.core.server import Dialect, ServerInfo, SpecConfig
+from specwatch.core.server import Dialect, LatencyBucket, ServerInfo, SpecConfig
 from specwatch.core.values import as_int
 from specwatch.sources.dialects.base import ServerDialect, StreamPlan, StreamRequest
 from specwatch.sources.dialects.llamacpp_timings import spec_from_timings
@@ -79,6 +79,10 @@ def derive_llamacpp(
     """llama.cpp's window: counters that move when a request finishes."""
     b.set("requests_running", cur.total(_L + "requests_processing"), _L + "requests_processing")
     b.set("requests_waiting", cur.total(_L + "requests_deferred"), _L + "requests_deferred")
+    longest = cur.total(_L + "n_tokens_max")
+    if longest is not None and math.isfinite(longest) and longest > 0:
+        b.values["largest_context"] = LatencyBucket(1.0, longest, longest)
+        b.sources["largest_context"] = f"{_L}n_tokens_max (the longest sequence in a slot)"
     spec_counters = spec_lifetime(b, cur, _L)
     if prev is None:
         return
@@ -203,6 +207,7 @@ class LlamaCppDialect(ServerDialect):
             "prompt_tokens",
             "prompt_seconds",
             "n_decode",
+            "n_tokens_max",
             "spec_decode_",
         )
     )

@@ -30,6 +30,7 @@ from specwatch.sources.metrics.window_builder import (
     hist_delta,
     minus,
     ratio,
+    set_largest_context,
     set_load,
 )
 
@@ -67,6 +68,8 @@ def derive_sglang(
         " the new requests join) and every --decode-log-interval decode passes (default 40)",
     )
     b.set("requests_waiting", count(cur, _S + "num_queue_reqs"), _S + "num_queue_reqs")
+    # per-request token histograms: only with --collect-tokens-histogram
+    set_largest_context(b, cur, _S + "prompt_tokens_histogram", _S + "generation_tokens_histogram")
     b.set("kv_cache_usage", ratio_mean(cur, _S + "token_usage"), _S + "token_usage (mean of ranks)")
     b.set(
         "prefix_cache_hit_rate",

@@ -28,6 +28,7 @@ from specwatch.sources.metrics.window_builder import (
     delta,
     hist_delta,
     ratio,
+    set_largest_context,
     set_latency_quantiles,
     set_load,
     spec_lifetime,
@@ -97,6 +98,7 @@ def derive_vllm(
         b.sources["finished_by_reason"] = f"{_V}request_success_total by finished_reason"
     preempted = _V + "num_preemptions_total"
     b.set("preemptions_total", cur.total(preempted), f"{preempted} (since start)")
+    set_largest_context(b, cur, _LATENCY["prompt_tokens"], _LATENCY["generation_tokens"])
     itl_name = _V + "inter_token_latency_seconds"
     if not cur.has(itl_name + "_count") and cur.has(_V + "time_per_output_token_seconds_count"):
         itl_name = _V + "time_per_output_token_seconds"  # vLLM <= 0.11 name of the same series

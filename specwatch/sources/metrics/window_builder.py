@@ -202,6 +202,21 @@ def accept_length_from(
     return offset + top / bottom
 
 
+def set_largest_context(b: WindowBuilder, cur: Scrape, prompt: str, generation: str) -> None:
+    """Bounds on the largest request's context from the since-start prompt and generation
+    token histograms: no request had more than both top occupied buckets' upper bounds, and
+    the request in each top bucket had more than its lower bound."""
+    hp, hg = cur.histogram(prompt), cur.histogram(generation)
+    p = None if hp is None else bucket_of(hp, 1.0)
+    g = None if hg is None else bucket_of(hg, 1.0)
+    if p is None or g is None:
+        return
+    b.values["largest_context"] = LatencyBucket(1.0, max(p.low, g.low), p.high + g.high)
+    b.sources["largest_context"] = (
+        f"{prompt} + {generation}: the top occupied buckets since start (a bound)"
+    )
+
+
 __all__ = [
     "QUANTILES",
     "WindowBuilder",
@@ -212,6 +227,7 @@ __all__ = [
     "minus",
     "plus_one",
     "ratio",
+    "set_largest_context",
     "set_latency_quantiles",
     "set_load",
     "spec_lifetime",

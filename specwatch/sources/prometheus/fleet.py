@@ -24,6 +24,7 @@ from specwatch.core.gc_pause import gc_paused
 from specwatch.core.sanitize import sanitize_line
 from specwatch.sources.off_loop import off_loop
 from specwatch.sources.prometheus.api import PrometheusClient, RangeSeries, VectorSample
+from specwatch.sources.prometheus.model_names import ModelNames, target_address
 from specwatch.sources.prometheus.queries import (
     derive_gpus,
     derive_servers,
@@ -92,6 +93,8 @@ class PrometheusSource:
         rate_window_s: The ``rate()`` window; by default four scrape intervals, and never
             under two.
         clock: Monotonic clock for :attr:`FleetReading.t`.
+        models: Asks servers whose metrics name no model (llama.cpp) for it; ``None``: not
+            asked, their model stays unknown.
 
     Raises:
         ValueError: A matcher that is not ``{...}``.
@@ -105,8 +108,10 @@ class PrometheusSource:
         pairs: Sequence[tuple[str, str]] = (),
         rate_window_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        models: ModelNames | None = None,
     ) -> None:
         self.client = client
+        self.models = models
         self.server_match = label_matcher(server_match)
         self.gpu_match = label_matcher(gpu_match)
         self.pairs = tuple(pairs)
@@ -115,6 +120,8 @@ class PrometheusSource:
         self.scrape_interval_s: float | None = None
         """The longest ``scrapeInterval`` of the active targets (``None`` until read)."""
         self._targets_at: float | None = None
+        self.addresses: dict[str, str] = {}
+        """``instance`` → where Prometheus scrapes it (read with the targets)."""
 
     async def window_s(self) -> float:
         """The ``rate()`` window: ≥ 2 scrape intervals (targets re-read every 5 minutes)."""
@@ -126,6 +133,11 @@ class PrometheusSource:
             except Exception:  # a query front end may not have /api/v1/targets
                 targets = []
             intervals = [x.scrape_interval_s for x in targets if x.scrape_interval_s]
+            self.addresses = {
+                x.labels["instance"]: address
+                for x in targets
+                if "instance" in x.labels and (address := target_address(x.scrape_url))
+            }
             self.scrape_interval_s = max(intervals) if intervals else None
         interval = self.scrape_interval_s or DEFAULT_SCRAPE_S
         floor = MIN_INTERVALS * interval
@@ -153,6 +165,8 @@ class PrometheusSource:
         servers, gpus, joins, found, spent = await off_loop(
             self._derive, usable_gauges, usable_rates, gpu_samples, t, window
         )
+        if self.models is not None:
+            servers = await self.models.fill(servers, self.addresses)
         skipped = self.client.take_skipped()
         if found > MAX_SERVERS:
             too_many = (

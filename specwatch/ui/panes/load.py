@@ -94,15 +94,16 @@ def load_lines(model: MonitorModel) -> list[list[Piece]] | None:
     def pair(priority: int, label: str, value: str) -> Piece:
         return (priority, [(f"{label} ", "label"), (f"{value}  ", "value")])
 
-    first = [
-        pair(0, "running", _num(w.requests_running, ".0f")),
-        pair(0, "waiting", _num(w.requests_waiting, ".0f")),
-        pair(1, "kv", _num(w.kv_cache_usage, ".0f", 100.0, "%")),
-    ]
+    first: list[Piece] = [(0, [("running ", "label"), (_num(w.requests_running, ".0f"), "value")])]
+    first += _peak(model.peak(model.running))
+    first.append((0, [("  waiting ", "label"), (_num(w.requests_waiting, ".0f"), "value")]))
+    first += _peak(model.peak(model.waiting))
+    first.append((1, [("  kv ", "label"), (_num(w.kv_cache_usage, ".0f", 100.0, "%"), "value")]))
     if w.prefix_cache_hit_rate is not None:
-        first.append(pair(2, "prefix hit", _num(w.prefix_cache_hit_rate, ".0f", 100.0, "%")))
+        hit = _num(w.prefix_cache_hit_rate, ".0f", 100.0, "%")
+        first.append((2, [("  prefix hit ", "label"), (hit, "value")]))
     if w.preemptions_total is not None:
-        first.append(pair(3, "preempted", _num(w.preemptions_total, ".0f")))
+        first.append((4, [("  preempted ", "label"), (_num(w.preemptions_total, ".0f"), "value")]))
     lines = [
         first,
         [
@@ -123,8 +124,25 @@ def load_lines(model: MonitorModel) -> list[list[Piece]] | None:
         if age >= HELD_AFTER_S:
             row.append((3, [(f"  {age:.0f}s ago", "dim")]))
         lines.append(row)
-    lines.extend(_where_and_shape(model, now))
+    lines.extend(_where_and_shape(model, now, w.largest_context))
     return lines
+
+
+def _peak(peak: float | None) -> list[Piece]:
+    """`` max 8``: the most over the graph's window, shown even when it is the reading now
+    (a figure that comes and goes with each scrape would flicker); dropped before kv and
+    prefix hit."""
+    return [] if peak is None else [(3, [(" max ", "dim"), (f"{peak:.0f}", "value")])]
+
+
+def context_words(b: LatencyBucket) -> str:
+    """``"4711"`` when exact, ``"≤ 2560"`` from bucket bounds, ``"> 8192"`` past the last."""
+    if b.low == b.high:
+        return _tokens(b.high)
+    high: float | None = b.high  # None: a recording's null for an unbounded top
+    if high is None or math.isinf(high):
+        return f"> {_tokens(b.low)}"
+    return f"≤ {_tokens(high)}"
 
 
 def _finished(by_reason: Mapping[str, float]) -> list[Piece]:
@@ -139,8 +157,11 @@ def _finished(by_reason: Mapping[str, float]) -> list[Piece]:
     return out
 
 
-def _where_and_shape(model: MonitorModel, now: float) -> list[list[Piece]]:
-    """vLLM's where-the-time-went (queue, prefill, decode p50) and request shape (tokens)."""
+def _where_and_shape(
+    model: MonitorModel, now: float, largest: LatencyBucket | None
+) -> list[list[Piece]]:
+    """vLLM's where-the-time-went (queue, prefill, decode p50), request shape (tokens) and the
+    largest context since the server started."""
     lines: list[list[Piece]] = []
     where: list[Piece] = []
     for n, key in enumerate(("queue", "prefill", "decode")):
@@ -155,8 +176,11 @@ def _where_and_shape(model: MonitorModel, now: float) -> list[list[Piece]]:
         if held and held[0]:
             b = held[0][0]
             shape.append((n, [(f"{label} ", "label"), (f"{token_bucket_words(b)} tok  ", "value")]))
-    if shape:
-        lines.append([(0, [("p50   ", "dim")]), *shape])
+    line = [(0, [("p50   ", "dim")]), *shape] if shape else []
+    if largest is not None:  # since start, so held across windows without a finished request
+        line.append((2, [("max ctx ", "label"), (f"{context_words(largest)} tok  ", "value")]))
+    if line:
+        lines.append(line)
     return lines
 
 
