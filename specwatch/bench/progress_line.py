@@ -57,6 +57,11 @@ class ProgressLine:
         self._write("\r" + text + pad)
         self._shown = len(text)
 
+    @property
+    def drawn(self) -> bool:
+        """Whether a line stands on the terminal now."""
+        return self._shown > 0
+
     def clear(self) -> None:
         """Remove the drawn line, so the next ordinary line starts clean."""
         if self._shown:

@@ -2,7 +2,8 @@
 
 On a terminal one line is redrawn in place (share of the range read, rows, megabytes written
 and MB/s); whatever stderr is, an export that took a while ends with one line saying what it
-wrote and how fast, so a quarter of an hour is never silent.
+wrote and how fast, so a quarter of an hour is never silent; a progress line once drawn is
+always replaced by that line, so what a terminal showed never vanishes without a figure.
 """
 
 from __future__ import annotations
@@ -74,10 +75,11 @@ class ExportProgress:
             yield row
 
     def finish(self) -> None:
-        """Clear the line; say the throughput when the export took a while."""
+        """Clear the line; say the throughput when the export took a while or drew the line."""
+        drawn = self.line.drawn
         self.line.clear()
         seconds = self.clock() - self.started
-        if seconds < REPORT_AFTER_S:
+        if seconds < REPORT_AFTER_S and not drawn:
             return
         mb = self.written.chars / 1e6
         self.err.write(
