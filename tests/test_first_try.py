@@ -30,6 +30,10 @@ from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.panes.verdict import VerdictLine
 from specwatch.ui.settings import AppSettings
 
+# These run `specwatch sim` with its dcgm-exporter on its default port (9400), or need that
+# port free or taken by themselves: under pytest-xdist they share one worker.
+pytestmark = pytest.mark.xdist_group("dcgm-default-port")
+
 
 def _port_taken(port: int) -> bool:
     with socket.socket() as s:
