@@ -202,3 +202,16 @@ def _no_user_settings(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
     monkeypatch.delenv("SPECWATCH_URL", raising=False)
+
+
+def _start_rank(item: pytest.Item) -> int:
+    if item.get_closest_marker("slow"):
+        return 0
+    return 1 if item.get_closest_marker("xdist_group") else 2
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked ``slow`` first, then those of an ``xdist_group`` (long runs of one
+    worker), then the rest, the order otherwise kept: with ``--no-loadscope-reorder`` xdist hands
+    them out in this order, so no long test or group arrives last while the others wait."""
+    items.sort(key=_start_rank)

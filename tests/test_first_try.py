@@ -101,6 +101,8 @@ async def test_sim_then_monitor_shows_gpus_and_traffic(no_nvml: None) -> None:
 
 
 async def test_an_idle_sim_reads_idle_not_warming_up(no_nvml: None) -> None:
+    if _port_taken(DCGM_DEFAULT_PORT):  # the monitor would find that exporter's GPUs
+        pytest.skip(f"port {DCGM_DEFAULT_PORT} (dcgm-exporter's) is taken on this machine")
     with specwatch_sim("--background", "0", "--no-dcgm") as url:
         session = build_session(parse_args([url.removeprefix("http://")], env={}))
         app = SpecwatchApp(AppSettings(watch_terminal=False, redraw_s=0.2), session)
