@@ -8,9 +8,11 @@ callable returning one; every request is recorded.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -202,3 +204,29 @@ def _no_user_settings(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
     monkeypatch.delenv("SPECWATCH_URL", raising=False)
+
+
+def _start_rank(item: pytest.Item) -> int:
+    if item.get_closest_marker("slow"):
+        return 0
+    return 1 if item.get_closest_marker("xdist_group") else 2
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked ``slow`` first, then those of an ``xdist_group`` (long runs of one
+    worker), then the rest, the order otherwise kept: with ``--no-loadscope-reorder`` xdist hands
+    them out in this order, so no long test or group arrives last while the others wait."""
+    items.sort(key=_start_rank)
+
+
+WORKERS = 4
+"""pytest-xdist workers for a run of the suite or a folder (``-n auto`` in ``pyproject.toml``)."""
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``WORKERS``, or none (one process) when the run names only test files or tests: four
+    workers cost a few seconds to start, more than a targeted run takes."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    named = [Path(arg.split("::", 1)[0]) for arg in config.args]
+    return 0 if named and all(path.is_file() for path in named) else WORKERS

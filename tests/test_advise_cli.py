@@ -61,6 +61,10 @@ def _run(argv: list[str], **kw: Any) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+# Its module-scoped fixture is built once: under pytest-xdist the module runs on one worker.
+pytestmark = pytest.mark.xdist_group("advise-cli")
+
+
 @pytest.fixture(scope="module")
 def recordings(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[MetricsWindow]]:
     config = _config()

@@ -13,7 +13,9 @@ import pytest
 
 from tests.tools.advisor_realserver import check
 
-pytestmark = pytest.mark.realserver
+# One llama-server at a time, as in a serial run: under pytest-xdist the realserver
+# modules share one worker.
+pytestmark = [pytest.mark.realserver, pytest.mark.xdist_group("llama-server")]
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,9 @@ from specwatch.bench.snapshot import read_snapshot
 from tests.realserver import built_commit, running_llama_server
 from tests.test_bench_sim import bench_args
 
-pytestmark = pytest.mark.realserver
+# One llama-server at a time, as in a serial run: under pytest-xdist the realserver
+# modules share one worker.
+pytestmark = [pytest.mark.realserver, pytest.mark.xdist_group("llama-server")]
 
 
 @pytest.fixture(scope="module")

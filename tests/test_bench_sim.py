@@ -127,6 +127,10 @@ async def bench_snapshot(gpu_state: Callable[[SimGpus], None], **overrides: Any)
     return server_timed(snapshot_of(result), truth)
 
 
+# Its module-scoped fixture is built once: under pytest-xdist the module runs on one worker.
+pytestmark = pytest.mark.xdist_group("bench-sim")
+
+
 @pytest.fixture(scope="module")
 def cold_snapshot() -> dict[str, Any]:
     """The 89 tok/s day: shared by the tests that compare against it."""

@@ -49,6 +49,7 @@ def _bench_on(tmp_path: Path, *extra: str) -> tuple[Path, list[RequestTruth]]:
     return new, [r for s in servers for r in s.world.truth.requests()]
 
 
+@pytest.mark.slow
 def test_cold_against_warm_gpus_is_explained_by_gpu_state(tmp_path: Path) -> None:
     # Judged on the server's timing: see tests/server_timed.py for why (the client's wall time
     # on a loaded machine turned this into "no significant change").
@@ -62,6 +63,7 @@ def test_cold_against_warm_gpus_is_explained_by_gpu_state(tmp_path: Path) -> Non
     assert c.change is not None and -0.12 < c.change < -0.04
 
 
+@pytest.mark.slow
 def test_same_gpus_slower_step_is_the_code(tmp_path: Path) -> None:
     cold = read_snapshot(_bench(tmp_path, "--demo", "cold", *FAST))
     slower = read_snapshot(_bench(tmp_path, "--demo", "cold", "--demo-step-factor", "0.345"))

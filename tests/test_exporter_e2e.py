@@ -36,6 +36,7 @@ from tests.test_live_verdict import _step
 pytestmark = [
     pytest.mark.skipif(PROMETHEUS is None, reason=NO_PROMETHEUS),
     pytest.mark.skipif(ALERTMANAGER is None, reason=NO_ALERTMANAGER),
+    pytest.mark.slow,
 ]
 JOB = "specwatch"
 SCRAPE_S = 0.2

@@ -30,6 +30,10 @@ from specwatch.ui.panes.verdict import VerdictLine
 from specwatch.ui.settings import AppSettings
 from tests.unavailable_nvml import unavailable_nvml
 
+# These run `specwatch sim` with its dcgm-exporter on its default port (9400), or need that
+# port free or taken by themselves: under pytest-xdist they share one worker.
+pytestmark = pytest.mark.xdist_group("dcgm-default-port")
+
 
 def _port_taken(port: int) -> bool:
     with socket.socket() as s:
@@ -97,6 +101,8 @@ async def test_sim_then_monitor_shows_gpus_and_traffic(no_nvml: None) -> None:
 
 
 async def test_an_idle_sim_reads_idle_not_warming_up(no_nvml: None) -> None:
+    if _port_taken(DCGM_DEFAULT_PORT):  # the monitor would find that exporter's GPUs
+        pytest.skip(f"port {DCGM_DEFAULT_PORT} (dcgm-exporter's) is taken on this machine")
     with specwatch_sim("--background", "0", "--no-dcgm") as url:
         session = build_session(parse_args([url.removeprefix("http://")], env={}))
         app = SpecwatchApp(AppSettings(watch_terminal=False, redraw_s=0.2), session)

@@ -32,7 +32,11 @@ from tests.prometheus_fixture import (
     running_prometheus,
 )
 
-pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason=SKIP_REASON)
+# Its module-scoped fixture is built once: under pytest-xdist the module runs on one worker.
+pytestmark = [
+    pytest.mark.skipif(PROMETHEUS is None, reason=SKIP_REASON),
+    pytest.mark.xdist_group("fleet-prometheus"),
+]
 
 REL = 0.005
 STEP_TOL_S = 0.2e-3

@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import parse_qs
 
+import pytest
+
 from specwatch.sim.hostile_prometheus import prometheus_answer
 from tests.child_peak import run_specwatch
 from tests.loopback_http import QuietHandler, serving
@@ -91,6 +93,7 @@ def _drain(fd: int, until: float) -> bytes:
     return out
 
 
+@pytest.mark.slow
 def test_q_leaves_the_fleet_screen_while_a_100k_series_answer_is_decoded() -> None:
     with prom_series() as (url, sent):
         master, slave = pty.openpty()

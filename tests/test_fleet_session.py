@@ -33,6 +33,10 @@ from tests.prometheus_fixture import PROMETHEUS, SKIP_REASON
 needs_prometheus = pytest.mark.skipif(PROMETHEUS is None, reason=SKIP_REASON)
 
 
+# Its module-scoped fixture is built once: under pytest-xdist the module runs on one worker.
+pytestmark = pytest.mark.xdist_group("fleet-session")
+
+
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimFleet]:
     if PROMETHEUS is None:

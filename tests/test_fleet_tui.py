@@ -33,6 +33,10 @@ needs_prometheus = pytest.mark.skipif(PROMETHEUS is None, reason=SKIP_REASON)
 Step = Callable[[Pilot[object]], Awaitable[None]]
 
 
+# Its module-scoped fixture is built once: under pytest-xdist the module runs on one worker.
+pytestmark = pytest.mark.xdist_group("fleet-tui")
+
+
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimFleet]:
     if PROMETHEUS is None:

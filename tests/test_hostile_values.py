@@ -58,6 +58,10 @@ def test_a_snapshot_with_tok_s_1e308_is_refused_in_one_line(tmp_path: Path) -> N
     assert _one_line(result).strip().endswith("number out of range: 1e+308")
 
 
+# Its module-scoped fixture is built once: under pytest-xdist the module runs on one worker.
+pytestmark = pytest.mark.xdist_group("hostile-values")
+
+
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("rec") / "base.sqlite"

@@ -158,6 +158,7 @@ async def _step(sim: ManualSim, seen: Collector) -> None:
     ("scenario", "outcome"),
     [("drift", Outcome.GPU), ("regression", Outcome.CODE), ("memcap", Outcome.GPU)],
 )
+@pytest.mark.slow
 async def test_story_scenario_is_called_within_a_minute(scenario: str, outcome: Outcome) -> None:
     """The demo's scenarios on a manual clock, through HTTP and the fake NVML, judged by the
     headless session itself (its VerdictChanged events): the boost clock 8% lower with no

@@ -89,6 +89,10 @@ class Running:
     checkout: Path
 
 
+# Its module-scoped fixture is built once: under pytest-xdist the module runs on one worker.
+pytestmark = pytest.mark.xdist_group("process-identity")
+
+
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     checkout = _checkout(tmp_path_factory.mktemp("identity") / "checkout")

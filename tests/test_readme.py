@@ -133,6 +133,7 @@ def _rows(text: str) -> list[str]:
     return rows
 
 
+@pytest.mark.slow
 def test_the_story_on_the_simulator_matches_the_readme(tmp_path: Path) -> None:
     """The three commands of the story's replay run as written; `compare` says GPU state and
     prints the rows the README shows."""

@@ -21,7 +21,9 @@ from specwatch.sources.watch.stream import stream_completion
 from specwatch.sources.watch.watcher import MetricsWatcher
 from tests.realserver import built_commit, running_llama_server
 
-pytestmark = pytest.mark.realserver
+# One llama-server at a time, as in a serial run: under pytest-xdist the realserver
+# modules share one worker.
+pytestmark = [pytest.mark.realserver, pytest.mark.xdist_group("llama-server")]
 
 PROMPT = "the quick brown fox"
 

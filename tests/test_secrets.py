@@ -133,6 +133,10 @@ class Deployment:
     root: Path
 
 
+# Its module-scoped fixture is built once: under pytest-xdist the module runs on one worker.
+pytestmark = pytest.mark.xdist_group("secrets")
+
+
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     root = tmp_path_factory.mktemp("secrets")

@@ -7,8 +7,13 @@ import subprocess
 import sys
 
 import httpx
+import pytest
 
 from tests.sim_testing import metric_names
+
+# These run `specwatch sim` with its dcgm-exporter on its default port (9400), or need that
+# port free or taken by themselves: under pytest-xdist they share one worker.
+pytestmark = pytest.mark.xdist_group("dcgm-default-port")
 
 CODE = (
     "import argparse, sys\n"

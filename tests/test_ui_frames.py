@@ -149,6 +149,7 @@ def _running(app: SpecwatchApp) -> bool:
 
 
 @pytest.mark.parametrize("scenario", ["drift", "regression"])
+@pytest.mark.slow
 async def test_three_minutes_of_frames_hold_still(scenario: str, tmp_path: Path) -> None:
     film = await _film(scenario, tmp_path)
     # One frame per simulated second; a loaded machine skips some (the app runs on meanwhile).

@@ -59,6 +59,7 @@ def live_app(sim: ManualSim, nvml: object | None = None, **kw: Any) -> Specwatch
     return SpecwatchApp(settings, sim.session(nvml))
 
 
+@pytest.mark.slow
 async def test_demo_over_http_shows_dialect_and_token_rate() -> None:
     args = build_parser().parse_args(["--demo", "--interval", "0.25", "--metrics-interval", "0.25"])
     session = build_session(args)
@@ -165,6 +166,7 @@ async def test_survives_every_fault(sim: ManualSim, tmp_path: Path) -> None:
         assert sum(p.draw_errors for p in app._panes) == 0
 
 
+@pytest.mark.slow
 async def test_benchmark_from_the_tui_saves_a_snapshot_and_compare_reads_it(
     sim: ManualSim, tmp_path: Path
 ) -> None:
