@@ -16,6 +16,11 @@ to the same core in turn.
 CPU figures exclude the simulated GPUs' own physics (see ``overhead.py``); absolute figures
 move between machines and with other load on them.
 
+specwatch's children run on a venv with only its runtime dependencies (``pyproject.toml``'s
+``[project] dependencies``, built once under ``~/.cache/specwatch-bench/``), importing specwatch
+from this tree, as a user's ``pip install`` has it; ``--dev-venv`` measures with this interpreter
+instead, whose dev tools make ``import httpx`` load httpx's command line too.
+
 Start-up figures are taken with specwatch's bytecode compiled first (``compileall``), as an
 installed copy has it: where ``PYTHONDONTWRITEBYTECODE`` is set (it is on some CI machines),
 every start would otherwise compile about a hundred modules from source.
@@ -136,8 +141,8 @@ def memory_row(quick: bool) -> Row:
 def start_rows() -> list[Row]:
     """``--help`` and the first frame, each beside ``python -c pass``."""
     env = overhead._env()
-    bare = startup_time._median_wall_s([sys.executable, "-c", "pass"], env)
-    helped = startup_time._median_wall_s([sys.executable, "-m", "specwatch", "--help"], env)
+    bare = startup_time._median_wall_s([overhead.PYTHON, "-c", "pass"], env)
+    helped = startup_time._median_wall_s([overhead.PYTHON, "-m", "specwatch", "--help"], env)
     rows: list[Row] = [
         (
             "specwatch --help",
@@ -164,7 +169,7 @@ def start_rows() -> list[Row]:
 
 def first_frame_s(url: str) -> float | None:
     """Seconds from exec to the GPU pane's title on a 160x48 pseudo-terminal."""
-    argv = [sys.executable, "-m", "specwatch", "--url", url]
+    argv = [overhead.PYTHON, "-m", "specwatch", "--url", url]
     t0 = time.perf_counter()
     pid, fd = _spawn(argv, None)
     seen = b""
@@ -266,7 +271,7 @@ def vllmstat_rows(seconds: float) -> list[Row]:
     try:
         core = min(os.sched_getaffinity(0))
         theirs = watch_cost([exe, "-u", url, "-i", "1", "--no-gpu"], seconds, core)
-        mine = [sys.executable, "-m", "specwatch", "--url", url, "--interval", "1"]
+        mine = [overhead.PYTHON, "-m", "specwatch", "--url", url, "--interval", "1"]
         ours = watch_cost([*mine, "--no-gpu"], seconds, core)
         tried = watch_cost(mine, seconds, core)
     finally:
@@ -293,6 +298,26 @@ def vllmstat_rows(seconds: float) -> list[Row]:
             None,
         ),
     ]
+
+
+def runtime_python() -> str:
+    """A Python whose venv holds specwatch's runtime dependencies and nothing else (built once
+    per dependency list); the measured children import specwatch from this tree."""
+    import hashlib
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10
+        import tomli as tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    stamp = hashlib.sha256("\n".join(sorted(deps)).encode()).hexdigest()[:12]
+    venv = VENV.parent / f"runtime-{stamp}"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *deps], check=True)
+    return str(python)
 
 
 def _vllmstat() -> str:
@@ -351,6 +376,11 @@ def main() -> int:
     p.add_argument("--seconds", type=float, help="measured seconds per CPU mode")
     p.add_argument("--skip-vllmstat", action="store_true", help="leave out the side by side")
     p.add_argument(
+        "--dev-venv",
+        action="store_true",
+        help="measure with this interpreter (dev tools installed) instead of a runtime-only venv",
+    )
+    p.add_argument(
         "--only",
         nargs="+",
         choices=(*CPU_MODES, *STEPS),
@@ -359,6 +389,8 @@ def main() -> int:
     args = p.parse_args()
     seconds = args.seconds or (10.0 if args.quick else 60.0)
     compileall.compile_dir(str(ROOT / "specwatch"), quiet=1)
+    if not args.dev_venv:
+        overhead.PYTHON = runtime_python()
     only = set(args.only or (*CPU_MODES, *STEPS))
     if args.skip_vllmstat:
         only.discard("vllmstat")
@@ -366,7 +398,11 @@ def main() -> int:
     for name, step in STEPS.items():
         if name in only:
             rows.extend(step(seconds, args.quick))
-    print(f"specwatch cost, {'quick' if args.quick else 'full'} run, {seconds:.0f} s per CPU mode")
+    venv = "dev venv" if args.dev_venv else "runtime-only venv"
+    print(
+        f"specwatch cost, {'quick' if args.quick else 'full'} run, {seconds:.0f} s per CPU mode,"
+        f" {venv}"
+    )
     width = max(len(r[0]) for r in rows)
     for name, value, target, ok in rows:
         print(f"{name:<{width}}  {_verdict(ok):4}  {target:>15}  {value}")

@@ -47,6 +47,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+PYTHON = sys.executable
+"""The interpreter of the measured children. ``cost_report.py`` points it at a venv holding only
+specwatch's runtime dependencies, as a user's install has: in the dev venv import-linter brings
+click, and ``import httpx`` then loads httpx's command line too (click, pygments' lexers,
+rich.progress: about 100 modules and 5 MiB that no user's monitor carries)."""
+
 WARMUP_S = 8.0
 """Seconds before measuring: imports, NVML open, first scrapes and the first full draw."""
 
@@ -259,11 +265,11 @@ def run_child(
     """Run one measurement in a child (the app on a pty of ``size``); return its report."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
-        args = [sys.executable, __file__, "--child", mode, "--url", url]
+        args = [PYTHON, __file__, "--child", mode, "--url", url]
         args += ["--seconds", str(seconds), "--report", str(report), "--gpus", str(gpus)]
         pid, fd = pty.fork()
         if pid == 0:
-            os.execve(sys.executable, args, _env())
+            os.execve(PYTHON, args, _env())
         fcntl_size = struct.pack("HHHH", size[1], size[0], 0, 0)
         import fcntl
 
