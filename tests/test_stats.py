@@ -120,3 +120,18 @@ def test_ci_contains_mean_and_widens_with_level(values: list[float], level: floa
     assert s.ci_high >= s.mean - 1e-6 * max(1.0, abs(s.mean))
     assert wider.ci_low is not None and wider.ci_high is not None
     assert wider.ci_high - wider.ci_low >= (s.ci_high - s.ci_low) * (1 - 1e-9)
+
+
+def test_summaries_of_one_size_invert_the_t_distribution_once() -> None:
+    # The live verdict summarizes a window of the same size every second: the critical value
+    # of that size is worked out once, and the interval is the one worked out from scratch.
+    stats.t_critical.cache_clear()
+    first = stats.summarize([82.4, 82.5, 82.5, 84.0, 82.6])
+    for shift in range(1, 50):
+        later = stats.summarize([82.4 + shift, 82.5, 82.5, 84.0, 82.6])
+        assert later.ci_low is not None and later.ci_high is not None
+        assert later.mean is not None and later.std is not None
+        half = stats.t_ppf(0.975, 4) * later.std / math.sqrt(5)
+        assert later.ci_high - later.mean == pytest.approx(half, rel=1e-12)
+    assert first.ci_low == pytest.approx(81.96245184292597, rel=1e-10)
+    assert stats.t_critical.cache_info().misses == 1

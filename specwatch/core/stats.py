@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 _EPS = 1e-15
 _TINY = 1e-300
@@ -168,6 +169,9 @@ def _t_pdf(t: float, df: float) -> float:
     return math.exp(log_c - (df + 1.0) / 2.0 * math.log1p(t * t / df))
 
 
+# The live verdict summarizes both of its windows every second with the same level and a
+# sample count that rarely moves: each distinct (level, df) is inverted once.
+@lru_cache(maxsize=256)
 def t_critical(level: float, df: float) -> float:
     """Two-sided critical value: ``t_ppf((1 + level) / 2, df)``."""
     if not 0.0 < level < 1.0:
