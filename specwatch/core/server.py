@@ -24,6 +24,14 @@ class Dialect(str, enum.Enum):
     """Any other OpenAI-compatible server."""
 
 
+def model_card(models: Any) -> Mapping[str, Any] | None:
+    """The first model card of a ``/v1/models`` answer (``{"data": [{...}, ...]}``), if any."""
+    data = models.get("data") if isinstance(models, Mapping) else None
+    if isinstance(data, list) and data and isinstance(data[0], Mapping):
+        return data[0]
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class SpecConfig:
     """The speculative-decoding setup as far as the server exposes it."""

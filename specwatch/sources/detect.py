@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from specwatch.core.server import Dialect, ServerInfo
+from specwatch.core.server import Dialect, ServerInfo, model_card
 from specwatch.core.values import as_int
 from specwatch.sources.dialects import ServerDialect, all_dialects, dialect_for, dialect_owning
 from specwatch.sources.http.client import ServerClient
@@ -34,12 +34,8 @@ class WaitStatus:
 
 async def _fingerprint(client: ServerClient) -> tuple[ServerDialect, dict[str, Any] | None]:
     """The dialect from ``/v1/models`` ``owned_by``, else from dialect-only endpoints."""
-    models = await client.get_json("/v1/models")
-    card: dict[str, Any] | None = None
-    if isinstance(models, Mapping):
-        data = models.get("data")
-        if isinstance(data, list) and data and isinstance(data[0], Mapping):
-            card = dict(data[0])
+    found = model_card(await client.get_json("/v1/models"))
+    card = dict(found) if found is not None else None
     if card is not None:
         owner = dialect_owning(str(card.get("owned_by", "")))
         if owner is not None:

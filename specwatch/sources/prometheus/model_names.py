@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from specwatch.core.fleet import FleetServer
 from specwatch.core.sanitize import sanitize_line
+from specwatch.core.server import model_card
 
 AT_ONCE = 8
 PENDING_MAX = 64
@@ -44,10 +45,8 @@ it does not say."""
 
 def model_of(models: Any) -> str | None:
     """The first model id of a ``/v1/models`` answer, a file path reduced to its name."""
-    data = models.get("data") if isinstance(models, Mapping) else None
-    if not isinstance(data, list) or not data or not isinstance(data[0], Mapping):
-        return None
-    name = data[0].get("id")
+    card = model_card(models)
+    name = card.get("id") if card is not None else None
     if not isinstance(name, str) or not name.strip():
         return None
     # llama-server names a model by its file (/models/qwen2.5-7b-q4_k_m.gguf) unless aliased
