@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import math
 import types
 import typing
@@ -47,8 +48,13 @@ def as_float(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def to_jsonable(obj: Any) -> Any:
-    """Plain JSON values from dataclasses, mappings, sequences and enums (NaN/inf become null)."""
+def to_jsonable(obj: Any, *, lean: bool = False) -> Any:
+    """Plain JSON values from dataclasses, mappings, sequences and enums (NaN/inf become null).
+
+    ``lean`` leaves out the dataclass fields that are ``None`` at a ``None`` default
+    (:func:`from_plain` gives them back): a recording's windows carry thirty-odd optional
+    figures, most of them ``None``.
+    """
     if obj is None or isinstance(obj, (bool, int, str)):
         return obj
     if isinstance(obj, float):
@@ -56,12 +62,22 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, enum.Enum):
         return to_jsonable(obj.value)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {
+            name: to_jsonable(v, lean=lean)
+            for name, none_default in _fields(type(obj))
+            if (v := getattr(obj, name)) is not None or not (lean and none_default)
+        }
     if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
+        return {str(k): to_jsonable(v, lean=lean) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in obj]
+        return [to_jsonable(v, lean=lean) for v in obj]
     return str(obj)
+
+
+@functools.cache
+def _fields(cls: type[Any]) -> tuple[tuple[str, bool], ...]:
+    """A dataclass's fields: ``(name, whether its default is None)``."""
+    return tuple((f.name, f.default is None) for f in dataclasses.fields(cls))
 
 
 _HINTS: dict[type[Any], dict[str, Any]] = {}

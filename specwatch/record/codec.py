@@ -10,7 +10,6 @@ import dataclasses
 import functools
 import typing
 import zlib
-from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -60,34 +59,9 @@ def event_time(event: ev.SessionEvent) -> float | None:
     return t if isinstance(t, float | int) else None
 
 
-@functools.cache
-def _fields(cls: type[Any]) -> tuple[tuple[str, bool], ...]:
-    """A dataclass's fields: ``(name, whether its default is None)``."""
-    return tuple((f.name, f.default is None) for f in dataclasses.fields(cls))
-
-
-def _stored(obj: Any) -> Any:
-    """:func:`to_jsonable`, less the dataclass fields at a ``None`` default: decoding gives
-    them back, and most of a window's thirty-odd optional figures are ``None``."""
-    if obj is None or isinstance(obj, bool | int | str):
-        return obj
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out: dict[str, Any] = {}
-        for name, optional in _fields(type(obj)):
-            v = getattr(obj, name)
-            if v is not None or not optional:
-                out[name] = _stored(v)
-        return out
-    if isinstance(obj, Mapping):
-        return {str(k): _stored(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple | set | frozenset):
-        return [_stored(v) for v in obj]
-    return to_jsonable(obj)
-
-
 def encode(event: ev.SessionEvent) -> tuple[str, bytes, bool]:
     """``(kind, payload, compressed)`` for one event."""
-    data = orjson.dumps(_stored(event))
+    data = orjson.dumps(to_jsonable(event, lean=True))
     if len(data) >= COMPRESS_OVER:
         packed = zlib.compress(data, 6)
         if len(packed) < len(data):
