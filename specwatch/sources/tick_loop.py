@@ -9,9 +9,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import ClassVar, Self
+from typing import TYPE_CHECKING, ClassVar
 
 from specwatch.core.gpu import GpuInventory, GpuTick
+
+if TYPE_CHECKING:
+    from typing import Self  # Python 3.11; the annotations are never evaluated (3.10 runs this)
 
 
 class TickLoop:
