@@ -7,11 +7,10 @@ import pytest
 
 import specwatch.sources.metrics.prom_filter as prom_filter
 from specwatch.sim.clock import ManualClock
-from specwatch.sim.dcgm_exporter import render_dcgm
-from specwatch.sim.gpus import SimGpus
 from specwatch.sources.dcgm.convert import to_sample
 from specwatch.sources.dcgm.parse import BLANK, DcgmReader, parse_dcgm
 from specwatch.sources.dcgm.source import DcgmGpuSource
+from tests.tools.dcgm_parse_cost import sim_answers
 
 _LABELS = 'gpu="0", UUID="GPU-x", Hostname="node-a", modelName="Sim"'
 
@@ -36,18 +35,10 @@ def _no_parser(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(prom_filter, "text_string_to_metric_families", refuse)
 
 
-def _sim_answers(gpus: int) -> tuple[str, str]:
-    box = SimGpus(gpus, seed=1)
-    box.advance_to(20.0, 0.8)
-    before = render_dcgm(box, 20.0)
-    box.advance_to(21.0, 0.3)
-    return before, render_dcgm(box, 21.0)
-
-
 def test_a_later_poll_of_the_simulated_exporter_needs_no_parser(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    before, after = _sim_answers(8)
+    before, after = sim_answers(8)
     fresh = parse_dcgm(after)
     reader = DcgmReader()
     reader.parse(before)

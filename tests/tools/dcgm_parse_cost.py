@@ -64,7 +64,8 @@ def _best_ms(fn: Callable[[], object], n: int, rounds: int) -> float:
     return best * 1e3
 
 
-def _texts(gpus: int) -> tuple[str, str]:
+def sim_answers(gpus: int) -> tuple[str, str]:
+    """Two consecutive answers of the simulator's exporter for ``gpus`` boards under load."""
     from specwatch.sim.dcgm_exporter import render_dcgm
     from specwatch.sim.gpus import SimGpus
 
@@ -92,7 +93,7 @@ def measure(gpu_counts: list[int], quick: bool = False) -> list[dict[str, Any]]:
 
     rows = []
     for count in gpu_counts:
-        before, text = _texts(count)
+        before, text = sim_answers(count)
         n = max(1, (40 if quick else 200) // count)
         reader = DcgmReader()
         reader.parse(before)
