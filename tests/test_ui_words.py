@@ -54,3 +54,29 @@ def test_the_cpu_figure_says_when_it_includes_a_running_benchmark() -> None:
     assert "cpu 14.2% with bench" in _texts(model)
     model.bench = BenchState(phase="finished")
     assert "cpu 14.2%" in _texts(model)
+
+
+def test_the_bench_bar_drops_whole_parts_never_cutting_a_figure() -> None:
+    """Issue 21 item 11 on the bench bar: at 120 columns the finished run's message was cut
+    inside its tok/s ("= 16…"); the message goes first, then the last runs, never a number cut."""
+    from rich.style import Style
+
+    from specwatch.ui.model import BenchState
+    from specwatch.ui.panes.bench_bar import bench_text
+
+    model = build_scene(seconds=30, with_bench=False)
+    model.bench = BenchState(
+        phase="running",
+        index=5,
+        total=5,
+        message="Run 5/5: 2048 tokens in 12.69s = 161.4 tok/s",
+        last_tok_s=[169.0, 171.5, 172.4, 176.5, 161.4],
+    )
+    s = {"text": Style(), "bar": Style(), "dim": Style()}
+    wide = bench_text(model, 200, s).plain
+    assert "= 161.4 tok/s" in wide and "(b: stop)" in wide
+    for width in range(30, 200):
+        # what fits is never cut at the edge (the ellipsis that cut "= 16…")
+        line = bench_text(model, width, s).plain
+        assert len(line) <= width, (width, line)
+    assert "12.69s" not in bench_text(model, 116, s).plain

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.base import ModelPane
+from specwatch.ui.panes.status import fit_parts
 from specwatch.ui.renderables.text import hbar
 
 
@@ -31,13 +32,18 @@ def bench_text(model: MonitorModel, width: int, s: dict[str, Style]) -> Text:
         out.append(f" run {min(done + 1, b.total)}/{b.total}", s["text"])
     else:
         out.append(f" {b.phase}", s["text"])
+    tail: list[tuple[int, str, str]] = []
     if b.last_tok_s:
-        out.append("  last " + " ".join(f"{v:.1f}" for v in b.last_tok_s[-5:]) + " tok/s", s["dim"])
+        tail.append((2, "  last " + " ".join(f"{v:.1f}" for v in b.last_tok_s[-5:]) + " tok/s", ""))
     # "Run N/M started" repeats the count; a final event's message is its phase again.
     if b.message and not b.message.endswith(" started") and b.message != b.phase:
-        out.append(f"  {b.message}", s["dim"])
+        tail.append((3, f"  {b.message}", ""))
     if b.active:
-        out.append("  (b: stop)", s["dim"])
+        tail.append((1, "  (b: stop)", ""))
+    # Whole parts are dropped, the message first, so that no figure is cut inside.
+    tail.insert(0, (0, "", ""))  # the head, already drawn: it stays
+    for _, text, _ in fit_parts(tail, width - len(out))[1:]:
+        out.append(text, s["dim"])
     return out
 
 

@@ -73,18 +73,27 @@ def status_text(model: MonitorModel, s: dict[str, Style], width: int = 10_000) -
     return parts_line(status_parts(model), s, width)
 
 
-def parts_line(parts: list[tuple[int, str, str]], s: dict[str, Style], width: int) -> Text:
-    """``(priority, text, tone)`` parts joined by :data:`SEP`, the least important (highest
-    priority number, then the last) dropped until the line fits ``width``; priority 0 stays.
-    A tone ``s`` lacks is drawn as ``text``."""
+def fit_parts(
+    parts: list[tuple[int, str, str]], width: int, sep: int = 0
+) -> list[tuple[int, str, str]]:
+    """``(priority, text, tone)`` parts, the least important (highest priority number, then the
+    last) dropped until their texts and a separator of ``sep`` between each fit ``width``;
+    priority 0 stays."""
     parts = list(parts)
-    while len(parts) > 1 and sum(len(p[1]) for p in parts) + len(SEP) * (len(parts) - 1) > width:
+    while len(parts) > 1 and sum(len(p[1]) for p in parts) + sep * (len(parts) - 1) > width:
         worst = max(range(len(parts)), key=lambda i: (parts[i][0], i))
         if parts[worst][0] == 0:
             break
         parts.pop(worst)
+    return parts
+
+
+def parts_line(parts: list[tuple[int, str, str]], s: dict[str, Style], width: int) -> Text:
+    """``(priority, text, tone)`` parts joined by :data:`SEP`, the least important (highest
+    priority number, then the last) dropped until the line fits ``width``; priority 0 stays.
+    A tone ``s`` lacks is drawn as ``text``."""
     out = Text(no_wrap=True, overflow="ellipsis", end="")
-    for i, (_, text, tone) in enumerate(parts):
+    for i, (_, text, tone) in enumerate(fit_parts(parts, width, len(SEP))):
         if i:
             out.append(SEP, s["dim"])
         out.append(text, s.get(tone, s["text"]))
