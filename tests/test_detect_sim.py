@@ -73,11 +73,15 @@ async def test_sglang_health_never_called_across_a_session() -> None:
         async with sim.client() as client:
             paths: list[str] = []
 
-            async def record(request: httpx.Request) -> None:
-                paths.append(request.url.path)
+            sent = client.transport
 
-            # an httpx hook sees every request the client sends; the server counts them too
-            client.http.event_hooks["request"].append(record)
+            class Recording(httpx.AsyncBaseTransport):
+                async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+                    paths.append(request.url.path)
+                    return await sent.handle_async_request(request)
+
+            # every request the client sends goes through its transport; the server counts them
+            client.transport = Recording()
             info = await wait_ready(client, timeout_s=5)
             watcher = MetricsWatcher(client, info, clock=sim.clock.now)
             for _ in range(5):

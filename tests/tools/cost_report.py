@@ -62,6 +62,8 @@ from tests.tools import (  # noqa: E402
 SIZE = (160, 48)
 VLLMSTAT = "vllmstat==0.9.1"
 VENV = Path.home() / ".cache" / "specwatch-bench" / "vllmstat-0.9.1"
+VLLMSTAT_RATIO = 0.25
+"""Most CPU beside vllmstat's on the same server: issue 20's target (issue 13 set 0.5x)."""
 Row = tuple[str, str, str, "bool | None"]
 """figure, value, target, verdict (``None``: not judged: skipped, the value says why, or shown
 for reference)."""
@@ -266,7 +268,7 @@ def vllmstat_rows(seconds: float) -> list[Row]:
     label = "beside vllmstat 0.9.1 (CPU ratio)"
     exe = _vllmstat()
     if isinstance(exe, str) and not exe.startswith("/"):
-        return [(label, f"not measured: {exe}", "<= 0.5x", None)]
+        return [(label, f"not measured: {exe}", f"<= {VLLMSTAT_RATIO}x", None)]
     sim, url = overhead.start_sim("vllm")
     try:
         core = min(os.sched_getaffinity(0))
@@ -282,8 +284,8 @@ def vllmstat_rows(seconds: float) -> list[Row]:
         (
             label,
             f"{ratio:.2f}x (specwatch {ours[0]:.2f}%, vllmstat {theirs[0]:.2f}% of core {core})",
-            "<= 0.5x",
-            ratio <= 0.5,
+            f"<= {VLLMSTAT_RATIO}x",
+            ratio <= VLLMSTAT_RATIO,
         ),
         (
             "beside vllmstat 0.9.1 (RSS)",

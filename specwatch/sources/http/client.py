@@ -7,6 +7,7 @@ Every failure becomes a :class:`ServerError` whose ``str`` is one clear line, e.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
@@ -38,6 +39,8 @@ MAX_REDIRECTS = 5
 ACCEPT_ENCODING = "identity"
 """What requests accept: compressing each scrape would cost the watched server CPU, and
 decompressing it ours; a server that compresses anyway is still decoded."""
+MAX_KEPT_REQUESTS = 16
+"""GET requests kept for reuse (a client asks a handful of paths again and again)."""
 SNIFF_AFTER_S = 1.0
 """A request still unanswered after this long makes the client listen for a non-HTTP greeting."""
 _T = TypeVar("_T")
@@ -63,19 +66,31 @@ class ServerClient:
         self.deadline_s = deadline_s
         """Wall-clock limit of each request (``--deadline``); ``None``: the default per use
         (:mod:`specwatch.sources.http.limits`)."""
+        headers = {**endpoint.headers(), "Accept-Encoding": ACCEPT_ENCODING}
+        if endpoint.basic_auth is not None:
+            headers["Authorization"] = _basic_auth(*endpoint.basic_auth)
+        # Plain http never does TLS (requests stay on base_url, redirects on its origin): no CA
+        # bundle loaded for it (~1-3 MiB resident per client).
+        verify = urlsplit(endpoint.base_url).scheme != "http"
+        self.transport: httpx.AsyncBaseTransport = transport or httpx.AsyncHTTPTransport(
+            verify=verify
+        )
+        """Where requests are sent. The client's own layers (auth flow, redirects, cookie jar,
+        logging) are not wanted: redirects are followed here, same origin only; the key and
+        basic auth are headers; no cookie is kept. Sending on the transport costs about 0.3 ms
+        less CPU a request (``tests/tools/scrape_cost.py``)."""
         self.http = httpx.AsyncClient(
             base_url=endpoint.base_url,
-            headers={**endpoint.headers(), "Accept-Encoding": ACCEPT_ENCODING},
+            headers=headers,
             timeout=httpx.Timeout(timeout_s),
-            auth=None if endpoint.basic_auth is None else httpx.BasicAuth(*endpoint.basic_auth),
-            # Redirects are followed by hand: only within the same origin (the API key and
-            # the prompt must not go elsewhere).
             follow_redirects=False,
-            transport=transport,
-            # Plain http never does TLS (requests stay on base_url, redirects on its origin):
-            # no CA bundle loaded for it (~1-3 MiB resident per client).
-            verify=urlsplit(endpoint.base_url).scheme != "http",
+            transport=self.transport,
+            verify=verify,
         )
+        """Builds the requests (base URL, headers, timeouts) and closes the transport."""
+        self._get_requests: dict[str, httpx.Request] = {}
+        """A GET is the same request every time (no body, no cookie): built once a path, as
+        building one (URL join and parse, headers) is a sixth of a scrape's CPU."""
         self._sniffed = transport is not None or urlsplit(endpoint.base_url).scheme != "http"
 
     async def __aenter__(self) -> ServerClient:
@@ -190,13 +205,15 @@ class ServerClient:
 
     async def _send_retrying(self, request: httpx.Request) -> httpx.Response:
         try:
-            return await self.http.send(request, stream=True)
+            response = await self.transport.handle_async_request(request)
         except (httpx.RemoteProtocolError, httpx.ReadError):
             if request.method != "GET":
                 raise
             # a kept-alive connection the server closed (e.g. it restarted): a GET is safe
             # to send once more, on a fresh connection
-            return await self.http.send(request, stream=True)
+            response = await self.transport.handle_async_request(request)
+        response.request = request
+        return response
 
     async def get(
         self,
@@ -231,7 +248,7 @@ class ServerClient:
     async def _get(self, path: str, limit: int) -> httpx.Response:
         target = path
         for _ in range(MAX_REDIRECTS + 1):
-            response = await self.send(self.http.build_request("GET", target), path)
+            response = await self.send(self._get_request(target), path)
             try:
                 if response.is_redirect:
                     target = self.redirect_target(response, path)
@@ -240,6 +257,14 @@ class ServerClient:
             finally:
                 await response.aclose()
         raise self._too_many_redirects(path)
+
+    def _get_request(self, target: str) -> httpx.Request:
+        request = self._get_requests.get(target)
+        if request is None:
+            if len(self._get_requests) >= MAX_KEPT_REQUESTS:  # e.g. Prometheus queries
+                self._get_requests.clear()
+            request = self._get_requests[target] = self.http.build_request("GET", target)
+        return request
 
     async def answer(
         self, request: httpx.Request, path: str, *, limit: int, deadline_s: float
@@ -330,6 +355,12 @@ class ServerClient:
             yield response
         finally:
             await response.aclose()
+
+
+def _basic_auth(user: str, password: str) -> str:
+    """The ``Authorization`` value of HTTP basic auth, as ``httpx.BasicAuth`` makes it."""
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return f"Basic {token}"
 
 
 __all__ = ["ServerClient"]
