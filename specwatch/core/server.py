@@ -9,6 +9,7 @@ dataclasses of numbers and strings. An unknown value is ``None`` with the reason
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,6 +83,11 @@ class LatencyBucket:
     """The bucket's lower bound (``0.0`` for the first bucket)."""
     high: float
     """Its upper bound (``inf`` for the overflow bucket)."""
+
+    def __post_init__(self) -> None:
+        # JSON has no infinity: a recording or snapshot stores the overflow bucket's top as null
+        if self.high is None:
+            object.__setattr__(self, "high", math.inf)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from specwatch.core.gpu import GpuTick
-    from specwatch.core.server import MetricsWindow
+    from specwatch.core.server import LatencyBucket, MetricsWindow
 
 WINDOW_NUMBERS = (
     "t",
@@ -65,16 +65,27 @@ def check_window(w: MetricsWindow) -> None:
     for reason, n in w.finished_by_reason.items():
         if not isinstance(reason, str) or not is_number(n):
             raise ValueError(f"metrics window finished_by_reason[{reason!r}]={n!r}")
+    for key, buckets in w.latency_buckets.items():
+        for b in buckets:
+            if not _bucket_ok(b) or not 0.0 <= b.q <= 1.0:
+                raise ValueError(f"metrics window latency_buckets[{key!r}]={b!r}")
     ctx = w.largest_context
-    # A recording keeps an unbounded top (inf) as null: read back, high is None.
-    high = None if ctx is None else ctx.high
-    if ctx is not None and not (
-        is_number(ctx.low) and ctx.low >= 0 and (high is None or high >= ctx.low)
-    ):
+    if ctx is not None and not _bucket_ok(ctx):
         raise ValueError(f"metrics window largest_context={ctx!r}")
     pos = w.per_position_acceptance
     if pos is not None and not all(is_number(p) for p in pos):
         raise ValueError(f"metrics window per_position_acceptance={pos!r}")
+
+
+def _bucket_ok(b: LatencyBucket) -> bool:
+    """``(low, high]`` with ``0 <= low <= high`` (``high`` may be ``inf``: the overflow bucket)."""
+    return (
+        isinstance(b.q, int | float)
+        and is_number(b.low)
+        and b.low >= 0
+        and isinstance(b.high, int | float)
+        and b.high >= b.low
+    )
 
 
 def check_tick(tick: GpuTick) -> None:

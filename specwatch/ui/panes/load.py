@@ -139,10 +139,9 @@ def context_words(b: LatencyBucket) -> str:
     """``"4711"`` when exact, ``"≤ 2560"`` from bucket bounds, ``"> 8192"`` past the last."""
     if b.low == b.high:
         return _tokens(b.high)
-    high: float | None = b.high  # None: a recording's null for an unbounded top
-    if high is None or math.isinf(high):
+    if math.isinf(b.high):
         return f"> {_tokens(b.low)}"
-    return f"≤ {_tokens(high)}"
+    return f"≤ {_tokens(b.high)}"
 
 
 def _finished(by_reason: Mapping[str, float]) -> list[Piece]:
