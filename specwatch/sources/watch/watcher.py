@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.sources.dialects import dialect_for
@@ -189,9 +190,26 @@ class MetricsWatcher:
                 b.notes.pop(name, None)
         self._prev = snap
         self.last_scrape = scrape
+        values = b.values
+        buckets = values.get("latency_buckets")
+        if buckets is not None:
+            values = {**values, "latency_buckets": _shared(tuple(buckets.items()))}
         return MetricsWindow(
-            t=t, dt=dt, restarted=restarted, sources=b.sources, notes=b.notes, **b.values
+            t=t,
+            dt=dt,
+            restarted=restarted,
+            sources=_shared(tuple(b.sources.items())),
+            notes=_shared(tuple(b.notes.items())),
+            **values,
         )
+
+
+@lru_cache(maxsize=256)
+def _shared(items: tuple[tuple[str, Any], ...]) -> Mapping[str, Any]:
+    """One mapping for equal contents. A window says where each figure comes from (and what is
+    missing) in the very words of windows before it; the monitor keeps 1,800 windows for the
+    advisor, which would otherwise carry kilobytes of the same text each. Not to be mutated."""
+    return dict(items)
 
 
 def _restarted(prev: _Snapshot, cur: _Snapshot) -> bool:
