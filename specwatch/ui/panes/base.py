@@ -20,6 +20,7 @@ from textual.widget import Widget
 
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.line_changes import changed_regions
+from specwatch.ui.renderables.cells import segment_cells
 
 
 class ModelPane(Widget):
@@ -208,7 +209,7 @@ class ModelPane(Widget):
                 assert old is not None
                 strips.append(old[y])
                 continue
-            length = sum(s.cell_length for s in segs)
+            length = sum(map(segment_cells, segs))
             if length == width:  # the renderables fill the width exactly: no copy needed
                 strips.append(Strip(segs, width))
             elif length < width:  # what crop_extend does, without its two intermediate strips

@@ -7,6 +7,8 @@ from rich.segment import Segment
 from textual.geometry import Region
 from textual.strip import Strip
 
+from specwatch.ui.renderables.cells import segment_cells
+
 
 def _common_prefix(a: str, b: str) -> int:
     """How many leading characters ``a`` and ``b`` share (bisected with C-speed slice
@@ -44,11 +46,11 @@ def changed_span(old: Strip, new: Strip) -> tuple[int, int] | None:
     last = n - 1
     while a_segs[last] == b_segs[last]:
         last -= 1
-    x = sum(seg.cell_length for seg in a_segs[:first])
+    x = sum(map(segment_cells, a_segs[:first]))
     spans: list[tuple[int, int]] = []
     for a, b in zip(a_segs[first : last + 1], b_segs[first : last + 1], strict=True):
-        la = a.cell_length
-        if la != b.cell_length:
+        la = segment_cells(a)
+        if la != segment_cells(b):
             return (0, max(old.cell_length, new.cell_length))
         if a != b:
             spans.append((x, x + la))
@@ -65,7 +67,9 @@ def changed_span(old: Strip, new: Strip) -> tuple[int, int] | None:
 
 def _narrowable(a: Segment, b: Segment) -> bool:
     """Whether two segments can be compared character by character (same style, one cell each)."""
-    return a.style == b.style and len(a.text) == a.cell_length and len(b.text) == b.cell_length
+    return (
+        a.style == b.style and len(a.text) == segment_cells(a) and len(b.text) == segment_cells(b)
+    )
 
 
 def changed_regions(old: list[Strip], new: list[Strip]) -> list[Region]:
