@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
+from urllib.request import getproxies
 
 import httpx
 import orjson
@@ -72,13 +73,15 @@ class ServerClient:
         # Plain http never does TLS (requests stay on base_url, redirects on its origin): no CA
         # bundle loaded for it (~1-3 MiB resident per client).
         verify = urlsplit(endpoint.base_url).scheme != "http"
-        self.transport: httpx.AsyncBaseTransport = transport or httpx.AsyncHTTPTransport(
-            verify=verify
+        proxied = transport is None and bool(getproxies())
+        self.transport: httpx.AsyncBaseTransport | None = (
+            None if proxied else transport or httpx.AsyncHTTPTransport(verify=verify)
         )
         """Where requests are sent. The client's own layers (auth flow, redirects, cookie jar,
         logging) are not wanted: redirects are followed here, same origin only; the key and
-        basic auth are headers; no cookie is kept. Sending on the transport costs about 0.3 ms
-        less CPU a request (``tests/tools/scrape_cost.py``)."""
+        basic auth are headers. Sending on the transport saves about 0.07 ms of CPU a scrape
+        (``tests/tools/scrape_cost.py``). ``None`` where the environment names a proxy
+        (``HTTP_PROXY``, ``NO_PROXY``...): then the client sends, and routes, as httpx does."""
         self.http = httpx.AsyncClient(
             base_url=endpoint.base_url,
             headers=headers,
@@ -205,13 +208,18 @@ class ServerClient:
 
     async def _send_retrying(self, request: httpx.Request) -> httpx.Response:
         try:
-            response = await self.transport.handle_async_request(request)
+            return await self._send_once(request)
         except (httpx.RemoteProtocolError, httpx.ReadError):
             if request.method != "GET":
                 raise
             # a kept-alive connection the server closed (e.g. it restarted): a GET is safe
             # to send once more, on a fresh connection
-            response = await self.transport.handle_async_request(request)
+            return await self._send_once(request)
+
+    async def _send_once(self, request: httpx.Request) -> httpx.Response:
+        if self.transport is None:
+            return await self.http.send(request, stream=True)
+        response = await self.transport.handle_async_request(request)
         response.request = request
         return response
 
