@@ -52,6 +52,10 @@ _LATENCY = {
     "ttft": _S + "time_to_first_token_seconds",
     "tpot": _S + "request_time_per_output_token_seconds",
     "e2e": _S + "e2e_request_latency_seconds",
+    "queue": _S + "queue_time_seconds",  # 0.5.4+
+    # a finished request's shape in tokens: only with --collect-tokens-histogram
+    "prompt_tokens": _S + "prompt_tokens_histogram",
+    "generation_tokens": _S + "generation_tokens_histogram",
 }
 
 

@@ -159,8 +159,8 @@ def _finished(by_reason: Mapping[str, float]) -> list[Piece]:
 def _where_and_shape(
     model: MonitorModel, now: float, largest: LatencyBucket | None
 ) -> list[list[Piece]]:
-    """vLLM's where-the-time-went (queue, prefill, decode p50), request shape (tokens) and the
-    largest context since the server started."""
+    """Where the time went (queue, prefill, decode p50: vLLM; queue: SGLang), the request
+    shape in tokens and the largest context since the server started."""
     lines: list[list[Piece]] = []
     where: list[Piece] = []
     for n, key in enumerate(("queue", "prefill", "decode")):
