@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -41,7 +42,8 @@ ACCEPT_ENCODING = "identity"
 """What requests accept: compressing each scrape would cost the watched server CPU, and
 decompressing it ours; a server that compresses anyway is still decoded."""
 MAX_KEPT_REQUESTS = 16
-"""GET requests kept for reuse (a client asks a handful of paths again and again)."""
+"""GET requests kept for reuse (a client asks a handful of paths again and again; a Prometheus
+client's queries differ, and the least recent go)."""
 SNIFF_AFTER_S = 1.0
 """A request still unanswered after this long makes the client listen for a non-HTTP greeting."""
 _T = TypeVar("_T")
@@ -91,9 +93,9 @@ class ServerClient:
             verify=verify,
         )
         """Builds the requests (base URL, headers, timeouts) and closes the transport."""
-        self._get_requests: dict[str, httpx.Request] = {}
-        """A GET is the same request every time (no body, no cookie): built once a path, as
-        building one (URL join and parse, headers) is a sixth of a scrape's CPU."""
+        self._get_request = functools.lru_cache(maxsize=MAX_KEPT_REQUESTS)(self._build_get)
+        """A GET is the same request every time (no body, no cookie): built once a path
+        (joining and parsing its URL and merging headers took 34 µs of a 0.6 ms scrape here)."""
         self._sniffed = transport is not None or urlsplit(endpoint.base_url).scheme != "http"
 
     async def __aenter__(self) -> ServerClient:
@@ -104,6 +106,7 @@ class ServerClient:
 
     async def aclose(self) -> None:
         """Close the connection pool."""
+        self._get_request.cache_clear()
         await self.http.aclose()
 
     def error_for(self, exc: BaseException, path: str, during: str = "") -> ServerError:
@@ -266,13 +269,8 @@ class ServerClient:
                 await response.aclose()
         raise self._too_many_redirects(path)
 
-    def _get_request(self, target: str) -> httpx.Request:
-        request = self._get_requests.get(target)
-        if request is None:
-            if len(self._get_requests) >= MAX_KEPT_REQUESTS:  # e.g. Prometheus queries
-                self._get_requests.clear()
-            request = self._get_requests[target] = self.http.build_request("GET", target)
-        return request
+    def _build_get(self, target: str) -> httpx.Request:
+        return self.http.build_request("GET", target)
 
     async def answer(
         self, request: httpx.Request, path: str, *, limit: int, deadline_s: float
