@@ -67,7 +67,7 @@ def check_window(w: MetricsWindow) -> None:
             raise ValueError(f"metrics window finished_by_reason[{reason!r}]={n!r}")
     for key, buckets in w.latency_buckets.items():
         for b in buckets:
-            if not _bucket_ok(b) or not 0.0 <= b.q <= 1.0:
+            if not _bucket_ok(b):
                 raise ValueError(f"metrics window latency_buckets[{key!r}]={b!r}")
     ctx = w.largest_context
     if ctx is not None and not _bucket_ok(ctx):
@@ -78,9 +78,11 @@ def check_window(w: MetricsWindow) -> None:
 
 
 def _bucket_ok(b: LatencyBucket) -> bool:
-    """``(low, high]`` with ``0 <= low <= high`` (``high`` may be ``inf``: the overflow bucket)."""
+    """A quantile in ``[0, 1]`` and ``(low, high]`` with ``0 <= low <= high`` (``high`` may be
+    ``inf``: the overflow bucket)."""
     return (
         isinstance(b.q, int | float)
+        and 0.0 <= b.q <= 1.0
         and is_number(b.low)
         and b.low >= 0
         and isinstance(b.high, int | float)
