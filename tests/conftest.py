@@ -206,6 +206,14 @@ def _no_user_settings(
     monkeypatch.delenv("SPECWATCH_URL", raising=False)
 
 
+@pytest.fixture
+def no_env_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No proxy named by the environment: a ``ServerClient`` then sends on its transport."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
 def _start_rank(item: pytest.Item) -> int:
     if item.get_closest_marker("slow"):
         return 0

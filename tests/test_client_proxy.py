@@ -8,8 +8,6 @@ from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import parse_endpoint
 from tests.loopback_http import QuietHandler, serving
 
-_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
-
 
 class _Proxy(QuietHandler):
     """Answers every request with the target it was asked for (a forward proxy's view)."""
@@ -22,16 +20,9 @@ class _Proxy(QuietHandler):
         self.wfile.write(body)
 
 
-def _clear(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in _PROXY_VARS:
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.lower(), raising=False)
-
-
 async def test_an_environment_proxy_still_routes_the_requests(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, no_env_proxy: None
 ) -> None:
-    _clear(monkeypatch)
     with serving(_Proxy) as proxy:
         monkeypatch.setenv("HTTP_PROXY", proxy)
         # not resolvable here: only a proxy can answer for it
@@ -41,10 +32,7 @@ async def test_an_environment_proxy_still_routes_the_requests(
     assert response.text == "via proxy: http://inference.invalid:8000/metrics"
 
 
-async def test_without_a_proxy_requests_go_to_the_transport(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    _clear(monkeypatch)
+async def test_without_a_proxy_requests_go_to_the_transport(no_env_proxy: None) -> None:
     with serving(_Proxy) as url:
         async with ServerClient(parse_endpoint(url)) as client:
             assert client.transport is not None

@@ -65,14 +65,9 @@ async def test_detects_dialect_version_model_and_spec(
             assert "26389" in info.notes["spec_metrics"]
 
 
-async def test_sglang_health_never_called_across_a_session(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_sglang_health_never_called_across_a_session(no_env_proxy: None) -> None:
     """Detect, wait, scrape and stream: the SGLang /health generation never runs."""
     from specwatch.sources.watch.watcher import MetricsWatcher
-
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)  # with none, requests go through the transport
 
     with running_sim("sglang", "0.5.23", background_concurrency=2) as sim:
         async with sim.client() as client:

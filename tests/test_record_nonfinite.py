@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from specwatch.core.server import LatencyBucket, MetricsWindow
 from specwatch.record.codec import decode, encode
 from specwatch.session.events import MetricsScraped
@@ -41,9 +43,5 @@ def test_a_bucket_that_is_not_one_is_refused() -> None:
         LatencyBucket(0.5, math.nan, 20.0),
     ):
         w = MetricsWindow(t=1.0, dt=1.0, latency_buckets={"ttft": (bad,)})
-        try:
+        with pytest.raises(ValueError, match="latency_buckets"):
             check_window(w)
-        except ValueError as e:
-            assert "latency_buckets" in str(e)
-        else:
-            raise AssertionError(f"{bad} was not refused")
