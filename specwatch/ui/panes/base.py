@@ -20,7 +20,7 @@ from textual.widget import Widget
 
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.line_changes import changed_regions
-from specwatch.ui.renderables.cells import segment_cells
+from specwatch.ui.renderables.cells import cells, segment_cells
 
 
 class ModelPane(Widget):
@@ -157,7 +157,7 @@ class ModelPane(Widget):
             console = self.app.console
             lines = []
             for line in renderable.split("\n", allow_blank=True):
-                if line.cell_len > width:
+                if cells(line.plain) > width:
                     line.truncate(width, overflow="ellipsis")
                 lines.append([s for s in line.render(console, end="") if s.text])
             self._text_lines = lines
