@@ -118,6 +118,9 @@ def main() -> int:
     p.add_argument("--gpus", type=int, default=8)
     p.add_argument("--history", type=int, default=300, help="seconds of history before measuring")
     p.add_argument("--profile", help="write a cProfile of the redraws here")
+    p.add_argument(
+        "--caches", action="store_true", help="print how full Rich's and Textual's caches end"
+    )
     args = p.parse_args()
     prof = None
     if args.profile:
@@ -134,9 +137,27 @@ def main() -> int:
         f"UI: {per * 1000:.2f} ms per redraw (median; lower quartile {low * 1000:.2f})"
         f" = {per * 30:.3f} CPU-s/min at one redraw per 2 s"
     )
+    if args.caches:
+        print(_cache_fill())
     if prof is not None:
         prof.dump_stats(args.profile)
     return 0
+
+
+def _cache_fill() -> str:
+    """Entries in the bounded caches a redraw fills: Rich's string widths and Textual's region
+    geometry (each entry keeps its key alive: a graph row, a region)."""
+    from rich.cells import cached_cell_len
+    from textual.geometry import Region
+
+    caches = {
+        "rich cached_cell_len": cached_cell_len,
+        "Region.intersection": Region.intersection,
+        "Region.translate": Region.translate,
+    }
+    return ", ".join(
+        f"{name} {f.cache_info().currsize}/{f.cache_info().maxsize}" for name, f in caches.items()
+    )
 
 
 def _quartile(values: list[float]) -> float:
