@@ -16,6 +16,7 @@ from specwatch.core.advice_text import advice_lines
 from specwatch.core.draft_advisor import PlainBaseline, advice_json, advise
 from specwatch.core.draft_syntax import engine_setting, ranges
 from specwatch.core.server import Dialect, MetricsWindow, ServerInfo, SpecConfig
+from specwatch.core.stats import ratio_ci
 from specwatch.core.step_cost import MODEL_LINEAR, model_step_s, step_curve
 
 VLLM = ServerInfo("http://x", Dialect.VLLM, spec=SpecConfig(enabled=True, num_draft_tokens=3))
@@ -184,3 +185,28 @@ def test_advice_is_json_and_lines_state_model_and_verdict() -> None:
     assert any(line.startswith("batch 4: step 20.0 ms, plain 13.0 ms") for line in lines)
     data = json.loads(json.dumps(advice_json(advice)))
     assert data["bins"][0]["options"][3]["k"] == 3 and data["dialect"] == "vllm"
+
+
+def test_a_step_time_weighs_each_window_by_the_steps_it_saw() -> None:
+    # four windows of 100 steps at 2 ms and one that caught 2 steps of 10 ms (a request
+    # ending): the step time is 820 ms / 402 steps, not the mean of the five windows' means
+    windows = [_window(t, batch=1.0, step_s=0.002) for t in range(4)]
+    windows.append(_window(4.0, batch=1.0, step_s=0.010, decode_steps=2.0))
+    (curve,) = step_curve(windows)
+    assert curve.step_s is not None
+    assert curve.step_s.value == pytest.approx(0.820 / 402)
+    assert curve.step_s.low <= curve.step_s.value <= curve.step_s.high
+    # where a window has no step count, every window weighs the same
+    counted = windows[:4]
+    uncounted = _window(4.0, batch=1.0, step_s=0.010, decode_steps=None)
+    (plain,) = step_curve([*counted, uncounted])
+    assert plain.step_s is not None and plain.step_s.value == pytest.approx(0.0036)
+
+
+def test_ratio_ci_is_the_ratio_of_sums_with_its_interval() -> None:
+    r, ci = ratio_ci([2.0, 4.0, 3.0], [1.0, 2.0, 1.0])
+    assert r == pytest.approx(9.0 / 4.0)
+    assert ci is not None and ci[0] < r < ci[1]
+    exact, tight = ratio_ci([2.0, 4.0], [1.0, 2.0])  # every pair at the same ratio
+    assert exact == 2.0 and tight == pytest.approx((2.0, 2.0))
+    assert ratio_ci([3.0], [2.0]) == (1.5, None)

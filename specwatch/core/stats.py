@@ -189,6 +189,22 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float]
     return (m - half, m + half)
 
 
+def ratio_ci(
+    tops: Sequence[float], bottoms: Sequence[float], level: float = 0.95
+) -> tuple[float, tuple[float, float] | None]:
+    """``sum(tops) / sum(bottoms)`` and its t interval over the pairs (a ratio estimator: each
+    pair weighs as much as its bottom, e.g. a window's seconds over its steps); the interval is
+    ``None`` below two pairs."""
+    total = math.fsum(bottoms)
+    r = math.fsum(tops) / total
+    k = len(tops)
+    if k < 2:
+        return r, None
+    residuals = math.fsum((t - r * b) ** 2 for t, b in zip(tops, bottoms, strict=True))
+    half = t_critical(level, k - 1) * math.sqrt(k / (k - 1) * residuals) / total
+    return r, (r - half, r + half)
+
+
 def summarize(values: Sequence[float], level: float = 0.95) -> Summary:
     """Mean, sample standard deviation, min, max and the t interval of ``values``."""
     if not values:

@@ -1,10 +1,11 @@
 """Verify-step cost against the running batch, its cliffs, and the model for other draft lengths.
 
 Windows are binned by ``requests_running`` (the gauge at the window's end, rounded); a bin's
-step time is the mean of its windows' mean step latencies with a Student t interval over
-windows, withheld below ``MIN_WINDOWS``. A cliff is a bin whose step time is ``CLIFF_FACTOR``
-times what its two neighbours give at its batch (linear between them): typically a batch shape
-that runs without a CUDA graph.
+step time is its windows' seconds of decode over their steps (each window weighs as much as the
+steps it saw; the plain mean of their step latencies where a window has no step count), with a
+Student t interval over windows, withheld below ``MIN_WINDOWS``. A cliff is a bin whose step
+time is ``CLIFF_FACTOR`` times what its two neighbours give at its batch (linear between them):
+typically a batch shape that runs without a CUDA graph.
 
 The cost at a draft length ``k'`` the server does not run is not observed. It is modelled from
 the step at ``K``: with a measured split, ``T(B, k') = T(B, K) − (K − k')·draft cost per token``;
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 from specwatch.core.acceptance import Estimate, usable
 from specwatch.core.server import MetricsWindow
-from specwatch.core.stats import mean, mean_ci
+from specwatch.core.stats import mean, mean_ci, ratio_ci
 
 MIN_WINDOWS = 3
 """Windows a batch bin needs before its step time is used."""
@@ -37,7 +38,8 @@ class StepBin:
     batch: int
     windows: tuple[MetricsWindow, ...]
     step_s: Estimate | None
-    """Mean step latency with a t interval over windows; ``None`` below ``MIN_WINDOWS``."""
+    """Step latency (weighted by steps) with a t interval over windows; ``None`` below
+    ``MIN_WINDOWS``."""
     cliff: float | None = None
     """Its step time over what its neighbours give at its batch, when that is a cliff."""
     reason: str | None = None
@@ -69,8 +71,13 @@ def step_curve(
             bins.append(StepBin(b, ws, None, reason=why))
             continue
         times = [w.step_latency_s or 0.0 for w in ws]
-        ci = mean_ci(times)
-        m = mean(times)
+        steps = [w.decode_steps or 0.0 for w in ws]
+        if all(n > 0 for n in steps):
+            # Each window weighs as much as the steps it saw: a window that caught two steps
+            # (a request ending) is not worth one that caught a hundred.
+            m, ci = ratio_ci([t * n for t, n in zip(times, steps, strict=True)], steps)
+        else:
+            m, ci = mean(times), mean_ci(times)
         lo, hi = ci if ci else (m, m)
         bins.append(StepBin(b, ws, Estimate(m, max(0.0, lo), hi)))
     return _with_cliffs(bins)
