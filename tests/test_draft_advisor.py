@@ -16,7 +16,6 @@ from specwatch.core.advice_text import advice_lines
 from specwatch.core.draft_advisor import PlainBaseline, advice_json, advise
 from specwatch.core.draft_syntax import engine_setting, ranges
 from specwatch.core.server import Dialect, MetricsWindow, ServerInfo, SpecConfig
-from specwatch.core.stats import ratio_ci
 from specwatch.core.step_cost import MODEL_LINEAR, model_step_s, step_curve
 
 VLLM = ServerInfo("http://x", Dialect.VLLM, spec=SpecConfig(enabled=True, num_draft_tokens=3))
@@ -201,12 +200,3 @@ def test_a_step_time_weighs_each_window_by_the_steps_it_saw() -> None:
     uncounted = _window(4.0, batch=1.0, step_s=0.010, decode_steps=None)
     (plain,) = step_curve([*counted, uncounted])
     assert plain.step_s is not None and plain.step_s.value == pytest.approx(0.0036)
-
-
-def test_ratio_ci_is_the_ratio_of_sums_with_its_interval() -> None:
-    r, ci = ratio_ci([2.0, 4.0, 3.0], [1.0, 2.0, 1.0])
-    assert r == pytest.approx(9.0 / 4.0)
-    assert ci is not None and ci[0] < r < ci[1]
-    exact, tight = ratio_ci([2.0, 4.0], [1.0, 2.0])  # every pair at the same ratio
-    assert exact == 2.0 and tight == pytest.approx((2.0, 2.0))
-    assert ratio_ci([3.0], [2.0]) == (1.5, None)

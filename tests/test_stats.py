@@ -135,3 +135,12 @@ def test_summaries_of_one_size_invert_the_t_distribution_once() -> None:
         assert later.ci_high - later.mean == pytest.approx(half, rel=1e-12)
     assert first.ci_low == pytest.approx(81.96245184292597, rel=1e-10)
     assert stats.t_critical.cache_info().misses == 1
+
+
+def test_ratio_ci_is_the_ratio_of_sums_with_its_interval() -> None:
+    r, ci = stats.ratio_ci([2.0, 4.0, 3.0], [1.0, 2.0, 1.0])
+    assert r == pytest.approx(9.0 / 4.0)
+    assert ci is not None and ci[0] < r < ci[1]
+    exact, tight = stats.ratio_ci([2.0, 4.0], [1.0, 2.0])  # every pair at the same ratio
+    assert exact == 2.0 and tight == pytest.approx((2.0, 2.0))
+    assert stats.ratio_ci([3.0], [2.0]) == (1.5, None)
