@@ -208,12 +208,19 @@ def first_frame_s(url: str) -> float | None:
     return found
 
 
-def _spawn(argv: list[str], core: int | None) -> tuple[int, int]:
+def _spawn(argv: list[str], core: int | None, tree: Path | None = None) -> tuple[int, int]:
+    """``argv`` on a 160x48 pty (pinned to ``core``); ``tree``: importing specwatch from that
+    checkout instead of this one."""
     pid, fd = pty.fork()
     if pid == 0:
         if core is not None:
             os.sched_setaffinity(0, {core})
-        os.execve(argv[0], argv, overhead._env())
+        env = overhead._env()
+        if tree is not None:
+            # ``python -m`` puts the working directory first on sys.path, ahead of PYTHONPATH
+            os.chdir(tree)
+            env["PYTHONPATH"] = str(tree)
+        os.execve(argv[0], argv, env)
     import fcntl
 
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
@@ -315,8 +322,7 @@ def vllmstat_rows(seconds: float, repeat: int = 1) -> list[Row]:
         ),
         (
             "beside vllmstat 0.9.1 (RSS)",
-            f"specwatch {ours_rss:.1f} MiB, vllmstat {theirs_rss:.1f} MiB"
-            + (f" (specwatch's excess, by round: {_gaps(rss_gaps)})" if repeat > 1 else ""),
+            f"specwatch {ours_rss:.1f} MiB, vllmstat {theirs_rss:.1f} MiB{_gaps(rss_gaps)}",
             "<= vllmstat's",
             ours_rss <= theirs_rss,
         ),
@@ -330,7 +336,10 @@ def vllmstat_rows(seconds: float, repeat: int = 1) -> list[Row]:
 
 
 def _gaps(values: Sequence[float]) -> str:
-    return ", ".join(f"{v:+.1f} MiB" for v in values)
+    """`` (specwatch's excess, by round: +1.3 MiB, ...)`` for repeated rounds, nothing for one."""
+    if len(values) < 2:
+        return ""
+    return f" (specwatch's excess, by round: {', '.join(f'{v:+.1f} MiB' for v in values)})"
 
 
 def runtime_python() -> str:

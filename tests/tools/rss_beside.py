@@ -17,14 +17,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import os
-import pty
 import select
-import signal
-import struct
 import sys
-import termios
 import time
 from pathlib import Path
 
@@ -32,18 +27,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.tools import cost_report, overhead  # noqa: E402
-
-
-def _spawn(argv: list[str], tree: Path, core: int) -> tuple[int, int]:
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.sched_setaffinity(0, {core})
-        env = dict(overhead._env(), PYTHONPATH=str(tree))
-        os.execve(argv[0], argv, env)
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGWINCH)
-    return pid, fd
 
 
 def main() -> int:
@@ -63,11 +46,11 @@ def main() -> int:
     watched: list[tuple[str, int, int]] = []
     written: dict[int, int] = {}
     try:
-        pid, fd = _spawn([exe, "-u", url, "-i", "1", "--no-gpu"], ROOT, cores[0])
+        pid, fd = cost_report._spawn([exe, "-u", url, "-i", "1", "--no-gpu"], cores[0])
         watched.append(("vllmstat", pid, fd))
         for i, tree in enumerate(trees, start=1):
             argv = [python, "-m", "specwatch", "--url", url, "--interval", "1", "--no-gpu"]
-            pid, fd = _spawn(argv, tree, cores[i % len(cores)])
+            pid, fd = cost_report._spawn(argv, cores[i % len(cores)], tree.resolve())
             watched.append((str(tree), pid, fd))
         heads = [f"{name[-24:]:>24} MiB   CPU s  KiB out" for name, _, _ in watched]
         print("    s  " + "  ".join(heads))
