@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,3 +174,27 @@ def test_local_hosts() -> None:
     for host in ("localhost", "127.0.0.2", "::1", "[::1]", "0.0.0.0"):
         assert is_local_host(host), host
     assert not is_local_host("192.0.2.1")
+
+
+def test_a_proc_file_is_read_up_to_its_limit_in_chunks(tmp_path: Path) -> None:
+    from specwatch.sources.identity import process
+
+    data = bytes(range(256)) * (3 * process.READ_CHUNK // 256 + 7)
+    path = tmp_path / "table"
+    path.write_bytes(data)
+    assert process._read(path, 1 << 30) == data
+    assert process._read(path, 2 * process.READ_CHUNK + 5) == data[: 2 * process.READ_CHUNK + 5]
+    assert process._read(tmp_path / "gone", 10) is None
+
+
+def test_a_small_proc_file_under_a_large_limit_allocates_what_it_holds() -> None:
+    from specwatch.sources.identity import process
+
+    tracemalloc.start()
+    try:
+        got = process._read(Path("/proc/self/cmdline"), 16 * 1024 * 1024)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got  # /proc reports no size, yet the file is read whole
+    assert peak < 1024 * 1024  # read(16 MiB) allocated all 16 MiB first

@@ -56,7 +56,10 @@ def read_bounded(p: Path, max_bytes: int, timeout_s: float, what: str = "a file"
                 )
             os.set_blocking(fd, True)
             with os.fdopen(os.dup(fd), "rb") as f:
-                data = f.read(max_bytes + 1)
+                # Sized by the file, not the limit: ``read(n)`` allocates ``n`` bytes first.
+                data = f.read(st.st_size + 1)
+                if len(data) > st.st_size:  # it grew after fstat
+                    data += f.read(max_bytes + 1 - len(data))
             if len(data) > max_bytes:
                 raise BoundedReadError(too_big, too_large=True)
             return data

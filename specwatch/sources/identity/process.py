@@ -37,16 +37,24 @@ MAX_ENVIRON = 512 * 1024
 MAX_MAPS = 8 * 1024 * 1024
 MAX_TREE = 256
 DEFAULT_DEADLINE_S = 5.0
+READ_CHUNK = 64 * 1024
 
 NOTE_REMOTE = "remote server: the process identity is read only for a server on this machine"
 
 
 def _read(path: Path, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of a ``/proc`` file, read in chunks: ``/proc`` reports no size,
+    and ``read(limit)`` allocates ``limit`` bytes first (16 MiB for a 2 KB socket table)."""
+    chunks: list[bytes] = []
+    left = limit
     try:
-        with path.open("rb") as fh:
-            return fh.read(limit)
+        with path.open("rb", buffering=0) as fh:
+            while left > 0 and (chunk := fh.read(min(left, READ_CHUNK))):
+                chunks.append(chunk)
+                left -= len(chunk)
     except OSError:
         return None
+    return b"".join(chunks)
 
 
 def _resolve(host: str, timeout: float) -> list[str]:

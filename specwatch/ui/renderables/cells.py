@@ -4,9 +4,9 @@ Rich's ``cell_len`` remembers the width of every string under 512 characters (4,
 A graph row is a new 160-character string at every redraw: each one missed that cache, was
 measured character by character and then kept there, so the cache filled with dead rows
 (tracemalloc: about 480 KiB more every two minutes until full). Text made only of characters one
-cell wide is measured by its length instead. Textual still measures a line through that cache
-where its compositor cuts it at a repaint's right edge, so graph rows keep entering it there
-(``ui_redraw_cost.py --caches``); repainting to each line's end instead wrote 52% more bytes.
+cell wide is measured by its length instead. Textual's compositor measures a line through that
+cache too where it cuts the line at a repaint's edges, which is why panes repaint whole lines
+(:meth:`specwatch.ui.panes.base.ModelPane.sync`; ``ui_redraw_cost.py --caches``).
 """
 
 from __future__ import annotations
