@@ -1,4 +1,4 @@
-"""Partial repaints: the changed box must cover every cell that differs."""
+"""Partial repaints: exactly the lines whose cells differ are repainted, whole."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from textual.strip import Strip
 
 from specwatch.core.gpu import GpuTick
 from specwatch.ui.panes import GpusPane
-from specwatch.ui.panes.line_changes import changed_box, changed_regions, changed_span
+from specwatch.ui.panes.line_changes import changed_lines
 from tests.scene import build_scene
 from tests.test_ui_app import make_app, settle
 
@@ -46,65 +46,27 @@ def mutate(rng: random.Random, segs: list[Segment]) -> list[Segment]:
     return out
 
 
-def test_equal_lines_have_no_span() -> None:
+def test_equal_lines_are_not_changed() -> None:
     s = Strip([Segment("abc", STYLES[0])])
-    assert changed_span(s, Strip([Segment("abc", STYLES[0])])) is None
+    assert changed_lines([s], [s]) == []
+    assert changed_lines([s], [Strip([Segment("abc", STYLES[0])])]) == []
 
 
-def test_span_narrows_inside_a_segment() -> None:
-    a = Strip([Segment("12345", STYLES[0]), Segment("xyz", STYLES[1])])
-    b = Strip([Segment("12945", STYLES[0]), Segment("xyz", STYLES[1])])
-    assert changed_span(a, b) == (2, 3)
+def test_a_line_added_or_removed_is_changed() -> None:
+    s = Strip([Segment("abc", STYLES[0])])
+    assert changed_lines([s], [s, s]) == [1]
+    assert changed_lines([s, s], [s]) == [1]
 
 
-def test_box_covers_every_changed_cell() -> None:
-    rng = random.Random(1)
-    for _ in range(300):
-        width, height = rng.randint(1, 40), rng.randint(1, 8)
-        old_lines = [random_line(rng, width) for _ in range(height)]
-        new_lines = [mutate(rng, line) for line in old_lines]
-        old = [Strip(line) for line in old_lines]
-        new = [Strip(line) for line in new_lines]
-        box = changed_box(old, new)
-        diffs = [
-            (x, y)
-            for y in range(height)
-            for x, (a, b) in enumerate(zip(cells(old[y]), cells(new[y]), strict=True))
-            if a != b
-        ]
-        if not diffs:
-            assert box is None
-            continue
-        assert box is not None
-        for x, y in diffs:
-            assert box.contains(x, y), (x, y, box)
-
-
-def differing(a: Strip, b: Strip) -> list[int]:
-    return [x for x, (p, q) in enumerate(zip(cells(a), cells(b), strict=True)) if p != q]
-
-
-def test_regions_are_the_changed_lines_and_cover_their_cells() -> None:
+def test_the_changed_lines_are_those_whose_cells_differ() -> None:
     rng = random.Random(2)
     for _ in range(300):
         width, height = rng.randint(1, 40), rng.randint(1, 8)
         old_lines = [random_line(rng, width) for _ in range(height)]
         old = [Strip(line) for line in old_lines]
         new = [Strip(mutate(rng, line)) for line in old_lines]
-        regions = changed_regions(old, new)
-        changed = {
-            y: [
-                x
-                for x, (a, b) in enumerate(zip(cells(old[y]), cells(new[y]), strict=True))
-                if a != b
-            ]
-            for y in range(height)
-        }
-        assert sorted(r.y for r in regions) == [y for y, xs in changed.items() if xs]
-        for r in regions:
-            assert r.height == 1 and r.width >= 1
-            for x in changed[r.y]:
-                assert r.contains(x, r.y), (x, r)
+        differ = [y for y in range(height) if cells(old[y]) != cells(new[y])]
+        assert changed_lines(old, new) == differ
 
 
 async def test_a_redraw_repaints_only_the_lines_that_changed() -> None:
@@ -134,6 +96,7 @@ async def test_a_redraw_repaints_only_the_lines_that_changed() -> None:
     assert calls and all(regions for regions in calls), calls  # never the whole pane
     lines = {r.y for regions in calls for r in regions}
     assert lines == {4}, lines  # the header, then GPUs 0..3
+    assert all(r.width == gpus.outer_size.width for regions in calls for r in regions)
     assert len(after) == len(before)
     kept = [y for y in range(len(after)) if after[y] is before[y]]
     assert kept == [y for y in range(len(after)) if y != 4]

@@ -19,7 +19,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from specwatch.ui.model import MonitorModel
-from specwatch.ui.panes.line_changes import changed_regions
+from specwatch.ui.panes.line_changes import changed_lines
 from specwatch.ui.renderables.cells import cells, segment_cells
 
 
@@ -87,17 +87,17 @@ class ModelPane(Widget):
             return True
         new = self._build(size.width, size.height, old)
         self._strips = new
-        regions = changed_regions(old, new)
-        if not regions:
+        lines = changed_lines(old, new)
+        if not lines:
             return False
-        self.partial_refreshes += len(regions) < max(len(old), len(new))
-        # Whole lines, borders included, not the changed spans: Textual cut each line at a
+        self.partial_refreshes += len(lines) < max(len(old), len(new))
+        # Whole lines, borders included, not the changed cells: Textual cut each line at a
         # span's edges, measured every cut segment through Rich's width cache and kept a region
         # per distinct span in its own caches, and the monitor's RSS grew by ~1.4 MiB a minute
         # for minutes. Whole lines halve that growth for ~35% more bytes to the terminal (about
         # 8 KiB/s at 160x48, a third of what vllmstat writes; ``rss_beside.py``).
         x, width = -self.content_offset.x, self.outer_size.width
-        self.refresh(*(Region(x, r.y, width, 1) for r in regions))
+        self.refresh(*(Region(x, y, width, 1) for y in lines))
         return True
 
     def force_sync(self) -> None:
