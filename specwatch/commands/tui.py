@@ -220,7 +220,8 @@ def run_tui(args: argparse.Namespace) -> int:
                 say_error("specwatch", f"no theme {args.theme!r}; have: {names}")
             return 2
 
-    from specwatch.ui.app import SpecwatchApp, remove_sighup
+    from specwatch.ui.app import SpecwatchApp
+    from specwatch.ui.hangup import remove_sighup
 
     settings = build_settings(args, baseline_ms, baseline_source, sweep)
     app_themes = themes if settings.theme_dirs is None else None

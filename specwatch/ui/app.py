@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -388,15 +386,6 @@ class SpecwatchApp(SessionEventsApp):
         from specwatch.ui.palette import textual_commands
 
         yield from textual_commands(super().get_system_commands(screen))
-
-    # --- leaving when the terminal goes away ----------------------------------------------------
-
-
-def remove_sighup() -> None:
-    """Restore the default SIGHUP and SIGTERM dispositions (after the app has exited)."""
-    for signum in (signal.SIGHUP, signal.SIGTERM):
-        with contextlib.suppress(ValueError, OSError):
-            signal.signal(signum, signal.SIG_DFL)
 
 
 __all__ = ["INTERVALS", "SpecwatchApp"]

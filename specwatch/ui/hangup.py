@@ -7,8 +7,10 @@ a few seconds (a wedged write to a dead terminal must not keep us alive).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import signal
 import sys
 import termios
 import threading
@@ -63,3 +65,10 @@ def start_backstop(
     thread = threading.Thread(target=backstop, name="specwatch-hangup-backstop", daemon=True)
     thread.start()
     return thread
+
+
+def remove_sighup() -> None:
+    """Restore the default SIGHUP and SIGTERM dispositions (after the app has exited)."""
+    for signum in (signal.SIGHUP, signal.SIGTERM):
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signum, signal.SIG_DFL)

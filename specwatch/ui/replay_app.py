@@ -179,7 +179,7 @@ def reset_model(model: MonitorModel) -> None:
 def run_replay(args: argparse.Namespace) -> int:
     """Open ``args.file`` in the monitor; returns the exit status."""
     from specwatch.record.reader import Reader, RecordingError
-    from specwatch.ui.app import remove_sighup
+    from specwatch.ui.hangup import remove_sighup
 
     try:
         reader = Reader(args.file)
