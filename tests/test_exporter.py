@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import json
 import re
@@ -21,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from specwatch.commands.exporter import run_dashboard
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.judge import Figures as WindowFigures
+from specwatch.core.judge import judge
 from specwatch.core.outcomes import Outcome
 from specwatch.core.server import Dialect, MetricsWindow, ServerInfo
 from specwatch.exporter.dashboard import expressions
@@ -29,7 +31,6 @@ from specwatch.exporter.listen import parse_listen
 from specwatch.exporter.readings import LABEL_LIMIT, Readings
 from specwatch.exporter.serve import Exporter
 from specwatch.session import events as ev
-from specwatch.session.verdict_rule import LiveJudgement
 from specwatch.session.verdict_state import LiveVerdictState, Reference
 from specwatch.sources.http.endpoint import parse_endpoint
 from tests.session_world import manual_sim
@@ -58,7 +59,7 @@ def _verdict(outcome: Outcome) -> LiveVerdictState:
         "judged",
         reference=Reference("steady", "steady after warmup", ref, 0.0),
         current=cur,
-        judgement=LiveJudgement(outcome, "tok/s -7.5%", -0.075),
+        judgement=dataclasses.replace(judge(ref, cur), outcome=outcome),
     )
 
 

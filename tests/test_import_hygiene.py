@@ -113,7 +113,6 @@ NOT_BEFORE_FIRST_FRAME = (
     "specwatch.session.server_poller",
     "specwatch.session.bench_job",
     "specwatch.session.dcgm_source",
-    "specwatch.session.verdict_rule",
     "specwatch.sources.http.client",
     "specwatch.sources.nvml",
     "specwatch.sources.metrics",

@@ -482,3 +482,26 @@ async def test_the_replay_app_shows_replay_time_and_obeys_its_keys(tmp_path: Pat
             # the screen shows the clocks that sagged at 300 s as GPU state.
             assert app.model.verdict.outcome is Outcome.GPU, app.model.verdict
             assert "explained by GPU state" in text_of(app.query_one(VerdictLine))
+
+
+def test_a_verdict_recorded_in_the_older_shape_decodes_with_its_reason_and_noise() -> None:
+    from specwatch.record.codec import decode
+
+    old = {
+        "t": 12.0,
+        "state": {
+            "phase": "judged",
+            "judgement": {
+                "outcome": "explained by GPU state",
+                "reason": "clock -8%",
+                "change": -0.07,
+                "noise": 0.02,
+                "term": "SM clock",
+            },
+        },
+    }
+    got = decode("VerdictChanged", json.dumps(old).encode(), False)
+    assert isinstance(got, VerdictChanged)
+    j = got.state.judgement
+    assert j is not None and j.outcome is Outcome.GPU and j.reason == "clock -8%"
+    assert j.noise is not None and abs(j.noise - 0.02) < 1e-12 and j.beyond_noise

@@ -126,6 +126,13 @@ class Judgement:
         """The reasons as one line."""
         return "; ".join(self.reasons)
 
+    @property
+    def noise(self) -> float | None:
+        """Half the width of the interval of the relative change (``0.09`` for ±9%)."""
+        if self.change_low is None or self.change_high is None:
+            return None
+        return (self.change_high - self.change_low) / 2.0
+
 
 def _apart(a: float | None, b: float | None, rel: float, floor: float) -> bool:
     if a is None or b is None:

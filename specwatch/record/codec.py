@@ -85,6 +85,8 @@ def decode(kind: str, payload: bytes, compressed: bool) -> ev.SessionEvent:
         raise DecodeError(f"{kind}: unreadable payload ({type(e).__name__})") from None
     if not (len(raw) < DEFAULT_TEXT_LIMIT and raw.isascii() and b"\\" not in raw):
         value = _clean(value)  # a string in it may hold controls or be over the limit
+    if cls is ev.VerdictChanged:
+        value = _old_judgement(value)
     try:
         event = from_plain(cls, value, _names())
     except (TypeError, ValueError, KeyError, AttributeError) as e:
@@ -132,9 +134,48 @@ def _scrubbed(event: ev.SessionEvent) -> ev.SessionEvent:
 @functools.cache
 def _names() -> dict[str, Any]:
     # The verdict's figures are annotated with names its modules import only for type checking.
-    from specwatch.session import verdict_rule
+    from specwatch.core import judge
 
-    return dict(vars(verdict_rule))
+    return dict(vars(judge))
+
+
+def _old_judgement(value: Any) -> Any:
+    """A verdict recorded before the live line kept the whole judgement (it stored ``reason``,
+    ``change`` and ``noise``) as the judgement it was."""
+    state = value.get("state") if isinstance(value, dict) else None
+    j = state.get("judgement") if isinstance(state, dict) else None
+    if (
+        not isinstance(state, dict)
+        or not isinstance(j, dict)
+        or "reasons" in j
+        or "reason" not in j
+    ):
+        return value
+    change, noise = j.get("change"), j.get("noise")
+    low = high = None
+    if isinstance(change, float | int) and isinstance(noise, float | int):
+        low, high = change - noise, change + noise
+    empty = {"n": 0, "mean": None, "std": None, "min": None, "max": None}
+    empty |= {"ci_low": None, "ci_high": None}
+    new = {
+        "outcome": j.get("outcome"),
+        "reasons": [j["reason"]],
+        "tok_s_reference": empty,
+        "tok_s_current": empty,
+        "welch": None,
+        "change": change,
+        "change_low": low,
+        "change_high": high,
+        "beyond_noise": low is not None and high is not None and not low <= 0 <= high,
+        "expected_ratio": None,
+        "observed_ratio": None,
+        "observed_ratio_low": None,
+        "observed_ratio_high": None,
+        "share": None,
+        "explained_by_clock": False,
+        "term": j.get("term", "SM clock"),
+    }
+    return {**value, "state": {**state, "judgement": new}}
 
 
 __all__ = [

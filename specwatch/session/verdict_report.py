@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from specwatch.core.values import to_jsonable
-from specwatch.session.live_readings import MIN_INTERVALS
-from specwatch.session.live_verdict import CURRENT_S, REFERENCE_S, LiveVerdict
+from specwatch.session.live_verdict import CURRENT_S, MIN_INTERVALS, REFERENCE_S, LiveVerdict
 from specwatch.session.verdict_state import LiveVerdictState
 
 if TYPE_CHECKING:

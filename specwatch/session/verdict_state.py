@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING
 from specwatch.core import gpu_rules
 
 if TYPE_CHECKING:
-    from specwatch.core.judge import Figures
+    from specwatch.core.judge import Figures, Judgement
     from specwatch.core.outcomes import Outcome
     from specwatch.core.snapshot_records import Snapshot
-    from specwatch.session.verdict_rule import LiveJudgement
 
 SNAPSHOT_REASON_SHARE = 0.1
 """A snapshot's reason counts as active when it was set this share of the time on a busy GPU."""
@@ -43,7 +42,7 @@ class LiveVerdictState:
     """Progress or why nothing is judged (``"reference 12/30 s"``)."""
     reference: Reference | None = None
     current: Figures | None = None
-    judgement: LiveJudgement | None = None
+    judgement: Judgement | None = None
     since: float | None = None
     """When the current outcome was first given (for "for 40 s")."""
 
