@@ -153,7 +153,7 @@ def metrics_rows(quick: bool) -> list[Row]:
 
     repeats = 5 if quick else 30
     rows: list[Row] = []
-    cases = (
+    cases: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
         ("SGLang 0.5.23", "sglang", "0.5.23", {}),
         ("vLLM 0.33, 14 DP engines", "vllm", "0.33.0", {"dp_engines": 14}),
     )
