@@ -1,6 +1,7 @@
-"""``/metrics`` texts of the simulator for each dialect and imitated version, without HTTP.
+"""``/metrics`` texts of the simulator for each dialect and imitated version, and of its
+dcgm-exporter twin, without HTTP.
 
-Used by the filtered-parse tests and by ``tests/tools/metrics_parse_bench.py``.
+Used by the filtered-parse and dcgm reader tests and by ``tests/tools/cost_report.py``.
 """
 
 from __future__ import annotations
@@ -49,3 +50,15 @@ def sim_exposition(dialect: str, version: str | None, seconds: float, **override
 def big_vllm_exposition(engines: int = 48, seconds: float = 20.0) -> str:
     """A vLLM exposition with many data-parallel engines (every histogram once per engine)."""
     return sim_exposition("vllm", "0.33.0", seconds, dp_engines=engines)
+
+
+def sim_dcgm_answers(gpus: int) -> tuple[str, str]:
+    """Two consecutive answers of the simulator's dcgm-exporter for ``gpus`` boards under load."""
+    from specwatch.sim.dcgm_exporter import render_dcgm
+    from specwatch.sim.gpus import SimGpus
+
+    box = SimGpus(gpus, seed=1)
+    box.advance_to(20.0, 0.8)
+    before = render_dcgm(box, 20.0)
+    box.advance_to(21.0, 0.3)
+    return before, render_dcgm(box, 21.0)

@@ -70,14 +70,14 @@ def running_llama_server(mode: str = "draft", env: dict[str, str] | None = None)
     if not script.is_file():
         pytest.skip(
             "no shared/tools/llama-server beside the checkout: set SPECWATCH_SHARED to the "
-            "shared/ folder (README: Tests against a real llama-server)"
+            "shared/ folder (docs/development.md: Tests against a real llama-server)"
         )
     binary = llama_server_binary()
     if not os.access(binary, os.X_OK):
         pytest.skip(
             f"no llama-server binary in {_home_relative(binary.parent)}: build it with "
             "bash ../shared/tools/llama-server/build-llama-server.sh "
-            "(README: Tests against a real llama-server)"
+            "(docs/development.md: Tests against a real llama-server)"
         )
     port = _free_port()
     started = subprocess.run(

@@ -10,7 +10,7 @@ from specwatch.sim.clock import ManualClock
 from specwatch.sources.dcgm.convert import to_sample
 from specwatch.sources.dcgm.parse import BLANK, DcgmReader, parse_dcgm
 from specwatch.sources.dcgm.source import DcgmGpuSource
-from tests.tools.dcgm_parse_cost import sim_answers
+from tests.exposition_cases import sim_dcgm_answers
 
 _LABELS = 'gpu="0", UUID="GPU-x", Hostname="node-a", modelName="Sim"'
 
@@ -38,7 +38,7 @@ def _no_parser(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_later_poll_of_the_simulated_exporter_needs_no_parser(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    before, after = sim_answers(8)
+    before, after = sim_dcgm_answers(8)
     fresh = parse_dcgm(after)
     reader = DcgmReader()
     reader.parse(before)

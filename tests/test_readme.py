@@ -1,6 +1,6 @@
-"""The README stays true: every ``specwatch`` command in it is accepted as written, the first
-hour's commands run against the simulator, and the sample ``compare`` output has the rows a
-real ``compare`` prints today."""
+"""The README and the pages under ``docs/`` stay true: every ``specwatch`` command in them is
+accepted as written, the first hour's commands run against the simulator, and the story's
+replay (``docs/bench-compare.md``) prints the rows its sample ``compare`` output shows."""
 
 from __future__ import annotations
 
@@ -19,15 +19,21 @@ from specwatch.commands.main import parse_args
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")
+DOCS = {p.name: p.read_text(encoding="utf-8") for p in sorted((REPO / "docs").glob("*.md"))}
+"""Each page of ``docs/`` by file name."""
 SPECWATCH = [sys.executable, "-m", "specwatch"]
 
 
 def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"^```{lang}\n(.*?)^```", README, flags=re.S | re.M)
+    """The ``lang`` code blocks of the README and of every page in ``docs/``."""
+    found: list[str] = []
+    for text in (README, *DOCS.values()):
+        found += re.findall(rf"^```{lang}\n(.*?)^```", text, flags=re.S | re.M)
+    return found
 
 
 def _commands() -> list[str]:
-    """Each ``specwatch …`` command in the README's bash blocks, comments and redirections cut."""
+    """Each ``specwatch …`` command in the documents' bash blocks, comments and redirections cut."""
     found: list[str] = []
     for block in _blocks("bash"):
         for line in block.splitlines():
@@ -43,10 +49,14 @@ def _commands() -> list[str]:
 COMMANDS = _commands()
 
 
-def test_the_readme_has_its_commands() -> None:
+def test_the_documents_have_their_commands() -> None:
     # A rewrite that drops the code blocks would make the parse test below vacuous.
     assert len(COMMANDS) >= 40
     assert "specwatch --demo" in COMMANDS
+    # Every page of a command family shows its commands.
+    families = ("live", "remote-gpus", "bench-compare", "advisor", "clocks", "record", "fleet")
+    for page in (*families, "exporter", "simulator"):
+        assert "\nspecwatch " in DOCS[f"{page}.md"], page
 
 
 def test_the_first_screen_gives_exactly_the_two_set_up_commands() -> None:
@@ -61,10 +71,10 @@ def test_the_first_screen_gives_exactly_the_two_set_up_commands() -> None:
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_readme_command_is_accepted(
+def test_every_documented_command_is_accepted(
     command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Files a command names (a baseline snapshot, a key file) exist where the README puts them.
+    # Files a command names (a baseline snapshot, a key file) exist where the documents put them.
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     argv = shlex.split(command)[1:]
@@ -75,7 +85,7 @@ def test_every_readme_command_is_accepted(
     try:
         parse_args(argv, env={})
     except SystemExit as e:
-        assert e.code in (0, None), f"the README's `{command}` is refused"
+        assert e.code in (0, None), f"the documented `{command}` is refused"
 
 
 def _free_port() -> int:
@@ -121,7 +131,7 @@ def test_the_first_hours_simulator_shows_traffic_and_gpus(tmp_path: Path) -> Non
 
 OPTIONAL_ROWS = {"TTFT", "tokens per step", "tokens per run"}
 """``compare``'s non-key result rows: shown only when the two sides differ beyond noise, which
-the run's timing decides (TTFT is 52 vs 59 ms in the README's sample, level on a CI machine)."""
+the run's timing decides (TTFT is 52 vs 59 ms in the page's sample, level on a CI machine)."""
 
 
 def _rows(text: str) -> list[str]:
@@ -135,11 +145,12 @@ def _rows(text: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_the_story_on_the_simulator_matches_the_readme(tmp_path: Path) -> None:
+def test_the_story_on_the_simulator_matches_its_page(tmp_path: Path) -> None:
     """The three commands of the story's replay run as written; `compare` says GPU state and
-    prints the rows the README shows."""
-    marker = "The story, replayed on the simulator"
-    section = README[README.index(marker) :]
+    prints the rows the page shows."""
+    marker = "## The story, replayed on the simulator"
+    page = DOCS["bench-compare.md"]
+    section = page[page.index(marker) :]
     script = re.search(r"```bash\n(.*?)```", section, flags=re.S)
     sample = re.search(r"```bash\n.*?```\n```\n(.*?)```", section, flags=re.S)
     assert script is not None and sample is not None

@@ -14,7 +14,7 @@ benchmark is identical from run to run; the benchmark's streams follow real sche
 clock is moved beside them, so a few numbers can differ by a unit (``--no-bench``: byte-identical
 pictures). The monitor's own
 CPU and NVML cost are left out of these pictures (they are measured, so they vary; see
-``tests/tools/overhead.py``). PNGs need ``rsvg-convert`` (Debian: ``librsvg2-bin``; install
+``tests/tools/cost_report.py``). PNGs need ``rsvg-convert`` (Debian: ``librsvg2-bin``; install
 ``fonts-firacode`` for the intended font); without it only SVGs are written.
 """
 
