@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from specwatch.core.acceptance import (
+    AcceptanceCounts,
     acceptance_table,
     pool_counts,
     wilson,
@@ -357,3 +358,18 @@ def test_sglang_without_enough_accept_lengths_or_with_a_tree_still_refuses() -> 
     tree = replace(SGLANG, spec=replace(SGLANG.spec, topk=4))
     many = [_sglang_window(float(t), 2.0) for t in range(8)]
     assert (advise(many, tree, None).reason or "").startswith("tree drafting (topk=4)")
+
+
+def test_the_known_vllm_restart_falls_inside_the_stated_interval() -> None:
+    # a real vLLM at K=4: E[L(2)] predicted 2.238 [2.210, 2.266] from sampling alone, then
+    # 2.311 measured after a restart at K=2; the stated interval now carries the model's error
+    drafts = 7000.0
+    counts = AcceptanceCounts(
+        drafts, (0.748 * drafts, 0.490 * drafts, 0.33 * drafts, 0.22 * drafts), None, 30
+    )
+    table = acceptance_table(counts, SpecConfig(enabled=True, num_draft_tokens=4))
+    e2 = table.expected_len[1]
+    assert e2.value == pytest.approx(2.238)
+    sampled = 1.0 + table.p[0].high + table.p[1].high
+    assert sampled < 2.311  # sampling error alone misses it
+    assert e2.low <= 2.311 <= e2.high

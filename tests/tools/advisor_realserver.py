@@ -353,14 +353,42 @@ def _model_of(client: httpx.Client) -> dict[str, str]:
     return {"model": name} if isinstance(name, str) else {}
 
 
-def prompts_for(n: int, seed: int = 7) -> list[str]:
-    """``n`` varied prompts of the tiny models' words, the same for every server."""
+def prompts_for(n: int, seed: int = 7, reference: str | None = None) -> list[str]:
+    """``n`` varied prompts of the tiny models' words, the same for every server.
+
+    With ``reference`` (a greedy output of the model), each prompt carries a slice of it
+    between random words: n-gram drafting finds its continuation there for a while, then not,
+    as in a prompt that quotes what the answer will repeat.
+    """
     rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 16))) for _ in range(n)]
+
+    def words(low: int, high: int) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
+
+    if reference is None:
+        return [words(4, 16) for _ in range(n)]
+    ref = reference.split()
+    out = []
+    for _ in range(n):
+        size = rng.randint(min(30, len(ref)), min(90, len(ref)))
+        start = rng.randint(0, len(ref) - size)
+        out.append(f"{words(2, 6)} {' '.join(ref[start : start + size])} {words(1, 3)}")
+    return out
+
+
+def reference_text(url: str, tokens: int = 400) -> str:
+    """The model's greedy continuation of a fixed prompt (the same on every restart)."""
+    with httpx.Client(base_url=url, timeout=300) as client:
+        body: dict[str, Any] = {"prompt": "the river", "max_tokens": tokens, "temperature": 0.0}
+        body |= {"ignore_eos": True, "cache_prompt": False} | _model_of(client)
+        r = client.post("/v1/completions", json=body)
+        r.raise_for_status()
+        text = r.json()["choices"][0]["text"]
+    return str(text)
 
 
 def _spec_run(
-    engine: str, mode: str, k: int, prompts: list[str], tokens: int, concurrency: int
+    engine: str, mode: str, k: int, prompts: list[str] | int, tokens: int, concurrency: int
 ) -> dict[str, Any]:
     """One server at draft length ``k`` under the fixed load: the server's own acceptance and
     specwatch's windows of it (watched as ``specwatch advise URL`` does)."""
@@ -374,6 +402,8 @@ def _spec_run(
     else:
         server = running_llama_server("draft", {"THREADS": "1", "DRAFT_MAX": str(k)})
     with server as url:
+        if isinstance(prompts, int):  # n-gram: prompts quoting the model's own output
+            prompts = prompts_for(prompts, reference=reference_text(url))
         before = spec_counters(url, PREFIXES[engine])
         box: dict[str, Any] = {}
 
@@ -395,6 +425,7 @@ def _spec_run(
         "accept_len_drafted": 1.0 + d["accepted_tokens_total"] / drafts if drafts else None,
         "p": [c / drafts for c in per_pos] if drafts else [],
         "watched": watched,
+        "prompts": prompts,
     }
 
 
@@ -431,8 +462,12 @@ def restart_check(
 ) -> dict[str, Any]:
     """The server at ``k_big`` under a fixed load, the advisor's E[L(k')] from it, then the
     server restarted at each ``k'`` under the same load: predicted against measured."""
-    prompts = prompts_for(requests)
-    big = _spec_run(engine, mode, k_big, prompts, tokens, concurrency)
+    # vLLM's tiny model cycles through its whole vocabulary: n-gram drafting needs prompts
+    # that quote its output; llama.cpp's repeats every 182 tokens, so long answers suffice
+    quoting = mode == "ngram" and engine == "vllm"
+    first: list[str] | int = requests if quoting else prompts_for(requests)
+    big = _spec_run(engine, mode, k_big, first, tokens, concurrency)
+    prompts: list[str] = big["prompts"]
     advice = advise(big["watched"].windows, big["watched"].info, None)
     table = advice.acceptance
     out: dict[str, Any] = {
