@@ -69,7 +69,9 @@ def _holds_after_restart(found: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("mode", ["draft", "ngram"])
 def test_llama_cpp_restarted_at_two_lands_inside_the_k4_prediction(mode: str) -> None:
-    _holds_after_restart(restart_check("llama", mode, 4, (2,), requests=16, tokens=192))
+    # the tiny target repeats itself every 182 tokens: n-gram drafting needs long answers
+    tokens = 512 if mode == "ngram" else 192
+    _holds_after_restart(restart_check("llama", mode, 4, (2,), requests=12, tokens=tokens))
 
 
 def test_vllm_restarted_at_two_lands_inside_the_k4_prediction() -> None:

@@ -45,7 +45,9 @@ CHAIN_MODEL_ERROR = 0.10
 """Relative error of the chain formula's accepted drafts per step at ``k' < K`` (calibrated on
 real vLLM and llama.cpp servers, draft model and n-gram, K=4 restarted at 2 and 3: docs/)."""
 CONSTANT_MODEL_ERROR = 0.20
-"""The same for a constant per-position acceptance fitted to the mean accept length."""
+"""The same for a constant per-position acceptance fitted to the mean accept length: twice
+what its calibration on the same runs gave, since the drafters it is for (SGLang's EAGLE heads)
+were not among those calibrated and their acceptance need not fall off like a^i (docs/)."""
 MIN_LENGTH_WINDOWS = 5
 """Windows with an accept length below which the constant-acceptance fit is not made."""
 CHAIN_MODEL = "chain counts per position"
