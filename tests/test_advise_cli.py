@@ -201,3 +201,32 @@ def test_a_known_draft_cost_replaces_the_linear_model(
     assert low <= 16 <= (high or 24)
     code, _, err = _run([str(spec_file), "--draft-ms", "-1"])
     assert code == 2 and "--draft-ms" in err
+
+
+def test_a_recorded_command_line_gives_the_vllm_config_to_paste(
+    recordings: tuple[Path, Path, list[MetricsWindow]], tmp_path: Path
+) -> None:
+    from specwatch.core.identity import ServerIdentity
+
+    _, plain_file, spec = recordings
+    config = {"method": "eagle3", "model": "/models/draft", "num_speculative_tokens": 3}
+    argv = ("python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/target")
+    identity = ServerIdentity(pid=1, cmdline=(*argv, "--speculative-config", json.dumps(config)))
+    path = tmp_path / "with-argv.sqlite"
+    now = [spec[0].t - 1.0]
+    rec = Recorder(path, [Endpoint("http://sim")], clock=lambda: now[0], wall_clock=lambda: 0.0)
+    rec.start()
+    rec(ev.ServerReady(now[0], info_of(_config())))
+    rec(ev.ServerIdentified(now[0], identity))
+    for w in spec:
+        now[0] = w.t
+        rec(ev.MetricsScraped(w))
+    rec.stop()
+    code, out, _ = _run([str(path), "--baseline", str(plain_file)])
+    assert code == 0
+    first = out.splitlines()[1]
+    assert first.startswith("recommendation (vllm): --speculative-config '")
+    pasted = json.loads(first.split("'")[1])
+    assert pasted["method"] == "eagle3" and pasted["model"] == "/models/draft"
+    assert "syntax: read from the server's command line" in out
+    assert "add your" not in first

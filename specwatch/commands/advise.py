@@ -129,7 +129,7 @@ def run_advise(
         return run_sweep(sources, args.json, out, err)
     try:
         measured = _sweep(getattr(args, "sweep", None))
-        label, info, windows, requests = _windows(sources[0], args, err, watch)
+        label, info, windows, requests, argv = _windows(sources[0], args, err, watch)
         plain = _baseline(args, windows)
         if args.draft_ms is not None and not args.draft_ms >= 0:
             raise ValueError("--draft-ms must be zero or more")
@@ -137,7 +137,9 @@ def run_advise(
         print(f"specwatch advise: {e}", file=err)
         return EXIT_USAGE
     draft_s = None if args.draft_ms is None else args.draft_ms / 1000.0
-    return _print_advice(label, info, windows, plain, draft_s, args.json, out, measured, requests)
+    return _print_advice(
+        label, info, windows, plain, draft_s, args.json, out, measured, requests, argv
+    )
 
 
 def _sweep(paths: list[str] | None) -> Sweep | None:
@@ -151,9 +153,10 @@ def _sweep(paths: list[str] | None) -> Sweep | None:
 
 def _windows(
     source: str, args: argparse.Namespace, err: TextIO, watch: Watch | None
-) -> tuple[str, ServerInfo, tuple[MetricsWindow, ...], AcceptanceCounts | None]:
+) -> tuple[str, ServerInfo, tuple[MetricsWindow, ...], AcceptanceCounts | None, tuple[str, ...]]:
     """The windows to advise on, from a recording or a live watch (``ValueError``: why not),
-    and the per-position counts of the requests a recording's benchmark runs streamed."""
+    the per-position counts of the requests a recording's benchmark runs streamed, and the
+    server's command line where known."""
     if _is_file_source(source):
         from specwatch.record.advice_inputs import recorded_windows
         from specwatch.record.reader import RecordingError
@@ -166,7 +169,8 @@ def _windows(
             raise ValueError(f"{rec.label}: no server detection recorded (which dialect, which K)")
         from specwatch.core.acceptance import counts_from_histograms
 
-        return rec.label, rec.info, rec.windows, counts_from_histograms(rec.drafts_histograms)
+        requests = counts_from_histograms(rec.drafts_histograms)
+        return rec.label, rec.info, rec.windows, requests, rec.argv
     import asyncio
 
     from specwatch.sources.http.endpoint import parse_endpoint
@@ -182,7 +186,7 @@ def _windows(
         raise ValueError(str(e)) from None
     for line in sorted(set(watched.errors))[:3]:
         print(f"specwatch advise: scrape failed: {line}", file=err)
-    return str(endpoint), watched.info, watched.windows, None
+    return str(endpoint), watched.info, watched.windows, None, watched.argv
 
 
 async def _watch(endpoint: Endpoint, seconds: float, interval_s: float) -> Watched:
@@ -214,13 +218,16 @@ def _print_advice(
     out: TextIO,
     measured: Sweep | None = None,
     requests: AcceptanceCounts | None = None,
+    argv: tuple[str, ...] = (),
 ) -> int:
     from specwatch.core.advice_sweep import measured_lines, merge_sweep
     from specwatch.core.advice_text import advice_lines
     from specwatch.core.draft_advisor import advice_json, advise
+    from specwatch.core.draft_syntax import engine_syntax
     from specwatch.core.values import to_jsonable
 
-    advice = advise(windows, info, plain, draft_s, requests=requests)
+    syntax = engine_syntax(info, argv)
+    advice = advise(windows, info, plain, draft_s, requests=requests, syntax=syntax)
     swept = merge_sweep(advice, measured) if measured is not None else None
     if swept is not None:
         advice = swept.advice

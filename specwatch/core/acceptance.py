@@ -12,6 +12,16 @@ that makes the K of them hold together with 95% confidence (Bonferroni); the bou
 sum the bounds of the ``p_i`` (they rise and fall together). Below
 ``MIN_DRAFTS`` drafted steps, or with tree drafting (SGLang ``topk > 1``, where positions are
 not a chain), the table is withheld with the reason.
+
+The chain formula carries an error of its own at ``k' < K``: a server restarted at ``k'``
+starts its drafts at other places in the text, so its ``p_i`` are not quite the ones counted
+at ``K``. The bounds at ``k' < K`` widen the accepted drafts per step (``E[L] − 1``) by the
+relative :data:`CHAIN_MODEL_ERROR`, calibrated on real servers (see docs/).
+
+Where a server counts no positions (SGLang's ``/metrics``), :func:`accept_length_table` fits
+one constant per-position acceptance ``a`` to the mean accept length at ``K``
+(``p_i = a^i``), with the t interval of the windows' accept lengths and the wider relative
+:data:`CONSTANT_MODEL_ERROR`.
 """
 
 from __future__ import annotations
@@ -19,17 +29,29 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 from typing import Any
 
 from specwatch.core.server import MetricsWindow, SpecConfig
+from specwatch.core.stats import mean_ci
 
 CONFIDENCE = 0.95
 """For the whole table: each of the K positions gets ``1 − (1 − CONFIDENCE)/K`` (Bonferroni)."""
 MIN_DRAFTS = 200.0
 """Drafted verify steps below which acceptance is not reported: a Wilson interval at p=0.5 is
 then wider than ±0.07 per position."""
+CHAIN_MODEL_ERROR = 0.10
+"""Relative error of the chain formula's accepted drafts per step at ``k' < K`` (calibrated on
+real vLLM and llama.cpp servers, draft model and n-gram, K=4 restarted at 2 and 3: docs/)."""
+CONSTANT_MODEL_ERROR = 0.20
+"""The same for a constant per-position acceptance fitted to the mean accept length: twice
+what its calibration on the same runs gave, since the drafters it is for (SGLang's EAGLE heads)
+were not among those calibrated and their acceptance need not fall off like a^i (docs/)."""
+MIN_LENGTH_WINDOWS = 5
+"""Windows with an accept length below which the constant-acceptance fit is not made."""
+CHAIN_MODEL = "chain counts per position"
+CONSTANT_MODEL = "constant per-position acceptance a^i fitted to the mean accept length"
 CHAIN_SLACK = 0.02
 """How far a later position's rate may exceed an earlier one's before the counts are judged not
 to be chain counts (counting noise between scrapes of a live server)."""
@@ -72,6 +94,10 @@ class AcceptanceTable:
     """Share of decode steps that carried a draft (an n-gram miss drafts nothing)."""
     reason: str | None = None
     """Why the table is withheld; ``None`` when it is given."""
+    model: str = CHAIN_MODEL
+    """How ``p_i`` were found: counted per position, or fitted to the mean accept length."""
+    model_error: float = CHAIN_MODEL_ERROR
+    """The relative error added to ``E[L] − 1`` at ``k' < K`` (see the module)."""
 
     def tokens_per_step(self, k: int, bound: str = "value") -> float:
         """Expected tokens per decode step at ``k`` drafts, steps without a draft included.
@@ -222,29 +248,115 @@ def acceptance_table(
         Estimate(r, *wilson(c, drafts, z))
         for r, c in zip(rates, counts.accepted_per_pos, strict=True)
     )
-    expected: list[Estimate] = []
-    total = Estimate(1.0, 1.0, 1.0)
-    for e in p:
-        total = Estimate(total.value + e.value, total.low + e.low, total.high + e.high)
-        expected.append(total)
     hit = None
     if counts.decode_steps:
         hit = min(1.0, drafts / counts.decode_steps)
-    return AcceptanceTable(k, drafts, p, tuple(expected), hit)
+    return AcceptanceTable(k, drafts, p, chain_lengths(p, CHAIN_MODEL_ERROR), hit)
+
+
+def chain_lengths(p: Sequence[Estimate], model_error: float) -> tuple[Estimate, ...]:
+    """``E[L(k')]`` for k' = 1..K from the ``p_i``: bounds summed, then widened at ``k' < K``
+    by ``model_error`` of the accepted drafts (``E[L] − 1``)."""
+    out: list[Estimate] = []
+    total = Estimate(1.0, 1.0, 1.0)
+    for i, e in enumerate(p, start=1):
+        total = Estimate(total.value + e.value, total.low + e.low, total.high + e.high)
+        if i == len(p):
+            out.append(total)
+            continue
+        cap = 1.0 + i
+        out.append(
+            Estimate(
+                total.value,
+                1.0 + (total.low - 1.0) * (1.0 - model_error),
+                min(cap, 1.0 + (total.high - 1.0) * (1.0 + model_error)),
+            )
+        )
+    return tuple(out)
+
+
+def constant_acceptance(accepted_per_step: float, k: int) -> float:
+    """The ``a`` with ``Σ_{i<=k} a^i = accepted_per_step`` (0 at none, 1 at every draft)."""
+    if accepted_per_step <= 0.0:
+        return 0.0
+    if accepted_per_step >= k:
+        return 1.0
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2.0
+        if sum(mid**i for i in range(1, k + 1)) < accepted_per_step:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2.0
+
+
+def spec_k(spec: SpecConfig | None) -> int | None:
+    """Draft tokens per verify step from a detected setup (chain: the steps; SGLang's draft
+    tokens count the root)."""
+    if spec is None:
+        return None
+    if spec.num_steps is not None and spec.num_steps > 0:
+        return spec.num_steps
+    if spec.num_draft_tokens is not None and spec.num_draft_tokens > 1:
+        return spec.num_draft_tokens - 1
+    return None
+
+
+def accept_length_table(
+    windows: Iterable[MetricsWindow], spec: SpecConfig | None
+) -> AcceptanceTable:
+    """``p_i = a^i`` with ``a`` fitted to the windows' mean accept length at ``K`` (bonus
+    included), or the reason it is withheld; for servers that count no positions."""
+    why = refusal(spec)
+    k = spec_k(spec)
+    lengths = [
+        w.accept_length
+        for w in windows
+        if usable(w) and w.accept_length is not None and math.isfinite(w.accept_length)
+    ]
+    base = AcceptanceTable(k, 0.0, model=CONSTANT_MODEL, model_error=CONSTANT_MODEL_ERROR)
+    if why is not None:
+        return replace(base, reason=why)
+    if k is None:
+        return replace(base, reason="the server does not say how many draft tokens it runs")
+    if len(lengths) < MIN_LENGTH_WINDOWS:
+        return replace(
+            base,
+            reason=f"{len(lengths)} windows with an accept length, fewer than the "
+            f"{MIN_LENGTH_WINDOWS} needed",
+        )
+    m = sum(lengths) / len(lengths)
+    ci = mean_ci(lengths)
+    lo, hi = ci if ci is not None else (m, m)
+    a = [constant_acceptance(x - 1.0, k) for x in (m, lo, hi)]
+    p = tuple(Estimate(a[0] ** i, a[1] ** i, a[2] ** i) for i in range(1, k + 1))
+    expected = list(chain_lengths(p, CONSTANT_MODEL_ERROR))
+    # at K the mean itself was measured: its own interval, not the fit's
+    expected[-1] = Estimate(m, max(1.0, lo), min(1.0 + k, hi))
+    return replace(base, p=p, expected_len=tuple(expected))
 
 
 __all__ = [
+    "CHAIN_MODEL",
+    "CHAIN_MODEL_ERROR",
     "CONFIDENCE",
+    "CONSTANT_MODEL",
+    "CONSTANT_MODEL_ERROR",
     "HISTOGRAM_KEYS",
     "MIN_DRAFTS",
     "AcceptanceCounts",
     "AcceptanceTable",
     "Estimate",
+    "accept_length_table",
     "acceptance_table",
+    "chain_lengths",
+    "constant_acceptance",
     "counts_from_histograms",
     "drafts_histogram",
     "pool_counts",
     "refusal",
+    "spec_k",
     "usable",
     "wilson",
     "z_for",

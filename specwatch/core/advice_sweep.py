@@ -100,7 +100,7 @@ def merge_sweep(advice: Advice, s: Sweep) -> SweptAdvice:
     if advice.k_running is not None and chosen:
         per_batch = sorted(chosen.items())
         main = advice.main_batch if advice.main_batch in chosen else per_batch[0][0]
-        text = engine_setting(advice.dialect, advice.k_running, per_batch, main)
+        text = engine_setting(advice.dialect, advice.k_running, per_batch, main, advice.syntax)
         merged = replace(merged, recommendation=text, main_batch=main)
     return SweptAdvice(merged, s, tuple(points), tuple(changes))
 

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
-from specwatch.core.acceptance import AcceptanceTable, Estimate
+import math
+
+from specwatch.core.acceptance import CONSTANT_MODEL, AcceptanceTable, Estimate
 from specwatch.core.draft_advisor import LOSES, PAYS, Advice, BatchAdvice
+
+UNBOUNDED = "unbounded"
+"""An interval end the data do not bound (a step time whose interval reaches zero)."""
+
+
+def _end(x: float, fmt: str) -> str:
+    return UNBOUNDED if math.isinf(x) or math.isnan(x) else format(x, fmt)
 
 
 def _pm(e: Estimate, digits: int = 2) -> str:
-    return f"{e.value:.{digits}f} [{e.low:.{digits}f}, {e.high:.{digits}f}]"
+    f = f".{digits}f"
+    return f"{e.value:{f}} [{_end(e.low, f)}, {_end(e.high, f)}]"
 
 
 def _pct(e: Estimate) -> str:
-    return f"{e.value * 100:+.0f}% [{e.low * 100:+.0f}, {e.high * 100:+.0f}]"
+    return f"{e.value * 100:+.0f}% [{_end(e.low * 100, '+.0f')}, {_end(e.high * 100, '+.0f')}]"
 
 
 def acceptance_lines(table: AcceptanceTable) -> list[str]:
@@ -19,7 +29,11 @@ def acceptance_lines(table: AcceptanceTable) -> list[str]:
     if table.reason is not None:
         return [f"acceptance withheld: {table.reason}"]
     k = table.k_running or 0
-    out = [f"acceptance over {table.drafts:.0f} drafted steps (K={k}; above K: unknown)"]
+    if table.model == CONSTANT_MODEL:
+        head = f"acceptance from the mean accept length (K={k}; above K: unknown): {CONSTANT_MODEL}"
+    else:
+        head = f"acceptance over {table.drafts:.0f} drafted steps (K={k}; above K: unknown)"
+    out = [head]
     for i, (p, e) in enumerate(zip(table.p, table.expected_len, strict=True), start=1):
         out.append(f"  k'={i}  p_{i} {_pm(p)}   E[L] {_pm(e)}")
     if table.draft_hit is not None:
@@ -55,6 +69,17 @@ def batch_lines(b: BatchAdvice) -> list[str]:
     return out
 
 
+def _at_the_top(advice: Advice) -> list[str]:
+    """What the highest advised batch says, only where its interval says it."""
+    advised = [b for b in advice.bins if b.verdict is not None]
+    if not advised or advice.loses_from is not None:
+        return []
+    top = advised[-1]
+    if top.verdict == PAYS:
+        return [f"speculation still pays at the highest advised batch ({top.batch})"]
+    return [f"at the highest advised batch ({top.batch}) the interval cannot tell whether it pays"]
+
+
 def advice_lines(advice: Advice) -> list[str]:
     """The whole advice as plain strings: recommendation first, then the evidence."""
     out: list[str] = []
@@ -68,8 +93,15 @@ def advice_lines(advice: Advice) -> list[str]:
         low, high = advice.loses_between
         upper = f"batch {high}" if high is not None else "beyond the measured range"
         out.append(f"  crossover between batch {low} and {upper}")
-    elif advice.bins and advice.loses_from is None:
-        out.append("speculation still pays at the highest measured batch")
+    else:
+        out.extend(_at_the_top(advice))
+    if advice.syntax is not None and advice.recommendation is not None:
+        where = advice.syntax.source
+        out.append(
+            "syntax: the current spelling (the server's command line was not read)"
+            if where == "assumed"
+            else f"syntax: read from {where}"
+        )
     out.extend(advice.notes)
     out.append(f"assumes: {advice.assumptions}")
     out.extend(acceptance_lines(advice.acceptance))
@@ -78,4 +110,4 @@ def advice_lines(advice: Advice) -> list[str]:
     return out
 
 
-__all__ = ["acceptance_lines", "advice_lines", "batch_lines"]
+__all__ = ["UNBOUNDED", "acceptance_lines", "advice_lines", "batch_lines"]

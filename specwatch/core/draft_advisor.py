@@ -18,18 +18,21 @@ says so, else "unclear". The crossover is the batch from which every measured bi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specwatch.core.acceptance import (
+    CONSTANT_MODEL,
     AcceptanceCounts,
     AcceptanceTable,
     Estimate,
+    accept_length_table,
     acceptance_table,
     pool_counts,
 )
-from specwatch.core.draft_syntax import engine_setting
+from specwatch.core.draft_syntax import EngineSyntax, engine_setting, engine_syntax
 from specwatch.core.server import Dialect, MetricsWindow, ServerInfo
 from specwatch.core.step_cost import (
     StepBin,
@@ -109,6 +112,8 @@ class Advice:
     the first surely losing (``None``: not reached in the measured range)."""
     recommendation: str | None = None
     """In the engine's own syntax."""
+    syntax: EngineSyntax | None = None
+    """How this server takes a draft length, and where that was read."""
     main_batch: int | None = None
     """The batch with the most windows (the one a one-value engine is tuned for)."""
     assumptions: str = ""
@@ -134,6 +139,7 @@ def advise(
     *,
     min_drafts: float | None = None,
     requests: AcceptanceCounts | None = None,
+    syntax: EngineSyntax | None = None,
 ) -> Advice:
     """The draft-length advice from ``windows`` of the server ``info`` describes.
 
@@ -145,10 +151,16 @@ def advise(
         min_drafts: The sample floor of drafted steps (default ``acceptance.MIN_DRAFTS``).
         requests: Per-position counts from streamed requests (SGLang's per-request
             histograms), for windows that carry none; taken as the same at every batch.
+        syntax: How the server takes a draft length (its command line read); default: what
+            ``info`` says.
     """
     floor: dict[str, float] = {} if min_drafts is None else {"min_drafts": min_drafts}
     counted = pool_counts(windows)
-    pooled = acceptance_table(counted or requests, info.spec, **floor)
+    from_length = counted is None and requests is None and info.dialect is Dialect.SGLANG
+    if from_length:
+        pooled = accept_length_table(windows, info.spec)
+    else:
+        pooled = acceptance_table(counted or requests, info.spec, **floor)
     k = pooled.k_running
     assumptions = _assumptions(plain, draft_s_per_token, pooled)
     notes = _graph_notes(windows)
@@ -157,11 +169,19 @@ def advise(
             f"per-position acceptance from {requests.windows} streamed requests' "
             "accepted-drafts histograms, taken as the same at every batch",
         )
-    base = Advice(info.dialect, k, pooled, assumptions=assumptions, notes=notes)
+    if from_length:
+        notes += (
+            "no per-position counters: acceptance from the mean accept length alone, under "
+            "a constant per-position acceptance (wider intervals); a batch with too few "
+            "windows of its own takes the fit over every batch",
+        )
+    s = syntax or engine_syntax(info)
+    base = Advice(info.dialect, k, pooled, syntax=s, assumptions=assumptions, notes=notes)
     if pooled.reason is not None or k is None:
         return replace(base, reason=pooled.reason or "no draft length known")
     curve = step_curve(windows)
-    bins = tuple(_bin(b, info, plain, draft_s_per_token, k, floor, requests) for b in curve)
+    shared = pooled if from_length else None
+    bins = tuple(_bin(b, info, plain, draft_s_per_token, k, floor, requests, shared) for b in curve)
     if not bins:
         return replace(base, reason="no window says how many requests were running")
     advised = [b for b in bins if b.best_k is not None]
@@ -185,7 +205,7 @@ def advise(
         bins=bins,
         loses_from=loses_from,
         loses_between=between,
-        recommendation=engine_setting(info.dialect, k, per_batch, main),
+        recommendation=engine_setting(info.dialect, k, per_batch, main, s),
         main_batch=main,
         notes=notes,
     )
@@ -211,9 +231,18 @@ def _assumptions(plain: PlainBaseline | None, draft_s: float | None, table: Acce
         else f"draft-hit share {table.draft_hit:.2f}"
     )
     where = plain.source if plain else "none"
+    if table.model == CONSTANT_MODEL:
+        how = (
+            f"acceptance at k'<=K from a {CONSTANT_MODEL} at K (t interval over windows, "
+            f"±{table.model_error:.0%} of accepted drafts for the model at k'<K)"
+        )
+    else:
+        how = (
+            "acceptance at k'<=K as counted at K (Wilson, 95% jointly, "
+            f"±{table.model_error:.0%} of accepted drafts for the chain model at k'<K)"
+        )
     return (
-        f"chain drafting; {model_text(draft_s)}; plain step from {where}; acceptance at "
-        f"k'<=K as counted at K (Wilson, 95% jointly); {hit}; "
+        f"chain drafting; {model_text(draft_s)}; plain step from {where}; {how}; {hit}; "
         "batch = requests running at each scrape; "
         "an interval at a modelled k' leaves out the step model's own error"
     )
@@ -227,8 +256,13 @@ def _bin(
     k_running: int,
     floor: Mapping[str, float],
     requests: AcceptanceCounts | None = None,
+    shared: AcceptanceTable | None = None,
 ) -> BatchAdvice:
-    table = acceptance_table(pool_counts(b.windows) or requests, info.spec, **floor)
+    if shared is not None:
+        own = accept_length_table(b.windows, info.spec)
+        table = own if own.reason is None else shared
+    else:
+        table = acceptance_table(pool_counts(b.windows) or requests, info.spec, **floor)
     found = interpolate(plain.step_s, b.batch) if plain else None
     plain_s = found[0] if found else None
     head = BatchAdvice(b.batch, len(b.windows), b.step_s, plain_s, table, b.cliff)
@@ -276,11 +310,11 @@ def _option(
     step = Estimate(steps[0], min(steps), max(steps))
     tokens = Estimate(*(table.tokens_per_step(k, bound) for bound in ("value", "low", "high")))
     batch = float(b.batch)
-    low_step = max(step.low, 1e-12)
+    # a step time whose interval reaches zero leaves the rate unbounded above, not huge
     tok_s = Estimate(
         batch * tokens.value / step.value,
         batch * tokens.low / step.high,
-        batch * tokens.high / low_step,
+        batch * tokens.high / step.low if step.low > 0 else math.inf,
     )
     plain_tok_s = batch / plain_s
     gain = Estimate(*(x / plain_tok_s - 1.0 for x in (tok_s.value, tok_s.low, tok_s.high)))

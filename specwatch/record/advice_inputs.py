@@ -37,6 +37,8 @@ class RecordedWindows:
     drafts_histograms: tuple[tuple[float, ...], ...] = ()
     """The accepted-drafts histograms of the benchmark runs recorded in the range (SGLang's
     per-request ``spec_correct_drafts_histogram``, the first stream of each run)."""
+    argv: tuple[str, ...] = ()
+    """Server 0's command line as its recorded identity says (empty: not recorded)."""
 
 
 def is_snapshot(text: str) -> bool:
@@ -74,12 +76,20 @@ def recorded_windows(text: str) -> RecordedWindows:
             if ready is not None and isinstance(ready.event, ev.ServerReady)
             else None
         )
+        known = reader.latest_before("ServerIdentified", t0, server=0)
+        argv = (
+            known.event.identity.cmdline
+            if known is not None and isinstance(known.event, ev.ServerIdentified)
+            else ()
+        )
         windows: list[MetricsWindow] = []
         histograms: list[tuple[float, ...]] = []
         for rec in reader.events(t0, t1):
             event = rec.event
             if isinstance(event, ev.ServerReady) and event.server == 0:
                 info = event.info
+            elif isinstance(event, ev.ServerIdentified) and event.server == 0:
+                argv = event.identity.cmdline
             elif rec.t >= t0 and isinstance(event, ev.BenchFinished) and event.result is not None:
                 histograms += (
                     h for r in event.result.runs if (h := drafts_histogram(r.server_stats))
@@ -91,7 +101,7 @@ def recorded_windows(text: str) -> RecordedWindows:
                 and event.window.dt > 0
             ):
                 windows.append(event.window)
-    return RecordedWindows(label, info, tuple(windows), tuple(histograms))
+    return RecordedWindows(label, info, tuple(windows), tuple(histograms), argv)
 
 
 def baseline_from_file(text: str) -> PlainBaseline:

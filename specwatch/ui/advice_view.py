@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from specwatch.core.advice_sweep import measured_lines, merge_sweep
 from specwatch.core.advice_text import advice_lines
 from specwatch.core.draft_advisor import advise, flat_baseline
+from specwatch.core.draft_syntax import engine_syntax
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.ui.model import MonitorModel
 
@@ -34,9 +35,11 @@ def advice_body(
     baseline_ms: float | None,
     baseline_source: str = "",
     sweep: Sweep | None = None,
+    argv: tuple[str, ...] = (),
 ) -> str:
     """The advice on ``windows`` of the server ``info`` describes, or why there is none;
-    with ``sweep``, its measured points beside the prediction and in place of the model.
+    with ``sweep``, its measured points beside the prediction and in place of the model;
+    ``argv``: the server's command line, for the engine's own syntax.
 
     Half an hour of windows takes ~60 ms here: :func:`open_advice` calls it on a thread.
     """
@@ -54,7 +57,7 @@ def advice_body(
         plain = flat_baseline(baseline_ms, windows, source)
     else:
         head.append(NO_BASELINE)
-    advice = advise(windows, info, plain)
+    advice = advise(windows, info, plain, syntax=engine_syntax(info, argv))
     if sweep is None:
         return "\n".join([*head, *advice_lines(advice)])
     swept = merge_sweep(advice, sweep)
@@ -64,12 +67,12 @@ def advice_body(
 def open_advice(app: App[Any], model: MonitorModel, sweep: Sweep | None = None) -> None:
     """Work the advice out on a thread from ``model``'s windows as they are now, then show it."""
     info, windows = model.server, tuple(model.windows)
-    ms, source = model.baseline_ms, model.baseline_source
+    ms, source, argv = model.baseline_ms, model.baseline_source, model.server_argv
 
     def work() -> None:
         from specwatch.ui.modals import TextModal
 
-        body = advice_body(info, windows, ms, source, sweep)
+        body = advice_body(info, windows, ms, source, sweep, argv)
         app.call_from_thread(app.push_screen, TextModal(TITLE, body))
 
     app.run_worker(work, thread=True, group="advice")

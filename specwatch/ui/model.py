@@ -96,6 +96,8 @@ class MonitorModel:
         """The latest windows with a real interval, oldest first (the advisor's input)."""
         self.server: ServerInfo | None = None
         self.commit: str | None = None
+        self.server_argv: tuple[str, ...] = ()
+        """The ready server's command line (redacted) where it runs here: the advisor's syntax."""
         """The server's code commit for the status line (``"0c1e570*"`` when dirty), if known."""
         self.connection = "starting"
         self.connection_ok = False
@@ -207,6 +209,7 @@ class MonitorModel:
         self._advance(t)
         self.server = info
         self.commit = None  # the identity of this (maybe restarted) server follows
+        self.server_argv = ()
         self.connection_ok = True
         self.connection = "connected"
         self.timeline.ready(t)
@@ -219,6 +222,7 @@ class MonitorModel:
         from specwatch.sources.identity.server_identity import commit_label  # after the first frame
 
         self.commit = commit_label(identity)
+        self.server_argv = identity.cmdline
         self.status_version += 1
 
     def set_lost(self, t: float, reason: str) -> None:

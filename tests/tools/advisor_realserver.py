@@ -299,6 +299,205 @@ def check(
     }
 
 
+PREFIXES = {"llama": "llamacpp:spec_decode_num_", "vllm": "vllm:spec_decode_num_"}
+
+
+def spec_counters(url: str, prefix: str) -> dict[str, float]:
+    """Drafts, accepted drafts and accepted drafts by position, straight from ``/metrics``."""
+    scrape = parse_metrics(httpx.get(url + "/metrics", timeout=30).text)
+    out = {n: scrape.total(prefix + n) or 0.0 for n in ("drafts_total", "accepted_tokens_total")}
+    for pos, v in scrape.by_label(prefix + "accepted_tokens_per_pos_total", "position").items():
+        out[f"pos{int(pos):03d}"] = v
+    return out
+
+
+def fixed_load(url: str, prompts: list[str], tokens: int, concurrency: int) -> list[str]:
+    """Send every prompt once (greedy, ``tokens`` each) from ``concurrency`` threads; the
+    errors."""
+    todo = list(reversed(prompts))
+    lock = threading.Lock()
+    errors: list[str] = []
+
+    def work() -> None:
+        with httpx.Client(base_url=url, timeout=300) as client:
+            while True:
+                with lock:
+                    if not todo or errors:
+                        return
+                    prompt = todo.pop()
+                body = {
+                    "prompt": prompt,
+                    "max_tokens": tokens,
+                    "temperature": 0.0,
+                    "ignore_eos": True,
+                    "cache_prompt": False,
+                }
+                try:
+                    r = client.post("/v1/completions", json=body | _model_of(client))
+                    r.raise_for_status()
+                except httpx.HTTPError as e:
+                    with lock:
+                        errors.append(str(e))
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=900)
+    return errors
+
+
+def _model_of(client: httpx.Client) -> dict[str, str]:
+    models = client.get("/v1/models").json().get("data") or [{}]
+    name = models[0].get("id")
+    return {"model": name} if isinstance(name, str) else {}
+
+
+def prompts_for(n: int, seed: int = 7, reference: str | None = None) -> list[str]:
+    """``n`` varied prompts of the tiny models' words, the same for every server.
+
+    With ``reference`` (a greedy output of the model), each prompt carries a slice of it
+    between random words: n-gram drafting finds its continuation there for a while, then not,
+    as in a prompt that quotes what the answer will repeat.
+    """
+    rng = random.Random(seed)
+
+    def words(low: int, high: int) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
+
+    if reference is None:
+        return [words(4, 16) for _ in range(n)]
+    ref = reference.split()
+    out = []
+    for _ in range(n):
+        size = rng.randint(min(30, len(ref)), min(90, len(ref)))
+        start = rng.randint(0, len(ref) - size)
+        out.append(f"{words(2, 6)} {' '.join(ref[start : start + size])} {words(1, 3)}")
+    return out
+
+
+def reference_text(url: str, tokens: int = 400) -> str:
+    """The model's greedy continuation of a fixed prompt (the same on every restart)."""
+    with httpx.Client(base_url=url, timeout=300) as client:
+        body: dict[str, Any] = {"prompt": "the river", "max_tokens": tokens, "temperature": 0.0}
+        body |= {"ignore_eos": True, "cache_prompt": False} | _model_of(client)
+        r = client.post("/v1/completions", json=body)
+        r.raise_for_status()
+        text = r.json()["choices"][0]["text"]
+    return str(text)
+
+
+def _spec_run(
+    engine: str, mode: str, k: int, prompts: list[str] | int, tokens: int, concurrency: int
+) -> dict[str, Any]:
+    """One server at draft length ``k`` under the fixed load: the server's own acceptance and
+    specwatch's windows of it (watched as ``specwatch advise URL`` does)."""
+    from tests.realserver import running_vllm_cpu
+
+    if engine == "vllm":
+        server = running_vllm_cpu(mode, k)
+    elif mode == "ngram":
+        size = ("--spec-ngram-simple-size-m", str(k), "--spec-ngram-simple-size-n", "2")
+        server = running_llama_server("ngram", {"THREADS": "1"}, size)
+    else:
+        server = running_llama_server("draft", {"THREADS": "1", "DRAFT_MAX": str(k)})
+    with server as url:
+        if isinstance(prompts, int):  # n-gram: prompts quoting the model's own output
+            prompts = prompts_for(prompts, reference=reference_text(url))
+        before = spec_counters(url, PREFIXES[engine])
+        box: dict[str, Any] = {}
+
+        def load() -> None:
+            box["errors"] = fixed_load(url, prompts, tokens, concurrency)
+
+        t = threading.Thread(target=load, daemon=True)
+        t.start()
+        watched = asyncio.run(_watch_until(url, t))
+        after = spec_counters(url, PREFIXES[engine])
+    if box.get("errors"):
+        raise RuntimeError(f"{engine} {mode} k={k}: {box['errors'][0]}")
+    d = {n: after[n] - before.get(n, 0.0) for n in after}
+    drafts = d["drafts_total"]
+    per_pos = [d[n] for n in sorted(d) if n.startswith("pos")]
+    return {
+        "k": k,
+        "drafts": drafts,
+        "accept_len_drafted": 1.0 + d["accepted_tokens_total"] / drafts if drafts else None,
+        "p": [c / drafts for c in per_pos] if drafts else [],
+        "watched": watched,
+        "prompts": prompts,
+    }
+
+
+async def _watch_until(url: str, load: threading.Thread) -> Watched:
+    """Watch ``/metrics`` while ``load`` runs (and one interval after)."""
+    from specwatch.sources.detect import detect
+    from specwatch.sources.http.client import ServerClient
+    from specwatch.sources.watch.watcher import MetricsWatcher
+
+    windows = []
+    async with ServerClient(parse_endpoint(url, env={})) as client:
+        info = await detect(client)
+        watcher = MetricsWatcher(client, info)
+        await watcher.scrape()
+        while True:
+            alive = load.is_alive()
+            await asyncio.sleep(INTERVAL_S)
+            w = await watcher.scrape()
+            if w.dt > 0 and "error" not in w.notes:
+                windows.append(w)
+            if not alive:
+                break
+    return Watched(info, tuple(windows))
+
+
+def restart_check(
+    engine: str,
+    mode: str,
+    k_big: int = 4,
+    k_small: tuple[int, ...] = (2, 3),
+    requests: int = 24,
+    tokens: int = 128,
+    concurrency: int = 4,
+) -> dict[str, Any]:
+    """The server at ``k_big`` under a fixed load, the advisor's E[L(k')] from it, then the
+    server restarted at each ``k'`` under the same load: predicted against measured."""
+    # vLLM's tiny model cycles through its whole vocabulary: n-gram drafting needs prompts
+    # that quote its output; llama.cpp's repeats every 182 tokens, so long answers suffice
+    quoting = mode == "ngram" and engine == "vllm"
+    first: list[str] | int = requests if quoting else prompts_for(requests)
+    big = _spec_run(engine, mode, k_big, first, tokens, concurrency)
+    prompts: list[str] = big["prompts"]
+    advice = advise(big["watched"].windows, big["watched"].info, None)
+    table = advice.acceptance
+    out: dict[str, Any] = {
+        "engine": engine,
+        "mode": mode,
+        "K": k_big,
+        "drafts": table.drafts,
+        "reason": table.reason,
+        "k_running": table.k_running,
+        "p_at_K": [e.value for e in table.p],
+        "server_p_at_K": big["p"],
+        "server_accept_len_at_K": big["accept_len_drafted"],
+        "at": {},
+    }
+    for k in k_small:
+        small = _spec_run(engine, mode, k, prompts, tokens, concurrency)
+        e = table.expected_len[k - 1] if len(table.expected_len) >= k else None
+        measured_len = small["accept_len_drafted"]
+        out["at"][str(k)] = {
+            "predicted": None if e is None else {"value": e.value, "low": e.low, "high": e.high},
+            "measured": measured_len,
+            "measured_drafts": small["drafts"],
+            "measured_p": small["p"],
+            "rel_error_accepted": None
+            if e is None or measured_len is None
+            else (measured_len - e.value) / (e.value - 1.0),
+        }
+    return out
+
+
 def _est(e: dict[str, float] | None, fmt: str = ".3f") -> str:
     if not e:
         return "—"
@@ -353,8 +552,21 @@ def main(argv: list[str] | None = None) -> int:
         "script's; e.g. --size medium --agree 0.9, a target big enough to be memory-bound)",
     )
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--restart",
+        metavar="ENGINE:MODE",
+        default=None,
+        help="instead: the restart calibration (llama:draft, llama:ngram, vllm:draft, "
+        "vllm:ngram): K=4 under a fixed load, then restarted at 2 and 3; prints JSON",
+    )
+    ap.add_argument("--requests", type=int, default=24, help="--restart: requests per server")
     a = ap.parse_args(argv)
     try:
+        if a.restart:
+            engine, _, mode = a.restart.partition(":")
+            found = restart_check(engine, mode, requests=a.requests, tokens=a.tokens)
+            print(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())
+            return 0
         r = check(a.seconds, a.tokens, models=a.models_dir)
     except BaseException as e:  # pytest.skip from running_llama_server: no binary here
         if type(e).__name__ == "Skipped":
