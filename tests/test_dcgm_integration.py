@@ -34,8 +34,7 @@ from specwatch.sources.probe import SCHEMA_VERSION, probe, probe_to_dict
 from specwatch.sources.probe_gpus import GPU_KEYS, gpus_document
 from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.model import MonitorModel
-from specwatch.ui.panes import GpusPane
-from specwatch.ui.panes.gpus import STRAGGLER, origin_note, with_node_headings
+from specwatch.ui.panes.gpus import STRAGGLER, GpusPane, origin_note, with_node_headings
 from specwatch.ui.settings import AppSettings
 from tests.session_world import Collector, ManualSim, drive_until, manual_sim
 

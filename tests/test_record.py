@@ -452,7 +452,7 @@ def test_the_record_package_runs_without_textual() -> None:
 
 
 async def test_the_replay_app_shows_replay_time_and_obeys_its_keys(tmp_path: Path) -> None:
-    from specwatch.ui.panes import VerdictLine
+    from specwatch.ui.panes.verdict import VerdictLine
     from specwatch.ui.replay_app import ReplayApp
     from specwatch.ui.settings import AppSettings
     from tests.test_ui_app import text_of

@@ -9,7 +9,7 @@ import pytest
 from specwatch.core.server import LatencyBucket, MetricsWindow
 from specwatch.record.codec import decode, encode
 from specwatch.session.events import MetricsScraped
-from specwatch.ui.model_checks import check_window
+from specwatch.ui.model import check_window
 from specwatch.ui.panes.load import bucket_words, context_words
 
 

@@ -14,7 +14,7 @@ from specwatch.core.gpu import GpuOrigin
 from specwatch.record.reader import Reader
 from specwatch.record.replay import ReplaySession
 from specwatch.session import events as ev
-from specwatch.ui.panes import GpusPane
+from specwatch.ui.panes.gpus import GpusPane
 from specwatch.ui.replay_app import ReplayApp
 from specwatch.ui.settings import AppSettings
 from tests.record_world import inventory, record_story, tick, window

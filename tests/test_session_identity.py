@@ -19,8 +19,7 @@ from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.identity.server_identity import commit_label, with_server_build
 from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.model import MonitorModel
-from specwatch.ui.panes import StatusLine
-from specwatch.ui.panes.status import status_parts
+from specwatch.ui.panes.status import StatusLine, status_parts
 from specwatch.ui.settings import AppSettings
 from tests.session_world import Collector, drive_until, manual_sim
 from tests.sim_testing import FAST

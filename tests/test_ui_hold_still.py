@@ -9,13 +9,10 @@ from rich.style import Style
 from specwatch.core.gpu import GpuSample, GpuTick
 from specwatch.core.server import MetricsWindow
 from specwatch.core.window_mean import STEADY_HOLD_S
-from specwatch.ui.axis import AxisHold
 from specwatch.ui.model import MonitorModel
-from specwatch.ui.panes.gpu_cells import deficit_cell
-from specwatch.ui.panes.gpu_summary import summary_lines
-from specwatch.ui.panes.gpus import sm_trends
+from specwatch.ui.panes.gpus import deficit_cell, sm_trends, summary_lines
 from specwatch.ui.panes.speculation import SOURCES_HINT, speculation_text
-from specwatch.ui.panes.token_rate import graph_for
+from specwatch.ui.panes.token_rate import AxisHold, graph_for
 from specwatch.ui.renderables.columns import bucket_sorted
 from specwatch.ui.renderables.graph import Reading, TokenRateGraph
 from specwatch.ui.renderables.marks import GraphMark, place_labels

@@ -22,7 +22,9 @@ from specwatch.session import LiveSession
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.modals import TextModal
-from specwatch.ui.panes import GpusPane, StatusLine, TokenRatePane
+from specwatch.ui.panes.gpus import GpusPane
+from specwatch.ui.panes.status import StatusLine
+from specwatch.ui.panes.token_rate import TokenRatePane
 from specwatch.ui.settings import AppSettings
 from tests.session_world import ManualSim, drive_until, manual_sim
 from tests.unavailable_nvml import unavailable_nvml

@@ -10,8 +10,8 @@ from rich.style import Style
 from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.help_text import help_renderable
 from specwatch.ui.model import MonitorModel
-from specwatch.ui.panes import SpeculationPane, VerifyPane
-from specwatch.ui.panes.verify import verify_text
+from specwatch.ui.panes.speculation import SpeculationPane
+from specwatch.ui.panes.verify import VerifyPane, verify_text
 from specwatch.ui.renderables.graph import Reading, TokenRateGraph
 from specwatch.ui.settings import AppSettings
 from tests.scene import build_scene, scene_server
@@ -94,7 +94,7 @@ def test_compare_headers_keep_what_tells_snapshots_apart() -> None:
 
 
 async def test_token_rate_title_says_when_there_is_no_metrics() -> None:
-    from specwatch.ui.panes import TokenRatePane
+    from specwatch.ui.panes.token_rate import TokenRatePane
 
     model = MonitorModel()
     app = SpecwatchApp(AppSettings(watch_terminal=False, live_cpu=False), model=model)

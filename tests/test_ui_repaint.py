@@ -1,77 +1,21 @@
-"""Partial repaints: exactly the lines whose cells differ are repainted, whole."""
+"""Redraws: a pane whose lines did not change is not repainted; one that changed rebuilds only
+the strips of the lines that differ (the strip cache) and repaints the Textual way."""
 
 from __future__ import annotations
 
 import dataclasses
-import random
 
-from rich.segment import Segment
-from rich.style import Style
 from textual.geometry import Region
-from textual.strip import Strip
 
 from specwatch.core.gpu import GpuTick
-from specwatch.ui.panes import GpusPane
-from specwatch.ui.panes.line_changes import changed_lines
+from specwatch.ui.panes.gpus import GpusPane
 from tests.scene import build_scene
 from tests.test_ui_app import make_app, settle
 
-STYLES = [Style(color="red"), Style(color="blue"), Style(bold=True)]
 
-
-def cells(strip: Strip) -> list[tuple[str, Style | None]]:
-    return [(ch, seg.style) for seg in strip for ch in seg.text]
-
-
-def random_line(rng: random.Random, width: int) -> list[Segment]:
-    segs, left = [], width
-    while left:
-        n = rng.randint(1, min(left, 12))
-        segs.append(Segment("".join(rng.choice("ab█▁ 12") for _ in range(n)), rng.choice(STYLES)))
-        left -= n
-    return segs
-
-
-def mutate(rng: random.Random, segs: list[Segment]) -> list[Segment]:
-    out = list(segs)
-    for _ in range(rng.randint(0, 3)):
-        i = rng.randrange(len(out))
-        text, style = out[i].text, out[i].style
-        if rng.random() < 0.3:
-            style = rng.choice(STYLES)
-        else:
-            j = rng.randrange(len(text))
-            text = text[:j] + rng.choice("xyz█") + text[j + 1 :]
-        out[i] = Segment(text, style)
-    return out
-
-
-def test_equal_lines_are_not_changed() -> None:
-    s = Strip([Segment("abc", STYLES[0])])
-    assert changed_lines([s], [s]) == []
-    assert changed_lines([s], [Strip([Segment("abc", STYLES[0])])]) == []
-
-
-def test_a_line_added_or_removed_is_changed() -> None:
-    s = Strip([Segment("abc", STYLES[0])])
-    assert changed_lines([s], [s, s]) == [1]
-    assert changed_lines([s, s], [s]) == [1]
-
-
-def test_the_changed_lines_are_those_whose_cells_differ() -> None:
-    rng = random.Random(2)
-    for _ in range(300):
-        width, height = rng.randint(1, 40), rng.randint(1, 8)
-        old_lines = [random_line(rng, width) for _ in range(height)]
-        old = [Strip(line) for line in old_lines]
-        new = [Strip(mutate(rng, line)) for line in old_lines]
-        differ = [y for y in range(height) if cells(old[y]) != cells(new[y])]
-        assert changed_lines(old, new) == differ
-
-
-async def test_a_redraw_repaints_only_the_lines_that_changed() -> None:
-    """One GPU's clock moves: its row (and the straggler mark, trend) repaint, not the pane,
-    and the unchanged title does not repaint the whole pane either."""
+async def test_a_redraw_rebuilds_only_the_lines_that_changed() -> None:
+    """One GPU's memory clock moves: only its row gets a new strip, and the pane repaints; a
+    redraw whose lines are all the same does not repaint."""
     model = build_scene(seconds=200, with_bench=False)
     app = make_app(model)
     async with app.run_test(size=(120, 36)) as pilot:
@@ -92,19 +36,23 @@ async def test_a_redraw_repaints_only_the_lines_that_changed() -> None:
         samples[3] = dataclasses.replace(samples[3], mem_clock_mhz=1234)
         model.add_tick(GpuTick(t=tick.t, wall_time=0, samples=tuple(samples), cost_ms=0.4))
         await settle(pilot)
-        after = gpus._strips or []
-    assert calls and all(regions for regions in calls), calls  # never the whole pane
-    lines = {r.y for regions in calls for r in regions}
-    assert lines == {4}, lines  # the header, then GPUs 0..3
-    assert all(r.width == gpus.outer_size.width for regions in calls for r in regions)
+        after = list(gpus._strips or [])
+        assert calls == [()]  # the whole pane, once
+        assert "1234" in after[4].text and "1234" not in before[4].text
+        model.gpu_version += 1  # the model moved, the lines did not
+        await settle(pilot)
+        assert calls == [()]
+        assert gpus._strips is not None and all(
+            a is b for a, b in zip(gpus._strips, after, strict=True)
+        )
     assert len(after) == len(before)
     kept = [y for y in range(len(after)) if after[y] is before[y]]
-    assert kept == [y for y in range(len(after)) if y != 4]
+    assert kept == [y for y in range(len(after)) if y != 4]  # the header, then GPUs 0..3
 
 
 async def test_a_retitled_restyled_or_resized_pane_paints_again() -> None:
     """A new title redraws the border row only; a new theme or a resize paints the pane again."""
-    from specwatch.ui.panes import VerifyPane
+    from specwatch.ui.panes.verify import VerifyPane
 
     model = build_scene(seconds=200, with_bench=False)
     app = make_app(model)

@@ -17,16 +17,14 @@ from specwatch.core.gpu import GpuInventory
 from specwatch.core.server import MetricsWindow
 from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.model import MonitorModel
-from specwatch.ui.panes import (
-    GpusPane,
-    LoadPane,
-    ModelPane,
-    SpeculationPane,
-    StatusLine,
-    TokenRatePane,
-    VerdictLine,
-    VerifyPane,
-)
+from specwatch.ui.panes.base import ModelPane
+from specwatch.ui.panes.gpus import GpusPane
+from specwatch.ui.panes.load import LoadPane
+from specwatch.ui.panes.speculation import SpeculationPane
+from specwatch.ui.panes.status import StatusLine
+from specwatch.ui.panes.token_rate import TokenRatePane
+from specwatch.ui.panes.verdict import VerdictLine
+from specwatch.ui.panes.verify import VerifyPane
 from specwatch.ui.settings import AppSettings
 from specwatch.ui.themes import BUILTIN_ORDER, load_themes, repo_theme_dir
 from tests.scene import VERDICT_SCENES, build_scene, verdict_scene

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from specwatch.session import events as ev
 from specwatch.ui.help_text import GRAPH_MARKS
-from specwatch.ui.model import MonitorModel
-from specwatch.ui.model_marks import DOWN_MARK_S
-from specwatch.ui.panes import TokenRatePane
+from specwatch.ui.model import DOWN_MARK_S, MonitorModel
+from specwatch.ui.panes.token_rate import TokenRatePane
 from tests.scene import scene_server
 from tests.test_ui_app import make_app, text_of
 

@@ -8,7 +8,7 @@ from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.reasons import IDLE_BIT
 from specwatch.core.server import MetricsWindow
 from specwatch.ui.model import MonitorModel
-from specwatch.ui.panes import GpusPane
+from specwatch.ui.panes.gpus import GpusPane
 from specwatch.ui.panes.token_rate import TokenRatePane, graph_for
 from specwatch.ui.renderables.graph import CLOCK_RANGE
 from tests.test_ui_app import make_app, text_of

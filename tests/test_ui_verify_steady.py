@@ -8,8 +8,7 @@ from rich.style import Style
 from specwatch.core.server import MetricsWindow
 from specwatch.core.window_mean import STEADY_S, SteadyMean
 from specwatch.ui.model import MonitorModel
-from specwatch.ui.panes import VerifyPane
-from specwatch.ui.panes.verify import verify_text
+from specwatch.ui.panes.verify import VerifyPane, verify_text
 from tests.scene import scene_server
 from tests.test_ui_app import make_app
 

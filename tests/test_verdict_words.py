@@ -11,8 +11,7 @@ from specwatch.core.outcomes import CODE_SAME_CODE_WORDING, Outcome
 from specwatch.session import events as ev
 from specwatch.session.verdict_report import verdict_json
 from specwatch.ui.model import MonitorModel
-from specwatch.ui.panes import VerdictLine
-from specwatch.ui.panes.verdict import verdict_parts
+from specwatch.ui.panes.verdict import VerdictLine, verdict_parts
 from tests.scene import verdict_scene
 from tests.test_compare import STORY_AFTER, STORY_BEFORE, snap_dict
 from tests.test_compare_identity import COMMIT_B, identity, with_identity

@@ -4,7 +4,6 @@ bench, record, replay, export, compare, advise and dcgm-counters tools."""
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -327,73 +326,65 @@ def _main(argv: Sequence[str] | None) -> int:
         say_error("specwatch", e)
         return 2
     _restore_stale_clocks(args.command)
-    try:
-        if args.command == "clocks":
-            from specwatch.commands.clocks import run_clocks
+    if args.command == "clocks":
+        from specwatch.commands.clocks import run_clocks
 
-            return run_clocks(args)
-        if args.command == "sim":
-            from specwatch.commands.sim import run_sim
+        return run_clocks(args)
+    if args.command == "sim":
+        from specwatch.commands.sim import run_sim
 
-            return run_sim(args)
-        if args.command == "probe":
-            from specwatch.commands.probe import run_probe
+        return run_sim(args)
+    if args.command == "probe":
+        from specwatch.commands.probe import run_probe
 
-            return run_probe(args)
-        if args.command == "bench":
-            from specwatch.commands.bench import run_bench
+        return run_probe(args)
+    if args.command == "bench":
+        from specwatch.commands.bench import run_bench
 
-            return run_bench(args)
-        if args.command == "dcgm-counters":
-            from specwatch.commands.dcgm_counters import main as counters_main
+        return run_bench(args)
+    if args.command == "dcgm-counters":
+        from specwatch.commands.dcgm_counters import main as counters_main
 
-            return counters_main([])
-        if args.command == "compare":
-            from specwatch.commands.compare import run_compare
+        return counters_main([])
+    if args.command == "compare":
+        from specwatch.commands.compare import run_compare
 
-            return run_compare(args)
-        if args.command == "advise":
-            from specwatch.commands.advise import run_advise
+        return run_compare(args)
+    if args.command == "advise":
+        from specwatch.commands.advise import run_advise
 
-            return run_advise(args)
-        if args.command == "record":
-            from specwatch.commands.record import run_record
+        return run_advise(args)
+    if args.command == "record":
+        from specwatch.commands.record import run_record
 
-            return run_record(args)
-        if args.command == "export":
-            from specwatch.commands.record import run_export
+        return run_record(args)
+    if args.command == "export":
+        from specwatch.commands.record import run_export
 
-            return run_export(args)
-        if args.command == "scrub":
-            from specwatch.commands.scrub import run_scrub
+        return run_export(args)
+    if args.command == "scrub":
+        from specwatch.commands.scrub import run_scrub
 
-            return run_scrub(args)
-        if args.command == "exporter":
-            from specwatch.commands.exporter import run_exporter
+        return run_scrub(args)
+    if args.command == "exporter":
+        from specwatch.commands.exporter import run_exporter
 
-            return run_exporter(args)
-        if args.command == "alert-rules":
-            from specwatch.commands.exporter import run_alert_rules
+        return run_exporter(args)
+    if args.command == "alert-rules":
+        from specwatch.commands.exporter import run_alert_rules
 
-            return run_alert_rules()
-        if args.command == "dashboard":
-            from specwatch.commands.exporter import run_dashboard
+        return run_alert_rules()
+    if args.command == "dashboard":
+        from specwatch.commands.exporter import run_dashboard
 
-            return run_dashboard()
-        if args.command == "replay":
-            from specwatch.ui.replay_app import run_replay
+        return run_dashboard()
+    if args.command == "replay":
+        from specwatch.ui.replay_app import run_replay
 
-            return run_replay(args)
-        from specwatch.commands.tui import _is_fleet, run_tui
+        return run_replay(args)
+    from specwatch.commands.tui import run_tui
 
-        if not _is_fleet(args):
-            # Start-up makes ~50k objects that live as long as the monitor; collecting while
-            # they pile up cost ~0.09 s before the first frame and freed next to nothing.
-            # The monitor turns the collector back on after its first frame (SpecwatchApp).
-            gc.disable()
-        return run_tui(args)
-    finally:
-        gc.enable()
+    return run_tui(args)
 
 
 __all__ = ["SUBCOMMANDS", "build_parser", "build_tui_parser", "main", "parse_args"]

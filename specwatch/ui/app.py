@@ -1,35 +1,41 @@
-"""The specwatch Textual app: GPUs, token rate, speculation and verify latency on one screen."""
+"""The specwatch Textual app: GPUs, token rate, speculation and verify latency on one screen.
+
+The app renders what its headless :class:`~specwatch.session.LiveSession` emits. The session
+calls :meth:`SpecwatchApp.receive` from its threads and tasks; every event waits in an
+:class:`EventInbox`, in the order it happened. GPU ticks, ``/metrics`` windows and the verdicts
+they lead to (a few a second, every second) wait for the next redraw, which is when they would
+first show: posting each as a message would wake the event loop and run Textual's dispatch for
+every one. Any other event posts one :class:`Drain`, and the app empties the inbox at once.
+"""
 
 from __future__ import annotations
 
-import gc
+import contextlib
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, ClassVar
 
-from textual.app import ComposeResult, SystemCommand
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.events import Resize
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from specwatch.core import heap
 from specwatch.core.sanitize import sanitize_line
+from specwatch.ui import hangup
 from specwatch.ui.model import WINDOWS, MonitorModel
-from specwatch.ui.panes import (
-    BenchBar,
-    GpusPane,
-    LoadPane,
-    ModelPane,
-    SpeculationPane,
-    StatusLine,
-    TokenRatePane,
-    VerdictLine,
-    VerifyPane,
-)
-from specwatch.ui.session_events import EventInbox, SessionEventsApp
+from specwatch.ui.panes.base import ModelPane
+from specwatch.ui.panes.bench_bar import BenchBar
+from specwatch.ui.panes.gpus import GpusPane
+from specwatch.ui.panes.load import LoadPane
+from specwatch.ui.panes.speculation import SpeculationPane
+from specwatch.ui.panes.status import StatusLine
+from specwatch.ui.panes.token_rate import TokenRatePane
+from specwatch.ui.panes.verdict import VerdictLine
+from specwatch.ui.panes.verify import VerifyPane
 from specwatch.ui.settings import AppSettings, default_screenshot_dir
 from specwatch.ui.themes import ThemeLoad, cycle_order, load_themes
 
@@ -37,20 +43,56 @@ if TYPE_CHECKING:
     # Off the path to the first frame: the session, the modals and the palette are imported
     # when first used.
     from specwatch.session import LiveSession
+    from specwatch.session.bench_job import BenchJob
+    from specwatch.session.events import BenchFinished, SessionEvent
 
 INTERVALS = (0.5, 1.0, 2.0, 5.0)
 """Sampling intervals the ``i`` key cycles through, seconds."""
 MIN_REDRAW_S = 0.5
 CPU_EVERY_S = 5.0
-SETTLED_S = 8.0
-"""Seconds after the first frame when the session's long-lived objects are frozen."""
-COLLECT_EVERY_S = 10.0
 TALL_ENOUGH_FOR_STRIPS = 22
 WIDE_ENOUGH_FOR_PALETTE = 72
 """Below this width the footer drops its command-palette hint (Ctrl+P still works)."""
+LEFT_WAIT_S = 2.0
+"""How long leaving waits for a stopped benchmark's snapshot (under SIGHUP's 2.5 s backstop)."""
 
 
-class SpecwatchApp(SessionEventsApp):
+class Drain(Message):
+    """Apply the events waiting in the app's :class:`EventInbox` now (one is worth showing)."""
+
+    def can_replace(self, message: Message) -> bool:
+        """One drain still queued empties the inbox for every event behind it."""
+        return isinstance(message, Drain)
+
+
+class EventInbox:
+    """Session events for the app in the order they happened; any thread puts, the app takes.
+
+    ``deque.append`` and ``popleft`` are atomic, so no lock is needed.
+    """
+
+    def __init__(self) -> None:
+        self._items: deque[SessionEvent | Callable[[], object]] = deque()
+
+    def put(self, item: SessionEvent | Callable[[], object]) -> None:
+        """Add ``item`` behind those waiting."""
+        self._items.append(item)
+
+    def take(self) -> list[SessionEvent | Callable[[], object]]:
+        """Every waiting item, oldest first; the inbox is then empty."""
+        out: list[SessionEvent | Callable[[], object]] = []
+        pop = self._items.popleft
+        while True:
+            try:
+                out.append(pop())
+            except IndexError:
+                return out
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class SpecwatchApp(App[int]):
     """Live GPU state, token rate and speculative decoding for one inference server.
 
     Args:
@@ -66,6 +108,23 @@ class SpecwatchApp(SessionEventsApp):
         themes: The themes already loaded from the default folders (``None``: loaded here from
             ``settings.theme_dirs``).
     """
+
+    session: LiveSession | None = None
+    """The live session whose events this app renders (``None``: events given by hand); its
+    benchmark is stopped (and finished runs saved) on the way out."""
+    terminal_watch: hangup.TerminalWatch | None = None
+    """Its watch on SIGHUP, SIGTERM and the terminal, once started (``None`` in tests)."""
+    message_counts: Counter[str]
+    """How many events of each kind were applied (for tests and the overhead script)."""
+    sample_errors: int
+    server_shown = 0
+    """The endpoint the monitor shows; other endpoints' events are left to other subscribers."""
+    _session_stopped = False
+    _bench_left: BenchJob | None = None
+    leaving: str = "on quitting"
+    """How the app was left, for the benchmark line (a signal's name overrides it)."""
+    bench_report: tuple[str, str] | None = None
+    """The last benchmark's result, ``(title, text)``, for ``o``."""
 
     CSS_PATH = "app.tcss"
     TITLE = "specwatch"
@@ -127,7 +186,6 @@ class SpecwatchApp(SessionEventsApp):
         self.model.interval_s = self.settings.interval_s
         self.model.show_overhead = self.settings.show_overhead
         self.session = session
-        """The live session whose events this app renders (``None``: events given by hand)."""
         if session is not None:
             self.model.gpu_opening = session.gpus.opening
         self._session_factory = session_factory
@@ -138,7 +196,7 @@ class SpecwatchApp(SessionEventsApp):
         self._cpu_last: tuple[float, float] | None = None
         self._panes: list[ModelPane] = []
         self._inbox = EventInbox()
-        """Session events waiting for the next redraw (see ``ui/session_events.py``)."""
+        """Session events waiting for the next redraw (see the module's docstring)."""
         # Held directly: app-level keys and resizes also arrive while a modal is on top, when
         # a query would search the modal instead of the main screen.
         self.status_line = StatusLine(self.model, id="status")
@@ -180,30 +238,12 @@ class SpecwatchApp(SessionEventsApp):
         self.redraw()
 
     def _after_first_frame(self) -> None:
-        if not gc.isenabled():
-            # ``commands.main`` paused the collector for start-up. Start-up left a few thousand
-            # objects in reference cycles (the classes dataclasses rebuilt with slots, exec
-            # namespaces): one collection (~0.05 s) frees about 1 MiB, here, before the session
-            # imports its clients into that memory (collecting a few seconds later saved
-            # less). What remains (~50k objects) lives as long as the app: it goes to the
-            # permanent generation, so later full collections skip it.
-            heap.settle()
-            gc.enable()
-            # The session's clients and first answers live as long as the app too: frozen
-            # once they are up, after which a full collection walks only the young objects
-            # (~5 ms, not ~40 ms), so it runs every 10 s instead of waiting a minute while the
-            # redraws' cycles pile up (``core/heap``).
-            self.set_timer(SETTLED_S, self._settled)
         factory = self._session_factory
         if self.session is None and factory is not None and not self._session_stopped:
             # Built here rather than before ``run()``: importing the session (pollers, events,
-            # the NVML source) held the first frame back by ~20 ms.
+            # the NVML source) would hold the first frame back.
             self.session = factory()
         self.start_session()
-
-    def _settled(self) -> None:
-        heap.settle()
-        self.set_interval(COLLECT_EVERY_S, heap.tidy)
 
     def on_resize(self, event: Resize) -> None:
         """Drop the clock and heat strips on short terminals; redraw everything at the new size."""
@@ -211,6 +251,182 @@ class SpecwatchApp(SessionEventsApp):
         self.query_one(Footer).show_command_palette = event.size.width >= WIDE_ENOUGH_FOR_PALETTE
         for pane in self._panes:
             pane.force_sync()
+
+    # --- the session and the terminal -----------------------------------------------------------
+
+    def _watch_terminal(self) -> None:
+        self.terminal_watch = hangup.TerminalWatch(
+            self, self.exit, self._stop_work, self._finish_work
+        )
+        self.terminal_watch.start()
+
+    def _stop_work(self) -> None:
+        session = self.session
+        if session is not None:
+            # Kept now: the stopped benchmark may save its runs before the app unmounts.
+            if session.bench_running:
+                self._bench_left = session.bench
+            session.cancel_benchmark()
+
+    def _finish_work(self) -> None:
+        session = self.session
+        job = session.bench if session is not None else None
+        if job is not None:
+            job.done.wait(hangup.BACKSTOP_S - 0.5)
+        # NVML is shut down if that is quick; the rest (HTTP, an in-process demo) dies with us.
+        if session is not None:
+            with contextlib.suppress(Exception):
+                session.gpus.stop(timeout_s=0.5)
+
+    def start_session(self) -> None:
+        """Receive the session's events and start it (after the first frame)."""
+        if self.session is not None and not self._session_stopped:
+            if self.model.inventory is None:
+                self.model.gpu_opening = self.session.gpus.opening
+                self.model.gpu_version += 1
+            self.session.subscribe(self.receive)
+            verdict = self.session.verdict
+            if verdict is not None:  # it may have moved before us (seeded from the fleet)
+                self.model.set_verdict(verdict.state())
+            self.session.start()
+
+    def on_unmount(self) -> None:
+        """Stop the session: its pollers, GPU source, demo and a running benchmark (which
+        saves its finished runs: see :meth:`benchmark_left`)."""
+        self._session_stopped = True
+        if self.session is not None:
+            if self.session.bench_running and self._bench_left is None:
+                self._bench_left = self.session.bench
+            self.session.stop()
+
+    def benchmark_left(self, timeout_s: float = LEFT_WAIT_S) -> str | None:
+        """After the app ended: one line on the benchmark its ending stopped (how many runs
+        were saved, and where), once it saved them; ``None`` when none was running."""
+        job = self._bench_left
+        if job is None:
+            return None
+        job.done.wait(timeout_s)
+        watch = self.terminal_watch
+        how = f"by {watch.stopped_by}" if watch is not None and watch.stopped_by else self.leaving
+        return f"specwatch: {job.stopped_line(how)}"
+
+    def action_mark_reference(self) -> None:
+        """Judge against the window ending now from here on (the session keeps the mark)."""
+        if self.session is None or not self.session.mark_reference():
+            self.notify("no live verdict here to mark a reference for", timeout=3)
+            return
+        self.notify("reference: the last 30 s", timeout=2)
+
+    def receive(self, event: SessionEvent) -> None:
+        """Take one session event (a session subscriber: thread-safe, quick)."""
+        from specwatch.session import events as ev  # loaded: an event of it is here
+
+        if getattr(event, "server", self.server_shown) != self.server_shown:
+            return
+        self._inbox.put(event)
+        if not isinstance(event, ev.GpuTicked | ev.MetricsScraped | ev.VerdictChanged):
+            self.post_message(Drain())
+
+    def in_order(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` on the UI thread behind the events waiting now (thread-safe)."""
+        self._inbox.put(callback)
+        self.post_message(Drain())
+
+    def apply_inbox(self) -> None:
+        """Apply the waiting events, oldest first (also while paused: sampling continues, so
+        nothing is lost)."""
+        for item in self._inbox.take():
+            if callable(item):
+                item()
+            else:
+                self.apply_event(item)
+
+    def on_drain(self, message: Drain) -> None:
+        """An event that should show at once arrived behind others: apply them all now."""
+        self.apply_inbox()
+
+    def apply_event(self, event: SessionEvent) -> None:
+        """Apply one session event to the model; a malformed one is counted and shown."""
+        from specwatch.session import events as ev
+
+        m = self.model
+        apply: Callable[[], object]
+        match event:
+            case ev.GpuInventoryChanged(inventory=inventory):
+                name, apply = "inventory", lambda: m.set_inventory(inventory)
+            case ev.GpuTicked(tick=tick):
+                name, apply = "gpu_tick", lambda: m.add_tick(tick)
+            case ev.ServerWaiting(t, state, attempt, elapsed_s, detail):
+                name = "server_waiting"
+                apply = lambda: m.set_waiting(t, state, attempt, elapsed_s, detail)  # noqa: E731
+            case ev.ServerReady(t=t, info=info):
+                name, apply = "server_ready", lambda: m.set_ready(t, info)
+            case ev.ServerIdentified(identity=identity):
+                name, apply = "server_identified", lambda: m.set_identity(identity)
+            case ev.ServerLost(t=t, reason=reason):
+                name, apply = "server_lost", lambda: m.set_lost(t, reason)
+            case ev.MetricsScraped(window=window):
+                name, apply = "metrics", lambda: m.add_window(window)
+            case ev.VerdictChanged(state=verdict):
+                name, apply = "verdict", lambda: m.set_verdict(verdict)
+            case ev.BenchProgress(t, kind, index, total, text, tok_s):
+                name = "bench_progress"
+                apply = lambda: m.bench_event(t, kind, index, total, text, tok_s)  # noqa: E731
+            case ev.BenchFinished():
+                name, apply = "bench_finished", lambda: self._show_bench_result(event)
+            case ev.RecordingStopped(reason=reason):
+                name = "recording_stopped"
+                apply = lambda: self.notify(  # noqa: E731
+                    reason, title="recording", severity="error", timeout=3600
+                )
+            case _:
+                return
+        self.message_counts[name] += 1
+        try:
+            apply()
+        except Exception as e:  # a malformed sample must not take the monitor down
+            self.sample_errors += 1
+            if self.sample_errors <= 3:
+                self.notify(
+                    sanitize_line(f"{name}: {type(e).__name__}: {e}", 300),
+                    title="bad sample skipped",
+                )
+
+    def _show_bench_result(self, event: BenchFinished) -> None:
+        """A benchmark ended: its result, where the snapshot went, or why it failed.
+
+        A finished one is said in a notice over the live screen (``o`` opens the whole result);
+        one that failed or was cut short opens at once, since it needs reading.
+        """
+        from specwatch.ui.bench_glue import result_text
+        from specwatch.ui.modals import TextModal
+
+        if event.result is None:
+            self.bench_report = ("benchmark failed", event.failure or "")
+            self.push_screen(TextModal(*self.bench_report))
+            return
+        body = result_text(event.result)
+        if event.snapshot_path is not None:
+            body += f"\n\nsnapshot saved: {event.snapshot_path}"
+        if event.snapshot_error:
+            body += f"\n\n{event.snapshot_error}"
+        self.bench_report = (f"benchmark {event.outcome}", body)
+        if event.outcome != "finished" or event.snapshot_error:
+            self.push_screen(TextModal(*self.bench_report))
+            return
+        overall = [line.strip() for line in body.splitlines() if "Overall:" in line]
+        saved = f" · saved {event.snapshot_path.name}" if event.snapshot_path is not None else ""
+        summary = (overall[0] if overall else "done") + saved + " · o: the whole result"
+        self.notify(sanitize_line(summary, 300), title="benchmark finished", timeout=12)
+
+    def action_bench_report(self) -> None:
+        """Open the last benchmark's whole result."""
+        from specwatch.ui.modals import TextModal
+
+        if self.bench_report is None:
+            self.notify("no benchmark has finished yet (b starts one)", timeout=3)
+            return
+        self.push_screen(TextModal(*self.bench_report))
 
     # --- drawing --------------------------------------------------------------------------------
 
@@ -383,9 +599,9 @@ class SpecwatchApp(SessionEventsApp):
         where = self.settings.screenshot_dir or default_screenshot_dir()
         yield SystemCommand("Screenshot", f"Save an SVG in {where}", self.action_save_svg)
         yield SystemCommand("Quit", "Leave specwatch", self.action_quit)
-        from specwatch.ui.palette import textual_commands
+        from specwatch.ui.help_text import textual_commands
 
         yield from textual_commands(super().get_system_commands(screen))
 
 
-__all__ = ["INTERVALS", "SpecwatchApp"]
+__all__ = ["INTERVALS", "Drain", "EventInbox", "SpecwatchApp"]

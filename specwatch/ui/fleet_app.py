@@ -19,7 +19,6 @@ from typing import ClassVar
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
-from textual.driver import Driver
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
@@ -31,10 +30,9 @@ from specwatch.core.server import MetricsWindow
 from specwatch.session.fleet import FleetError, FleetEvent, FleetRefreshed, FleetSession
 from specwatch.sources.prometheus.fleet import FleetReading
 from specwatch.ui.fleet_pane import FleetPane
+from specwatch.ui.hangup import TerminalWatch
+from specwatch.ui.help_text import textual_commands
 from specwatch.ui.modals import HelpScreen
-from specwatch.ui.palette import textual_commands
-from specwatch.ui.terminal_watch import TerminalWatch
-from specwatch.ui.textual_compat import quiet_driver_class
 from specwatch.ui.themes import cycle_order, load_themes
 
 HISTORY_WINDOWS = 60
@@ -182,10 +180,6 @@ class FleetApp(App[FleetChoice | int]):
         self._unsubscribe: Callable[[], None] | None = None
         self.terminal_watch: TerminalWatch | None = None
         """Its watch on SIGTERM, SIGHUP and the terminal, once started."""
-
-    def get_driver_class(self) -> type[Driver]:
-        """Textual's choice, with an input thread that does not wake ten times a second."""
-        return quiet_driver_class(super().get_driver_class())
 
     def compose(self) -> ComposeResult:
         """Status line, the table, the errors line, footer."""

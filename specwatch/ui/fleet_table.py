@@ -17,7 +17,6 @@ from rich.style import Style
 from specwatch.core.fleet import FleetTotals
 from specwatch.core.fleet_rows import FleetRow
 from specwatch.core.sanitize import sanitize_line
-from specwatch.ui.renderables.cells import segment_cells
 from specwatch.ui.renderables.gpu_table import Cell, Column, TableStyles, choose_columns
 from specwatch.ui.renderables.text import fit, fmt_num
 
@@ -135,7 +134,7 @@ class FleetTable:
             text = cell.text
             cut = text if len(text) <= w else text[: w - 1] + "…"
             segs.append(Segment(cut.rjust(w) if c.align == "right" else cut.ljust(w), style))
-        pad = width - sum(map(segment_cells, segs))
+        pad = width - Segment.get_line_length(segs)
         if pad > 0:
             segs.append(Segment(" " * pad, base or st.normal))
         return segs

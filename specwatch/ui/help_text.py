@@ -1,11 +1,18 @@
-"""The help screen's text: every key, and every word or abbreviation the screens show."""
+"""The help screen's text: every key, and every word or abbreviation the screens show; and the
+command palette's share of Textual's own commands."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
 
 from specwatch.core.reasons import REASONS
+
+if TYPE_CHECKING:
+    from textual.app import SystemCommand
 
 Rows = tuple[tuple[str, str], ...]
 
@@ -143,6 +150,26 @@ def help_renderable(sections: tuple[tuple[str, str, Rows], ...] = SECTIONS) -> T
     return grid
 
 
+TEXTUAL_COMMANDS_LEFT_OUT = (
+    "Screenshot",
+    "Theme",
+    "Change theme",
+    "Keys",
+    "Quit",
+    "Maximize",
+    "Minimize",
+)
+"""Textual's screenshot (specwatch's says where it goes), its theme picker (twenty built-in
+themes mixed with specwatch's; the t key and "Next theme" cycle specwatch's), its key panel
+(specwatch's Help explains every key and word), its Quit beside specwatch's, and maximising
+the focused widget (no pane takes focus)."""
+
+
+def textual_commands(commands: Iterable[SystemCommand]) -> Iterable[SystemCommand]:
+    """Textual's own palette commands less those specwatch replaces."""
+    return (c for c in commands if c.title not in TEXTUAL_COMMANDS_LEFT_OUT)
+
+
 __all__ = [
     "CLOCK_EVENTS",
     "FLEET_KEYS",
@@ -150,5 +177,7 @@ __all__ = [
     "KEYS",
     "REPLAY_KEYS",
     "SECTIONS",
+    "TEXTUAL_COMMANDS_LEFT_OUT",
     "help_renderable",
+    "textual_commands",
 ]

@@ -8,6 +8,9 @@ with deterministic data.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import math
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -18,9 +21,6 @@ from specwatch.core.ring import TimeSeries
 from specwatch.core.window_mean import HeldLatest, SteadyMean
 from specwatch.core.windows import WINDOWS as WINDOWS
 from specwatch.session.verdict_state import WAITING, LiveVerdictState
-from specwatch.ui.model_checks import check_tick, check_window, is_number
-from specwatch.ui.model_marks import Mark as Mark
-from specwatch.ui.model_marks import Timeline
 
 if TYPE_CHECKING:
     # Annotations only: the samples' classes load with the first sample, after the first frame.
@@ -39,6 +39,213 @@ STEADY = ("step_latency_s", "accept_length", "prompt_tok_s", "requests_per_s")
 (``specwatch.core.window_mean``)."""
 NVML_SMOOTHING = 0.2
 """Weight of the newest tick in the smoothed NVML cost."""
+MARKS = 256
+DOWN_MARK_S = 5.0
+"""A refused server gets a ``down`` mark once it has been refused this long (dated back)."""
+WARMUP_MAX_S = 120.0
+"""A warmup mark closes after this long even if the rate never settles."""
+WARMUP_SETTLED = 0.15
+"""Warmup ends when two consecutive windows with traffic agree within 15%."""
+
+
+# --- checks: a malformed window or tick is refused, never drawn ------------------------------
+
+NUMBER_TYPES = frozenset({"float", "int", "float | None", "int | None"})
+"""The annotations of the samples' number fields (with postponed annotations, as text)."""
+
+
+@functools.cache
+def number_fields(cls: type) -> tuple[str, ...]:
+    """The fields of the dataclass ``cls`` that hold a number (or ``None``), in order."""
+    return tuple(f.name for f in dataclasses.fields(cls) if str(f.type) in NUMBER_TYPES)
+
+
+def is_number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def check_window(w: MetricsWindow) -> None:
+    """Refuse a window whose numbers are not numbers (a bad sample is skipped, never drawn).
+
+    Raises:
+        ValueError: Naming the first bad field.
+    """
+    from specwatch.core.server import MetricsWindow  # loaded by then: the first frame is not
+
+    if not isinstance(w, MetricsWindow):
+        raise ValueError(f"not a metrics window: {type(w).__name__}")
+    for name in number_fields(MetricsWindow):
+        v = getattr(w, name)
+        if v is not None and not is_number(v):
+            raise ValueError(f"metrics window {name}={v!r}")
+    for reason, n in w.finished_by_reason.items():
+        if not isinstance(reason, str) or not is_number(n):
+            raise ValueError(f"metrics window finished_by_reason[{reason!r}]={n!r}")
+    for key, buckets in w.latency_buckets.items():
+        for b in buckets:
+            if not _bucket_ok(b):
+                raise ValueError(f"metrics window latency_buckets[{key!r}]={b!r}")
+    ctx = w.largest_context
+    if ctx is not None and not _bucket_ok(ctx):
+        raise ValueError(f"metrics window largest_context={ctx!r}")
+    pos = w.per_position_acceptance
+    if pos is not None and not all(is_number(p) for p in pos):
+        raise ValueError(f"metrics window per_position_acceptance={pos!r}")
+
+
+def _bucket_ok(b: LatencyBucket) -> bool:
+    """A quantile in ``[0, 1]`` and ``(low, high]`` with ``0 <= low <= high`` (``high`` may be
+    ``inf``: the overflow bucket)."""
+    return (
+        isinstance(b.q, int | float)
+        and 0.0 <= b.q <= 1.0
+        and is_number(b.low)
+        and b.low >= 0
+        and isinstance(b.high, int | float)
+        and b.high >= b.low
+    )
+
+
+def check_tick(tick: GpuTick) -> None:
+    """Refuse a GPU tick whose samples are malformed.
+
+    Raises:
+        ValueError: Naming the first bad field.
+    """
+    from specwatch.core.gpu import GpuSample, GpuTick  # as above
+
+    if not isinstance(tick, GpuTick) or not is_number(tick.t):
+        raise ValueError("not a GPU tick")
+    if not isinstance(tick.samples, tuple | list):
+        raise ValueError(f"GPU tick samples={tick.samples!r}")
+    for s in tick.samples:
+        if not isinstance(s, GpuSample) or not isinstance(s.index, int):
+            raise ValueError(f"not a GPU sample: {s!r}")
+        for name in number_fields(GpuSample):
+            v = getattr(s, name)
+            if v is not None and not is_number(v):
+                raise ValueError(f"GPU {s.index} {name}={v!r}")
+
+
+# --- marks: labelled spans on the token-rate time axis --------------------------------------
+
+
+@dataclass(slots=True)
+class Mark:
+    """A labelled span (or point, when ``t1 == t0``) on the token-rate time axis."""
+
+    kind: str
+    """``"down"``, ``"loading"``, ``"warmup"``, ``"restart"``, ``"bench"`` or ``"lost"``."""
+    t0: float
+    t1: float | None
+    """``None`` while the span is still open."""
+    label: str
+
+
+class Timeline:
+    """The marks, newest last (bounded), and the spans still open."""
+
+    def __init__(self) -> None:
+        self.marks: deque[Mark] = deque(maxlen=MARKS)
+        self.bench_runs = 0
+        """Measured benchmark runs this session (marks are numbered across benchmarks)."""
+        self._warmup: Mark | None = None
+        self._warmup_prev: float | None = None
+        self._loading: Mark | None = None
+        self._bench_run: Mark | None = None
+        self._bench_warm: Mark | None = None
+
+    def waiting(self, t: float, state: str, attempt: int, elapsed_s: float) -> None:
+        """The server is not ready: a ``loading`` mark once it says it is loading (HTTP 503),
+        else ``down`` (a refused port may be a server loading, or one never started), and only
+        after :data:`DOWN_MARK_S`."""
+        word = "loading" if state == "loading" else "down"
+        label = f"{word} #{attempt} {elapsed_s:.0f}s"
+        if self._loading is None and (word == "loading" or elapsed_s >= DOWN_MARK_S):
+            # Dated back to the first refusal; a server starting beside us (the demo's) for less
+            # than DOWN_MARK_S is no outage, and the status line says it is waiting.
+            self._loading = Mark(word, t - elapsed_s, None, label)
+            self.marks.append(self._loading)
+        elif self._loading is not None:
+            if state == "loading":
+                self._loading.kind = "loading"
+            self._loading.label = label.replace("down", self._loading.kind, 1)
+
+    def ready(self, t: float) -> None:
+        """The server answered: close the loading mark and open a warmup mark."""
+        if self._loading is not None:
+            self._loading.t1 = t
+            self._loading = None
+        self.open_warmup(t)
+
+    def lost(self, t: float, was_connected: bool) -> None:
+        """The server stopped answering (a ``lost`` point if it had answered)."""
+        if was_connected:
+            self.marks.append(Mark("lost", t, t, "lost"))
+        self._close_warmup(t)
+
+    def restarted(self, t: float) -> None:
+        """The server restarted: a ``restart`` point, and a new warmup."""
+        self.marks.append(Mark("restart", t, t, "restart"))
+        self.open_warmup(t)
+
+    def rate(self, t: float, tok_s: float | None) -> None:
+        """A window's rate: the warmup closes once it settles (or after :data:`WARMUP_MAX_S`)."""
+        mark = self._warmup
+        if mark is None:
+            return
+        if t - mark.t0 > WARMUP_MAX_S:
+            self._close_warmup(t)
+            return
+        if not tok_s:
+            return
+        prev, self._warmup_prev = self._warmup_prev, tok_s
+        if prev and abs(tok_s - prev) <= WARMUP_SETTLED * max(tok_s, prev):
+            self._close_warmup(t)
+
+    def open_warmup(self, t: float) -> None:
+        """Close any warmup mark and open a new one at ``t`` (server ready, or restarted)."""
+        self._close_warmup(t)
+        self._warmup = Mark("warmup", t, None, "warmup")
+        self._warmup_prev = None
+        self.marks.append(self._warmup)
+
+    def _close_warmup(self, t: float) -> None:
+        if self._warmup is not None:
+            self._warmup.t1 = t
+            self._warmup = None
+
+    def bench(self, t: float, kind: str) -> None:
+        """A benchmark event: its warmup span, then one numbered span per measured run."""
+        if kind == "started":
+            self._bench_warm = Mark("warmup", t, None, "bench warmup")
+            self.marks.append(self._bench_warm)
+        elif kind == "run_start":
+            self._close_bench_warmup(t)
+            self.bench_runs += 1
+            self._bench_run = Mark("bench", t, None, f"B{self.bench_runs}")
+            self.marks.append(self._bench_run)
+        elif kind in ("run_done", "finished", "interrupted", "error"):
+            if kind != "run_done":
+                self._close_bench_warmup(t)
+            if self._bench_run is not None:
+                self._bench_run.t1 = t
+                self._bench_run = None
+
+    def _close_bench_warmup(self, t: float) -> None:
+        if self._bench_warm is not None:
+            self._bench_warm.t1 = t
+            self._bench_warm = None
+
+    def since(self, t0: float, now: float) -> Iterable[Mark]:
+        """Marks that overlap ``(t0, now]``."""
+        for m in self.marks:
+            end = m.t1 if m.t1 is not None else now
+            if end >= t0:
+                yield m
+
+
+# --- the model ------------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -129,7 +336,7 @@ class MonitorModel:
 
     @property
     def marks(self) -> deque[Mark]:
-        """The time axis's marks, oldest first (:class:`~specwatch.ui.model_marks.Timeline`)."""
+        """The time axis's marks, oldest first (:class:`Timeline`)."""
         return self.timeline.marks
 
     @property
@@ -194,7 +401,7 @@ class MonitorModel:
         self, t: float, state: str, attempt: int, elapsed_s: float, detail: str
     ) -> None:
         """The server is not ready yet (refused, loading or erroring): a waiting mark
-        (:meth:`~specwatch.ui.model_marks.Timeline.waiting`)."""
+        (:meth:`Timeline.waiting`)."""
         self._advance(t)
         self.connection_ok = False
         self.connection = f"waiting: {state} (attempt {attempt}, {elapsed_s:.0f}s)"

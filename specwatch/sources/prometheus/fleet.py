@@ -20,7 +20,6 @@ from specwatch.core.fleet import (
     is_target,
     join_gpus,
 )
-from specwatch.core.gc_pause import gc_paused
 from specwatch.core.sanitize import sanitize_line
 from specwatch.sources.off_loop import off_loop
 from specwatch.sources.prometheus.api import PrometheusClient, RangeSeries, VectorSample
@@ -240,8 +239,7 @@ class PrometheusSource:
         """Servers (of the first :data:`MAX_SERVERS` addresses), GPUs, their joins, how many
         addresses were found, and the CPU seconds this took (on the calling thread)."""
         cpu0 = time.thread_time()
-        with gc_paused():
-            servers, gpus, joins, found = self._derive_all(gauges, rates, gpu_samples, t, window)
+        servers, gpus, joins, found = self._derive_all(gauges, rates, gpu_samples, t, window)
         return servers, gpus, joins, found, time.thread_time() - cpu0
 
     def _derive_all(

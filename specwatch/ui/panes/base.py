@@ -2,14 +2,16 @@
 
 Two kinds of pane share it. Small text panes return a Rich renderable from :meth:`render_pane`.
 The large ones (the GPU table, the token-rate graph) implement :meth:`build_lines` instead: their
-lines are built once per change, kept as strips, and handed to Textual line by line, which skips
-Rich's console pipeline on every frame (the cost that matters for a monitor left open all day).
+lines are built once per change, kept as strips (a line equal to the last draw's keeps its
+strip), and handed to Textual line by line, which skips Rich's console pipeline on every frame
+(the cost that matters for a monitor left open all day).
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.console import RenderableType
 from rich.segment import Segment
 from rich.style import Style
@@ -19,8 +21,6 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from specwatch.ui.model import MonitorModel
-from specwatch.ui.panes.line_changes import changed_lines
-from specwatch.ui.renderables.cells import cells, segment_cells
 
 
 class ModelPane(Widget):
@@ -44,8 +44,6 @@ class ModelPane(Widget):
         """How many draws failed (shown in place of the pane, counted for tests)."""
         self.builds = 0
         """How many times the lines were rebuilt (for tests and the overhead script)."""
-        self.partial_refreshes = 0
-        """How many redraws repainted only some of the pane's lines."""
         self._pane_styles_key: str | None = None
         self._pane_styles: dict[str, Style] = {}
         self._strips: list[Strip] | None = None
@@ -58,11 +56,7 @@ class ModelPane(Widget):
         self._blank: Strip = Strip([])
 
     def set_title(self, title: str) -> None:
-        """Set the border title, only when its text changed.
-
-        Setting ``border_title`` repaints the whole widget (border and every line) even when
-        the text is the same, which would undo the partial repaints of :meth:`sync`.
-        """
+        """Set the border title, only when its text changed (setting it repaints the pane)."""
         if title != self._title_text:
             self._title_text = title
             self.border_title = title
@@ -70,8 +64,7 @@ class ModelPane(Widget):
     def sync(self) -> bool:
         """Refresh if the model moved since the last draw; returns whether it did.
 
-        Line panes rebuild their lines here and repaint only the lines that changed, so a graph
-        whose newest column moved repaints the rows that column touches, not the whole graph.
+        Line panes rebuild their lines here and repaint only when one of them changed.
         """
         if not self.display or not self.is_mounted:
             return False
@@ -87,18 +80,15 @@ class ModelPane(Widget):
             return True
         new = self._build(size.width, size.height, old)
         self._strips = new
-        lines = changed_lines(old, new)
-        if not lines:
-            return False
-        self.partial_refreshes += len(lines) < max(len(old), len(new))
-        # Whole lines, borders included, not the changed cells: Textual cut each line at a
-        # span's edges, measured every cut segment through Rich's width cache and kept a region
-        # per distinct span in its own caches, and the monitor's RSS grew by ~1.4 MiB a minute
-        # for minutes. Whole lines halve that growth for ~35% more bytes to the terminal (about
-        # 8 KiB/s at 160x48, a third of what vllmstat writes; ``rss_beside.py``).
-        x, width = -self.content_offset.x, self.outer_size.width
-        self.refresh(*(Region(x, y, width, 1) for y in lines))
+        if len(new) == len(old) and all(a is b for a, b in zip(new, old, strict=True)):
+            return False  # every line kept its strip: nothing to repaint
+        self.refresh()
         return True
+
+    def rows_besides_chart(self) -> int | None:
+        """For a pane that takes the rows left over (a chart): the rows it needs besides the
+        chart itself; ``None`` for a pane of its own height."""
+        return None
 
     def force_sync(self) -> None:
         """Redraw at the next opportunity regardless of versions (e.g. after a resize)."""
@@ -161,7 +151,7 @@ class ModelPane(Widget):
             console = self.app.console
             lines = []
             for line in renderable.split("\n", allow_blank=True):
-                if cells(line.plain) > width:
+                if cell_len(line.plain) > width:
                     line.truncate(width, overflow="ellipsis")
                 lines.append([s for s in line.render(console, end="") if s.text])
             self._text_lines = lines
@@ -213,7 +203,7 @@ class ModelPane(Widget):
                 assert old is not None
                 strips.append(old[y])
                 continue
-            length = sum(map(segment_cells, segs))
+            length = Segment.get_line_length(segs)
             if length == width:  # the renderables fill the width exactly: no copy needed
                 strips.append(Strip(segs, width))
             elif length < width:  # what crop_extend does, without its two intermediate strips

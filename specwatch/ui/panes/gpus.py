@@ -1,10 +1,12 @@
 """The GPU pane: one row per GPU, the straggler marked; remote GPUs under their node's name.
 
-On a short terminal the rows collapse to a summary (slowest, hottest, min–max).
+On a short terminal the rows collapse to a summary (slowest, hottest, and the range of each
+reading).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.segment import Segment
@@ -14,12 +16,8 @@ from specwatch.core.clock_policy import policy_of
 from specwatch.core.reasons import harmful, short_names
 from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes.base import ModelPane
-from specwatch.ui.panes.gpu_cells import deficit_cell, pcie_cell
-from specwatch.ui.panes.gpu_summary import SUMMARY_ROWS, summary_lines
-from specwatch.ui.panes.token_rate import TokenRatePane
 from specwatch.ui.renderables.columns import bucket_sorted
-from specwatch.ui.renderables.gpu_summary import GpuSummary
-from specwatch.ui.renderables.gpu_table import SPAN, Cell, GpuTable, TableStyles
+from specwatch.ui.renderables.gpu_table import SPAN, Cell, GpuSummary, GpuTable, TableStyles
 from specwatch.ui.renderables.text import fit, sparkline
 
 if TYPE_CHECKING:
@@ -30,11 +28,61 @@ TREND_CELLS = 8
 STRAGGLER = "◂"
 MIN_GRAPH_ROWS = 3
 """Fewer tok/s rows than this for the graph and the GPU rows collapse to a summary."""
+SUMMARY_ROWS = 2
 
 
 def _static(model: MonitorModel) -> dict[int, GpuStatic]:
     inv = model.inventory
     return {g.index: g for g in inv.gpus} if inv is not None else {}
+
+
+# --- the cells that judge a reading: the clock deficit and the PCIe link -----------------------
+
+
+def deficit_cell(s: GpuSample, st: GpuStatic | None) -> Cell:
+    """The SM clock against the board's maximum (``−7%``, or ``max``).
+
+    Flagged when the clock is at least :data:`~specwatch.core.judge.MIN_CHANGE` below its
+    maximum on a busy GPU with no clock-event reason set: nothing the driver admits to explains
+    it (the story's case).
+    """
+    deficit = gpu_rules.clock_deficit(s.sm_clock_mhz, st.max_sm_clock_mhz if st else None)
+    if deficit is None:
+        return Cell("–", "dim")
+    if deficit < 0.005:
+        return Cell("max", "dim")
+    return Cell(f"−{deficit * 100:.0f}%", "flag" if unexplained_deficit(s, deficit) else "")
+
+
+def unexplained_deficit(s: GpuSample, deficit: float | None) -> bool:
+    """Whether a busy GPU runs below its maximum clock with no clock-event reason set."""
+    from specwatch.core.judge import MIN_CHANGE  # with the first GPU sample, not the first frame
+
+    return (
+        deficit is not None
+        and deficit >= MIN_CHANGE
+        and s.clock_event_reasons == 0
+        and gpu_rules.sample_busy(s)
+    )
+
+
+def pcie_cell(s: GpuSample, st: GpuStatic | None) -> Cell:
+    """PCIe ``gen x width``; a link below its maximum under load is flagged with ``!``.
+
+    An idle GPU dropping to gen 1 saves power and is not flagged; a narrower link always is.
+    """
+    if s.pcie_gen is None or s.pcie_width is None:
+        return Cell("–", "dim")
+    text = f"{s.pcie_gen}x{s.pcie_width}"
+    if st is None:
+        return Cell(text + " ")
+    busy = gpu_rules.sample_busy(s)
+    if gpu_rules.link_degraded(s.pcie_gen, s.pcie_width, st.max_pcie_gen, st.max_pcie_width, busy):
+        return Cell(text + "!", "bad")
+    return Cell(text + " ")  # the flag's cell kept blank, so the links line up
+
+
+# --- the rows ------------------------------------------------------------------------------
 
 
 def gpu_row(
@@ -185,6 +233,82 @@ def origin_note(model: MonitorModel) -> str | None:
     return " · ".join(parts) if parts else None
 
 
+# --- the summary: slowest, hottest, and the range of each reading ----------------------------
+
+
+def _span(values: Iterable[float | None], unit: str) -> str | None:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    lo, hi = min(vals), max(vals)
+    return f"{lo:.0f}{unit}" if lo == hi else f"{lo:.0f}–{hi:.0f}{unit}"
+
+
+def summary_lines(model: MonitorModel) -> list[list[Cell]]:
+    """Two lines for all GPUs: the slowest and the hottest, then min–max of each reading."""
+    tick = model.tick
+    if tick is None or not tick.samples:
+        return []
+    inv = model.inventory
+    statics: dict[int, GpuStatic] = {g.index: g for g in inv.gpus} if inv is not None else {}
+    live = [s for s in tick.samples if not s.lost]
+    pace = gpu_rules.slowest(gpu_rules.pace_of_samples(live))
+    lag = gpu_rules.sample_straggler(live)
+    first: list[Cell] = []
+    if pace is not None:
+        s = next(x for x in live if x.index == pace.index)
+        st = statics.get(s.index)
+        mark = "◂" if lag == s.index else ""
+        first += [Cell("slowest ", "dim"), Cell(f"GPU {s.index}{mark} ", "mark" if mark else "")]
+        first.append(Cell(f"{s.sm_clock_mhz} MHz", "clock"))
+        first.extend(_deficit(s, st))
+        first.append(Cell(f" {_events(s)}  ", "warn" if _harmful(s) else "dim"))
+    hot = max((s for s in live if s.temp_c is not None), key=lambda s: s.temp_c or 0, default=None)
+    if hot is not None:
+        first += [Cell("hottest ", "dim"), Cell(f"GPU {hot.index} ")]
+        first.append(Cell(f"{hot.temp_c}°C", "temp"))
+    lost = [s.index for s in tick.samples if s.lost]
+    if lost:
+        first.append(Cell("  lost: GPU " + ", ".join(map(str, lost)), "bad"))
+    second: list[Cell] = [Cell(f"{len(tick.samples)} GPUs", "dim")]
+    for label, text, tone in (
+        ("SM", _span((s.sm_clock_mhz for s in live), " MHz"), "clock"),
+        ("temp", _span((s.temp_c for s in live), "°C"), "temp"),
+        ("power", _span((s.power_w for s in live), " W"), ""),
+        ("util", _span((s.util_gpu_pct for s in live), "%"), ""),
+    ):
+        if text is not None:
+            second += [Cell(f"  {label} ", "dim"), Cell(text, tone)]
+    slow_links = [s.index for s in live if _link_degraded(s, statics.get(s.index))]
+    if slow_links:
+        second.append(Cell("  PCIe below max: GPU " + ", ".join(map(str, slow_links)), "bad"))
+    return [first, second]
+
+
+def _deficit(s: GpuSample, st: GpuStatic | None) -> list[Cell]:
+    cell = deficit_cell(s, st)
+    return [] if cell.text == "–" else [Cell(" "), cell]
+
+
+def _events(s: GpuSample) -> str:
+    if s.clock_event_reasons is None:
+        return "clock events –"
+    return short_names(s.clock_event_reasons) or "no clock event"
+
+
+def _harmful(s: GpuSample) -> bool:
+    return s.clock_event_reasons is not None and bool(harmful(s.clock_event_reasons))
+
+
+def _link_degraded(s: GpuSample, st: GpuStatic | None) -> bool:
+    if st is None:
+        return False
+    busy = gpu_rules.sample_busy(s)
+    return gpu_rules.link_degraded(
+        s.pcie_gen, s.pcie_width, st.max_pcie_gen, st.max_pcie_width, busy
+    )
+
+
 class GpusPane(ModelPane):
     """GPUs: SM clock against max, temperatures, power, P-state, clock events, PCIe, memory."""
 
@@ -264,8 +388,9 @@ class GpusPane(ModelPane):
         for w in self.screen.children:
             if w is self or not w.display:
                 continue
-            if isinstance(w, TokenRatePane):
-                graph_extra = 1 + (3 if w.strips else 1)  # its border, strips and mark row
+            besides = w.rows_besides_chart() if isinstance(w, ModelPane) else None
+            if besides is not None:
+                graph_extra = besides
                 continue
             h = w.styles.height
             fixed += int(h.value) if h is not None and h.is_cells else w.outer_size.height

@@ -3,21 +3,40 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.segment import Segment
 from textual.reactive import reactive
 
-from specwatch.ui.axis import AxisHold
 from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes.base import ModelPane
 from specwatch.ui.renderables.columns import bucket_sorted
 from specwatch.ui.renderables.graph import GraphStyles, Reading, TokenRateGraph
 from specwatch.ui.renderables.marks import GraphMark
-from specwatch.ui.renderables.text import column_of
+from specwatch.ui.renderables.text import column_of, nice_ceiling
 
 GAP_SAMPLES = 3.0
 """A gap shorter than this many sampling intervals is drawn through (no comb at 1 minute)."""
+
+
+@dataclass(slots=True)
+class AxisHold:
+    """The top of a graph's value axis, held between draws and across windows.
+
+    A reading above the top raises it at once, to the next round figure (a bar above the axis
+    would read as an error); a lower need never lowers it. An axis that shrank after a quiet
+    spell made the same tok/s look different from one minute to the next (600 ↔ 800), and a
+    new window span starting from its own data did the same on every ``w``.
+    """
+
+    top: float | None = None
+
+    def update(self, needed: float, t: float) -> float:
+        """The top to draw with at time ``t`` when the data asks for ``needed``."""
+        if self.top is None or needed > self.top:
+            self.top = nice_ceiling(needed)
+        return self.top
 
 
 def graph_for(
@@ -172,6 +191,10 @@ class TokenRatePane(ModelPane):
         if self.display and self.is_mounted:
             self._retitle()
         return super().sync()
+
+    def rows_besides_chart(self) -> int:
+        """Its border, the clock and heat strips (or none) and the mark row."""
+        return 1 + (3 if self.strips else 1)
 
     def build_lines(self, width: int, height: int) -> list[list[Segment]]:
         """The graph at the pane's current size."""

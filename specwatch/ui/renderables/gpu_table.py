@@ -1,4 +1,5 @@
-"""The GPU table: rows of cells laid out in the columns that fit the width."""
+"""The GPU table: rows of cells laid out in the columns that fit the width; and its summary (a few
+lines in place of the table when the terminal is short)."""
 
 from __future__ import annotations
 
@@ -186,3 +187,33 @@ def _align(text: str, width: int, align: str) -> str:
     if len(text) > width:
         return text[: width - 1] + "…" if width > 1 else text[:width]
     return text.rjust(width) if align == "right" else text.ljust(width)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSummary:
+    """Lines of toned cells, each line cut to the width (later cells go first)."""
+
+    lines_of_cells: Sequence[Sequence[Cell]]
+    styles: TableStyles = field(default_factory=TableStyles)
+
+    def lines(self, width: int) -> list[list[Segment]]:
+        """Each line exactly ``width`` cells wide; a cell that does not fit whole is dropped."""
+        out: list[list[Segment]] = []
+        for cells in self.lines_of_cells:
+            segs: list[Segment] = []
+            used = 0
+            for cell in cells:
+                if used + len(cell.text) > width:
+                    break
+                segs.append(Segment(cell.text, self.styles.tone(cell.tone)))
+                used += len(cell.text)
+            if used < width:
+                segs.append(Segment(" " * (width - used), self.styles.normal))
+            out.append(segs)
+        return out
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        new_line = Segment.line()
+        for line in self.lines(options.max_width):
+            yield from line
+            yield new_line
