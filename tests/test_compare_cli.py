@@ -37,6 +37,7 @@ def test_every_verdict_has_its_own_documented_exit_code() -> None:
         Outcome.UNKNOWN: 5,
         Outcome.LOAD: 6,
         Outcome.ACCEPTANCE: 7,
+        Outcome.HOST: 9,
     }
     assert EXIT_ERROR == 1 and EXIT_USAGE == 2
     assert Outcome.GPU.value == "explained by GPU state" and str(Outcome.GPU) == Outcome.GPU.wording

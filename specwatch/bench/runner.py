@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from specwatch.bench.aggregate import build_series, combine_streams, counter_deltas, overall_of
 from specwatch.bench.events import BenchEvent
 from specwatch.bench.gpu_recorder import GpuRecorder
+from specwatch.bench.host_recorder import HostRecorder
 from specwatch.bench.prompts import load_prompts
 from specwatch.bench.steady_gate import steady_after, steady_gate
 from specwatch.bench.stream_waiting import wait_all
@@ -38,6 +39,7 @@ from specwatch.core.steady import Steadiness
 if TYPE_CHECKING:
     from specwatch.core.gpu_summary import GpuRunSummary
     from specwatch.sources.gpu_reader import GpuReader
+    from specwatch.sources.host import HostSampler
     from specwatch.sources.http.client import ServerClient
     from specwatch.sources.watch.watcher import MetricsWatcher
 
@@ -105,6 +107,7 @@ class _Benchmark:
         self.error: str | None = None
         self.next_prompt = 0
         self.steadiness: Steadiness | None = None
+        self.host = HostRecorder(None)
 
     def emit(
         self, kind: str, index: int, total: int, message: str, run: RunResult | None = None
@@ -159,9 +162,11 @@ class _Benchmark:
         """One run; ``None`` when cancelled before it finished."""
         first_prompt, chosen = self._next_prompts()
         before = None if warmup else await self._counters()
+        host_t0 = None if warmup else await self.host.mark()
         run_t0 = self.clock()
         streamed = await self._stream_all(chosen, max_tokens, warmup)
         run_t1 = self.clock()
+        host_t1 = None if warmup or streamed is None else await self.host.mark()
         if streamed is None:
             return None
         t0 = self.t0
@@ -194,6 +199,7 @@ class _Benchmark:
                 else dialect_for(self.info.dialect).accept_length_from_counters(deltas)
             ),
             gpus=_summaries(self.recorder, ticks, run.completion_tokens),
+            host_cpu=self.host.between(host_t0, host_t1),
         )
 
     async def _stream_all(
@@ -283,6 +289,7 @@ async def run_benchmark(
     clock: Callable[[], float] = time.monotonic,
     metrics: MetricsWatcher | None = None,
     on_tokens: Callable[[int], None] | None = None,
+    host: HostSampler | None = None,
 ) -> BenchResult:
     """Run warmups then measured runs; never raises for server faults (``error`` is set).
 
@@ -301,6 +308,8 @@ async def run_benchmark(
         clock: Monotonic clock shared with the sampler (``time.monotonic`` for both by default).
         metrics: A watcher to read counters with; one is made when ``info`` has ``/metrics``.
         on_tokens: Called on the event loop with the measured run's tokens so far.
+        host: This host's CPU sampler (its server pids set where the server is local); each
+            run records the host's CPU figures over it.
 
     Returns:
         The measured runs, statistics, time series and how the benchmark ended.
@@ -322,8 +331,10 @@ async def run_benchmark(
         client, info, config, prompt_list, recorder, metrics, on_event, cancel, clock
     )
     bench.on_tokens = on_tokens
+    bench.host = HostRecorder(host)
     try:
         await recorder.start()
+        await bench.host.start()
         await bench.run_phases()
     except asyncio.CancelledError:
         # Ctrl-C under asyncio.run, or the TUI cancelling its worker: keep what finished.
@@ -331,6 +342,7 @@ async def run_benchmark(
     finally:
         with contextlib.suppress(asyncio.CancelledError):
             await recorder.stop()
+            await bench.host.stop()
     result = bench.result(prompts_source, started_at)
     n = len(bench.runs)
     if bench.interrupted:

@@ -35,7 +35,7 @@ from specwatch.core.snapshot_records import (
 )
 from specwatch.core.values import to_jsonable
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The version new snapshots are written with (see ``snapshot.schema.json``)."""
 REDACTED = WITHHELD
 _SECRET_FLAGS = ("--api-key",)
@@ -194,6 +194,7 @@ def build_snapshot(
         overall=overall,
         timeseries=TimeSeries(result.config.series_interval_s, result.series),
         steady=result.steady,
+        host_cpu=result.host_cpu,
     )
     cleaned: dict[str, Any] = scrub_snapshot(scrub(snapshot_to_json(snap), secrets))
     return cleaned

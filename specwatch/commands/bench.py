@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from specwatch.core.identity import ServerIdentity
     from specwatch.sim.story import StoryServer
     from specwatch.sources.gpu_reader import GpuReader
+    from specwatch.sources.host import HostSampler
     from specwatch.sources.http.endpoint import Endpoint
 
 EXIT_FAILED = EXIT_ERROR
@@ -84,6 +85,7 @@ async def _bench(
     sampler: GpuReader | None,
     progress: TextIO,
     log: SignalLog,
+    host: HostSampler | None = None,
 ) -> tuple[BenchResult | None, str | None, int | None]:
     """Connect, run; returns (result, secret, signal number that stopped it)."""
     from specwatch.sources.detect import WaitStatus, detect, wait_ready
@@ -187,7 +189,7 @@ async def _bench(
                 return None, secret, stopped_by[0]
             connecting = False
             result = await run_benchmark(
-                client, info, config, sampler, on_event, cancel, on_tokens=on_tokens
+                client, info, config, sampler, on_event, cancel, on_tokens=on_tokens, host=host
             )
             live.clear()
     return result, secret, stopped_by[0] if stopped_by else None
@@ -344,9 +346,11 @@ def _measure_and_save(
     identity: ServerIdentity,
     locked: Locked | None = None,
 ) -> int:
+    from specwatch.sources.host import sampler_for
+
     try:
         result, secret, stopped_by = asyncio.run(
-            _bench(args, endpoint, config, sampler, progress, log)
+            _bench(args, endpoint, config, sampler, progress, log, sampler_for(identity))
         )
     except (_Failure, PromptsError) as exc:
         # PromptsError: the prompts file changed after it was checked above.

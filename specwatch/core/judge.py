@@ -21,12 +21,16 @@ a live verdict calls it with a reference window and the current window. The rule
 3. **Acceptance.** At a fixed step time tok/s scales with the accept length (tokens per verify
    step). **Acceptance changed** when the accept length moved by at least
    :data:`ACCEPT_MIN_CHANGE` in the direction of tok/s and accounts for ``min_share`` of it.
-4. **Load.** **Load changed** when the mean running requests differ by more than
+4. **Host CPU.** **Host CPU contention** when the slower side's server was short of CPU and
+   the faster side's was not, by the rule of :mod:`specwatch.core.host` (its threads' wait for
+   a CPU, the run queue against the cores, steal). Before load: a starved server also
+   processes prompts more slowly, which reads as a change of load.
+5. **Load.** **Load changed** when the mean running requests differ by more than
    :data:`LOAD_REL_CHANGE` (25%) and at least :data:`LOAD_MIN_RUNNING` requests, or prompt tok/s
    by more than 25% and at least :data:`LOAD_MIN_PROMPT_TOK_S`, or the DRAM bytes read per
    token by 5% (more work per token: longer contexts read more KV cache): the two measurements
    were not taken under the same load, so the comparison cannot blame the code.
-5. No SM clock readings on a side: **GPU state unknown** (blaming the code without knowing the
+6. No SM clock readings on a side: **GPU state unknown** (blaming the code without knowing the
    GPUs' state is the story's mistake in reverse). Otherwise **not explained by GPU state**.
 """
 
@@ -35,6 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from specwatch.core.host import HostSpan, host_contention
 from specwatch.core.memory_bound import blended_ratio, bytes_per_token_change, carried_by_memory
 from specwatch.core.outcomes import Outcome
 from specwatch.core.stats import Summary, Welch, mean, summarize, welch
@@ -75,6 +80,8 @@ class Figures:
     dram_per_token: float | None = None
     """``Σ dram_active × memory clock / tok/s``: proportional to the bytes read per token
     (:mod:`specwatch.core.memory_bound`)."""
+    host: HostSpan | None = None
+    """The host's CPU over the side's runs or window (:mod:`specwatch.core.host`)."""
 
     @property
     def mean_tok_s(self) -> float | None:
@@ -120,6 +127,8 @@ class Judgement:
     term: str = "SM clock"
     """The clock whose change carried a GPU-state verdict (``"memory clock"``: see
     :func:`memory_term`)."""
+    host: str | None = None
+    """Why the slower side was short of CPU (:func:`specwatch.core.host.host_contention`)."""
 
     @property
     def reason(self) -> str:
@@ -260,6 +269,11 @@ def judge(
         and accept_share >= min_share
     )
     loads = load_changes(reference, current)
+    host = None
+    if change is not None:
+        slower, faster = (current, reference) if change < 0 else (reference, current)
+        names = (current_name, reference_name) if change < 0 else (reference_name, current_name)
+        host = host_contention(slower.host, faster.host, slower_name=names[0], faster_name=names[1])
 
     pct = f"{change * 100:+.1f}%" if change is not None else "?"
     ci = (
@@ -299,6 +313,9 @@ def judge(
             f"{head}; accept length {acc_a:.2f} → {acc_b:.2f} "
             f"({(acc_b / acc_a - 1) * 100:+.1f}%) accounts for it"
         )
+    elif host is not None:
+        outcome = Outcome.HOST
+        reasons.append(f"{head}; {host}")
     elif loads:
         outcome = Outcome.LOAD
         reasons.append(f"{head}; load changed: {', '.join(loads)}")
@@ -333,6 +350,7 @@ def judge(
         explained_by_clock=explained,
         accept_share=accept_share,
         load_changes=loads,
+        host=host,
         term=_term(explained, blended, memory, sm_ratio, mem_ratio, dram),
     )
 

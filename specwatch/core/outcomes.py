@@ -25,6 +25,7 @@ class Outcome(str, Enum):
     UNKNOWN = "GPU state unknown: no SM clock readings to attribute the change"
     LOAD = "load changed"
     ACCEPTANCE = "acceptance changed"
+    HOST = "host CPU contention"
 
     @property
     def wording(self) -> str:
@@ -63,6 +64,8 @@ _EXIT_CODES: dict[Outcome, int] = {
     Outcome.UNKNOWN: 5,
     Outcome.LOAD: 6,
     Outcome.ACCEPTANCE: 7,
+    # 8 is left to "configuration changed", added beside this one.
+    Outcome.HOST: 9,
 }
 
 

@@ -91,6 +91,7 @@ def figures(snap: Snapshot) -> Figures:
         running_requests=snap.overall.running_requests.mean,
         prompt_tok_s=snap.overall.prompt_tok_s.mean,
         accept_length=snap.accept_length,
+        host=snap.host_cpu,
     )
 
 

@@ -8,7 +8,8 @@ same shape (a test keeps the two in agreement). Every schema version reads into 
 records: version 1 named the board's maximum SM clock ``sm_clock_max_mhz`` (version 2 on:
 ``board_max_sm_clock_mhz``); version 3 adds the server process's code identity
 (``server.process``) and each run's load (``runs[].load``), which for older versions is worked
-out again from the runs' counter deltas where they allow it.
+out again from the runs' counter deltas where they allow it; version 4 adds this host's CPU
+(``host_cpu``, ``runs[].host_cpu``: :mod:`specwatch.core.host`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from specwatch.core import identity as identity_json
 from specwatch.core.gpu import GpuInventory, GpuStatic
 from specwatch.core.gpu_summary import GpuRunSummary
+from specwatch.core.host import HostSpan, combine_spans
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.load import RunLoad, load_from_counters
 from specwatch.core.server import ServerInfo, SpecConfig
@@ -113,6 +115,8 @@ class RunResult:
     notes: Mapping[str, str] = field(default_factory=dict)
     load: RunLoad = NO_LOAD
     """The server's load during the run (``specwatch.core.load``); set when it is snapshotted."""
+    host_cpu: HostSpan | None = None
+    """This host's CPU during the run (``specwatch.core.host``; schema 4)."""
 
     def progress_line(self, total: int) -> str:
         """``Run 1/5: 2048 tokens in 24.85s = 82.4 tok/s (prompt: 32 toks)``, as in the story."""
@@ -195,6 +199,11 @@ class BenchResult:
     error: str | None
     steady: Steadiness | None = None
     """Whether the GPUs were steady before the runs, and their drift during them."""
+
+    @property
+    def host_cpu(self) -> HostSpan | None:
+        """This host's CPU over the measured runs (``None``: not read)."""
+        return combine_spans([r.host_cpu for r in self.runs if r.host_cpu is not None])
 
     @property
     def ok(self) -> bool:
@@ -281,6 +290,8 @@ class Snapshot:
     timeseries: TimeSeries
     steady: Steadiness | None = None
     """The steady-state gate (``None``: not recorded, older snapshots)."""
+    host_cpu: HostSpan | None = None
+    """This host's CPU over the measured runs (schema 4; ``None``: not read, older snapshots)."""
 
     @property
     def run_tok_s(self) -> list[float]:

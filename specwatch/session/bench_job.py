@@ -104,6 +104,7 @@ class BenchJob:
     async def _main(self) -> BenchResult:
         from specwatch.bench.runner import run_benchmark
         from specwatch.core.snapshot_records import BenchConfig
+        from specwatch.sources.host import sampler_for
         from specwatch.sources.http.client import ServerClient
 
         self._loop = asyncio.get_running_loop()
@@ -121,6 +122,7 @@ class BenchJob:
                 on_event=self._on_event,
                 cancel=self._cancel,
                 clock=self.clock,
+                host=sampler_for(self.identity),
             )
 
     def run(self) -> None:
