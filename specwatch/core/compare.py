@@ -27,6 +27,7 @@ from specwatch.core.compare_rows import (
     config_rows,
     env_rows,
     gpu_rows,
+    host_rows,
     result_rows,
     server_rows,
 )
@@ -277,6 +278,7 @@ def compare(
     rows = [
         *result_rows(a, b, j.beyond_noise),
         *gpu_rows(a, b, (clock_a, clock_b), (idx_a, idx_b)),
+        *host_rows(a, b),
         *env_rows(a, b),
         *server_rows(a, b),
         *code_rows(a, b),

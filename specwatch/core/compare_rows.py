@@ -14,6 +14,7 @@ from typing import Any
 
 from specwatch.core import gpu_rules
 from specwatch.core.gpu_summary import GpuRunSummary
+from specwatch.core.host import HostSpan
 from specwatch.core.identity import ServerIdentity, identity_differences
 from specwatch.core.snapshot_figures import overall_gpus
 from specwatch.core.snapshot_records import Snapshot
@@ -27,8 +28,8 @@ class Row:
     """One line of the side-by-side table."""
 
     section: str
-    """``"result"``, ``"load"``, ``"gpu"``, ``"environment"``, ``"server"``, ``"code"`` or
-    ``"config"``."""
+    """``"result"``, ``"load"``, ``"gpu"``, ``"host"``, ``"environment"``, ``"server"``,
+    ``"code"`` or ``"config"``."""
     name: str
     a: str
     b: str
@@ -167,6 +168,43 @@ def gpu_rows(
     rows.append(
         Row("gpu", "PCIe link (worst GPU)", la[0], lb[0], la[0] != lb[0], True, la[1], lb[1])
     )
+    return rows
+
+
+def host_rows(a: Snapshot, b: Snapshot) -> list[Row]:
+    """The host section: this host's CPU over the runs (none when neither snapshot has it)."""
+    ha, hb = a.host_cpu, b.host_cpu
+    if ha is None and hb is None:
+        return []
+    rows: list[Row] = []
+
+    def num_row(
+        name: str, key: str, scale: float, spec: str, unit: str, tol: float, shown: bool = True
+    ) -> None:
+        va = getattr(ha, key) if ha is not None else None
+        vb = getattr(hb, key) if hb is not None else None
+        va = None if va is None else va * scale
+        vb = None if vb is None else vb * scale
+        sa, sb = _fmt(va, spec, unit), _fmt(vb, spec, unit)
+        rows.append(Row("host", name, sa, sb, sa != sb and _apart(va, vb, tol), shown, va, vb))
+
+    num_row("server waited for a CPU", "server_wait_ratio", 100, ".0f", "%", 5.0)
+    num_row("server CPU", "server_cpu_cores", 1, ".2f", " cores", 0.1)
+    num_row("other processes' CPU", "others_cores", 1, ".2f", " cores", 0.1)
+    num_row("run queue per core", "run_queue_per_core", 1, ".2f", "", 0.1)
+    num_row("CPU busy", "busy_ratio", 100, ".0f", "%", 5.0, False)
+    num_row("CPU steal", "steal_ratio", 100, ".0f", "%", 2.0, False)
+    num_row("CPU frequency (mean)", "freq_mhz", 1, ".0f", " MHz", 0.0, False)
+    ga, gb = (h.governor if h is not None else None for h in (ha, hb))
+    rows.append(Row("host", "CPU governor", _text(ga), _text(gb), ga != gb, False, ga, gb))
+
+    def beside(h: HostSpan | None) -> str:
+        if h is None or not h.competitors:
+            return "—"
+        return ", ".join(f"{c.name} {c.cores:.1f}" for c in h.competitors)
+
+    sa, sb = beside(ha), beside(hb)
+    rows.append(Row("host", "beside the server (cores)", sa, sb, False, False, sa, sb))
     return rows
 
 
