@@ -23,11 +23,14 @@ from specwatch.core.gpu import GpuInventory, GpuOrigin, GpuSample, GpuStatic, Gp
 from specwatch.core.reasons import harmful
 from specwatch.session import DcgmExporterGpuSource, NvmlGpuSource
 from specwatch.session.events import GpuInventoryChanged, GpuTicked
-from specwatch.sim.dcgm_exporter import SimDcgmExporter
+from specwatch.sim.dcgm_exporter import SimDcgmExporter, render_dcgm
 from specwatch.sim.fake_nvml import FakeNvml
+from specwatch.sim.gpus import SimGpus, SimGpuSpec
 from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
+from specwatch.sources.dcgm.convert import to_sample
+from specwatch.sources.dcgm.parse import parse_dcgm
 from specwatch.sources.dcgm.source import DcgmGpuSource
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.probe import SCHEMA_VERSION, probe, probe_to_dict
@@ -264,6 +267,34 @@ def test_probe_gpu_entry_from_a_sparse_exporter_says_what_is_not_sent() -> None:
     assert gpu["power_w"] is None and "not exported" in gpu["missing"]["power_w"]
     assert gpu["clock_event_reasons"] is None and gpu["clock_event_reason_names"] is None
     assert gpu["missing"]["clock_event_reason_names"] == gpu["missing"]["clock_event_reasons"]
+
+
+def test_probe_json_carries_dram_and_tensor_activity_from_a_4x_exporter() -> None:
+    # dcgm-exporter 4.x with its profiling (PROF) fields, as a DCGM 4 node sends them.
+    labels = '{gpu="0",UUID="GPU-4444",Hostname="h200-3",modelName="NVIDIA H200",pod="sglang-0"}'
+    body = "".join(
+        f"{name}{labels} {value}\n"
+        for name, value in (
+            ("DCGM_FI_DEV_SM_CLOCK", 1830),
+            ("DCGM_FI_PROF_DRAM_ACTIVE", 0.812345),
+            ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 0.153),
+        )
+    )
+    source = DcgmGpuSource("h200-3", fetch=lambda url, timeout_s, max_bytes: body)
+    inventory = source.open()
+    entries, reason = gpus_document(inventory, source.sample())
+    assert reason is None
+    (gpu,) = entries
+    assert gpu["dram_active"] == pytest.approx(0.812345)
+    assert gpu["tensor_active"] == pytest.approx(0.153)
+    # The simulated exporter: a step 80% memory-bound at full clocks is 20% tensor work.
+    gpus = SimGpus(1, spec=SimGpuSpec(memory_bound_share=0.8), seed=1)
+    gpus.set_temperature(40.0, pin=True)
+    gpus.advance_to(1.0, load=1.0)
+    (exported,) = parse_dcgm(render_dcgm(gpus, 1.0)).gpus
+    sample = to_sample(exported, 0, 1.0)
+    assert sample.dram_active == pytest.approx(0.8, abs=0.01)
+    assert sample.tensor_active == pytest.approx(0.2, abs=0.01)
 
 
 def test_nvml_session_source_is_unchanged_without_dcgm() -> None:

@@ -12,6 +12,7 @@ from specwatch.sim.gpus import SimGpus
 from specwatch.sources.nvml import binding as N
 from specwatch.sources.nvml.gpm import FIRST_SAMPLE
 from specwatch.sources.nvml.sampler import GpuSampler
+from specwatch.sources.nvml.state import NO_TENSOR
 
 GPUS = 2
 CLASSIC_BACKUPS = (
@@ -122,6 +123,7 @@ def test_a_field_unknown_to_the_driver_is_never_asked_again() -> None:
         assert sample.missing == {
             "fan_pct": "n/s: Not Supported",
             "hbm_temp_c": "n/s: Not Supported",
+            "tensor_active": NO_TENSOR,
             **first,
         }
     assert fake.calls["nvmlDeviceGetViolationStatus"] == 3

@@ -17,6 +17,7 @@ from specwatch.sources.nvml.binding import nvml_error
 from specwatch.sources.nvml.gpm import FIRST_SAMPLE
 from specwatch.sources.nvml.reads import SLOW_REFRESH_S
 from specwatch.sources.nvml.sampler import GpuSampler
+from specwatch.sources.nvml.state import NO_TENSOR
 from tests.unavailable_nvml import unavailable_nvml
 
 GPUS = 4
@@ -85,7 +86,11 @@ def test_every_field_read_and_matches_the_simulation() -> None:
     assert [s.index for s in tick.samples] == list(range(GPUS))
     for sample, state in zip(tick.samples, states, strict=True):
         assert not sample.lost
-        assert sample.missing == {"fan_pct": "n/s: Not Supported", "dram_active": FIRST_SAMPLE}
+        assert sample.missing == {
+            "fan_pct": "n/s: Not Supported",
+            "dram_active": FIRST_SAMPLE,
+            "tensor_active": NO_TENSOR,
+        }
         assert sample.sm_clock_mhz == state.sm_clock_mhz
         assert sample.mem_clock_mhz == state.mem_clock_mhz
         assert sample.temp_c == round(state.temp_c)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -84,6 +85,11 @@ async def test_probe_json_fields(dialect: str) -> None:
     assert doc["gpus"][0]["sm_clock_mhz"] > 0
     metrics = doc["metrics"]
     assert metrics["dt"] > 0 and metrics["tokens"] == 48
+    # This host's CPU over the stream (the simulated server is no process of its own).
+    host = doc["host"]
+    assert host["cores"] == os.cpu_count() and host["duration_s"] > 0
+    assert 0 <= host["busy_ratio"] <= 1 and host["server_local"] is False
+    assert {"dram_active", "tensor_active"} <= set(doc["gpus"][0])
     # the JSON round-trips through orjson (no dataclasses, enums or NaN left)
     assert orjson.loads(orjson.dumps(doc)) == doc
     text = render_text(result)

@@ -136,6 +136,19 @@ def gpu_rows(
     )
     for name, key, how, spec, unit, is_key in aggregates:
         num_row(name, _agg(ga, key, how), _agg(gb, key, how), spec, unit, is_key)
+    for name, key in (
+        ("DRAM activity (mean)", "dram_active_mean"),
+        ("tensor activity (mean)", "tensor_active_mean"),
+    ):
+        va, vb = _agg(ga, key, mean), _agg(gb, key, mean)
+        num_row(
+            name,
+            None if va is None else va * 100,
+            None if vb is None else vb * 100,
+            ".0f",
+            "%",
+            va is not None or vb is not None,
+        )
 
     reasons: list[str] = []
     for g in [*ga, *gb]:

@@ -80,6 +80,9 @@ class GpuSample:
     dram_active: float | None = None
     """Share of time the HBM interface was busy (0-1): achieved bandwidth against the board's
     peak (DCGM's ``DCGM_FI_PROF_DRAM_ACTIVE``). Near 1 under decode: tokens wait on memory."""
+    tensor_active: float | None = None
+    """Share of cycles a tensor pipe was active (0-1; DCGM's
+    ``DCGM_FI_PROF_PIPE_TENSOR_ACTIVE``): the compute side of a step."""
     lost: bool = False
     """The GPU fell off the bus (``NVML_ERROR_GPU_IS_LOST``); all readings are ``None``."""
     missing: Mapping[str, str] = field(default_factory=dict)

@@ -59,6 +59,8 @@ class GpuRunSummary:
     dram_active_mean: float | None = None
     """Mean DRAM activity (0-1; dcgm-exporter's ``DCGM_FI_PROF_DRAM_ACTIVE``): the share of a
     step that waits on HBM."""
+    tensor_active_mean: float | None = None
+    """Mean tensor-pipe activity (0-1; ``DCGM_FI_PROF_PIPE_TENSOR_ACTIVE``)."""
 
 
 def summarize_ticks(
@@ -156,6 +158,7 @@ class _GpuFigures:
         self.samples = self.live = self.masks = 0
         self.clock, self.power, self.util, self.mem_clock = _Mean(), _Mean(), _Mean(), _Mean()
         self.dram_active = _Mean()
+        self.tensor_active = _Mean()
         self.clock_min: int | None = None
         self.temp_max: int | None = None
         self.hbm_max: int | None = None
@@ -180,6 +183,7 @@ class _GpuFigures:
         self.util.add(None if s.util_gpu_pct is None else float(s.util_gpu_pct))
         self.mem_clock.add(s.mem_clock_mhz)
         self.dram_active.add(s.dram_active)
+        self.tensor_active.add(s.tensor_active)
         if s.clock_event_reasons is not None:
             self.masks += 1
             for reason in R.decode(s.clock_event_reasons):
@@ -223,6 +227,7 @@ class _GpuFigures:
             util_mean_pct=self.util.value(),
             mem_clock_mean_mhz=self.mem_clock.value(),
             dram_active_mean=self.dram_active.value(),
+            tensor_active_mean=self.tensor_active.value(),
         )
 
     def _reason_fractions(self) -> Mapping[str, float]:

@@ -39,6 +39,7 @@ _FORMATS: dict[str, str] = {
     "thermal_violation_ns": "q",
     "fan_pct": "h",
     "dram_active": "d",
+    "tensor_active": "d",
     "lost": "?",
 }
 _NAMES = tuple(_FORMATS)

@@ -123,6 +123,7 @@ def render_dcgm(
             ("DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", spec.max_pcie_width),
             ("DCGM_FI_DEV_FAN_SPEED", 0),
             ("DCGM_FI_PROF_DRAM_ACTIVE", round(state.dram_active, 4)),
+            ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", round(state.tensor_active, 4)),
             ("DCGM_FI_DEV_POWER_VIOLATION", state.power_violation_ns),
             ("DCGM_FI_DEV_THERMAL_VIOLATION", state.thermal_violation_ns),
             ("DCGM_FI_DEV_SYNC_BOOST_VIOLATION", 0),

@@ -73,6 +73,9 @@ class SimGpuState:
     the clocks pace it (``DCGM_FI_PROF_DRAM_ACTIVE``)."""
     dram_busy_s: float = 0.0
     """Seconds of ``dram_active`` accumulated: the counter GPM samples take deltas of."""
+    tensor_active: float = 0.0
+    """Share of time the tensor pipes were busy: the compute share of a step, paced by the
+    clocks as ``dram_active`` is (``DCGM_FI_PROF_PIPE_TENSOR_ACTIVE``)."""
 
 
 class SimGpu:
@@ -176,6 +179,7 @@ class SimGpu:
             lost=self.lost,
             dram_active=self._dram_active(clock) if busy else 0.0,
             dram_busy_s=self.dram_busy_s,
+            tensor_active=self._tensor_active(clock) if busy else 0.0,
         )
 
     def _dram_active(self, clock: float) -> float:
@@ -186,6 +190,15 @@ class SimGpu:
         mem = s.max_mem_clock_mhz / self.mem_clock()
         pace = (1 - m) * s.max_sm_clock_mhz / clock + m * mem
         return min(1.0, self.load * m * mem / pace)
+
+    def _tensor_active(self, clock: float) -> float:
+        """The compute part of the same step: ``1 − m`` at full clocks, more of the step when a
+        slower SM clock stretches it."""
+        s = self.spec
+        m = s.memory_bound_share
+        sm = s.max_sm_clock_mhz / clock
+        pace = (1 - m) * sm + m * s.max_mem_clock_mhz / self.mem_clock()
+        return min(1.0, self.load * (1 - m) * sm / pace)
 
 
 class SimGpus:

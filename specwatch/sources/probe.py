@@ -16,11 +16,13 @@ from typing import Any
 
 from specwatch import __version__
 from specwatch.core.gpu import GpuInventory, GpuTick
+from specwatch.core.host import HostSpan
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.server import ChunkArrival, MetricsWindow, ServerInfo, StreamResult
 from specwatch.core.values import to_jsonable
 from specwatch.sources import probe_gpus
 from specwatch.sources.detect import detect, wait_ready
+from specwatch.sources.host import HostSampler
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import Endpoint
 from specwatch.sources.http.limits import PROBE_DEADLINE_S
@@ -35,10 +37,12 @@ DEFAULT_PROMPT = (
     "with a short example in Python."
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version of the JSON document: 2 added ``schema_version`` and one GPU entry shape for NVML
 and dcgm-exporter (``node``, ``source``, every key present, nulls explained in ``missing``);
-3 added ``verdict``, the live verdict the probe's readings give."""
+3 added ``verdict``, the live verdict the probe's readings give; 4 added ``host`` (this
+host's CPU over the stream or the passive window) and each GPU's ``dram_active`` and
+``tensor_active``."""
 
 EXIT_OK = 0
 EXIT_UNREACHABLE = 1
@@ -65,6 +69,9 @@ class ProbeResult:
     """The server process's code identity (``None``: not read); notes say why it is partial."""
     passive: bool = False
     """No request that makes the server do model work was sent (``probe --passive``)."""
+    host: HostSpan | None = None
+    """This host's CPU over the stream (or the passive window): load, run queue, steal,
+    frequency, the processes that used most of it."""
 
     @property
     def exit_code(self) -> int:
@@ -160,11 +167,14 @@ async def probe(
         # Detection and the scrape leave young objects behind: a young collection then came
         # due while the request was written, inside the measured TTFT, in every probe (3.5-26
         # ms of wall time on a loaded 2-core machine). It runs now, before the clock starts.
+        host = HostSampler()
+        await asyncio.to_thread(host.sample)
         gc.collect(1)
         stream = await stream_completion(
             client, info, prompt, max_tokens, clock=clock, on_chunk=chunk_seen
         )
         first_chunk.set()
+        host_span = await asyncio.to_thread(host.sample, True)
         # Reading the process's identity costs tens of ms of CPU: started before the stream
         # it landed inside the measured TTFT on a small machine, so it waits for the stream.
         id_task = None
@@ -174,7 +184,14 @@ async def probe(
         inventory, tick = (None, None) if gpu_task is None else await gpu_task
         identity = await _identity(id_task)
         return ProbeResult(
-            endpoint.base_url, info, stream, window, inventory, tick, identity=identity
+            endpoint.base_url,
+            info,
+            stream,
+            window,
+            inventory,
+            tick,
+            identity=identity,
+            host=host_span,
         )
 
 
@@ -193,13 +210,24 @@ async def _passive(
     id_task = None
     if identify is not None:
         id_task = asyncio.create_task(asyncio.to_thread(identify, endpoint.base_url, info))
+    host = HostSampler()
+    await asyncio.to_thread(host.sample)
     # The window is the measurement itself: the server's counters move over it on their own.
     await asyncio.sleep(window_s)
     window = await watcher.scrape()
+    host_span = await asyncio.to_thread(host.sample, True)
     inventory, tick = (None, None) if gpus is None else await gpus
     identity = await _identity(id_task)
     return ProbeResult(
-        endpoint.base_url, info, None, window, inventory, tick, identity=identity, passive=True
+        endpoint.base_url,
+        info,
+        None,
+        window,
+        inventory,
+        tick,
+        identity=identity,
+        passive=True,
+        host=host_span,
     )
 
 
@@ -358,6 +386,7 @@ def probe_to_dict(result: ProbeResult, verdict: dict[str, Any] | None = None) ->
         ),
         "gpus": gpus,
         "gpus_reason": gpus_reason,
+        "host": None if result.host is None else to_jsonable(result.host),
         "verdict": verdict,
     }
 

@@ -43,6 +43,8 @@ SAMPLE_KEYS = (
     "clock_event_reasons",
     "pcie_gen",
     "pcie_width",
+    "dram_active",
+    "tensor_active",
 )
 GPU_KEYS = (
     "index",

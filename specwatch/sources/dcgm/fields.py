@@ -85,6 +85,12 @@ FIELDS: tuple[FieldMap, ...] = (
         integer=False,
         help="Ratio of cycles the device memory interface is active sending or receiving data.",
     ),
+    FieldMap(
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "tensor_active",
+        integer=False,
+        help="Ratio of cycles the tensor (HMMA) pipe is active.",
+    ),
     # The violation counters are nanoseconds, as NVML's violationTime: DCGM's field reference
     # says so; the "(in us)" of dcgm-exporter's stock CSV was a wrong comment (fixed there in
     # late 2025), and scaling by 1000 made 0.1% of throttling read as 100%.

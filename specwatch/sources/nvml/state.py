@@ -14,6 +14,7 @@ from typing import Any
 from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.sources.nvml.calls import FieldRead, NvmlCall
 
+NO_TENSOR = "n/s: tensor activity is not read through NVML (--dcgm gives it)"
 SAMPLE_FIELDS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(GpuSample) if f.name not in {"index", "t", "lost", "missing"}
 )
@@ -104,7 +105,7 @@ class GpuState:
     field_ids: list[int] = field(default_factory=list)
     field_call: BoundCall | None = None
     fan_call: BoundCall | None = None
-    standing: dict[str, str] = field(default_factory=dict)
+    standing: dict[str, str] = field(default_factory=lambda: {"tensor_active": NO_TENSOR})
     """The "n/s" reasons of per-tick fields, shared by samples (replaced, never changed)."""
     static_calls: dict[str, BoundCall] = field(default_factory=dict)
 
