@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from specwatch.commands.exporter import run_dashboard
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
+from specwatch.core.host import Competitor, HostSpan
 from specwatch.core.judge import Figures as WindowFigures
 from specwatch.core.judge import judge
 from specwatch.core.outcomes import Outcome
@@ -96,6 +97,8 @@ def test_every_series_of_a_judged_server_and_its_gpus() -> None:
         clock_event_reasons=0x20,
         util_gpu_pct=100,
         thermal_violation_ns=2_000_000_000,
+        dram_active=0.8,
+        tensor_active=0.15,
     )
     readings(ev.GpuTicked(GpuTick(2.0, 1.7e9, (sample,), 0.1)))
     got = _scrape(readings, plain_s=0.012)
@@ -119,6 +122,33 @@ def test_every_series_of_a_judged_server_and_its_gpus() -> None:
         "specwatch_gpu_throttle_seconds"
     ]
     assert "specwatch_source_last_success_timestamp_seconds" in got
+    assert got["specwatch_gpu_dram_active_ratio"] == [({"node": "", "gpu": "0"}, 0.8)]
+    assert got["specwatch_gpu_tensor_active_ratio"] == [({"node": "", "gpu": "0"}, 0.15)]
+
+
+def test_the_hosts_cpu_is_exported_with_its_competitors_named_safely() -> None:
+    readings = Readings([parse_endpoint(URL)])
+    assert "specwatch_host_cpu_steal_ratio" not in _scrape(readings)
+    span = HostSpan(
+        duration_s=2.0,
+        server_local=True,
+        cores=4,
+        load_per_core=1.5,
+        run_queue=6.0,
+        steal_ratio=0.1,
+        server_cpu_cores=1.5,
+        server_wait_ratio=0.4,
+        competitors=(Competitor("hog\x1b[2J", 7, 2.0),),
+    )
+    readings(ev.HostSampled(3.0, span))
+    got = _scrape(readings)
+    assert got["specwatch_host_load_per_core"] == [({}, 1.5)]
+    assert got["specwatch_host_run_queue_per_core"] == [({}, 1.5)]
+    assert got["specwatch_host_cpu_steal_ratio"] == [({}, 0.1)]
+    assert got["specwatch_server_cpu_cores"] == [({}, 1.5)]
+    assert got["specwatch_server_cpu_wait_ratio"] == [({}, 0.4)]
+    ((labels, cores),) = got["specwatch_host_competitor_cpu_cores"]
+    assert cores == 2.0 and labels["pid"] == "7" and "\x1b" not in labels["process"]
 
 
 def test_a_lost_server_is_up_zero_and_its_figures_are_dropped() -> None:
@@ -270,6 +300,7 @@ def test_promtool_finds_no_problem_in_the_exposition() -> None:
     _feed_ready(readings)
     sample = GpuSample(0, 2.0, sm_clock_mhz=1830, temp_c=73, clock_event_reasons=0x4)
     readings(ev.GpuTicked(GpuTick(2.0, 1.7e9, (sample,), 0.1)))
+    readings(ev.HostSampled(3.0, HostSpan(duration_s=2.0, cores=2, busy_ratio=0.5)))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SessionCollector(readings.view, 0.012))
     text = generate_latest(registry)

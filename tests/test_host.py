@@ -219,3 +219,35 @@ def test_a_span_between_readings_without_a_server() -> None:
     span = host_span(a, b)
     assert span.busy_ratio == 0.5 and span.run_queue == 8 and span.run_queue_per_core == 2
     assert span.server_cpu_cores is None and not span.server_local
+
+
+def test_the_session_source_emits_spans_and_follows_the_identified_server() -> None:
+    import threading
+
+    from specwatch.core.identity import ServerIdentity
+    from specwatch.record.codec import decode, encode
+    from specwatch.session import events as ev
+    from specwatch.session.host_source import HostSource
+
+    got: list[ev.HostSampled] = []
+    two = threading.Event()
+    source = HostSource(interval_s=0.05)
+    source.follow(ev.ServerIdentified(0.0, ServerIdentity(pid=os.getpid(), pids=(os.getpid(),))))
+    assert source.sampler.server_pids == {os.getpid()} and source.sampler.server_local
+
+    def emit(event: ev.SessionEvent) -> None:
+        assert isinstance(event, ev.HostSampled)
+        got.append(event)
+        if len(got) >= 2:
+            two.set()
+
+    source.start(emit)
+    try:
+        assert two.wait(10.0)
+    finally:
+        source.stop()
+    span = got[-1].span
+    assert span.server_local and span.server_cpu_cores is not None
+    # A recording keeps the event as it was.
+    kind, data, z = encode(got[-1])
+    assert kind == "HostSampled" and decode(kind, data, z) == got[-1]

@@ -14,10 +14,11 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from specwatch import __version__
+from specwatch.core.host import HostSpan
 from specwatch.core.outcomes import Outcome
 from specwatch.core.reasons import REASONS, decode
 from specwatch.core.spec_payoff import break_even_accept_length
-from specwatch.exporter.readings import GpuView, ServerView, View
+from specwatch.exporter.readings import GpuView, ServerView, View, label
 
 CAUSES: dict[Outcome | None, str] = {
     Outcome.NO_CHANGE: "no_change",
@@ -63,6 +64,7 @@ class SessionCollector(Collector):
         yield info
         yield from self._servers(view.servers)
         yield from self._gpus(view.gpus)
+        yield from self._host(view.host)
 
     # --- servers --------------------------------------------------------------------------------
 
@@ -240,6 +242,18 @@ class SessionCollector(Collector):
             put("specwatch_gpu_power_limit_watts", "Enforced power limit", keys, limit)
             util = sample.util_gpu_pct
             put("specwatch_gpu_utilization_ratio", "GPU busy share", keys, _ratio(util))
+            put(
+                "specwatch_gpu_dram_active_ratio",
+                "Share of cycles the memory interface was busy (DCGM_FI_PROF_DRAM_ACTIVE)",
+                keys,
+                sample.dram_active,
+            )
+            put(
+                "specwatch_gpu_tensor_active_ratio",
+                "Share of cycles a tensor pipe was busy (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE)",
+                keys,
+                sample.tensor_active,
+            )
             active = {r.name for r in decode(sample.clock_event_reasons)}
             if sample.clock_event_reasons is not None:
                 for r in REASONS:
@@ -272,6 +286,48 @@ class SessionCollector(Collector):
                 slowest[0],
             )
         yield from fams.values()
+
+    # --- host -----------------------------------------------------------------------------------
+
+    def _host(self, h: HostSpan | None) -> Iterator[Metric]:
+        if h is None:
+            return
+        for name, doc, value in (
+            (
+                "specwatch_host_load_per_core",
+                "One-minute load average over the cores",
+                h.load_per_core,
+            ),
+            ("specwatch_host_run_queue_per_core", "Runnable tasks per core", h.run_queue_per_core),
+            ("specwatch_host_cpu_busy_ratio", "Share of all cores' time busy", h.busy_ratio),
+            (
+                "specwatch_host_cpu_steal_ratio",
+                "Share of CPU time the hypervisor took",
+                h.steal_ratio,
+            ),
+            ("specwatch_host_cpu_frequency_hertz", "Mean core frequency", _hz(h.freq_mhz)),
+            ("specwatch_host_cores", "Cores of this host", h.cores),
+            ("specwatch_server_cpu_cores", "Cores the server's processes used", h.server_cpu_cores),
+            (
+                "specwatch_server_cpu_wait_ratio",
+                "Share of its runnable time the server's threads waited for a CPU",
+                h.server_wait_ratio,
+            ),
+            ("specwatch_host_others_cpu_cores", "Busy cores less the server's", h.others_cores),
+        ):
+            if value is not None:
+                fam = _gauge(name, doc, ())
+                fam.add_metric([], float(value))
+                yield fam
+        if h.competitors:
+            fam = _gauge(
+                "specwatch_host_competitor_cpu_cores",
+                "Cores used by the processes that used most CPU beside the server (at most 3)",
+                ("process", "pid"),
+            )
+            for c in h.competitors:
+                fam.add_metric([label(c.name), str(c.pid)], c.cores)
+            yield fam
 
 
 _Put = Callable[..., None]

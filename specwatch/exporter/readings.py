@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from specwatch.core.gpu import GpuInventory, GpuTick
+from specwatch.core.host import HostSpan
 from specwatch.core.sanitize import sanitize_line
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.session import events as ev
@@ -64,6 +65,8 @@ class View:
 
     servers: tuple[ServerView, ...]
     gpus: GpuView = field(default_factory=GpuView)
+    host: HostSpan | None = None
+    """This host's CPU over the newest interval the session read."""
 
 
 class Readings:
@@ -79,6 +82,7 @@ class Readings:
         self._lock = threading.Lock()
         self._servers = [ServerView(label(redact(e.base_url, e))) for e in endpoints]
         self._gpus = GpuView()
+        self._host: HostSpan | None = None
 
     def __call__(self, event: ev.SessionEvent) -> None:
         """Take one session event."""
@@ -111,6 +115,8 @@ class Readings:
                 self._gpus = replace(g, tick=None, errors=g.errors + 1)
             else:
                 self._gpus = replace(g, tick=event.tick, last_success=self._wall())
+        elif isinstance(event, ev.HostSampled):
+            self._host = event.span
         elif isinstance(event, ev.GpuInventoryChanged):
             bad = 0 if event.inventory.available else 1
             g = self._gpus
@@ -122,7 +128,7 @@ class Readings:
     def view(self) -> View:
         """A consistent copy of what is known now."""
         with self._lock:
-            return View(tuple(self._servers), self._gpus)
+            return View(tuple(self._servers), self._gpus, self._host)
 
 
 __all__ = ["LABEL_LIMIT", "GpuView", "Readings", "ServerView", "View", "label"]

@@ -30,6 +30,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
         ev.MetricsScraped,
         ev.GpuInventoryChanged,
         ev.GpuTicked,
+        ev.HostSampled,
         ev.BenchProgress,
         ev.BenchFinished,
         ev.RecordingStopped,

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.core.gpu_rules import sample_busy
 from specwatch.core.gpu_summary import TickSummary
+from specwatch.core.host import HostSpan, combine_spans
 from specwatch.core.server import ServerInfo, SpecConfig
 from specwatch.core.snapshot_records import (
     Overall,
@@ -105,6 +106,7 @@ def range_snapshot(reader: Reader, wall0: float, wall1: float, label: str) -> Sn
     slice_tok = [_Running() for _ in range(n)]
     slice_gpus = [TickSummary() for _ in range(n)]
     all_gpus = TickSummary()
+    slice_host: list[list[HostSpan]] = [[] for _ in range(n)]
     ttft, step, accept, running = _Running(), _Running(), _Running(), _Running()
     windows = 0
     for rec in reader.events(t0, t1):
@@ -113,6 +115,10 @@ def range_snapshot(reader: Reader, wall0: float, wall1: float, label: str) -> Sn
             inventory = e.inventory
         elif isinstance(e, ev.ServerReady) and e.server == 0:
             info = e.info
+        elif isinstance(e, ev.HostSampled):
+            i = _slice_of(e.t, t0, width, n)
+            if i is not None:
+                slice_host[i].append(e.span)
         elif isinstance(e, ev.GpuTicked):
             tick = _busy_part(e.tick)
             all_gpus.add(tick)
@@ -148,6 +154,7 @@ def range_snapshot(reader: Reader, wall0: float, wall1: float, label: str) -> Sn
                 wall_s=width,
                 tok_s=tok if tok is not None and math.isfinite(tok) else None,
                 gpus=slice_gpus[i].result(inventory),
+                host_cpu=combine_spans(slice_host[i]),
             )
         )
     return Snapshot(
@@ -173,6 +180,7 @@ def range_snapshot(reader: Reader, wall0: float, wall1: float, label: str) -> Sn
             gpus=all_gpus.result(inventory),
         ),
         timeseries=TimeSeries(width, ()),
+        host_cpu=combine_spans([s for spans in slice_host for s in spans]),
     )
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specwatch.core.gpu import GpuInventory, GpuTick
+from specwatch.core.host import HostSpan
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.core.snapshot_records import BenchResult
@@ -83,6 +84,16 @@ class GpuTicked:
 
 
 @dataclass(frozen=True, slots=True)
+class HostSampled:
+    """This host's CPU over the interval since the previous reading (the server's share where
+    it runs here: the session's first server)."""
+
+    t: float
+    """The reading's time on the session's clock."""
+    span: HostSpan
+
+
+@dataclass(frozen=True, slots=True)
 class BenchProgress:
     """A benchmark event: ``started``, ``warmup_done``, ``run_start``, ``run_done``, ``error``..."""
 
@@ -140,6 +151,7 @@ SessionEvent = (
     | MetricsScraped
     | GpuInventoryChanged
     | GpuTicked
+    | HostSampled
     | BenchProgress
     | BenchFinished
     | RecordingStopped

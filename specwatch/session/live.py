@@ -23,6 +23,7 @@ from specwatch.session import events as ev
 from specwatch.session.bench_job import BenchJob
 from specwatch.session.events import SessionEvent
 from specwatch.session.gpu_source import GpuSource, NoGpus, ReaderGpuSource
+from specwatch.session.host_source import HostSource
 from specwatch.session.live_verdict import LiveVerdict
 from specwatch.session.server_poller import ServerPoller
 from specwatch.session.verdict_state import Reference
@@ -87,6 +88,7 @@ class LiveSession:
         demo: Stoppable | None = None,
         identify: Identify | Literal["default"] | None = "default",
         reference: Reference | None = None,
+        host: HostSource | Literal["default"] | None = "default",
     ) -> None:
         if isinstance(identify, str):  # "default"
             identify = None if demo is not None else identify_server
@@ -94,6 +96,10 @@ class LiveSession:
         self.identify: Identify | None = identify
         """Reads a server's code identity (``None``: not read)."""
         self.gpus: GpuSource = gpus if gpus is not None else NoGpus()
+        if isinstance(host, str):  # "default": the real host, unless this is a demo
+            host = None if demo is not None else HostSource(clock=clock)
+        self.host: HostSource | None = host
+        """This host's CPU sampler (``None``: not read, e.g. a demo)."""
         self.clock = clock
         self.demo = demo
         self.pollers = [
@@ -199,6 +205,9 @@ class LiveSession:
         self._tasks = [
             loop.create_task(p.run(), name=f"specwatch-server-{p.server}") for p in self.pollers
         ]
+        if self.host is not None:
+            self.subscribe(self.host.follow)
+            self.host.start(self.emit)
         # Opening NVML can take seconds: never on the loop.
         threading.Thread(target=self._start_gpus, name="specwatch-gpu-open", daemon=True).start()
 
@@ -216,6 +225,8 @@ class LiveSession:
             with contextlib.suppress(RuntimeError):
                 task.cancel()
         self.gpus.stop(timeout_s=gpu_timeout_s)
+        if self.host is not None:
+            self.host.stop()
         if self.demo is not None:
             with contextlib.suppress(Exception):
                 self.demo.stop()
