@@ -251,3 +251,36 @@ def test_the_session_source_emits_spans_and_follows_the_identified_server() -> N
     # A recording keeps the event as it was.
     kind, data, z = encode(got[-1])
     assert kind == "HostSampled" and decode(kind, data, z) == got[-1]
+
+
+def test_the_live_verdict_names_host_contention_from_the_sessions_host_readings() -> None:
+    from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
+    from specwatch.core.server import MetricsWindow
+    from specwatch.session import events as ev
+    from specwatch.session.live_verdict import REFERENCE_S, LiveVerdict
+
+    v = LiveVerdict()
+    v.set_inventory(GpuInventory(True, gpus=(GpuStatic(0, max_sm_clock_mhz=1980),)))
+    v.server_ready(0.0)
+
+    def feed(t0: float, seconds: int, tok_s: float, wait: float) -> None:
+        for i in range(seconds):
+            t = t0 + i
+            sample = GpuSample(0, t, sm_clock_mhz=1980, util_gpu_pct=100)
+            v.feed(ev.GpuTicked(GpuTick(t, t, (sample,), 0.1)))
+            v.feed(ev.HostSampled(t, _span(wait=wait)))
+            rate = tok_s + (-1.0) ** i * 0.004 * tok_s
+            v.feed(ev.MetricsScraped(MetricsWindow(t=t, dt=1.0, gen_tok_s=rate)))
+
+    feed(1.0, 5 + int(REFERENCE_S), 800.0, 0.05)
+    feed(6.0 + REFERENCE_S, 30, 400.0, 0.6)
+    state = v.state()
+    assert state.outcome is Outcome.HOST, state.judgement
+    assert state.current is not None and state.current.host is not None
+    assert state.current.host.server_wait_ratio == pytest.approx(0.6)
+    assert state.judgement is not None and "waited for a CPU 60%" in state.judgement.reason
+    # A recording of the verdict keeps the host figures it rested on.
+    from specwatch.record.codec import decode, encode
+
+    changed = ev.VerdictChanged(v.now, state)
+    assert decode(*encode(changed)) == changed

@@ -40,6 +40,7 @@ Identify = Callable[[str, ServerInfo], ServerIdentity]
 VERDICT_INPUTS = (
     ev.GpuInventoryChanged,
     ev.GpuTicked,
+    ev.HostSampled,
     ev.MetricsScraped,
     ev.ServerReady,
     ev.BenchProgress,

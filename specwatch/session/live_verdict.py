@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from specwatch.core import gpu_rules, reasons
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     # The TUI builds a LiveVerdict before its first frame; the events, the rule (judge,
     # statistics) and the snapshot records are imported when first used, after it.
     from specwatch.core.gpu import GpuInventory, GpuTick
+    from specwatch.core.host import HostSpan
     from specwatch.core.judge import Figures
     from specwatch.core.server import MetricsWindow
     from specwatch.session import events as ev
@@ -172,6 +173,8 @@ class LiveVerdict:
         self._fixed = reference is not None
         self._intervals: deque[Interval] = deque()
         self._gpus: deque[GpuPoint] = deque()
+        self._host: deque[tuple[float, HostSpan]] = deque()
+        """This host's CPU by reading time: a window's figures get the spans inside it."""
         self._max_clock: dict[int, float] = {}
         self._ready = False
         self._seeded = False
@@ -199,6 +202,8 @@ class LiveVerdict:
             self.set_inventory(event.inventory)
         elif isinstance(event, ev.GpuTicked):
             self.add_tick(event.tick)
+        elif isinstance(event, ev.HostSampled):
+            self._host.append((event.t, event.span))
         elif isinstance(event, ev.MetricsScraped):
             self.add_window(event.window)
         elif isinstance(event, ev.ServerReady):
@@ -327,6 +332,8 @@ class LiveVerdict:
             self._intervals.popleft()
         while self._gpus and self._gpus[0].t < horizon:
             self._gpus.popleft()
+        while self._host and self._host[0][0] < horizon:
+            self._host.popleft()
 
     def _start_warmup(self, t: float) -> None:
         self._warmup_t0 = t
@@ -355,7 +362,13 @@ class LiveVerdict:
 
     def _figures(self, t0: float, t1: float) -> Figures | None:
         """The figures of ``(t0, t1]``; ``None`` with fewer than MIN_INTERVALS with traffic."""
-        return span_figures(self._intervals, self._gpus, t0, t1)
+        figures = span_figures(self._intervals, self._gpus, t0, t1)
+        spans = [s for t, s in self._host if t0 < t <= t1]
+        if figures is None or not spans:
+            return figures
+        from specwatch.core.host import combine_spans
+
+        return replace(figures, host=combine_spans(spans))
 
     def _settle_reference(self, t: float) -> str:
         """Fix a pending steady or marked reference when its window is complete; progress."""
