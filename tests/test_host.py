@@ -284,3 +284,12 @@ def test_the_live_verdict_names_host_contention_from_the_sessions_host_readings(
 
     changed = ev.VerdictChanged(v.now, state)
     assert decode(*encode(changed)) == changed
+
+
+def test_the_gpu_pane_shows_dram_and_tensor_activity() -> None:
+    from specwatch.core.gpu import GpuSample
+    from specwatch.ui.panes.gpus import prof_cell
+
+    assert prof_cell(GpuSample(0, 0.0, dram_active=0.812, tensor_active=0.153)).text == "81/15%"
+    assert prof_cell(GpuSample(0, 0.0, dram_active=0.5)).text == "50/–%"
+    assert prof_cell(GpuSample(0, 0.0)).text == "–"

@@ -126,6 +126,7 @@ def gpu_row(
     row["pstate"] = Cell("–", "dim") if s.pstate is None else Cell(f"P{s.pstate} {flag}".strip())
     row["pcie"] = pcie_cell(s, st)
     row["util"] = Cell("–", "dim") if s.util_gpu_pct is None else Cell(f"{s.util_gpu_pct}%")
+    row["prof"] = prof_cell(s)
     if s.mem_used_bytes is None:
         row["mem"] = Cell("–", "dim")
     elif s.mem_total_bytes:
@@ -236,6 +237,19 @@ def origin_note(model: MonitorModel) -> str | None:
 # --- the summary: slowest, hottest, and the range of each reading ----------------------------
 
 
+def prof_cell(s: GpuSample) -> Cell:
+    """DRAM and tensor activity (``81/15%``; ``–`` for one the source does not read)."""
+    dram, tensor = s.dram_active, s.tensor_active
+    if dram is None and tensor is None:
+        return Cell("–", "dim")
+    shown = ["–" if v is None else f"{v * 100:.0f}" for v in (dram, tensor)]
+    return Cell("/".join(shown) + "%")
+
+
+def _pct(v: float | None) -> float | None:
+    return None if v is None else v * 100
+
+
 def _span(values: Iterable[float | None], unit: str) -> str | None:
     vals = [v for v in values if v is not None]
     if not vals:
@@ -276,6 +290,8 @@ def summary_lines(model: MonitorModel) -> list[list[Cell]]:
         ("temp", _span((s.temp_c for s in live), "°C"), "temp"),
         ("power", _span((s.power_w for s in live), " W"), ""),
         ("util", _span((s.util_gpu_pct for s in live), "%"), ""),
+        ("DRAM", _span((_pct(s.dram_active) for s in live), "%"), ""),
+        ("tensor", _span((_pct(s.tensor_active) for s in live), "%"), ""),
     ):
         if text is not None:
             second += [Cell(f"  {label} ", "dim"), Cell(text, tone)]

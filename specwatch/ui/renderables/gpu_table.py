@@ -47,6 +47,7 @@ GPU_COLUMNS: tuple[Column, ...] = (
     Column("pstate", "P", 3, 3),
     Column("pcie", "PCIe", 5, 4),
     Column("util", "util", 4, 2),
+    Column("prof", "DRAM/TC", 7, 9),
     Column("mem", "mem GiB", 7, 5),
     Column("trend", "SM trend", 8, 7, "left"),
     Column("reasons", "clock events", 10, 1, "left"),
