@@ -159,10 +159,17 @@ def test_competitors_are_the_top_three_by_cpu() -> None:
     assert top[0].cores == pytest.approx(0.25)
 
 
-def _span(wait: float | None = None, queue: float | None = None, **kw: float) -> HostSpan:
+def _span(
+    wait: float | None = None, queue: float | None = None, steal_ratio: float | None = None
+) -> HostSpan:
     return HostSpan(
-        duration_s=10.0, server_local=True, cores=2, server_wait_ratio=wait, run_queue=queue, **kw
-    )  # type: ignore[arg-type]
+        duration_s=10.0,
+        server_local=True,
+        cores=2,
+        server_wait_ratio=wait,
+        run_queue=queue,
+        steal_ratio=steal_ratio,
+    )
 
 
 def test_the_rule_needs_the_slower_side_short_and_the_faster_side_not() -> None:

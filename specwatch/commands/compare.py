@@ -86,7 +86,7 @@ def run_compare(
 
     The status is the verdict's (``specwatch.core.outcomes.Outcome.exit_code``: 0 no
     significant change, 3 explained by GPU state, 4 not explained, 5 GPU state unknown, 6 load
-    changed, 7 acceptance changed); 2 when
+    changed, 7 acceptance changed, 9 host CPU contention); 2 when
     a file is not a readable snapshot, 1 when one holds no finished run.
     """
     # sys.stdout is None when the process started with its stdout closed (``>&-``)

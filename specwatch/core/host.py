@@ -234,7 +234,9 @@ def host_span(
 
 
 def _weighted(spans: Sequence[HostSpan], name: str) -> float | None:
-    pairs = [(v, s.duration_s) for s in spans if (v := getattr(s, name)) is not None]
+    pairs: list[tuple[float, float]] = [
+        (v, s.duration_s) for s in spans if (v := getattr(s, name)) is not None
+    ]
     weight = sum(w for _, w in pairs)
     if not pairs:
         return None
