@@ -145,4 +145,6 @@ def test_probe_of_a_100k_series_answer_is_bounded_and_says_so_in_one_line() -> N
     ], run.text[-2000:]
     assert run.text.count(":8000 ") == 10_000
     assert run.cpu_s < 8, run.cpu_s
-    assert run.peak_mib < 150, run.peak_mib
+    # orjson holds the answer and its parsed objects at once (the stdlib-json reader that peaked
+    # lower went with issue 39): bounded by the answer size limit, not by the fleet.
+    assert run.peak_mib < 200, run.peak_mib
