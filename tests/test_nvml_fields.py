@@ -10,7 +10,7 @@ from specwatch.sim.fake_nvml import SAME_INSTANT_S, FakeNvml
 from specwatch.sim.fake_nvml_structs import FakeFieldValue
 from specwatch.sim.gpus import SimGpus
 from specwatch.sources.nvml import binding as N
-from specwatch.sources.nvml.gpm import FIRST_SAMPLE
+from specwatch.sources.nvml.reads import FIRST_SAMPLE
 from specwatch.sources.nvml.sampler import GpuSampler
 
 GPUS = 2

@@ -14,8 +14,7 @@ from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
 from specwatch.sources.nvml import binding as N
 from specwatch.sources.nvml.binding import nvml_error
-from specwatch.sources.nvml.gpm import FIRST_SAMPLE
-from specwatch.sources.nvml.reads import SLOW_REFRESH_S
+from specwatch.sources.nvml.reads import FIRST_SAMPLE, SLOW_REFRESH_S
 from specwatch.sources.nvml.sampler import GpuSampler
 from tests.unavailable_nvml import unavailable_nvml
 
