@@ -19,7 +19,7 @@ from aiohttp import web
 
 from specwatch.sim.engine import SimRequest, TokenEvent
 from specwatch.sim.loop_thread import LoopThread
-from specwatch.sim.servers import sim_dialect
+from specwatch.sim.presets import sim_dialect
 from specwatch.sim.servers.base import RenderGroup
 from specwatch.sim.world import SimWorld
 

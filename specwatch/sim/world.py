@@ -17,7 +17,7 @@ from specwatch.sim.clock import Clock, RealClock
 from specwatch.sim.config import SimConfig
 from specwatch.sim.engine import Engine, SimRequest, TokenEvent, request_truth
 from specwatch.sim.gpus import SimGpus
-from specwatch.sim.metrics.telemetries import telemetry_class
+from specwatch.sim.metrics import telemetry_class
 from specwatch.sim.truth import GroundTruth
 
 MANUAL_UNIX_BASE = 1_780_000_000.0
