@@ -13,13 +13,13 @@ from dataclasses import replace
 from typing import Any
 
 from specwatch.core.server import MetricsWindow, ServerInfo, SpecConfig
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.config import SimConfig
 from specwatch.sim.presets import preset
 from specwatch.sim.world import SimWorld
 from specwatch.sources.dialects import dialect_for
 from specwatch.sources.metrics.prom import Scrape, parse_metrics
 from specwatch.sources.metrics.window_builder import WindowBuilder
+from tests.sim_fixtures import ManualClock
 
 STEADY: dict[str, Any] = {
     "warmup_requests": 0,

@@ -103,10 +103,10 @@ class Sim:
 @contextmanager
 def running_sim(dialect: str, version: str | None = None, **overrides: Any) -> Iterator[Sim]:
     """Start a simulated server with a :class:`ManualClock` at t=1000."""
-    from specwatch.sim.clock import ManualClock
     from specwatch.sim.presets import preset
     from specwatch.sim.server import SimServer
     from specwatch.sim.world import SimWorld
+    from tests.sim_fixtures import ManualClock
 
     clock = ManualClock(1000.0)
     world = SimWorld(preset(dialect, version, **overrides), clock=clock)

@@ -33,10 +33,10 @@ EXPOSITION_CASES: tuple[tuple[str, str, dict[str, Any]], ...] = (
 
 def sim_exposition(dialect: str, version: str | None, seconds: float, **overrides: Any) -> str:
     """The ``/metrics`` text of a simulated server after ``seconds`` of background traffic."""
-    from specwatch.sim.clock import ManualClock
     from specwatch.sim.presets import preset
     from specwatch.sim.server import SimServer
     from specwatch.sim.world import SimWorld
+    from tests.sim_fixtures import ManualClock
 
     settings: dict[str, Any] = {"background_concurrency": 6, "seed": 3, **overrides}
     clock = ManualClock(1000.0)

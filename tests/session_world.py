@@ -17,12 +17,12 @@ from typing import Any, TypeVar
 
 from specwatch.session import LiveSession, NvmlGpuSource
 from specwatch.session.events import SessionEvent
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
 from specwatch.sources.http.endpoint import parse_endpoint
+from tests.sim_fixtures import FaultInjector, ManualClock
 
 E = TypeVar("E")
 START_T = 1000.0
@@ -78,7 +78,8 @@ def manual_sim(
     try:
         yield ManualSim(world, server, clock, url)
     finally:
-        world.faults.clear()
+        if isinstance(world.faults, FaultInjector):
+            world.faults.clear()  # release held requests, or the server's stop waits on them
         server.stop()
 
 

@@ -42,6 +42,7 @@ from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import Endpoint
 from specwatch.sources.nvml.sampler import GpuSampler
 from tests.server_timed import server_timed
+from tests.sim_fixtures import faults_of
 
 KEY = "sk-sim-bench-7d2a91"
 
@@ -275,7 +276,7 @@ async def test_stream_failure_is_an_error_with_finished_runs_kept() -> None:
 
     def on_event(e: BenchEvent) -> None:
         if e.kind == "run_done" and e.index == 1:
-            sim.world.faults.drop_stream(after_chunks=3)
+            faults_of(sim.world).drop_stream(after_chunks=3)
 
     with simulated(cold) as sim:
         result = await bench(sim, failing, on_event)
@@ -416,10 +417,10 @@ def test_cli_ctrl_c_while_connecting_to_a_hung_server_stops_at_once(tmp_path: Pa
     import threading
 
     with simulated(cold) as sim:
-        sim.world.faults.hang(path="/v1/models")
+        faults_of(sim.world).hang(path="/v1/models")
 
         def interrupt_once_held() -> None:
-            if sim.world.faults.wait_hung(1):
+            if faults_of(sim.world).wait_hung(1):
                 os.kill(os.getpid(), signal.SIGINT)
 
         sender = threading.Thread(target=interrupt_once_held)
@@ -429,7 +430,7 @@ def test_cli_ctrl_c_while_connecting_to_a_hung_server_stops_at_once(tmp_path: Pa
             status, out, err = cli_bench(sim, ["--out", str(tmp_path), "--timeout", "60"])
         finally:
             sender.join()
-            sim.world.faults.clear_hang()
+            faults_of(sim.world).clear_hang()
     assert status == 128 + signal.SIGINT
     assert err == "specwatch bench: interrupted before the first run; nothing saved\n"
     assert "Results" not in out

@@ -19,12 +19,11 @@ import pytest
 
 from specwatch.commands.main import build_parser
 from specwatch.core.clock_state import read_state, state_path
-from specwatch.sim.clock import ManualClock
-from specwatch.sim.fake_nvml import FakeNvml
-from specwatch.sim.fake_nvml_clocks import LEDGER_ENV, ROOT_ENV
+from specwatch.sim.fake_nvml import LEDGER_ENV, ROOT_ENV, FakeNvml
 from specwatch.sim.gpus import SimGpus
 from specwatch.sources.nvml import binding as N
 from specwatch.sources.nvml.clock_lock import LockError, lock, parse_target, restore
+from tests.sim_fixtures import ManualClock
 
 ROOT = Path(__file__).resolve().parent.parent
 GPUS = 8

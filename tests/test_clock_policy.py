@@ -11,11 +11,11 @@ from specwatch.core.clock_policy import UNLOCKED_LINE, any_unlocked, policy_diff
 from specwatch.core.compare import compare
 from specwatch.core.gpu import GpuStatic
 from specwatch.core.snapshot_records import Snapshot
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
 from specwatch.sources.nvml.sampler import GpuSampler
 from specwatch.sources.probe_gpus import gpus_document
+from tests.sim_fixtures import ManualClock
 from tests.test_compare import synthetic_result
 
 H100 = GpuStatic(

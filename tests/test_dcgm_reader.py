@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 import specwatch.sources.metrics.prom_filter as prom_filter
-from specwatch.sim.clock import ManualClock
 from specwatch.sources.dcgm.convert import to_sample
 from specwatch.sources.dcgm.parse import BLANK, DcgmReader, parse_dcgm
 from specwatch.sources.dcgm.source import DcgmGpuSource
 from tests.exposition_cases import sim_dcgm_answers
+from tests.sim_fixtures import ManualClock
 
 _LABELS = 'gpu="0", UUID="GPU-x", Hostname="node-a", modelName="Sim"'
 

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.dcgm_exporter import DcgmQuirks, SimDcgmExporter, render_dcgm
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
@@ -17,6 +16,7 @@ from specwatch.sources.dcgm.fetch import DcgmFetchError, fetch_metrics
 from specwatch.sources.dcgm.parse import BLANK, NOT_EXPORTED
 from specwatch.sources.dcgm.source import DcgmGpuSource
 from specwatch.sources.nvml.sampler import GpuSampler
+from tests.sim_fixtures import ManualClock
 
 
 def _expo(sm: int, power_violation_ns: int, reasons: int = 0, host: str = "n1") -> str:

@@ -11,6 +11,7 @@ from specwatch.sources.dialects.sglang import FORBIDDEN_PATHS as FORBIDDEN_SGLAN
 from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.watch.stream import stream_completion
 from tests.conftest import drive_stream, running_sim
+from tests.sim_fixtures import faults_of
 
 
 @pytest.mark.parametrize(
@@ -162,7 +163,7 @@ async def test_unreachable_is_one_clear_line() -> None:
 @pytest.mark.parametrize("dialect", ["sglang", "vllm", "llamacpp"])
 async def test_stream_faults_clear_errors_nothing_lost(dialect: str) -> None:
     with running_sim(dialect, warmup_requests=0) as sim:
-        faults = sim.world.faults
+        faults = faults_of(sim.world)
         async with sim.client(timeout_s=0.5) as client:
             info = await detect(client)
 

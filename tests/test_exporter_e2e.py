@@ -22,7 +22,6 @@ from specwatch.exporter.rules import rules_text
 from specwatch.exporter.serve import Exporter
 from specwatch.session.events import ServerReady, VerdictChanged
 from specwatch.session.verdict_state import WAITING, LiveVerdictState
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.demo import demo_world
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.server import SimServer
@@ -31,6 +30,7 @@ from tests.alertmanager_fixture import SKIP_REASON as NO_ALERTMANAGER
 from tests.prometheus_fixture import PROMETHEUS, ScrapeTarget, running_prometheus
 from tests.prometheus_fixture import SKIP_REASON as NO_PROMETHEUS
 from tests.session_world import START_T, Collector, ManualSim, drive_until
+from tests.sim_fixtures import ManualClock
 from tests.test_live_verdict import _step
 
 pytestmark = [

@@ -10,10 +10,10 @@ import pytest
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.gpu_summary import summarize_ticks
 from specwatch.core.values import to_jsonable
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
 from specwatch.sources.nvml.sampler import GpuSampler
+from tests.sim_fixtures import ManualClock
 
 IDLE, PWRCAP, THERMAL = 0x001, 0x004, 0x020
 

@@ -14,12 +14,12 @@ from specwatch.core.server import MetricsWindow
 from specwatch.session.events import GpuTicked, MetricsScraped, ServerReady, VerdictChanged
 from specwatch.session.live_verdict import REFERENCE_S, LiveVerdict
 from specwatch.session.verdict_state import WAITING, LiveVerdictState
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.demo import demo_world
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.server import SimServer
 from specwatch.ui.panes.verdict import verdict_text
 from tests.session_world import START_T, Collector, ManualSim, drive_until
+from tests.sim_fixtures import ManualClock
 
 MAX = 1980
 

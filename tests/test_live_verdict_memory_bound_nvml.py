@@ -9,11 +9,11 @@ import pytest
 from specwatch.core.outcomes import Outcome
 from specwatch.core.server import MetricsWindow
 from specwatch.session.live_verdict import REFERENCE_S, LiveVerdict
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus, SimGpuSpec
-from specwatch.sources.nvml.gpm import NOT_A_GPM_BOARD
+from specwatch.sources.nvml.reads import NOT_A_GPM_BOARD
 from specwatch.sources.nvml.sampler import GpuSampler
+from tests.sim_fixtures import ManualClock
 
 
 def _verdict(gpm: bool, tok_s_after: float) -> tuple[LiveVerdict, GpuSampler]:

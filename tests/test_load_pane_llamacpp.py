@@ -10,7 +10,6 @@ import httpx
 from rich.style import Style
 
 from specwatch.core.server import MetricsWindow
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.presets import preset
 from specwatch.sources.detect import detect
 from specwatch.sources.http.client import ServerClient
@@ -19,6 +18,7 @@ from specwatch.sources.watch.watcher import MetricsWatcher
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.load import load_text
 from tests.scene import scene_server
+from tests.sim_fixtures import ManualClock
 from tests.sim_testing import in_thread, metric_value, serving
 
 STYLES = {k: Style() for k in ("label", "value", "dim")}

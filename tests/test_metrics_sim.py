@@ -9,6 +9,7 @@ from specwatch.sources.detect import detect
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.watch.watcher import MetricsWatcher
 from tests.conftest import Sim, drive_stream, running_sim
+from tests.sim_fixtures import faults_of
 
 REL = 0.005
 STEP_TOL_S = 0.2e-3
@@ -283,16 +284,16 @@ async def test_metrics_faults_never_raise() -> None:
             watcher = MetricsWatcher(client, info, clock=sim.clock.now)
             await watcher.scrape()
             sim.advance(5.0)
-            sim.world.faults.garbage_in_metrics()
+            faults_of(sim.world).garbage_in_metrics()
             w = await watcher.scrape()
             assert "unparseable" in w.notes["parse"]
             assert w.gen_tok_s is not None and w.gen_tok_s > 0  # the good lines still count
-            sim.world.faults.fail_next(status=503, path="/metrics")
+            faults_of(sim.world).fail_next(status=503, path="/metrics")
             w = await watcher.scrape()
             assert w.notes["error"].startswith(f"{sim.url}/metrics: HTTP 503")
-            sim.world.faults.hang(path="/metrics")
+            faults_of(sim.world).hang(path="/metrics")
             w = await watcher.scrape()
-            sim.world.faults.clear_hang()
+            faults_of(sim.world).clear_hang()
             assert (
                 w.notes["error"] == f"no answer from {sim.url}/metrics within 0.5 s (server hung?)"
             )

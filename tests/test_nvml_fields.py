@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import SAME_INSTANT_S, FakeNvml
 from specwatch.sim.fake_nvml_structs import FakeFieldValue
 from specwatch.sim.gpus import SimGpus
 from specwatch.sources.nvml import binding as N
-from specwatch.sources.nvml.gpm import FIRST_SAMPLE
+from specwatch.sources.nvml.reads import FIRST_SAMPLE, NO_TENSOR
 from specwatch.sources.nvml.sampler import GpuSampler
-from specwatch.sources.nvml.state import NO_TENSOR
+from tests.sim_fixtures import ManualClock
 
 GPUS = 2
 CLASSIC_BACKUPS = (

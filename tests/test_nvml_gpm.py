@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus, SimGpuSpec
 from specwatch.sources.nvml import binding as N
-from specwatch.sources.nvml.gpm import FIRST_SAMPLE, NOT_A_GPM_BOARD
+from specwatch.sources.nvml.reads import FIRST_SAMPLE, NOT_A_GPM_BOARD
 from specwatch.sources.nvml.sampler import GpuSampler
+from tests.sim_fixtures import ManualClock
 
 GPUS = 2
 

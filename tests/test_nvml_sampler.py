@@ -9,15 +9,13 @@ from typing import Any
 import pytest
 
 from specwatch.core.gpu import GpuSample, GpuTick
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
 from specwatch.sources.nvml import binding as N
 from specwatch.sources.nvml.binding import nvml_error
-from specwatch.sources.nvml.gpm import FIRST_SAMPLE
-from specwatch.sources.nvml.reads import SLOW_REFRESH_S
+from specwatch.sources.nvml.reads import FIRST_SAMPLE, NO_TENSOR, SLOW_REFRESH_S
 from specwatch.sources.nvml.sampler import GpuSampler
-from specwatch.sources.nvml.state import NO_TENSOR
+from tests.sim_fixtures import ManualClock
 from tests.unavailable_nvml import unavailable_nvml
 
 GPUS = 4

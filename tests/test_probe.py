@@ -25,6 +25,7 @@ from specwatch.sources.probe import (
     probe,
     probe_to_dict,
 )
+from tests.sim_fixtures import faults_of
 from tests.unavailable_nvml import unavailable_nvml
 
 
@@ -116,7 +117,7 @@ async def test_probe_unreachable_exit_status_and_json() -> None:
 
 async def test_probe_stream_failure_exit_status() -> None:
     with real_time_sim("sglang") as (world, url):
-        world.faults.fail_next(status=500, path="/generate")
+        faults_of(world).fail_next(status=500, path="/generate")
         result = await probe(parse_endpoint(url, env={}), max_tokens=8, read_gpus=False)
     assert result.exit_code == EXIT_STREAM_FAILED
     assert "HTTP 500" in probe_to_dict(result)["error"]

@@ -135,12 +135,19 @@ the run's timing decides (TTFT is 52 vs 59 ms in the page's sample, level on a C
 
 
 def _rows(text: str) -> list[str]:
-    """The row labels of a ``compare`` table (the text before the first column of figures)."""
+    """The row labels of a ``compare`` table (the text before the first column of figures),
+    without the ``[host]`` section's rows: which of them show depends on what the host exposes
+    (frequency, governor, steal) and on what else ran beside the story."""
     rows = []
+    section = ""
     for line in text.splitlines():
         m = re.match(r"^  (\[\w+\]|[A-Za-z][\w ,()/-]*?)\s{2,}", line + "  ")
         if m and not line.startswith("   "):
-            rows.append(m.group(1).strip())
+            label = m.group(1).strip()
+            if label.startswith("["):
+                section = label
+            if section != "[host]" or label == section:
+                rows.append(label)
     return rows
 
 

@@ -30,12 +30,12 @@ from specwatch.session.events import (
     VerdictChanged,
 )
 from specwatch.session.live_verdict import LiveVerdict
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.demo import demo_world
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.server import SimServer
 from tests.record_world import SECRET, WALL0, record_story, story
 from tests.session_world import START_T, Collector, ManualSim, drive_until, manual_sim
+from tests.sim_fixtures import ManualClock
 from tests.test_live_verdict import _step as step_one_second
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -29,7 +29,6 @@ from specwatch.core.server import Dialect, MetricsWindow, ServerInfo, SpecConfig
 from specwatch.core.step_cost import plain_steps
 from specwatch.record import Recorder
 from specwatch.session import events as ev
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.presets import preset
 from specwatch.sources.detect import detect
 from specwatch.sources.dialects.base import SIDE_EVERY_S
@@ -44,6 +43,7 @@ from specwatch.ui.panes.verify import verify_text
 from tests.advisor_sim import held_batch_windows, info_of, plain_of, vllm_config
 from tests.conftest import FakeServer, text_response
 from tests.scene import scene_server
+from tests.sim_fixtures import ManualClock
 from tests.sim_testing import in_thread, metric_value, serving
 from tests.test_advise_cli import record_windows
 from tests.test_compare import synthetic_result

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.demo import start_demo
+from tests.sim_fixtures import ManualClock
 from tests.sim_testing import metric_value
 
 

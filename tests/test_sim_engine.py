@@ -6,12 +6,12 @@ import math
 
 import pytest
 
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.config import SimConfig
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.metrics.vllm_metrics import VllmTelemetry
 from specwatch.sim.presets import preset
 from specwatch.sim.world import SimWorld
+from tests.sim_fixtures import ManualClock
 
 
 def _run(config: SimConfig, until: float, requests: int = 3, max_tokens: int = 300) -> SimWorld:

@@ -9,9 +9,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from specwatch.core.server import Dialect
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.config import SimConfig
 from specwatch.sim.presets import preset
+from tests.sim_fixtures import ManualClock, faults_of
 from tests.sim_testing import FAST, in_thread, metric_value, serving, sse_data
 
 
@@ -63,7 +63,7 @@ def test_restart_drops_streams_resets_counters_and_reloads() -> None:
         clock.set(3.0)
         before = metric_value(httpx.get(url + "/metrics").text, "vllm:generation_tokens_total")
         assert before is not None and before > 0
-        world.faults.restart()
+        world.restart()
         with pytest.raises(httpx.HTTPError):
             fut.result(timeout=10)  # the stream broke without its [DONE]
         with pytest.raises(httpx.ConnectError):
@@ -78,7 +78,7 @@ def test_restart_drops_streams_resets_counters_and_reloads() -> None:
 
 def test_drop_stream_after_n_chunks() -> None:
     with serving(fast("sglang", coalesce_chunks=False)) as (world, server):
-        world.faults.drop_stream(after_chunks=3)
+        faults_of(world).drop_stream(after_chunks=3)
         lines: list[str] = []
         with (
             pytest.raises(httpx.RemoteProtocolError),
@@ -97,21 +97,21 @@ def test_drop_stream_after_n_chunks() -> None:
 
 def test_hang_holds_requests_until_cleared() -> None:
     with serving(fast("vllm")) as (world, server):
-        world.faults.hang()
+        faults_of(world).hang()
         url = server.url
         fut = in_thread(lambda: httpx.get(url + "/metrics", timeout=10))
-        assert world.faults.wait_hung(1)
+        assert faults_of(world).wait_hung(1)
         with pytest.raises(httpx.ReadTimeout):
             httpx.get(url + "/version", timeout=0.2)
         assert not fut.done()
-        world.faults.clear_hang()
+        faults_of(world).clear_hang()
         assert fut.result(timeout=10).status_code == 200
         assert httpx.get(url + "/version").status_code == 200
 
 
 def test_garbage_lines_in_streams_and_metrics() -> None:
     with serving(fast("vllm")) as (world, server):
-        world.faults.garbage_in_streams()
+        faults_of(world).garbage_in_streams()
         r = httpx.post(server.url + "/v1/completions", json=STREAM_BODY)
         bad = [
             line
@@ -120,7 +120,7 @@ def test_garbage_lines_in_streams_and_metrics() -> None:
         ]
         assert bad, "expected garbage lines in the stream"
         assert r.content.rstrip().endswith(b"data: [DONE]")
-        world.faults.garbage_in_metrics()
+        faults_of(world).garbage_in_metrics()
         text = httpx.get(server.url + "/metrics").text
         assert "this is not prometheus text" in text
         with pytest.raises(ValueError):
@@ -131,10 +131,10 @@ def test_garbage_lines_in_streams_and_metrics() -> None:
 
 def test_5xx_on_the_next_n_requests() -> None:
     with serving(fast("sglang")) as (world, server):
-        world.faults.fail_next(2, status=503)
+        faults_of(world).fail_next(2, status=503)
         codes = [httpx.get(server.url + "/v1/models").status_code for _ in range(3)]
         assert codes == [503, 503, 200]
-        world.faults.fail_next(1, status=500, path="/metrics")
+        faults_of(world).fail_next(1, status=500, path="/metrics")
         assert httpx.get(server.url + "/v1/models").status_code == 200
         assert httpx.get(server.url + "/metrics").status_code == 500
 
@@ -189,9 +189,9 @@ def test_stop_cuts_streams_waiting_on_a_manual_clock_and_held_requests() -> None
     url = server.url
     stream = in_thread(lambda: httpx.post(url + "/v1/completions", json=STREAM_BODY, timeout=30))
     assert world.wait_submitted(1)
-    world.faults.hang()
+    faults_of(world).hang()
     held = in_thread(lambda: httpx.get(url + "/metrics", timeout=30))
-    assert world.faults.wait_hung(1)
+    assert faults_of(world).wait_hung(1)
     world_server.__exit__(None, None, None)
     with pytest.raises(httpx.HTTPError):
         stream.result(timeout=5)

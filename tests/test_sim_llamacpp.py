@@ -7,9 +7,9 @@ from typing import Any
 import httpx
 import pytest
 
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.config import SimConfig
 from specwatch.sim.presets import preset
+from tests.sim_fixtures import ManualClock
 from tests.sim_testing import FAST, in_thread, metric_names, metric_value, serving, sse_data
 
 NEW = "b6500-0c1e570"
@@ -190,7 +190,7 @@ def test_restart_resets_counters_changes_start_time_and_reloads_with_503() -> No
         a = httpx.get(server.url + "/metrics")
         assert metric_value(a.text, "llamacpp:tokens_predicted_total") == 5.0
         clock.set(100.0)
-        world.faults.restart()
+        world.restart()
         assert httpx.get(server.url + "/health").status_code == 503
         clock.set(101.0)
         b = httpx.get(server.url + "/metrics")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus, SimGpuSpec
 from specwatch.sources.nvml import binding as N
+from tests.sim_fixtures import ManualClock
 
 
 def _gpus(share: float) -> SimGpus:

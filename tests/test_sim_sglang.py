@@ -9,10 +9,10 @@ import httpx
 import pytest
 
 from specwatch.core.versions import version_tuple
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.config import SimConfig
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.presets import preset
+from tests.sim_fixtures import ManualClock
 from tests.sim_testing import (
     FAST,
     in_thread,

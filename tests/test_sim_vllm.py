@@ -8,10 +8,10 @@ from typing import Any
 import httpx
 import pytest
 
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.config import SimConfig
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.presets import preset
+from tests.sim_fixtures import ManualClock
 from tests.sim_testing import (
     FAST,
     in_thread,

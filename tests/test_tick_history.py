@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from specwatch.core.gpu import GpuSample, GpuTick
 from specwatch.core.tick_history import GpuTickHistory
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
 from specwatch.sources.nvml.sampler import GpuSampler
+from tests.sim_fixtures import ManualClock
 
 
 def _sampler(count: int = 8, history: int = 50) -> tuple[GpuSampler, ManualClock]:

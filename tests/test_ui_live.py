@@ -27,6 +27,7 @@ from specwatch.ui.panes.status import StatusLine
 from specwatch.ui.panes.token_rate import TokenRatePane
 from specwatch.ui.settings import AppSettings
 from tests.session_world import ManualSim, drive_until, manual_sim
+from tests.sim_fixtures import faults_of
 from tests.unavailable_nvml import unavailable_nvml
 
 
@@ -127,12 +128,12 @@ async def test_survives_every_fault(sim: ManualSim, tmp_path: Path) -> None:
             )
 
         # 5xx on /metrics, then garbage mixed into /metrics.
-        w.faults.fail_next(3, status=503, path="/metrics")
+        faults_of(w).fail_next(3, status=503, path="/metrics")
         await wait_for(pilot, healthy_after(4), sim=sim)
-        w.faults.garbage_in_metrics(2)
+        faults_of(w).garbage_in_metrics(2)
         await wait_for(pilot, healthy_after(3), sim=sim)
         # A hung /metrics: the scrape times out, the app keeps going and says so.
-        w.faults.hang("/metrics")
+        faults_of(w).hang("/metrics")
         await wait_for(
             pilot,
             lambda: "error" in (app.model.last_scrape.notes if app.model.last_scrape else {}),
@@ -140,10 +141,10 @@ async def test_survives_every_fault(sim: ManualSim, tmp_path: Path) -> None:
             sim=sim,
         )
         assert app.is_running
-        w.faults.clear_hang()
+        faults_of(w).clear_hang()
         await wait_for(pilot, healthy_after(2), sim=sim)
         # A restart: counters go back, the graph marks it.
-        w.faults.restart()
+        w.restart()
         await wait_for(
             pilot, lambda: any(m.kind in ("restart", "lost") for m in app.model.marks), sim=sim
         )
@@ -152,8 +153,8 @@ async def test_survives_every_fault(sim: ManualSim, tmp_path: Path) -> None:
         from specwatch.core.snapshot_records import BenchConfig
 
         app.settings.bench_config = BenchConfig(runs=2, warmup=1, max_tokens=24)
-        w.faults.drop_stream(after_chunks=2, times=1)
-        w.faults.garbage_in_streams(times=1)
+        faults_of(w).drop_stream(after_chunks=2, times=1)
+        faults_of(w).garbage_in_streams(times=1)
         await pilot.press("b")
         await wait_for(pilot, lambda: isinstance(app.screen, TextModal), 20, sim=sim)
         assert app.message_counts["bench_finished"] == 1

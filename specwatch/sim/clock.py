@@ -1,15 +1,18 @@
-"""Clocks for the simulator: real monotonic time, or a manual clock tests move by hand."""
+"""Clocks for the simulator: real monotonic time, or the same time run faster."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from typing import Protocol
 
 
 class Clock(Protocol):
     """What the simulator needs of time."""
+
+    free_running: bool
+    """Whether time passes by itself (``False``: only a test moves it, so the server keeps no
+    background ticker and answers carry reproducible Unix times)."""
 
     def now(self) -> float:
         """Seconds on this clock."""
@@ -22,6 +25,8 @@ class Clock(Protocol):
 
 class RealClock:
     """Monotonic wall time."""
+
+    free_running = True
 
     def now(self) -> float:
         """Seconds from ``time.monotonic``."""
@@ -40,6 +45,8 @@ class ScaledClock:
     Everything that reads the same clock (the world, the session's timestamps) sees one
     consistent time; only what is measured on the real clock (HTTP round trips) is not sped up.
     """
+
+    free_running = True
 
     def __init__(self, factor: float, start: float | None = None) -> None:
         if not factor > 0:
@@ -61,47 +68,3 @@ class ScaledClock:
         delay = (t - self.now()) / self.factor
         if delay > 0:
             await asyncio.sleep(delay)
-
-
-class ManualClock:
-    """A clock that only moves when told to; thread-safe.
-
-    Sleepers on any event loop are woken (thread-safely) by ``advance``/``set``.
-    """
-
-    def __init__(self, start: float = 0.0) -> None:
-        self._t = start
-        self._lock = threading.Lock()
-        self._waiters: list[tuple[float, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
-
-    def now(self) -> float:
-        """The current manual time."""
-        return self._t
-
-    def set(self, t: float) -> None:
-        """Move to ``t`` (never backwards) and wake every sleeper that is due."""
-        with self._lock:
-            self._t = max(self._t, t)
-            due = [w for w in self._waiters if w[0] <= self._t]
-            self._waiters = [w for w in self._waiters if w[0] > self._t]
-        for _, loop, fut in due:
-            loop.call_soon_threadsafe(_resolve, fut)
-
-    def advance(self, dt: float) -> None:
-        """Move forward by ``dt`` seconds."""
-        self.set(self._t + dt)
-
-    async def sleep_until(self, t: float) -> None:
-        """Wait until the clock has been moved to ``t`` or beyond."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        with self._lock:
-            if self._t >= t:
-                return
-            self._waiters.append((t, loop, fut))
-        await fut
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)

@@ -5,10 +5,25 @@ same arguments and return shapes as ``pynvml``, and raises the real ``pynvml.NVM
 subclasses (obtained through ``specwatch.sources.nvml.binding.nvml_error``, since only that
 module imports ``pynvml``). Fans are ``NOT_SUPPORTED`` (passively cooled boards), a lost
 simulated GPU raises ``GPU_IS_LOST``, and ``fail()`` injects any error for tests.
+
+Clock policy reads answer like a board nobody has tuned (application clocks at their defaults,
+nothing locked, persistence on); ``policy_supported = False`` makes every policy read
+``NOT_SUPPORTED``, as on consumer boards. The set and reset calls need ``privileged`` (else
+``NO_PERMISSION``, as NVML answers a non-root caller) and are recorded in ``clock_calls`` and,
+when ``SPECWATCH_FAKE_NVML_LEDGER`` names a file, appended to it as JSON lines, so a test can
+see what a killed process did and what the next one restored.
+
+A GPM sample holds the board's accumulated DRAM-busy seconds; ``NVML_GPM_METRIC_DRAM_BW_UTIL``
+between two samples is their difference over the time between them, in percent, as the driver
+computes it from its counters. ``gpm_supported = False`` is a board before Hopper:
+``nvmlGpmQueryDeviceSupport`` says so and sampling raises ``NOT_SUPPORTED``. Every other metric
+comes back ``NOT_SUPPORTED`` in its ``nvmlReturn``.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from collections import Counter
@@ -16,10 +31,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from specwatch.sim.fake_nvml_clocks import FakeClockPolicy
-from specwatch.sim.fake_nvml_gpm import FakeGpm
 from specwatch.sim.fake_nvml_structs import (
     FakeFieldValue,
+    FakeGpmMetricsGet,
+    FakeGpmSample,
+    FakeGpmSupport,
     FakeHandle,
     FakeMemory,
     FakePciInfo,
@@ -37,6 +53,10 @@ most readings only every few to hundreds of milliseconds); it spares the model a
 DRIVER_VERSION = "570.133.20"
 NVML_VERSION = "12.570.133.20"
 CUDA_DRIVER_VERSION = 12080
+LEDGER_ENV = "SPECWATCH_FAKE_NVML_LEDGER"
+"""A file the fake appends each set/reset call to (one JSON list per line)."""
+ROOT_ENV = "SPECWATCH_FAKE_NVML_ROOT"
+"""``"1"``: the fake lets this process set clocks (as root may on a real driver)."""
 
 
 @dataclass
@@ -47,7 +67,7 @@ class _Failure:
     times: int | None
 
 
-class FakeNvml(FakeClockPolicy, FakeGpm):
+class FakeNvml:
     """Module-like stand-in for ``pynvml`` over ``SimGpus``.
 
     Args:
@@ -58,20 +78,32 @@ class FakeNvml(FakeClockPolicy, FakeGpm):
         calls: How many times each function was called (``calls["nvmlInit"]`` etc.).
         fan_supported: Set True to report a fan (default: passively cooled, NOT_SUPPORTED).
         gpm_supported: Set False for a board without GPM (before Hopper).
+        policy_supported: Set False to make every clock policy read ``NOT_SUPPORTED``.
+        clock_calls: Every set/reset call made: ``(function, gpu index, *arguments)``.
+        locked: (GPU index, clock type) -> (min, max) MHz currently locked.
+        gpm_samples_live: GPM samples allocated and not yet freed.
     """
+
+    c_nvmlGpmMetricsGet_t = FakeGpmMetricsGet
 
     def __init__(self, gpus: SimGpus, clock: Callable[[], float] = time.monotonic) -> None:
         self.gpus = gpus
         self.clock = clock
         self.calls: Counter[str] = Counter()
         self.fan_supported = False
+        self.gpm_supported = True
+        self.policy_supported = True
+        self.clock_calls: list[tuple[Any, ...]] = []
+        self.locked: dict[tuple[int, int], tuple[int, int]] = {}
+        self.gpm_samples_live = 0
+        self._privileged: bool | None = None
         self._init_count = 0
         self._failures: list[_Failure] = []
         self._lock = threading.Lock()
         self._instant = -float("inf")
         self._seen: tuple[float, int, list[SimGpuState]] | None = None
 
-    # --- test controls ----------------------------------------------------------------
+    # --- test controls --------------------------------------------------------------------
 
     def fail(
         self, function: str, code: int, index: int | None = None, times: int | None = None
@@ -90,11 +122,22 @@ class FakeNvml(FakeClockPolicy, FakeGpm):
             self._failures.append(_Failure(function, code, index, times))
 
     @property
+    def privileged(self) -> bool:
+        """Whether set calls succeed (``SPECWATCH_FAKE_NVML_ROOT=1``, or set by a test)."""
+        if self._privileged is None:
+            return os.environ.get(ROOT_ENV) == "1"
+        return self._privileged
+
+    @privileged.setter
+    def privileged(self, value: bool) -> None:
+        self._privileged = value
+
+    @property
     def initialized(self) -> bool:
         """Whether ``nvmlInit`` has been called more often than ``nvmlShutdown``."""
         return self._init_count > 0
 
-    # --- plumbing ----------------------------------------------------------------------
+    # --- plumbing -------------------------------------------------------------------------
 
     def _injected(self, function: str, index: int | None) -> int | None:
         with self._lock:
@@ -146,7 +189,7 @@ class FakeNvml(FakeClockPolicy, FakeGpm):
     def _bad_argument() -> NoReturn:
         raise N.nvml_error(N.ERROR_INVALID_ARGUMENT)
 
-    # --- lifecycle and system ------------------------------------------------------------
+    # --- lifecycle and system -------------------------------------------------------------
 
     def nvmlInit(self) -> None:
         """Initialise (counted)."""
@@ -187,7 +230,7 @@ class FakeNvml(FakeClockPolicy, FakeGpm):
             raise N.nvml_error(N.ERROR_GPU_IS_LOST)
         return FakeHandle(index)
 
-    # --- static ------------------------------------------------------------------------
+    # --- static ---------------------------------------------------------------------------
 
     def nvmlDeviceGetName(self, handle: Any) -> str:
         """Board name."""
@@ -243,7 +286,7 @@ class FakeNvml(FakeClockPolicy, FakeGpm):
             return self.gpus.spec.max_mem_clock_mhz
         self._bad_argument()
 
-    # --- fast ------------------------------------------------------------------------------
+    # --- fast -----------------------------------------------------------------------------
 
     def nvmlDeviceGetClockInfo(self, handle: Any, clock_type: int) -> int:
         """Current SM or memory clock, MHz."""
@@ -353,6 +396,145 @@ class FakeNvml(FakeClockPolicy, FakeGpm):
         """PCIe throughput, KB/s (slow on real hardware; the sampler must not call it)."""
         self._device("nvmlDeviceGetPcieThroughput", handle)
         return 0
+
+    # --- clock policy ---------------------------------------------------------------------
+
+    def _policy(self, function: str, handle: Any) -> SimGpuState:
+        state = self._device(function, handle)
+        if not self.policy_supported:
+            raise N.nvml_error(N.ERROR_NOT_SUPPORTED)
+        return state
+
+    def _max_clock(self, clock_type: int) -> int:
+        if clock_type == N.CLOCK_SM:
+            return self.gpus.spec.max_sm_clock_mhz
+        if clock_type == N.CLOCK_MEM:
+            return self.gpus.spec.max_mem_clock_mhz
+        raise N.nvml_error(N.ERROR_INVALID_ARGUMENT)
+
+    def _record(self, function: str, index: int, *args: int) -> None:
+        self.clock_calls.append((function, index, *args))
+        ledger = os.environ.get(LEDGER_ENV)
+        if ledger:
+            with open(ledger, "a", encoding="utf-8") as f:
+                f.write(json.dumps([function, index, *args, os.getpid()]) + "\n")
+
+    def _setter(self, function: str, handle: Any) -> int:
+        state = self._policy(function, handle)
+        if not self.privileged:
+            raise N.nvml_error(N.ERROR_NO_PERMISSION)
+        return state.index
+
+    def nvmlDeviceGetPersistenceMode(self, handle: Any) -> int:
+        """Persistence mode (1: enabled)."""
+        self._policy("nvmlDeviceGetPersistenceMode", handle)
+        return 1
+
+    def nvmlDeviceGetApplicationsClock(self, handle: Any, clock_type: int) -> int:
+        """Application clock, MHz (the maximum, as on a board nobody has tuned, unless
+        ``SimGpus.set_app_clocks`` set one)."""
+        state = self._policy("nvmlDeviceGetApplicationsClock", handle)
+        top = self._max_clock(clock_type)
+        app = self.gpus.gpus[state.index].app_clocks_mhz
+        if app is None:
+            return top
+        return app[0] if clock_type == N.CLOCK_SM else app[1]
+
+    def nvmlDeviceGetDefaultApplicationsClock(self, handle: Any, clock_type: int) -> int:
+        """Default application clock, MHz."""
+        self._policy("nvmlDeviceGetDefaultApplicationsClock", handle)
+        return self._max_clock(clock_type)
+
+    def nvmlDeviceGetPowerManagementLimit(self, handle: Any) -> int:
+        """The power limit set (follows ``SimGpus.set_power_limit``), mW."""
+        state = self._policy("nvmlDeviceGetPowerManagementLimit", handle)
+        return int(self.gpus.gpus[state.index].power_limit_w * 1000)
+
+    # --- clock sets (root only) -----------------------------------------------------------
+
+    def nvmlDeviceSetGpuLockedClocks(self, handle: Any, lo: int, hi: int) -> None:
+        """Lock the GPU (SM) clock between ``lo`` and ``hi`` MHz."""
+        index = self._setter("nvmlDeviceSetGpuLockedClocks", handle)
+        self.locked[(index, N.CLOCK_SM)] = (lo, hi)
+        self._record("nvmlDeviceSetGpuLockedClocks", index, lo, hi)
+
+    def nvmlDeviceSetMemoryLockedClocks(self, handle: Any, lo: int, hi: int) -> None:
+        """Lock the memory clock between ``lo`` and ``hi`` MHz."""
+        index = self._setter("nvmlDeviceSetMemoryLockedClocks", handle)
+        self.locked[(index, N.CLOCK_MEM)] = (lo, hi)
+        self._record("nvmlDeviceSetMemoryLockedClocks", index, lo, hi)
+
+    def nvmlDeviceResetGpuLockedClocks(self, handle: Any) -> None:
+        """Unlock the GPU clock."""
+        index = self._setter("nvmlDeviceResetGpuLockedClocks", handle)
+        self.locked.pop((index, N.CLOCK_SM), None)
+        self._record("nvmlDeviceResetGpuLockedClocks", index)
+
+    def nvmlDeviceResetMemoryLockedClocks(self, handle: Any) -> None:
+        """Unlock the memory clock."""
+        index = self._setter("nvmlDeviceResetMemoryLockedClocks", handle)
+        self.locked.pop((index, N.CLOCK_MEM), None)
+        self._record("nvmlDeviceResetMemoryLockedClocks", index)
+
+    # --- GPM ------------------------------------------------------------------------------
+
+    def nvmlGpmQueryDeviceSupport(self, handle: Any) -> FakeGpmSupport:
+        """Whether the board has GPM (``gpm_supported``)."""
+        self._device("nvmlGpmQueryDeviceSupport", handle)
+        return FakeGpmSupport(version=1, isSupportedDevice=int(self.gpm_supported))
+
+    def nvmlGpmSampleAlloc(self) -> FakeGpmSample:
+        """A new, empty sample (counted until freed)."""
+        self._enter("nvmlGpmSampleAlloc")
+        self.gpm_samples_live += 1
+        return FakeGpmSample()
+
+    def nvmlGpmSampleFree(self, sample: Any) -> None:
+        """Free ``sample``; ``INVALID_ARGUMENT`` for one not allocated here or freed twice."""
+        self._enter("nvmlGpmSampleFree")
+        if type(sample) is not FakeGpmSample or sample.freed:
+            raise N.nvml_error(N.ERROR_INVALID_ARGUMENT)
+        sample.freed = True
+        self.gpm_samples_live -= 1
+
+    def nvmlGpmSampleGet(self, handle: Any, sample: Any) -> FakeGpmSample:
+        """Fill ``sample`` with the board's counters now."""
+        state = self._device("nvmlGpmSampleGet", handle)
+        if not self.gpm_supported:
+            raise N.nvml_error(N.ERROR_NOT_SUPPORTED)
+        if type(sample) is not FakeGpmSample or sample.freed:
+            raise N.nvml_error(N.ERROR_INVALID_ARGUMENT)
+        sample.index = state.index
+        sample.t = self._instant
+        sample.dram_busy_s = state.dram_busy_s
+        return sample
+
+    def nvmlGpmMetricsGet(self, get: Any) -> FakeGpmMetricsGet:
+        """Compute ``get.metrics[:numMetrics]`` between ``get.sample1`` and ``get.sample2``."""
+        self._enter("nvmlGpmMetricsGet")
+        if type(get) is not FakeGpmMetricsGet:
+            raise N.nvml_error(N.ERROR_INVALID_ARGUMENT)
+        if get.version != N.GPM_METRICS_GET_VERSION:
+            raise N.nvml_error(N.ERROR_ARGUMENT_VERSION_MISMATCH)
+        one, two = get.sample1, get.sample2
+        if (
+            type(one) is not FakeGpmSample
+            or type(two) is not FakeGpmSample
+            or one.index is None
+            or one.index != two.index
+            or not 0 < get.numMetrics <= len(get.metrics)
+        ):
+            raise N.nvml_error(N.ERROR_INVALID_ARGUMENT)
+        span = two.t - one.t
+        for metric in get.metrics[: get.numMetrics]:
+            if metric.metricId != N.GPM_METRIC_DRAM_BW_UTIL:
+                metric.nvmlReturn = N.ERROR_NOT_SUPPORTED
+                metric.value = 0.0
+                continue
+            metric.nvmlReturn = N.SUCCESS
+            busy = two.dram_busy_s - one.dram_busy_s
+            metric.value = 100.0 * busy / span if span > 0 else 0.0
+        return get
 
 
 _NO_VALUE = FakeValue()

@@ -17,11 +17,9 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from specwatch.sim.clock import ManualClock
 from specwatch.sim.engine import SimRequest, TokenEvent
-from specwatch.sim.faults import METRICS_GARBAGE, STREAM_GARBAGE
 from specwatch.sim.loop_thread import LoopThread
-from specwatch.sim.servers import sim_dialect
+from specwatch.sim.presets import sim_dialect
 from specwatch.sim.servers.base import RenderGroup
 from specwatch.sim.world import SimWorld
 
@@ -94,7 +92,7 @@ class SimServer(LoopThread):
         else:
             self._listen_task = asyncio.create_task(self._listen_when_loaded())
         ticker = None
-        if not isinstance(self.world.clock, ManualClock):
+        if self.world.clock.free_running:
             ticker = asyncio.create_task(self._tick())
         self._serving()
         await self._stopping.wait()
@@ -205,11 +203,13 @@ class SimServer(LoopThread):
         path = request.path
         world = self.world
         world.truth.hit(request.method, path)
-        if world.faults.should_hang(path):
-            await world.faults.wait_released()
-        status = world.faults.take_error(path)
-        if status is not None:
-            return self.dialect.error(status, "injected server error")
+        faults = world.faults
+        if faults is not None:
+            if faults.should_hang(path):
+                await faults.wait_released()
+            status = faults.take_error(path)
+            if status is not None:
+                return self.dialect.error(status, "injected server error")
         if not world.loaded():
             if self.dialect.listens_while_loading:
                 return self.dialect.error(503, "Loading model")
@@ -241,9 +241,10 @@ class SimServer(LoopThread):
             body = world.telemetry.exposition(
                 running, waiting, t, world.unix_time(world.started_at), kv
             )
-        if world.faults.take_metrics_garbage():
+        garbage = world.faults.take_metrics_garbage() if world.faults is not None else ()
+        if garbage:
             lines = body.decode().splitlines(keepends=True)
-            for i, junk in enumerate(METRICS_GARBAGE):
+            for i, junk in enumerate(garbage):
                 lines.insert(min(len(lines), (i + 1) * max(1, len(lines) // 5)), junk)
             body = "".join(lines).encode()
         return body
@@ -274,8 +275,8 @@ class SimServer(LoopThread):
         )
         await resp.prepare(request)
         faults = self.world.faults
-        drop_after = faults.take_drop()
-        garbage = faults.take_stream_garbage()
+        drop_after = faults.take_drop() if faults is not None else None
+        garbage = faults.take_stream_garbage() if faults is not None else ()
         sent = 0
         index = 0
         try:
@@ -316,7 +317,7 @@ class SimServer(LoopThread):
                         await resp.write(payload)
                         sent += 1
                         if garbage and sent == 1:
-                            for junk in STREAM_GARBAGE:
+                            for junk in garbage:
                                 await resp.write(junk)
                         if drop_after is not None and sent >= drop_after:
                             self.abandon(req)

@@ -10,18 +10,48 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
-from specwatch.sim.clock import Clock, ManualClock, RealClock
+from specwatch.sim.clock import Clock, RealClock
 from specwatch.sim.config import SimConfig
 from specwatch.sim.engine import Engine, SimRequest, TokenEvent, request_truth
-from specwatch.sim.faults import FaultInjector
 from specwatch.sim.gpus import SimGpus
-from specwatch.sim.metrics.telemetries import telemetry_class
+from specwatch.sim.metrics import telemetry_class
 from specwatch.sim.truth import GroundTruth
 
 MANUAL_UNIX_BASE = 1_780_000_000.0
-"""Unix time of manual-clock zero, so that timestamps in answers are reproducible."""
+"""Unix time of zero on a clock that only a test moves, so that timestamps in answers are
+reproducible."""
+
+
+class Faults(Protocol):
+    """What the server asks of injected faults on every request (a test's fault injector; the
+    shipped simulator has none)."""
+
+    def should_hang(self, path: str) -> bool:
+        """Whether a request to ``path`` is to be held now."""
+        ...
+
+    async def wait_released(self) -> None:
+        """Wait (on the running loop) until held requests are released."""
+        ...
+
+    def take_error(self, path: str) -> int | None:
+        """The HTTP status to fail this request with, if one is due."""
+        ...
+
+    def take_metrics_garbage(self) -> Sequence[str]:
+        """Lines to mix into this ``/metrics`` answer (none: a clean one)."""
+        ...
+
+    def take_drop(self) -> int | None:
+        """For a new stream: after how many chunks to drop it, if due."""
+        ...
+
+    def take_stream_garbage(self) -> Sequence[bytes]:
+        """For a new stream: lines to interleave after its first chunk (none: a clean one)."""
+        ...
 
 
 class SimWorld:
@@ -29,7 +59,7 @@ class SimWorld:
 
     Args:
         config: what to imitate.
-        clock: time source (default :class:`RealClock`); tests pass a :class:`ManualClock`.
+        clock: time source (default :class:`RealClock`); tests pass a manual one.
         gpus: the boards the engine runs on (default ``config.gpu_count`` fresh ones).
     """
 
@@ -41,7 +71,8 @@ class SimWorld:
         t = self.clock.now()
         self.gpus = gpus or SimGpus(count=config.gpu_count, seed=config.seed, start_t=t)
         self.truth = GroundTruth(max_steps=config.truth_max_steps)
-        self.faults = FaultInjector(self.restart)
+        self.faults: Faults | None = None
+        """Faults the server consults on every request (set by a test)."""
         self.rng = random.Random(config.seed)
         self._lock = threading.RLock()
         self._submitted = threading.Condition(self._lock)
@@ -50,9 +81,7 @@ class SimWorld:
         self._listeners: list[Callable[[], None]] = []
         self.schedule: list[Callable[[float], None]] = []
         """Called with the new time before each advance (a demo scenario's script)."""
-        self._unix_base = (
-            MANUAL_UNIX_BASE if isinstance(self.clock, ManualClock) else time.time() - t
-        )
+        self._unix_base = time.time() - t if self.clock.free_running else MANUAL_UNIX_BASE
         self.epoch = 0
         """Increments on every restart."""
         self._boot(t)
@@ -179,4 +208,4 @@ class SimWorld:
         return self._lock
 
 
-__all__ = ["MANUAL_UNIX_BASE", "SimWorld"]
+__all__ = ["MANUAL_UNIX_BASE", "Faults", "SimWorld"]

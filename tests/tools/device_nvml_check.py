@@ -32,8 +32,7 @@ from specwatch.core.reasons import short_names
 from specwatch.core.steady import window_slopes
 from specwatch.core.values import to_jsonable
 from specwatch.sources.nvml import binding as N
-from specwatch.sources.nvml.binding import CountingNvml
-from specwatch.sources.nvml.calls import VALUE_ATTR
+from specwatch.sources.nvml.binding import VALUE_ATTR, CountingNvml
 from specwatch.sources.nvml.clock_lock import target_clocks
 from specwatch.sources.nvml.sampler import GpuSampler
 

@@ -34,7 +34,6 @@ from specwatch.bench.events import BenchEvent  # noqa: E402
 from specwatch.bench.runner import run_benchmark  # noqa: E402
 from specwatch.core.gpu import GpuTick  # noqa: E402
 from specwatch.core.snapshot_records import BenchConfig  # noqa: E402
-from specwatch.sim.clock import ManualClock  # noqa: E402
 from specwatch.sim.demo import demo_world  # noqa: E402
 from specwatch.sim.fake_nvml import FakeNvml  # noqa: E402
 from specwatch.sim.presets import preset  # noqa: E402
@@ -51,6 +50,7 @@ from specwatch.ui.model import MonitorModel  # noqa: E402
 from specwatch.ui.settings import AppSettings  # noqa: E402
 from specwatch.ui.themes import BUILTIN_ORDER  # noqa: E402
 from tests.scene import JudgedModel  # noqa: E402
+from tests.sim_fixtures import ManualClock  # noqa: E402
 
 START = 1000.0
 PLAIN_ITL_MS = 11.5
@@ -115,7 +115,7 @@ async def record(seconds: int, restart_at: int, bench_at: int, story: bool = Fal
             while s < seconds:
                 s += 1
                 if s == restart_at:
-                    world.faults.restart()
+                    world.restart()
                     model.set_lost(clock.now(), "server restarted")
                     watcher = await wait_ready()
                 if s == bench_at:

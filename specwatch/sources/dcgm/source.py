@@ -34,7 +34,7 @@ from specwatch.sources.dcgm.fetch import (
 from specwatch.sources.dcgm.fields import VIOLATION_BITS
 from specwatch.sources.dcgm.gpu_records import DcgmEndpointState, DcgmGpuExtra, DcgmGpuInfo
 from specwatch.sources.dcgm.parse import MAX_GPUS, DcgmGpu, DcgmReader, dcgm_url, url_host
-from specwatch.sources.tick_loop import TickLoop
+from specwatch.sources.gpu_reader import TickLoop
 
 Fetch = Callable[[str, float, int], str]
 """``(url, timeout_s, max_bytes) -> body``; raises :class:`DcgmFetchError` (tests inject one)."""

@@ -1,17 +1,29 @@
-"""The NVML binding: the only module in specwatch that imports ``pynvml``.
+"""The NVML binding: the only module in specwatch that imports ``pynvml``, and what is asked of it.
 
 NVML's constants (clock types, field ids, error codes) come from the real ``pynvml`` here and
 are re-exported, so the fake NVML of the simulator speaks the same numbers without importing
 it; also NVML errors, their texts, and a call-counting wrapper for overhead checks.
+
+Then the calls specwatch makes per GPU and the conversions of their answers: each
+:class:`NvmlCall` names the functions to try in order (newer first, older drivers lack them)
+and the sample fields it fills; each :class:`FieldRead` is one value of the per-tick
+``nvmlDeviceGetFieldValues`` call, with the classic call to use where the driver lacks it. A
+:class:`BoundCall` looks its function up once per GPU (and again only when a fallback chain
+moves on), so a tick makes each NVML call without a lookup or a key built per call.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pynvml
+
+from specwatch.core.gpu import GpuSample
 
 # NVML constants, re-exported so the fake speaks the same numbers without importing pynvml.
 CLOCK_SM: int = pynvml.NVML_CLOCK_SM
@@ -135,48 +147,294 @@ class CountingNvml:
         return counted
 
 
-__all__ = [
-    "CLOCK_MEM",
-    "CLOCK_SM",
-    "ERROR_ARGUMENT_VERSION_MISMATCH",
-    "ERROR_DRIVER_NOT_LOADED",
-    "ERROR_FUNCTION_NOT_FOUND",
-    "ERROR_GPU_IS_LOST",
-    "ERROR_INVALID_ARGUMENT",
-    "ERROR_LIBRARY_NOT_FOUND",
-    "ERROR_NOT_SUPPORTED",
-    "ERROR_NO_PERMISSION",
-    "ERROR_TIMEOUT",
-    "ERROR_UNINITIALIZED",
-    "ERROR_UNKNOWN",
-    "FALLBACK_CODES",
-    "FIELD_UNSUPPORTED_CODES",
-    "FI_DEV_MEMORY_TEMP",
-    "FI_DEV_PERF_POLICY_POWER",
-    "FI_DEV_PERF_POLICY_THERMAL",
-    "FI_DEV_POWER_INSTANT",
-    "FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-    "GPM_METRICS_GET_VERSION",
-    "GPM_METRIC_DRAM_BW_UTIL",
-    "PERF_POLICY_POWER",
-    "PERF_POLICY_THERMAL",
-    "SUCCESS",
-    "TEMPERATURE_GPU",
-    "TEMPERATURE_THRESHOLD_SHUTDOWN",
-    "TEMPERATURE_THRESHOLD_SLOWDOWN",
-    "UNSUPPORTED_CODES",
-    "VALUE_TYPE_DOUBLE",
-    "VALUE_TYPE_SIGNED_INT",
-    "VALUE_TYPE_SIGNED_LONG_LONG",
-    "VALUE_TYPE_UNSIGNED_INT",
-    "VALUE_TYPE_UNSIGNED_LONG",
-    "VALUE_TYPE_UNSIGNED_LONG_LONG",
-    "VALUE_TYPE_UNSIGNED_SHORT",
-    "CountingNvml",
-    "NVMLError",
-    "describe",
-    "error_code",
-    "error_text",
-    "nvml_error",
-    "real_nvml",
-]
+# --- what is asked of NVML, per GPU -----------------------------------------------------
+
+
+class Unavailable:
+    """Marker for a reading that did not come back this tick (its reason is already recorded)."""
+
+
+UNAVAILABLE = Unavailable()
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlCall:
+    """One NVML device read: which functions to try, their arguments, the fields it fills."""
+
+    key: str
+    functions: tuple[str, ...]
+    fields: tuple[str, ...]
+    args: tuple[Any, ...] = ()
+    """Arguments after the handle."""
+    converts: tuple[Callable[[Any], Any], ...] = ()
+    """How the answer becomes each of ``fields``, in order."""
+
+
+@dataclass(frozen=True, slots=True)
+class FieldRead:
+    """One per-tick reading taken by ``nvmlDeviceGetFieldValues``.
+
+    ``backup`` names the call (in ``BACKUP_CALLS``) that reads the same thing the classic way,
+    made when the driver does not give the field or failed it this tick.
+    """
+
+    field_id: int
+    name: str
+    convert: Callable[[Any], Any]
+    backup: str | None
+
+
+def _milli(value: float) -> float:
+    return value / 1000.0
+
+
+def _gpu_util(u: Any) -> int:
+    return int(u.gpu)
+
+
+def _mem_util(u: Any) -> int:
+    return int(u.memory)
+
+
+def _used(m: Any) -> int:
+    return int(m.used)
+
+
+def _total(m: Any) -> int:
+    return int(m.total)
+
+
+def _violation(v: Any) -> int:
+    return int(v.violationTime)
+
+
+def opt(convert: Callable[[Any], Any], raw: Any) -> Any:
+    """``convert(raw)``; ``None`` for an unavailable reading or a failed conversion."""
+    if raw is UNAVAILABLE:
+        return None
+    try:
+        return convert(raw)
+    except Exception:
+        return None
+
+
+def as_text(value: Any) -> str:
+    """NVML strings come as ``bytes`` from older bindings."""
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    return str(value)
+
+
+def mw_to_w(value: Any) -> float:
+    """Milliwatts to watts."""
+    return int(value) / 1000.0
+
+
+def positive_int(value: Any) -> int | None:
+    """An integer above 0, else ``None``."""
+    number = int(value)
+    return number if number > 0 else None
+
+
+TICK_CALLS: tuple[NvmlCall, ...] = (
+    # Made every tick (after the field values), in this order.
+    NvmlCall("sm_clock", ("nvmlDeviceGetClockInfo",), ("sm_clock_mhz",), (CLOCK_SM,), (int,)),
+    NvmlCall("mem_clock", ("nvmlDeviceGetClockInfo",), ("mem_clock_mhz",), (CLOCK_MEM,), (int,)),
+    NvmlCall(
+        "temp",
+        ("nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature"),
+        ("temp_c",),
+        (TEMPERATURE_GPU,),
+        (int,),
+    ),
+    NvmlCall("pstate", ("nvmlDeviceGetPerformanceState",), ("pstate",), (), (int,)),
+    NvmlCall(
+        "reasons",
+        ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
+        ("clock_event_reasons",),
+        (),
+        (int,),
+    ),
+    NvmlCall(
+        "util",
+        ("nvmlDeviceGetUtilizationRates",),
+        ("util_gpu_pct", "util_mem_pct"),
+        (),
+        (_gpu_util, _mem_util),
+    ),
+    NvmlCall(
+        "memory",
+        ("nvmlDeviceGetMemoryInfo",),
+        ("mem_used_bytes", "mem_total_bytes"),
+        (),
+        (_used, _total),
+    ),
+    NvmlCall("pcie_gen", ("nvmlDeviceGetCurrPcieLinkGeneration",), ("pcie_gen",), (), (int,)),
+    NvmlCall("pcie_width", ("nvmlDeviceGetCurrPcieLinkWidth",), ("pcie_width",), (), (int,)),
+)
+
+BACKUP_CALLS: dict[str, NvmlCall] = {
+    c.key: c
+    for c in (
+        NvmlCall("power_usage", ("nvmlDeviceGetPowerUsage",), ("power_w",), (), (mw_to_w,)),
+        NvmlCall(
+            "energy",
+            ("nvmlDeviceGetTotalEnergyConsumption",),
+            ("energy_j",),
+            (),
+            (_milli,),
+        ),
+        NvmlCall(
+            "violation_power",
+            ("nvmlDeviceGetViolationStatus",),
+            ("power_violation_ns",),
+            (PERF_POLICY_POWER,),
+            (_violation,),
+        ),
+        NvmlCall(
+            "violation_thermal",
+            ("nvmlDeviceGetViolationStatus",),
+            ("thermal_violation_ns",),
+            (PERF_POLICY_THERMAL,),
+            (_violation,),
+        ),
+    )
+}
+"""The classic calls for what the field values read, by key."""
+
+FIELD_READS: tuple[FieldRead, ...] = (
+    # One nvmlDeviceGetFieldValues call per GPU per tick reads these (one driver round trip
+    # instead of five); the value type comes with each value.
+    FieldRead(FI_DEV_MEMORY_TEMP, "hbm_temp_c", int, None),
+    FieldRead(FI_DEV_POWER_INSTANT, "power_w", _milli, "power_usage"),
+    FieldRead(FI_DEV_TOTAL_ENERGY_CONSUMPTION, "energy_j", _milli, "energy"),
+    FieldRead(FI_DEV_PERF_POLICY_POWER, "power_violation_ns", int, "violation_power"),
+    FieldRead(FI_DEV_PERF_POLICY_THERMAL, "thermal_violation_ns", int, "violation_thermal"),
+)
+
+FIELD_VALUES_CALL = NvmlCall("field_values", ("nvmlDeviceGetFieldValues",), ())
+FAN_CALL = NvmlCall("fan", ("nvmlDeviceGetFanSpeed",), ("fan_pct",), (), (int,))
+
+
+_STATIC_READS: tuple[tuple[str, str, tuple[Any, ...], Callable[[Any], Any]], ...] = (
+    # (GpuStatic field, NVML function, its arguments after the handle, conversion)
+    ("name", "nvmlDeviceGetName", (), as_text),
+    ("uuid", "nvmlDeviceGetUUID", (), as_text),
+    ("pci_bus_id", "nvmlDeviceGetPciInfo", (), lambda v: as_text(v.busId)),
+    ("max_sm_clock_mhz", "nvmlDeviceGetMaxClockInfo", (CLOCK_SM,), int),
+    ("max_mem_clock_mhz", "nvmlDeviceGetMaxClockInfo", (CLOCK_MEM,), int),
+    ("max_pcie_gen", "nvmlDeviceGetMaxPcieLinkGeneration", (), int),
+    ("max_pcie_width", "nvmlDeviceGetMaxPcieLinkWidth", (), int),
+    (
+        "slowdown_temp_c",
+        "nvmlDeviceGetTemperatureThreshold",
+        (TEMPERATURE_THRESHOLD_SLOWDOWN,),
+        int,
+    ),
+    (
+        "shutdown_temp_c",
+        "nvmlDeviceGetTemperatureThreshold",
+        (TEMPERATURE_THRESHOLD_SHUTDOWN,),
+        int,
+    ),
+    ("persistence_mode", "nvmlDeviceGetPersistenceMode", (), lambda v: bool(int(v))),
+    ("power_default_limit_w", "nvmlDeviceGetPowerManagementDefaultLimit", (), mw_to_w),
+    ("power_limit_w", "nvmlDeviceGetEnforcedPowerLimit", (), mw_to_w),
+    ("app_sm_clock_mhz", "nvmlDeviceGetApplicationsClock", (CLOCK_SM,), positive_int),
+    ("app_mem_clock_mhz", "nvmlDeviceGetApplicationsClock", (CLOCK_MEM,), positive_int),
+    (
+        "default_app_sm_clock_mhz",
+        "nvmlDeviceGetDefaultApplicationsClock",
+        (CLOCK_SM,),
+        positive_int,
+    ),
+    (
+        "default_app_mem_clock_mhz",
+        "nvmlDeviceGetDefaultApplicationsClock",
+        (CLOCK_MEM,),
+        positive_int,
+    ),
+)
+STATIC_CALLS: tuple[tuple[NvmlCall, Callable[[Any], Any]], ...] = tuple(
+    (NvmlCall(f"static:{name}", (function,), (name,), args), convert)
+    for name, function, args, convert in _STATIC_READS
+)
+"""The static fields' calls, each with the conversion of its answer."""
+
+
+VALUE_ATTR = {
+    VALUE_TYPE_DOUBLE: "dVal",
+    VALUE_TYPE_UNSIGNED_INT: "uiVal",
+    VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+    VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+    VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+    VALUE_TYPE_SIGNED_INT: "siVal",
+    VALUE_TYPE_UNSIGNED_SHORT: "usVal",
+}
+
+
+SAMPLE_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(GpuSample) if f.name not in {"index", "t", "lost", "missing"}
+)
+SLOT = {name: i for i, name in enumerate(SAMPLE_FIELDS)}
+FAN_SLOT = SLOT["fan_pct"]
+DRAM_SLOT = SLOT["dram_active"]
+if [f.name for f in dataclasses.fields(GpuSample)] != [
+    "index",
+    "t",
+    *SAMPLE_FIELDS,
+    "lost",
+    "missing",
+]:  # pragma: no cover
+    raise RuntimeError("GpuSample changed: NvmlReader builds samples positionally")
+
+
+class GpuLost(Exception):
+    """Raised inside a GPU's tick to abandon its remaining fields."""
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A call that gave no value: why, and whether it will never be made again."""
+
+    reason: str
+    unsupported: bool
+
+
+class NotInBinding(Exception):
+    """Raised in place of a function this nvidia-ml-py does not have."""
+
+    def __init__(self, function: str) -> None:
+        super().__init__(function)
+        self.function = function
+
+
+def resolve(nv: Any, function: str) -> Callable[..., Any]:
+    """``nv``'s ``function``, or a stand-in raising :class:`NotInBinding` when it lacks it."""
+    fn: Callable[..., Any] | None = getattr(nv, function, None)
+    if fn is not None:
+        return fn
+
+    def absent(*_: Any) -> Any:
+        raise NotInBinding(function)
+
+    return absent
+
+
+class BoundCall:
+    """One :class:`NvmlCall` for one GPU, its function in the fallback chain looked up once."""
+
+    __slots__ = ("args", "call", "fn", "outs", "pos", "standing")
+
+    def __init__(self, nv: Any, call: NvmlCall, standing: bool) -> None:
+        self.call = call
+        self.pos = 0
+        self.fn = resolve(nv, call.functions[0])
+        self.args = call.args
+        # Static calls convert apart (their fields are not a sample's).
+        self.outs = tuple(
+            (SLOT[name], convert, name)
+            for name, convert in zip(call.fields, call.converts, strict=False)
+        )
+        self.standing = standing
+        """Whether a "n/s" answer is a standing reason (else: this tick's only)."""

@@ -1,51 +1,63 @@
-"""Reading one GPU through NVML: handles, static fields, per-tick fields, field values, fans.
+"""Reading one GPU through NVML: handles, static fields, per-tick fields, field values, GPM.
 
 Every reading that fails is ``None`` with a reason in ``missing``, never an exception; a call
 NVML does not support is never made again for that GPU, and fallback chains try the next
 function of a call when the driver lacks one.
+
+Every ``nvmlDeviceGetFieldValues`` field is read in one call a tick. A field the driver does
+not support is never asked again; where a field has a backup call (an older function giving
+the same reading) the backup joins the GPU's plan, and a field that fails once falls back to
+its backup for that tick.
+
+DRAM bandwidth comes from GPM metrics (Hopper and later), counter deltas between two samples:
+each GPU keeps the previous tick's sample and the metric is computed between it and this
+tick's, so the first tick has no value. A board or driver without GPM is asked once and gets a
+standing "n/s" reason; the samples are freed on close.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-from specwatch.core.gpu import GpuSample, GpuStatic, SystemInfo
+from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.sources.nvml.binding import (
+    BACKUP_CALLS,
+    DRAM_SLOT,
     ERROR_FUNCTION_NOT_FOUND,
     ERROR_GPU_IS_LOST,
     FALLBACK_CODES,
-    UNSUPPORTED_CODES,
-    describe,
-    error_code,
-)
-from specwatch.sources.nvml.calls import (
-    BACKUP_CALLS,
     FAN_CALL,
+    FAN_SLOT,
     FIELD_READS,
+    FIELD_UNSUPPORTED_CODES,
     FIELD_VALUES_CALL,
-    STATIC_READS,
+    GPM_METRIC_DRAM_BW_UTIL,
+    GPM_METRICS_GET_VERSION,
+    SAMPLE_FIELDS,
+    SLOT,
+    STATIC_CALLS,
+    SUCCESS,
     TICK_CALLS,
     UNAVAILABLE,
-    NvmlCall,
-    as_text,
-    opt,
-)
-from specwatch.sources.nvml.field_reads import FieldValueReads
-from specwatch.sources.nvml.gpm import GpmDram
-from specwatch.sources.nvml.state import (
-    DRAM_SLOT,
-    FAN_SLOT,
-    SAMPLE_FIELDS,
+    UNSUPPORTED_CODES,
+    VALUE_ATTR,
     BoundCall,
     Failed,
+    FieldRead,
     GpuLost,
-    GpuState,
     NotInBinding,
+    NvmlCall,
+    describe,
+    error_code,
+    error_text,
+    opt,
     resolve,
 )
 
+NO_TENSOR = "n/s: tensor activity is not read through NVML (--dcgm gives it)"
 SLOW_REFRESH_S = 5.0
 """How long slow fields (fan, persistence, power limit, application clock) are cached."""
 
@@ -54,38 +66,54 @@ _STATIC_FIELDS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(GpuStatic) if f.name not in _NOT_READ
 )
 _SLOW_STATIC_FIELDS = ("persistence_mode", "power_limit_w", "app_sm_clock_mhz", "app_mem_clock_mhz")
-_STATIC_CALLS = tuple(
-    (NvmlCall(f"static:{name}", (function,), (name,), args), convert)
-    for name, function, args, convert in STATIC_READS
+DCGM_HINT = "--dcgm gives DCGM_FI_PROF_DRAM_ACTIVE"
+NOT_A_GPM_BOARD = f"n/s: no GPM metrics on this GPU (Hopper or later; {DCGM_HINT})"
+FIRST_SAMPLE = "N/A: GPM needs two samples: DRAM bandwidth from the next tick"
+_STRUCT = "c_nvmlGpmMetricsGet_t"
+_FUNCTIONS = (
+    "nvmlGpmQueryDeviceSupport",
+    "nvmlGpmSampleAlloc",
+    "nvmlGpmSampleGet",
+    "nvmlGpmMetricsGet",
+    "nvmlGpmSampleFree",
 )
 
 
-class NvmlReader(FieldValueReads):
+@dataclass
+class GpuState:
+    """Per-GPU mutable sampler state (only touched under the poll lock)."""
+
+    index: int
+    handle: Any = None
+    handle_lost: bool = False
+    """Taking the handle failed with ``GPU_IS_LOST``."""
+    handle_error: str | None = None
+    unsupported: dict[str, str] = field(default_factory=dict)
+    """Call key (``field:ID`` for a field value) -> "n/s: ..." reason; never asked again."""
+    fan: tuple[float, int | None] | None = None
+    """(read at, value) of the last good fan reading."""
+    static: GpuStatic | None = None
+    static_read_at: float = 0.0
+    plan: tuple[BoundCall, ...] | None = None
+    """The classic calls made every tick (``None`` until the first tick)."""
+    backups: dict[str, BoundCall] = field(default_factory=dict)
+    fields: tuple[FieldRead, ...] = ()
+    """What the field-values call still asks for."""
+    field_ids: list[int] = field(default_factory=list)
+    field_call: BoundCall | None = None
+    fan_call: BoundCall | None = None
+    standing: dict[str, str] = field(default_factory=lambda: {"tensor_active": NO_TENSOR})
+    """The "n/s" reasons of per-tick fields, shared by samples (replaced, never changed)."""
+    static_calls: dict[str, BoundCall] = field(default_factory=dict)
+
+
+class NvmlReader:
     """Reads GPUs through one NVML module (the real ``pynvml`` or the simulator's fake)."""
 
     def __init__(self, nv: Any) -> None:
         self._nv = nv
         self._gpm: dict[int, GpmDram] = {}
         """GPU index -> its GPM reads (absent: not prepared yet, or no GPM there)."""
-
-    def read_system(self) -> SystemInfo:
-        driver = self._system_str("nvmlSystemGetDriverVersion")
-        nvml_version = self._system_str("nvmlSystemGetNVMLVersion")
-        cuda: str | None = None
-        try:
-            raw = int(self._nv.nvmlSystemGetCudaDriverVersion())
-            cuda = f"{raw // 1000}.{(raw % 1000) // 10}"
-        except Exception:
-            cuda = None
-        return SystemInfo(
-            driver_version=driver, nvml_version=nvml_version, cuda_driver_version=cuda
-        )
-
-    def _system_str(self, function: str) -> str | None:
-        try:
-            return as_text(getattr(self._nv, function)())
-        except Exception:
-            return None
 
     def take_handle(self, gpu: GpuState) -> str | None:
         """Get ``gpu``'s handle; on failure return (and remember) why."""
@@ -112,7 +140,7 @@ class NvmlReader(FieldValueReads):
                     index=gpu.index, missing=dict.fromkeys(_STATIC_FIELDS, reason)
                 )
                 return gpu.static
-        for call, convert in _STATIC_CALLS:
+        for call, convert in STATIC_CALLS:
             name = call.fields[0]
             try:
                 raw = self._call(gpu, call, missing)
@@ -143,7 +171,7 @@ class NvmlReader(FieldValueReads):
         gpu.static_read_at = now
         values: dict[str, Any] = {}
         missing = {k: v for k, v in old.missing.items() if k not in _SLOW_STATIC_FIELDS}
-        for call, convert in _STATIC_CALLS:
+        for call, convert in STATIC_CALLS:
             name = call.fields[0]
             if name not in _SLOW_STATIC_FIELDS:
                 continue
@@ -363,6 +391,198 @@ class NvmlReader(FieldValueReads):
             gpu.fan = (t, vals[FAN_SLOT])
         else:
             gpu.fan = None
+
+    def _set_fields(self, gpu: GpuState, fields: tuple[FieldRead, ...]) -> None:
+        gpu.fields = fields
+        gpu.field_ids = [f.field_id for f in fields]
+
+    def _read_fields(self, gpu: GpuState, vals: list[Any], problems: dict[str, str]) -> None:
+        """Every field value in one ``nvmlDeviceGetFieldValues`` call; backups where it failed."""
+        fields = gpu.fields
+        call = gpu.field_call
+        assert call is not None
+        try:
+            raw = call.fn(gpu.handle, gpu.field_ids)
+        except Exception as exc:
+            got = self._recover(gpu, call, exc)
+            if type(got) is Failed:
+                for f in fields:
+                    if got.unsupported:
+                        self._field_unsupported(gpu, f, got.reason)
+                    else:
+                        self._field_failed(gpu, f, got.reason, vals, problems)
+                return
+            raw = got
+        try:
+            results = list(raw)
+        except Exception as exc:
+            results = []
+            unreadable = f"N/A: unreadable field values: {describe(exc)}"
+        else:
+            unreadable = "N/A: no value returned"
+        for i, f in enumerate(fields):
+            if i >= len(results):
+                self._field_failed(gpu, f, unreadable, vals, problems)
+                continue
+            fv = results[i]
+            try:
+                code = fv.nvmlReturn
+                if code == SUCCESS:
+                    attr = VALUE_ATTR.get(fv.valueType)
+                    if attr is not None:
+                        vals[SLOT[f.name]] = f.convert(getattr(fv.value, attr))
+                        continue
+                    reason = "N/A: unknown field value type"
+                elif code == ERROR_GPU_IS_LOST:
+                    raise GpuLost()
+                elif code in FIELD_UNSUPPORTED_CODES:
+                    self._field_unsupported(gpu, f, f"n/s: {error_text(code)}")
+                    continue
+                else:
+                    reason = f"N/A: {error_text(code)}"
+            except GpuLost:
+                raise
+            except Exception as exc:
+                reason = f"N/A: unreadable value: {describe(exc)}"
+            self._field_failed(gpu, f, reason, vals, problems)
+
+    def _field_failed(
+        self,
+        gpu: GpuState,
+        f: FieldRead,
+        reason: str,
+        vals: list[Any],
+        problems: dict[str, str],
+    ) -> None:
+        """A field value that failed this tick: its backup call, else the reason."""
+        if f.backup is None:
+            problems[f.name] = reason
+        else:
+            self._run(gpu, gpu.backups[f.backup], vals, problems)
+
+    def _field_unsupported(self, gpu: GpuState, f: FieldRead, reason: str) -> None:
+        """Never ask for ``f`` again; its backup call joins the plan."""
+        gpu.unsupported[f"field:{f.field_id}"] = reason
+        self._set_fields(gpu, tuple(x for x in gpu.fields if x is not f))
+        if f.backup is None:
+            gpu.standing = {**gpu.standing, f.name: reason}
+            return
+        bound = gpu.backups[f.backup]
+        known = gpu.unsupported.get(bound.call.key)
+        if known is not None:
+            gpu.standing = {**gpu.standing, **dict.fromkeys(bound.call.fields, known)}
+            return
+        bound.standing = True
+        # The plan is read after the field values: the backup is made this tick already.
+        gpu.plan = (*(gpu.plan or ()), bound)
+
+
+class GpmDram:
+    """Reads ``NVML_GPM_METRIC_DRAM_BW_UTIL`` for one GPU, one sample per tick.
+
+    Args:
+        nv: The NVML module (the real ``pynvml`` or the simulator's fake).
+    """
+
+    def __init__(self, nv: Any) -> None:
+        self._nv = nv
+        self._samples: list[Any] = []
+        """Two samples, allocated once: this tick fills ``[_cur]``, the other is the last."""
+        self._cur = 0
+        self._have_prev = False
+        self._get: Any = None
+        """The ``c_nvmlGpmMetricsGet_t`` asking for the one metric, built once."""
+
+    def read(self, handle: Any) -> float | Failed:
+        """This tick's DRAM bandwidth utilisation (0-1) since the last tick's sample.
+
+        Returns:
+            The share, or a ``Failed``: ``unsupported`` means never ask again (call
+            :meth:`close`).
+
+        Raises:
+            GpuLost: On ``NVML_ERROR_GPU_IS_LOST``.
+        """
+        if not self._samples:
+            failed = self._start(handle)
+            if failed is not None:
+                return failed
+        nv = self._nv
+        cur = self._cur
+        try:
+            nv.nvmlGpmSampleGet(handle, self._samples[cur])
+        except Exception as exc:
+            return self._failed(exc, "nvmlGpmSampleGet")
+        self._cur = 1 - cur
+        if not self._have_prev:
+            self._have_prev = True
+            return Failed(FIRST_SAMPLE, False)
+        get = self._get
+        get.sample1 = self._samples[1 - cur]
+        get.sample2 = self._samples[cur]
+        try:
+            nv.nvmlGpmMetricsGet(get)
+        except Exception as exc:
+            return self._failed(exc, "nvmlGpmMetricsGet")
+        metric = get.metrics[0]
+        code = int(metric.nvmlReturn)
+        if code != SUCCESS:
+            if code in UNSUPPORTED_CODES:
+                return Failed(f"n/s: DRAM bandwidth: {error_text(code)} ({DCGM_HINT})", True)
+            return Failed(f"N/A: DRAM bandwidth: {error_text(code)}", False)
+        return min(1.0, max(0.0, float(metric.value) / 100.0))
+
+    def forget(self) -> None:
+        """Drop the previous sample (after a lost GPU): the next tick starts a new pair."""
+        self._have_prev = False
+
+    def close(self) -> None:
+        """Free the samples (before ``nvmlShutdown``). Safe to call repeatedly."""
+        for sample in self._samples:
+            try:
+                self._nv.nvmlGpmSampleFree(sample)
+            except Exception:
+                # Nothing useful can be done about a sample the driver will not take back.
+                continue
+        self._samples = []
+        self._have_prev = False
+        self._get = None
+
+    def _start(self, handle: Any) -> Failed | None:
+        """Ask once whether the GPU has GPM; allocate the first sample and the request."""
+        nv = self._nv
+        missing = [name for name in (*_FUNCTIONS, _STRUCT) if getattr(nv, name, None) is None]
+        if missing:
+            return Failed(f"n/s: {missing[0]} is not in this nvidia-ml-py ({DCGM_HINT})", True)
+        try:
+            support = nv.nvmlGpmQueryDeviceSupport(handle)
+        except Exception as exc:
+            return self._failed(exc, "nvmlGpmQueryDeviceSupport")
+        if not support.isSupportedDevice:
+            return Failed(NOT_A_GPM_BOARD, True)
+        try:
+            while len(self._samples) < 2:
+                self._samples.append(nv.nvmlGpmSampleAlloc())
+        except Exception as exc:
+            self.close()
+            return self._failed(exc, "nvmlGpmSampleAlloc")
+        get = getattr(nv, _STRUCT)()
+        get.version = GPM_METRICS_GET_VERSION
+        get.numMetrics = 1
+        get.metrics[0].metricId = GPM_METRIC_DRAM_BW_UTIL
+        self._get = get
+        return None
+
+    def _failed(self, exc: BaseException, function: str) -> Failed:
+        code = error_code(exc)
+        if code == ERROR_GPU_IS_LOST:
+            raise GpuLost() from exc
+        if code in UNSUPPORTED_CODES:
+            hint = f" ({function}: driver older than nvidia-ml-py)"
+            if code != ERROR_FUNCTION_NOT_FOUND:
+                hint = ""
+            return Failed(f"n/s: GPM: {describe(exc)}{hint} ({DCGM_HINT})", True)
+        return Failed(f"N/A: GPM: {describe(exc)}", False)
 
 
 def _mark(missing: dict[str, str], fields: Iterable[str], reason: str) -> None:

@@ -26,12 +26,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
+from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick, SystemInfo
 from specwatch.core.tick_history import GpuTickHistory
-from specwatch.sources.nvml.binding import describe, real_nvml
-from specwatch.sources.nvml.reads import SLOW_REFRESH_S, NvmlReader
-from specwatch.sources.nvml.state import GpuState
-from specwatch.sources.tick_loop import TickLoop
+from specwatch.sources.gpu_reader import TickLoop
+from specwatch.sources.nvml.binding import as_text, describe, real_nvml
+from specwatch.sources.nvml.reads import SLOW_REFRESH_S, GpuState, NvmlReader
 
 
 class GpuSampler(TickLoop):
@@ -97,7 +96,7 @@ class GpuSampler(TickLoop):
             self.open_cost_ms = (time.perf_counter() - started) * 1000.0
             return inv
         self._initialized = True
-        system = self._reader.read_system()
+        system = _system_info(self._nv)
         try:
             count = int(self._nv.nvmlDeviceGetCount())
         except Exception as exc:
@@ -198,6 +197,28 @@ class GpuSampler(TickLoop):
             self.inventory = dataclasses.replace(inv, gpus=statics)
         cost_ms = (time.perf_counter() - started) * 1000.0
         return GpuTick(t=t, wall_time=wall, samples=tuple(samples), cost_ms=cost_ms)
+
+
+def _system_info(nv: Any) -> SystemInfo:
+    """The driver's, NVML's and CUDA's versions (each ``None`` where NVML does not say)."""
+
+    def text(function: str) -> str | None:
+        try:
+            return as_text(getattr(nv, function)())
+        except Exception:
+            return None
+
+    cuda: str | None = None
+    try:
+        raw = int(nv.nvmlSystemGetCudaDriverVersion())
+        cuda = f"{raw // 1000}.{(raw % 1000) // 10}"
+    except Exception:
+        cuda = None
+    return SystemInfo(
+        driver_version=text("nvmlSystemGetDriverVersion"),
+        nvml_version=text("nvmlSystemGetNVMLVersion"),
+        cuda_driver_version=cuda,
+    )
 
 
 __all__ = ["GpuSampler"]

@@ -24,10 +24,10 @@ from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
 from specwatch.core.ring import Ring
 from specwatch.core.sanitize import sanitize_line
 from specwatch.core.server import Dialect, MetricsWindow
+from specwatch.sources.gpu_reader import TickLoop
 from specwatch.sources.http.endpoint import Endpoint
 from specwatch.sources.prometheus.api import PrometheusClient
 from specwatch.sources.prometheus.queries import derive_gpus, gpu_query, label_matcher
-from specwatch.sources.tick_loop import TickLoop
 
 _T = TypeVar("_T")
 Select = Callable[[Sequence[FleetGpu]], Sequence[FleetGpu]]

@@ -1,7 +1,9 @@
-"""Fault injection for the simulated server: what real servers do to monitors on bad days.
+"""The simulator's test-only parts: a clock a test moves by hand, and faults it injects.
 
-Every knob is thread-safe: tests set faults from their own thread while the server runs on its
-loop. A fault either applies to the next matching requests (``times``) or holds until cleared.
+Faults are what real servers do to monitors on bad days. Every knob is thread-safe: tests set
+faults from their own thread while the server runs on its loop. A fault either applies to the
+next matching requests (``times``) or holds until cleared. :func:`faults_of` installs an
+injector on a world (the shipped simulator has none).
 """
 
 from __future__ import annotations
@@ -9,8 +11,51 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
+
+from specwatch.sim.world import SimWorld
+
+
+class ManualClock:
+    """A clock that only moves when told to; thread-safe.
+
+    Sleepers on any event loop are woken (thread-safely) by ``advance``/``set``.
+    """
+
+    free_running = False
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._t = start
+        self._lock = threading.Lock()
+        self._waiters: list[tuple[float, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    def now(self) -> float:
+        """The current manual time."""
+        return self._t
+
+    def set(self, t: float) -> None:
+        """Move to ``t`` (never backwards) and wake every sleeper that is due."""
+        with self._lock:
+            self._t = max(self._t, t)
+            due = [w for w in self._waiters if w[0] <= self._t]
+            self._waiters = [w for w in self._waiters if w[0] > self._t]
+        for _, loop, fut in due:
+            loop.call_soon_threadsafe(_resolve, fut)
+
+    def advance(self, dt: float) -> None:
+        """Move forward by ``dt`` seconds."""
+        self.set(self._t + dt)
+
+    async def sleep_until(self, t: float) -> None:
+        """Wait until the clock has been moved to ``t`` or beyond."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            if self._t >= t:
+                return
+            self._waiters.append((t, loop, fut))
+        await fut
+
 
 STREAM_GARBAGE = (
     b'data: {"choices": [{"text": "unterminated\n\n',
@@ -35,14 +80,9 @@ class _Counted:
 
 
 class FaultInjector:
-    """Faults the server consults on every request.
+    """Faults the server consults on every request (a :class:`~specwatch.sim.world.Faults`)."""
 
-    Args:
-        restart: what :meth:`restart` calls (the world's restart).
-    """
-
-    def __init__(self, restart: Callable[[], None]) -> None:
-        self._restart = restart
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._held = threading.Condition(self._lock)
         self._errors: list[_Counted] = []
@@ -55,7 +95,7 @@ class FaultInjector:
         self.hung_requests = 0
         """Requests that have been held by :meth:`hang` so far."""
 
-    # --- knobs (tests, CLI) ----------------------------------------------------------------
+    # --- knobs (tests) ----------------------------------------------------------------
 
     def fail_next(self, n: int = 1, status: int = 500, path: str | None = None) -> None:
         """Answer the next ``n`` requests (to ``path`` when given) with HTTP ``status``."""
@@ -93,10 +133,6 @@ class FaultInjector:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(_resolve, fut)
 
-    def restart(self) -> None:
-        """Restart the server: counters reset, in-flight requests dropped, loading again."""
-        self._restart()
-
     def clear(self) -> None:
         """Remove every pending fault (and release held requests)."""
         with self._lock:
@@ -127,21 +163,21 @@ class FaultInjector:
                     return c.value
             return None
 
-    def take_stream_garbage(self) -> bool:
-        """For a new stream: whether to interleave garbage."""
+    def take_stream_garbage(self) -> tuple[bytes, ...]:
+        """For a new stream: the lines to interleave, if due."""
         with self._lock:
             if self._stream_garbage > 0:
                 self._stream_garbage -= 1
-                return True
-            return False
+                return STREAM_GARBAGE
+            return ()
 
-    def take_metrics_garbage(self) -> bool:
-        """For a ``/metrics`` answer: whether to mix in garbage."""
+    def take_metrics_garbage(self) -> tuple[str, ...]:
+        """For a ``/metrics`` answer: the lines to mix in, if due."""
         with self._lock:
             if self._metrics_garbage > 0:
                 self._metrics_garbage -= 1
-                return True
-            return False
+                return METRICS_GARBAGE
+            return ()
 
     def should_hang(self, path: str) -> bool:
         """Whether a request to ``path`` is to be held now."""
@@ -173,3 +209,12 @@ class FaultInjector:
 def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
+
+
+def faults_of(world: SimWorld) -> FaultInjector:
+    """``world``'s fault injector, installed on first use."""
+    faults = world.faults
+    if not isinstance(faults, FaultInjector):
+        faults = FaultInjector()
+        world.faults = faults
+    return faults
