@@ -28,6 +28,12 @@ a live verdict calls it with a reference window and the current window. The rule
    were not taken under the same load, so the comparison cannot blame the code.
 5. No SM clock readings on a side: **GPU state unknown** (blaming the code without knowing the
    GPUs' state is the story's mistake in reverse). Otherwise **not explained by GPU state**.
+
+Above all of these, **configuration changed** when the two sides' launch configurations differ
+(:func:`specwatch.core.launch_config.config_differences`: a draft length, speculation switched
+off, another model or parallelism), with or without a change beyond noise: measurements under
+two configurations are not like for like, and what the rule found otherwise follows in the
+reasons.
 """
 
 from __future__ import annotations
@@ -35,6 +41,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from specwatch.core.launch_config import (
+    ConfigDifference,
+    LaunchConfig,
+    config_differences,
+    differences_text,
+)
 from specwatch.core.memory_bound import blended_ratio, bytes_per_token_change, carried_by_memory
 from specwatch.core.outcomes import Outcome
 from specwatch.core.stats import Summary, Welch, mean, summarize, welch
@@ -75,6 +87,8 @@ class Figures:
     dram_per_token: float | None = None
     """``Σ dram_active × memory clock / tok/s``: proportional to the bytes read per token
     (:mod:`specwatch.core.memory_bound`)."""
+    launch: LaunchConfig | None = None
+    """The server's launch configuration (``None``: not known)."""
 
     @property
     def mean_tok_s(self) -> float | None:
@@ -120,6 +134,8 @@ class Judgement:
     term: str = "SM clock"
     """The clock whose change carried a GPU-state verdict (``"memory clock"``: see
     :func:`memory_term`)."""
+    configuration: tuple[ConfigDifference, ...] = ()
+    """The launch settings that differ (``configuration changed``)."""
 
     @property
     def reason(self) -> str:
@@ -315,6 +331,10 @@ def judge(
         outcome = Outcome.CODE
         part = f", {share * 100:.0f}% of the change" if share is not None and share > 0 else ""
         reasons.append(f"{head}; {clocks}{part}: the clocks do not account for it")
+    configuration = config_differences(reference.launch, current.launch)
+    if configuration:
+        outcome = Outcome.CONFIG
+        reasons.insert(0, f"configuration changed: {differences_text(configuration)}")
     return Judgement(
         outcome=outcome,
         reasons=tuple(reasons),
@@ -334,6 +354,7 @@ def judge(
         accept_share=accept_share,
         load_changes=loads,
         term=_term(explained, blended, memory, sm_ratio, mem_ratio, dram),
+        configuration=configuration,
     )
 
 

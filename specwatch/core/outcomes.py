@@ -2,7 +2,7 @@
 
 One enumeration for every front end: ``specwatch compare`` exits with :attr:`Outcome.exit_code`,
 the TUI shows :attr:`Outcome.wording`, ``--json`` writes the wording. Codes 1 and 2 are taken
-(an error, a usage error); a verdict added later takes the next free code (8...) and a line in
+(an error, a usage error); a verdict added later takes the next free code (9...) and a line in
 the README's table. The rule that picks one is :func:`specwatch.core.judge.judge`.
 """
 
@@ -25,6 +25,8 @@ class Outcome(str, Enum):
     UNKNOWN = "GPU state unknown: no SM clock readings to attribute the change"
     LOAD = "load changed"
     ACCEPTANCE = "acceptance changed"
+    CONFIG = "configuration changed"
+    """The server was started with other settings: the two sides are not like for like."""
 
     @property
     def wording(self) -> str:
@@ -63,6 +65,7 @@ _EXIT_CODES: dict[Outcome, int] = {
     Outcome.UNKNOWN: 5,
     Outcome.LOAD: 6,
     Outcome.ACCEPTANCE: 7,
+    Outcome.CONFIG: 8,
 }
 
 

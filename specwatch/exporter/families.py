@@ -26,6 +26,7 @@ CAUSES: dict[Outcome | None, str] = {
     Outcome.UNKNOWN: "gpu_state_unknown",
     Outcome.LOAD: "load",
     Outcome.ACCEPTANCE: "acceptance",
+    Outcome.CONFIG: "configuration",
     None: "not_judged",
 }
 """The verdict's ``cause`` label values (``not_judged``: warming up, idle, collecting)."""
