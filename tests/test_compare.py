@@ -292,7 +292,9 @@ def test_launch_arg_and_spec_differences_are_rows() -> None:
     assert rows["new"].a == "—" and rows["new"].b == "on" and rows["new"].differs
     assert rows["tensor parallel"].a == "8" and not rows["tensor parallel"].differs
     assert c.verdict is Outcome.CONFIG and c.verdict.exit_code == 8
-    assert c.reason.startswith("configuration changed: CUDA graph max batch 8 → 4, new — → on;")
+    assert c.reason.startswith(
+        "configuration changed: CUDA graph max batch 8 → 4 (cuda_graph_max_bs), new — → on;"
+    )
 
 
 def test_where_and_when_a_server_started_is_not_a_difference() -> None:

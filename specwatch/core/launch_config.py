@@ -123,13 +123,13 @@ _SGLANG: dict[str, tuple[str, ...]] = {
     "KV cache dtype": ("--kv-cache-dtype",),
     "max batch": ("--max-running-requests",),
     "batch tokens": ("--chunked-prefill-size",),
-    "CUDA graphs": ("--disable-cuda-graph",),
-    "CUDA graph max batch": ("--cuda-graph-max-bs",),
+    "CUDA graphs": ("--disable-cuda-graph", "--disable-decode-cuda-graph"),
+    "CUDA graph max batch": ("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"),
     "context length": ("--context-length",),
 }
 _TABLES = {"llamacpp": _LLAMA, "vllm": _VLLM, "sglang": _SGLANG}
 _ALIASES = {"llamacpp": _LLAMA_ALIASES, "vllm": _VLLM_ALIASES, "sglang": {}}
-_DISABLING = frozenset({"--enforce-eager", "--disable-cuda-graph"})
+_DISABLING = frozenset({"--enforce-eager", "--disable-cuda-graph", "--disable-decode-cuda-graph"})
 """Flags whose presence turns CUDA graphs off."""
 
 IGNORED = frozenset(
@@ -440,10 +440,16 @@ def _with_reported_spec(
     if spec is None:
         return
     where = spec.source or "server"
+    said = settings.get(SPEC_METHOD)
     if spec.enabled is False:
-        settings[SPEC_METHOD] = Setting(SPEC_METHOD, SPEC_OFF, where)
-    elif spec.algorithm and (engine == "llamacpp" or SPEC_METHOD not in settings):
-        settings[SPEC_METHOD] = Setting(SPEC_METHOD, ",".join(_types(spec.algorithm)), where)
+        method: str | None = SPEC_OFF
+    elif spec.algorithm and (engine == "llamacpp" or said is None):
+        method = ",".join(_types(spec.algorithm))
+    else:
+        method = None
+    # The arguments keep their word (and name the option) where the server says the same.
+    if method is not None and (said is None or said.value != method):
+        settings[SPEC_METHOD] = Setting(SPEC_METHOD, method, where)
     length = spec.num_steps if engine == "sglang" else spec.num_draft_tokens
     if DRAFT_LENGTH not in settings and length is not None and spec.enabled is not False:
         settings[DRAFT_LENGTH] = Setting(DRAFT_LENGTH, str(length), where)
@@ -473,7 +479,8 @@ def launch_config(
             server's own word wins (a fresh llama-server's ``/slots`` names no type, and then
             the command line's ``-md`` or ``--spec-type`` does).
     """
-    engine = dialect if dialect in _TABLES else (engine_of(cmdline) if cmdline else None)
+    # The program a command line runs names its engine even behind another dialect's front.
+    engine = engine_of(cmdline) or (dialect if dialect in _TABLES else None)
     settings: dict[str, Setting] = {}
     others: list[Setting] = []
     reported: list[Setting] = []
@@ -548,12 +555,18 @@ def config_differences(
             continue
         if name == SPEC_METHOD and va is not None and vb is not None and va.lower() == vb.lower():
             continue
-        origins = [s.origin for s in (x, y) if s is not None and s.origin.startswith("-")]
+        origins = [s.origin for s in (x, y) if s is not None and _is_argument(s.origin)]
         out.append(ConfigDifference(name, va, vb, ", ".join(dict.fromkeys(origins))))
     if same_source:
         out.extend(_list_differences(a.arguments, b.arguments, missing_counts=True))
     out.extend(_list_differences(a.reported, b.reported, missing_counts=False))
     return tuple(out)
+
+
+def _is_argument(origin: str) -> bool:
+    """Whether an origin names an argument (``-md``, ``speculative_num_steps``), not an
+    endpoint (``/slots``)."""
+    return bool(origin) and not origin.startswith("/") and origin not in ("server", "positional")
 
 
 def _list_differences(
