@@ -24,17 +24,17 @@ from specwatch.sources.metrics.prom import parse_metrics
 from tests.conftest import running_sim
 
 # As shared/tools/llama-server/start-llama-server.sh starts it (b1-0c1e570).
-LLAMA = (
-    "/root/.cache/specwatch-realserver/bin/llama-server -m /m/tiny-target.gguf --host 127.0.0.1"
-    " --port 8080 --metrics --slots --props -t 2 -c 4096 -np 1 --alias tiny-target --no-webui"
-).split()
-LLAMA_DRAFT = (
-    LLAMA
-    + (
-        "-md /m/tiny-draft.gguf --spec-type draft-simple --spec-draft-n-max 4 --spec-draft-n-min 0"
-        " --spec-draft-p-min 0.75 -td 2"
-    ).split()
-)
+LLAMA = [
+    "/root/.cache/specwatch-realserver/bin/llama-server",
+    *("-m", "/m/tiny-target.gguf", "--host", "127.0.0.1", "--port", "8080"),
+    *("--metrics", "--slots", "--props", "-t", "2", "-c", "4096", "-np", "1"),
+    *("--alias", "tiny-target", "--no-webui"),
+]
+LLAMA_DRAFT = [
+    *LLAMA,
+    *("-md", "/m/tiny-draft.gguf", "--spec-type", "draft-simple", "--spec-draft-n-max", "4"),
+    *("--spec-draft-n-min", "0", "--spec-draft-p-min", "0.75", "-td", "2"),
+]
 # What a fresh llama-server's /slots says: speculating, no type until a request ran.
 FRESH_SLOTS = SpecConfig(enabled=True, source="/slots")
 WARM_SLOTS = SpecConfig(enabled=True, algorithm="draft-simple", source="/slots")
@@ -134,10 +134,13 @@ def test_remote_llama_server_from_props_and_slots_alone() -> None:
     # the unknown type on one side is no change; what both report is compared
     assert [d.line() for d in config_differences(fresh, more)] == ["/props total_slots 1 → 4"]
     off = launch_config("llamacpp", (), facts, SpecConfig(enabled=False, source="/slots"))
-    assert [d.name for d in config_differences(more, off)][0] == "speculative method"
+    assert next(d.name for d in config_differences(more, off)) == "speculative method"
 
 
-VLLM_SC = '{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 4}'
+VLLM_SC = (
+    '{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",'
+    ' "num_speculative_tokens": 4}'
+)
 
 
 def test_vllm_serve_with_a_speculative_config() -> None:
@@ -171,7 +174,8 @@ def test_vllm_cache_config_info_is_reported_configuration() -> None:
         "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
         "# TYPE vllm:cache_config_info gauge\n"
         'vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",'
-        'engine="0",gpu_memory_utilization="0.9",num_gpu_blocks="27186",num_cpu_blocks="None"} 1.0\n'
+        'engine="0",gpu_memory_utilization="0.9",num_gpu_blocks="27186",'
+        'num_cpu_blocks="None"} 1.0\n'
     )
     labels = vllm_cache_config(scrape)
     assert labels["cache_dtype"] == "auto" and "engine" not in labels
