@@ -21,6 +21,7 @@ from specwatch.core.compare import (
 )
 from specwatch.core.gpu import GpuInventory, GpuStatic, SystemInfo
 from specwatch.core.gpu_summary import GpuRunSummary
+from specwatch.core.outcomes import Outcome
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
 from specwatch.core.snapshot_figures import straggler_clock
 from specwatch.core.snapshot_records import (
@@ -284,16 +285,24 @@ def test_interrupted_and_unlike_runs_are_noted() -> None:
 def test_launch_arg_and_spec_differences_are_rows() -> None:
     a = snap(STORY_BEFORE, launch_args={"tp_size": 8, "cuda_graph_max_bs": 8})
     b = snap(STORY_BEFORE, launch_args={"tp_size": 8, "cuda_graph_max_bs": 4, "new": True})
-    rows = {r.name: r for r in compare(a, b).rows}
-    assert rows["arg cuda_graph_max_bs"].a == "8" and rows["arg cuda_graph_max_bs"].b == "4"
-    assert rows["arg new"].a == "—" and rows["arg new"].b == "yes"
-    assert "arg tp_size" not in rows
+    c = compare(a, b)
+    rows = {r.name: r for r in c.rows}
+    graphs = rows["CUDA graph max batch"]
+    assert (graphs.section, graphs.a, graphs.b, graphs.differs) == ("launch", "8", "4", True)
+    assert rows["new"].a == "—" and rows["new"].b == "on" and rows["new"].differs
+    assert rows["tensor parallel"].a == "8" and not rows["tensor parallel"].differs
+    assert c.verdict is Outcome.CONFIG and c.verdict.exit_code == 8
+    assert c.reason.startswith(
+        "configuration changed: CUDA graph max batch 8 → 4 (cuda_graph_max_bs), new — → on;"
+    )
 
 
 def test_where_and_when_a_server_started_is_not_a_difference() -> None:
     a = snap(STORY_BEFORE, launch_args={"tp_size": 8, "port": 30000, "startup_time": 1.0})
     b = snap(STORY_BEFORE, launch_args={"tp_size": 8, "port": 30001, "startup_time": 2.0})
-    assert not [r for r in compare(a, b).rows if r.section == "server" and r.differs]
+    c = compare(a, b)
+    assert not [r for r in c.rows if r.section in ("server", "launch") and r.differs]
+    assert c.verdict is Outcome.NO_CHANGE and not c.configuration
 
 
 def test_small_numeric_wobbles_are_not_marked() -> None:

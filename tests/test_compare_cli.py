@@ -37,12 +37,17 @@ def test_every_verdict_has_its_own_documented_exit_code() -> None:
         Outcome.UNKNOWN: 5,
         Outcome.LOAD: 6,
         Outcome.ACCEPTANCE: 7,
+        Outcome.CONFIG: 8,
         Outcome.HOST: 9,
     }
     assert EXIT_ERROR == 1 and EXIT_USAGE == 2
     assert Outcome.GPU.value == "explained by GPU state" and str(Outcome.GPU) == Outcome.GPU.wording
+    p = argparse.ArgumentParser()
+    add_compare_arguments(p)
+    helptext = " ".join((p.epilog or "").split())
     page = (Path(__file__).parent.parent / "docs" / "bench-compare.md").read_text()
     for o in Outcome:
+        assert f"{o.exit_code} {o.wording.split(':')[0]}" in helptext
         assert f"| {o.exit_code} | {o.wording.split(':')[0]}" in page
 
 

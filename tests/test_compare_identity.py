@@ -157,3 +157,39 @@ def test_hostile_strings_in_every_shown_field_never_reach_the_terminal(tmp_path:
     run_compare(p.parse_args([str(pa), str(pb), "--json"]), stdout=out, stderr=err)
     assert "\x1b" not in out.getvalue()  # JSON escapes it as \u001b
     assert orjson.loads(out.getvalue())["a"]
+
+
+def test_a_configuration_change_is_named_and_same_code_never_stands_beside_it(
+    tmp_path: Path,
+) -> None:
+    args = {"tp_size": 8, "speculative_algorithm": "EAGLE3", "speculative_num_steps": 3}
+    a = with_identity(snap_dict(STORY_BEFORE, launch_args=args), identity())
+    faster = {**args, "speculative_num_steps": 5}
+    for after in (STORY_BEFORE, STORY_AFTER):  # within noise, and beyond it
+        b = with_identity(snap_dict(after, launch_args=faster), identity())
+        c = compare(a, b)
+        assert c.verdict is Outcome.CONFIG and c.wording == "configuration changed"
+        assert c.reason.startswith(
+            "configuration changed: draft length 3 → 5 (speculative_num_steps); tok/s"
+        )
+        assert c.code is not None and c.code.same_code_and_libraries
+        assert c.code_summary is None and "same code" not in c.reason
+        d = c.to_dict()
+        assert d["exit_code"] == 8 and d["verdict"] == "configuration changed"
+        assert d["configuration"]["differences"] == [
+            {"name": "draft length", "a": "3", "b": "5", "origin": "speculative_num_steps"}
+        ]
+        assert d["configuration"]["a"]["settings"]["tensor parallel"]["value"] == "8"
+    paths = []
+    for label, tok_s, launch in (("a", STORY_BEFORE, args), ("b", STORY_AFTER, faster)):
+        d = snap_dict(tok_s, launch_args=launch)
+        d["server"]["process"] = to_json(identity())
+        d["label"] = label
+        paths.append(write_snapshot(validate(d), tmp_path))
+    p = argparse.ArgumentParser()
+    add_compare_arguments(p)
+    out = io.StringIO()
+    assert run_compare(p.parse_args([str(x) for x in paths]), stdout=out) == 8
+    text = out.getvalue()
+    assert "Verdict: configuration changed" in text and "same code" not in text
+    assert "[launch]" in text and "draft length" in text

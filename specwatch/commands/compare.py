@@ -12,7 +12,7 @@ from specwatch.bench.report import comparison_lines, no_finished_run
 from specwatch.bench.snapshot import SnapshotError, load_snapshot
 from specwatch.commands.error_line import say_error
 from specwatch.core.compare import compare
-from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
+from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE, Outcome
 from specwatch.core.snapshot_records import Snapshot
 
 
@@ -20,10 +20,12 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``specwatch compare``."""
     p.add_argument("a", metavar="A.json", help="the baseline snapshot (e.g. the 89 tok/s one)")
     p.add_argument("b", metavar="B.json", help="the snapshot to explain")
+    codes = ", ".join(f"{o.exit_code} {o.wording.split(':')[0]}" for o in Outcome)
     p.epilog = (
         "Either side may be a time range of a recording: FILE@2026-12-01T14:00/2026-12-01T14:05 "
         "(ISO 8601, local zone unless given) or FILE@-2h/-1h55m (before the recording's end); "
-        "its load is reported as it was, not controlled."
+        "its load is reported as it was, not controlled. "
+        f"Exit status: the verdict's ({codes}); {EXIT_ERROR} error, {EXIT_USAGE} usage."
     )
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.add_argument("--all", action="store_true", help="also show rows that are equal")
@@ -86,7 +88,7 @@ def run_compare(
 
     The status is the verdict's (``specwatch.core.outcomes.Outcome.exit_code``: 0 no
     significant change, 3 explained by GPU state, 4 not explained, 5 GPU state unknown, 6 load
-    changed, 7 acceptance changed, 9 host CPU contention); 2 when
+    changed, 7 acceptance changed, 8 configuration changed, 9 host CPU contention); 2 when
     a file is not a readable snapshot, 1 when one holds no finished run.
     """
     # sys.stdout is None when the process started with its stdout closed (``>&-``)

@@ -6,7 +6,9 @@ clock accounts for the change, then accept length, then load; no clock readings 
 state unknown. Here the snapshots become the rule's inputs (:mod:`specwatch.core.snapshot_figures`),
 the side-by-side table is built (:mod:`specwatch.core.compare_rows`) and, when both snapshots
 recorded the server process's code identity (schema 3), the explanation starts with
-"same code and libraries" or names both commits.
+"same code and libraries" or names both commits. Launch configurations that differ
+(:mod:`specwatch.core.launch_config`) make the verdict **configuration changed**, and then the
+explanation never says "same code": the code may be the same, the comparison is not.
 
 The verdicts, their wording and exit codes are :class:`specwatch.core.outcomes.Outcome`; which
 GPUs count as busy and which one is the straggler is :mod:`specwatch.core.gpu_rules`.
@@ -28,11 +30,13 @@ from specwatch.core.compare_rows import (
     env_rows,
     gpu_rows,
     host_rows,
+    launch_rows,
     result_rows,
     server_rows,
 )
 from specwatch.core.identity import IdentityComparison, identity_differences
 from specwatch.core.judge import MIN_CHANGE, MIN_SHARE, judge
+from specwatch.core.launch_config import ConfigDifference, LaunchConfig
 from specwatch.core.outcomes import Outcome
 from specwatch.core.snapshot_figures import figures, run_tok_s, straggler_clock
 from specwatch.core.snapshot_records import Snapshot
@@ -46,6 +50,7 @@ VERDICT_UNKNOWN = Outcome.UNKNOWN
 VERDICT_LOAD = Outcome.LOAD
 VERDICT_ACCEPTANCE = Outcome.ACCEPTANCE
 VERDICT_HOST = Outcome.HOST
+VERDICT_CONFIG = Outcome.CONFIG
 VERDICTS = tuple(Outcome)
 
 
@@ -96,11 +101,17 @@ class Comparison:
     """``"same code and libraries"``, or both commits when they differ; in front of the reason."""
     load_changes: tuple[str, ...] = ()
     """What about the load differs (``specwatch.core.judge.load_changes``)."""
+    configuration: tuple[ConfigDifference, ...] = ()
+    """The launch settings that differ (``specwatch.core.launch_config.config_differences``)."""
+    launch: tuple[LaunchConfig | None, LaunchConfig | None] = (None, None)
+    """Both sides' launch configurations (``None``: nothing recorded)."""
 
     @property
     def wording(self) -> str:
         """The verdict as printed: with the same code on both sides, what is left to look at."""
-        same = self.code is not None and self.code.same_code_and_libraries
+        same = (
+            self.code is not None and self.code.same_code_and_libraries and not self.configuration
+        )
         return self.verdict.worded(same_code=same)
 
     def to_dict(self) -> dict[str, Any]:
@@ -167,6 +178,14 @@ class Comparison:
                 "caveats": list(self.code.caveats),
             },
             "load_changes": list(self.load_changes),
+            "configuration": {
+                "a": None if self.launch[0] is None else self.launch[0].to_json(),
+                "b": None if self.launch[1] is None else self.launch[1].to_json(),
+                "differences": [
+                    {"name": d.name, "a": d.before, "b": d.after, "origin": d.origin}
+                    for d in self.configuration
+                ],
+            },
         }
 
 
@@ -186,20 +205,24 @@ def _summary_dict(s: Summary) -> dict[str, Any]:
     }
 
 
-def code_summary(a: Snapshot, b: Snapshot) -> tuple[IdentityComparison | None, str | None]:
+def code_summary(
+    a: Snapshot, b: Snapshot, configuration: tuple[ConfigDifference, ...] = ()
+) -> tuple[IdentityComparison | None, str | None]:
     """How the two servers' code compares, and the words put in front of the verdict's reason.
 
-    ``"same code and libraries"`` when both identities name their code and nothing differs;
-    both commits when they differ; the first differences (``NCCL_PROTO: LL -> Simple``) when
-    the commit is the same; ``None`` when either identity is missing or sameness cannot be
-    claimed for another reason (unknown code, uncommitted changes: the caveats say which).
+    ``"same code and libraries"`` when both identities name their code and nothing differs
+    and the launch configurations do not differ (``configuration``): beside a configuration
+    change "same code" would read as "same server"; both commits when they differ; the first
+    differences (``NCCL_PROTO: LL -> Simple``) when the commit is the same; ``None`` when
+    either identity is missing or sameness cannot be claimed for another reason (unknown code,
+    uncommitted changes: the caveats say which).
     """
     ia, ib = a.server.process, b.server.process
     if ia is None or ib is None:
         return None, None
     diff = identity_differences(ia, ib)
     if diff.same_code_and_libraries:
-        return diff, "same code and libraries"
+        return diff, None if configuration else "same code and libraries"
     if ia.commit != ib.commit:
         return diff, f"different code: commit {ia.short_commit or '?'} → {ib.short_commit or '?'}"
     if diff.differences:
@@ -231,9 +254,10 @@ def compare(
     Returns:
         The verdict, the numbers behind it and the side-by-side rows.
     """
+    figures_a, figures_b = figures(a), figures(b)
     j = judge(
-        figures(a),
-        figures(b),
+        figures_a,
+        figures_b,
         reference_name=a_name,
         current_name=b_name,
         min_change=min_change,
@@ -268,7 +292,7 @@ def compare(
         j.share,
         j.explained_by_clock,
     )
-    code, summary = code_summary(a, b)
+    code, summary = code_summary(a, b, j.configuration)
     if a.server.process is None or b.server.process is None:
         for name, snap in ((a_name, a), (b_name, b)):
             if snap.server.process is None:
@@ -281,6 +305,7 @@ def compare(
         *host_rows(a, b),
         *env_rows(a, b),
         *server_rows(a, b),
+        *launch_rows(a, b),
         *code_rows(a, b),
         *config_rows(a, b),
     ]
@@ -306,6 +331,8 @@ def compare(
         code=code,
         code_summary=summary,
         load_changes=j.load_changes,
+        configuration=j.configuration,
+        launch=(figures_a.launch, figures_b.launch),
     )
 
 
@@ -313,6 +340,7 @@ __all__ = [
     "VERDICTS",
     "VERDICT_ACCEPTANCE",
     "VERDICT_CODE",
+    "VERDICT_CONFIG",
     "VERDICT_GPU",
     "VERDICT_HOST",
     "VERDICT_LOAD",

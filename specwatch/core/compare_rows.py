@@ -7,6 +7,7 @@ sanitises them before they reach a terminal.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,16 @@ from specwatch.core import gpu_rules
 from specwatch.core.gpu_summary import GpuRunSummary
 from specwatch.core.host import HostSpan
 from specwatch.core.identity import ServerIdentity, identity_differences
+from specwatch.core.launch_config import (
+    DRAFT_LENGTH,
+    SETTINGS,
+    SPEC_METHOD,
+    SPEC_OFF,
+    LaunchConfig,
+    config_differences,
+    server_launch_config,
+)
+from specwatch.core.server import SpecConfig
 from specwatch.core.snapshot_figures import overall_gpus
 from specwatch.core.snapshot_records import Snapshot
 from specwatch.core.stats import Summary, mean
@@ -29,7 +40,7 @@ class Row:
 
     section: str
     """``"result"``, ``"load"``, ``"gpu"``, ``"host"``, ``"environment"``, ``"server"``,
-    ``"code"`` or ``"config"``."""
+    ``"launch"``, ``"code"`` or ``"config"`` (the benchmark's own settings)."""
     name: str
     a: str
     b: str
@@ -90,13 +101,6 @@ def _apart(va: float | None, vb: float | None, abs_tol: float = 0.0) -> bool:
     if va is None or vb is None:
         return va is not vb
     return abs(vb - va) > max(abs_tol, REL_DIFFERS * max(abs(va), abs(vb)))
-
-
-_VOLATILE_ARGS = frozenset(
-    {"port", "host", "startup_time", "pid", "nccl_port", "dist_init_addr", "launch_command"}
-)
-"""Launch arguments that differ between any two starts of the same server (where it listens,
-when it started); ``launch_command`` repeats the real arguments, which get rows of their own."""
 
 
 def _agg(
@@ -256,14 +260,45 @@ def server_rows(a: Snapshot, b: Snapshot) -> list[Row]:
     row("dialect", sa.dialect, sb.dialect)
     row("server version", sa.version, sb.version, True)
     row("model", sa.model, sb.model)
-    spa, spb = sa.speculative, sb.speculative
+    spa = _spec_shown(sa.speculative, server_launch_config(sa))
+    spb = _spec_shown(sb.speculative, server_launch_config(sb))
     for key in ("enabled", "algorithm", "num_steps", "num_draft_tokens", "topk", "draft_model"):
         va, vb = getattr(spa, key), getattr(spb, key)
         row(f"speculative {key.replace('_', ' ')}", va, vb, key == "algorithm")
-    la, lb = sa.launch_args or {}, sb.launch_args or {}
-    for key in sorted((set(la) | set(lb)) - _VOLATILE_ARGS):
-        if la.get(key) != lb.get(key):
-            row(f"arg {key}", la.get(key), lb.get(key))
+    return rows
+
+
+def _spec_shown(spec: SpecConfig, config: LaunchConfig | None) -> SpecConfig:
+    """The speculative setup with what the server left unsaid taken from its arguments.
+
+    A fresh llama-server's ``/slots`` names its draft type only after a request; its command
+    line (``-md``, ``--spec-type``) said it all along.
+    """
+    method = None if config is None else config.value(SPEC_METHOD)
+    if spec.algorithm is None and spec.enabled is not False and method not in (None, SPEC_OFF):
+        spec = dataclasses.replace(spec, algorithm=method, enabled=True)
+    return spec
+
+
+def launch_rows(a: Snapshot, b: Snapshot) -> list[Row]:
+    """The launch section: each normalised setting either side knows, then each other argument
+    that differs (:mod:`specwatch.core.launch_config`)."""
+    ca, cb = server_launch_config(a.server), server_launch_config(b.server)
+    if ca is None or cb is None or not (ca.known or cb.known):
+        return []
+    diffs = {d.name: d for d in config_differences(ca, cb)}
+    rows: list[Row] = []
+    for name in SETTINGS:
+        va, vb = ca.value(name), cb.value(name)
+        if va is None and vb is None:
+            continue
+        key = name in (SPEC_METHOD, DRAFT_LENGTH)
+        rows.append(Row("launch", name, va or "—", vb or "—", name in diffs, key, va, vb))
+    for name, d in diffs.items():
+        if name not in SETTINGS:
+            rows.append(
+                Row("launch", name, d.before or "—", d.after or "—", True, True, d.before, d.after)
+            )
     return rows
 
 
@@ -361,4 +396,13 @@ def _pkg(i: ServerIdentity) -> str | None:
     return f"{i.package} {i.package_version}" if i.package_version else i.package
 
 
-__all__ = ["Row", "code_rows", "config_rows", "env_rows", "gpu_rows", "result_rows", "server_rows"]
+__all__ = [
+    "Row",
+    "code_rows",
+    "config_rows",
+    "env_rows",
+    "gpu_rows",
+    "launch_rows",
+    "result_rows",
+    "server_rows",
+]

@@ -32,6 +32,12 @@ a live verdict calls it with a reference window and the current window. The rule
    were not taken under the same load, so the comparison cannot blame the code.
 6. No SM clock readings on a side: **GPU state unknown** (blaming the code without knowing the
    GPUs' state is the story's mistake in reverse). Otherwise **not explained by GPU state**.
+
+Above all of these, **configuration changed** when the two sides' launch configurations differ
+(:func:`specwatch.core.launch_config.config_differences`: a draft length, speculation switched
+off, another model or parallelism), with or without a change beyond noise: measurements under
+two configurations are not like for like, and what the rule found otherwise follows in the
+reasons.
 """
 
 from __future__ import annotations
@@ -40,6 +46,12 @@ import math
 from dataclasses import dataclass
 
 from specwatch.core.host import HostSpan, host_contention
+from specwatch.core.launch_config import (
+    ConfigDifference,
+    LaunchConfig,
+    config_differences,
+    differences_text,
+)
 from specwatch.core.memory_bound import blended_ratio, bytes_per_token_change, carried_by_memory
 from specwatch.core.outcomes import Outcome
 from specwatch.core.stats import Summary, Welch, mean, summarize, welch
@@ -82,6 +94,8 @@ class Figures:
     (:mod:`specwatch.core.memory_bound`)."""
     host: HostSpan | None = None
     """The host's CPU over the side's runs or window (:mod:`specwatch.core.host`)."""
+    launch: LaunchConfig | None = None
+    """The server's launch configuration (``None``: not known)."""
 
     @property
     def mean_tok_s(self) -> float | None:
@@ -129,6 +143,8 @@ class Judgement:
     :func:`memory_term`)."""
     host: str | None = None
     """Why the slower side was short of CPU (:func:`specwatch.core.host.host_contention`)."""
+    configuration: tuple[ConfigDifference, ...] = ()
+    """The launch settings that differ (``configuration changed``)."""
 
     @property
     def reason(self) -> str:
@@ -332,6 +348,10 @@ def judge(
         outcome = Outcome.CODE
         part = f", {share * 100:.0f}% of the change" if share is not None and share > 0 else ""
         reasons.append(f"{head}; {clocks}{part}: the clocks do not account for it")
+    configuration = config_differences(reference.launch, current.launch)
+    if configuration:
+        outcome = Outcome.CONFIG
+        reasons.insert(0, f"configuration changed: {differences_text(configuration)}")
     return Judgement(
         outcome=outcome,
         reasons=tuple(reasons),
@@ -352,6 +372,7 @@ def judge(
         load_changes=loads,
         host=host,
         term=_term(explained, blended, memory, sm_ratio, mem_ratio, dram),
+        configuration=configuration,
     )
 
 

@@ -2,7 +2,7 @@
 
 One enumeration for every front end: ``specwatch compare`` exits with :attr:`Outcome.exit_code`,
 the TUI shows :attr:`Outcome.wording`, ``--json`` writes the wording. Codes 1 and 2 are taken
-(an error, a usage error); a verdict added later takes the next free code (8...) and a line in
+(an error, a usage error); a verdict added later takes the next free code (9...) and a line in
 the README's table. The rule that picks one is :func:`specwatch.core.judge.judge`.
 """
 
@@ -26,6 +26,8 @@ class Outcome(str, Enum):
     LOAD = "load changed"
     ACCEPTANCE = "acceptance changed"
     HOST = "host CPU contention"
+    CONFIG = "configuration changed"
+    """The server was started with other settings: the two sides are not like for like."""
 
     @property
     def wording(self) -> str:
@@ -64,7 +66,7 @@ _EXIT_CODES: dict[Outcome, int] = {
     Outcome.UNKNOWN: 5,
     Outcome.LOAD: 6,
     Outcome.ACCEPTANCE: 7,
-    # 8 is left to "configuration changed", added beside this one.
+    Outcome.CONFIG: 8,
     Outcome.HOST: 9,
 }
 

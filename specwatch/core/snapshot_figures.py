@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from specwatch.core import gpu_rules
 from specwatch.core.gpu_summary import GpuRunSummary
 from specwatch.core.judge import Figures
+from specwatch.core.launch_config import server_launch_config
 from specwatch.core.snapshot_records import Snapshot
 
 
@@ -92,6 +93,7 @@ def figures(snap: Snapshot) -> Figures:
         prompt_tok_s=snap.overall.prompt_tok_s.mean,
         accept_length=snap.accept_length,
         host=snap.host_cpu,
+        launch=server_launch_config(snap.server),
     )
 
 

@@ -28,6 +28,7 @@ CAUSES: dict[Outcome | None, str] = {
     Outcome.LOAD: "load",
     Outcome.ACCEPTANCE: "acceptance",
     Outcome.HOST: "host_cpu",
+    Outcome.CONFIG: "configuration",
     None: "not_judged",
 }
 """The verdict's ``cause`` label values (``not_judged``: warming up, idle, collecting)."""

@@ -21,6 +21,7 @@ from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.core.gpu_rules import sample_busy
 from specwatch.core.gpu_summary import TickSummary
 from specwatch.core.host import HostSpan, combine_spans
+from specwatch.core.identity import ServerIdentity
 from specwatch.core.server import ServerInfo, SpecConfig
 from specwatch.core.snapshot_records import (
     Overall,
@@ -101,8 +102,10 @@ def range_snapshot(reader: Reader, wall0: float, wall1: float, label: str) -> Sn
     ready_row = reader.latest_before("ServerReady", t0, server=0)
     changed = _of(inventory_row, ev.GpuInventoryChanged)
     ready = _of(ready_row, ev.ServerReady)
+    identified = _of(reader.latest_before("ServerIdentified", t0, server=0), ev.ServerIdentified)
     inventory = changed.inventory if changed is not None else None
     info = ready.info if ready is not None else None
+    identity = identified.identity if identified is not None else None
     slice_tok = [_Running() for _ in range(n)]
     slice_gpus = [TickSummary() for _ in range(n)]
     all_gpus = TickSummary()
@@ -119,6 +122,8 @@ def range_snapshot(reader: Reader, wall0: float, wall1: float, label: str) -> Sn
             i = _slice_of(e.t, t0, width, n)
             if i is not None:
                 slice_host[i].append(e.span)
+        elif isinstance(e, ev.ServerIdentified) and e.server == 0:
+            identity = e.identity
         elif isinstance(e, ev.GpuTicked):
             tick = _busy_part(e.tick)
             all_gpus.add(tick)
@@ -167,7 +172,7 @@ def range_snapshot(reader: Reader, wall0: float, wall1: float, label: str) -> Sn
         interrupted=False,
         error=None,
         config=MappingProxyType(_load(running.mean(), t1 - t0)),
-        server=_server(info),
+        server=_server(info, identity),
         gpu_environment=_environment(inventory),
         runs=tuple(runs),
         overall=Overall(
@@ -282,10 +287,19 @@ def _load(running: float | None, seconds: float) -> dict[str, Any]:
     }
 
 
-def _server(info: ServerInfo | None) -> SnapshotServer:
+def _server(info: ServerInfo | None, identity: ServerIdentity | None) -> SnapshotServer:
+    """The server as recorded; its process (command line, code) as last identified."""
+    process = identity if identity is not None and identity.pid is not None else None
+    note = None if process is not None else "not recorded in this range"
     if info is None:
         return SnapshotServer(
-            dialect=None, version=None, model=None, speculative=SpecConfig(None), launch_args={}
+            dialect=None,
+            version=None,
+            model=None,
+            speculative=SpecConfig(None),
+            launch_args={},
+            process=process,
+            process_note=note,
         )
     return SnapshotServer(
         dialect=info.dialect.value,
@@ -294,6 +308,8 @@ def _server(info: ServerInfo | None) -> SnapshotServer:
         # Without topk, as recorded ranges have always been compared.
         speculative=dataclasses.replace(info.spec, topk=None),
         launch_args=dict(info.launch_args or {}),
+        process=process,
+        process_note=note,
     )
 
 

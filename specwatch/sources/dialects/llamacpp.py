@@ -16,7 +16,11 @@ from specwatch.core.server import Dialect, LatencyBucket, ServerInfo, SpecConfig
 from specwatch.core.values import as_int
 from specwatch.sources.dialects.base import ServerDialect, StreamPlan, StreamRequest
 from specwatch.sources.dialects.llamacpp_timings import spec_from_timings
-from specwatch.sources.identity.server_queries import str_or_none, try_json
+from specwatch.sources.identity.server_queries import (
+    redact_launch_args,
+    str_or_none,
+    try_json,
+)
 from specwatch.sources.metrics.window_builder import (
     WindowBuilder,
     accept_length_from,
@@ -71,6 +75,28 @@ def llamacpp_spec_from_slots(slots: Any) -> SpecConfig | None:
         num_draft_tokens=n_max,
         source="/slots",
     )
+
+
+_PROPS_FACTS = ("model_path", "total_slots", "model_ftype")
+_SLOT_FACTS = ("speculative.n_max", "speculative.n_min", "speculative.p_min")
+
+
+def llamacpp_launch_facts(props: Mapping[str, Any], slots: Any) -> dict[str, Any]:
+    """What ``/props`` and ``/slots`` say about how the server was started.
+
+    Only settings fixed at start: the model, the slots and their context, the draft bounds
+    where this build reports them (never ``speculative.types``: ``/slots`` names the type only
+    once a request ran).
+    """
+    facts: dict[str, Any] = {k: props[k] for k in _PROPS_FACTS if props.get(k) is not None}
+    settings = props.get("default_generation_settings")
+    if isinstance(settings, Mapping) and settings.get("n_ctx") is not None:
+        facts["n_ctx"] = settings["n_ctx"]
+    first = slots[0] if isinstance(slots, list) and slots else None
+    params = first.get("params") if isinstance(first, Mapping) else None
+    if isinstance(params, Mapping):
+        facts.update({k: params[k] for k in _SLOT_FACTS if params.get(k) is not None})
+    return {k: v for k, v in facts.items() if isinstance(v, (str, int, float, bool))}
 
 
 def derive_llamacpp(
@@ -242,6 +268,7 @@ class LlamaCppDialect(ServerDialect):
                 "unknown: /slots is disabled (--no-slots) and /props always says none; "
                 "a request's timings.draft_n shows it"
             )
+        launch = llamacpp_launch_facts(props, slots)
         metrics_enabled, metrics_reason, scrape = await self.metrics_state(
             client, props.get("endpoint_metrics") is False
         )
@@ -259,6 +286,7 @@ class LlamaCppDialect(ServerDialect):
             metrics_enabled=metrics_enabled,
             metrics_reason=metrics_reason,
             max_model_len=max_len,
+            launch_args=redact_launch_args(launch, client) if launch else None,
             notes=notes,
         )
 
@@ -293,5 +321,6 @@ __all__ = [
     "REASON_METRICS",
     "LlamaCppDialect",
     "derive_llamacpp",
+    "llamacpp_launch_facts",
     "llamacpp_spec_from_slots",
 ]

@@ -21,7 +21,11 @@ from specwatch.sources.dialects.base import (
     StreamRequest,
 )
 from specwatch.sources.dialects.openai import completions_request, parse_openai_chunk
-from specwatch.sources.identity.server_queries import scrape_metrics, try_json
+from specwatch.sources.identity.server_queries import (
+    redact_launch_args,
+    scrape_metrics,
+    try_json,
+)
 from specwatch.sources.metrics.window_builder import (
     WindowBuilder,
     accept_length_from,
@@ -46,6 +50,20 @@ MAX_FINISH_REASONS = 8
 REASON_METRICS = "vLLM was started with --disable-log-stats (/metrics has no vllm:* series)"
 
 _V = "vllm:"
+
+
+MAX_INFO_LABELS = 64
+"""Labels kept from ``vllm:cache_config_info`` (vLLM 0.33 has about 20)."""
+
+
+def vllm_cache_config(scrape: Scrape) -> dict[str, str]:
+    """The labels of ``vllm:cache_config_info``: vLLM's cache settings (block size, KV dtype,
+    memory share, prefix caching), the one part of its configuration that ``/metrics`` shows."""
+    found = scrape.select(_V + "cache_config_info")
+    if not found:
+        return {}
+    labels = sorted(found[0].labels.items())[:MAX_INFO_LABELS]
+    return {k: v for k, v in labels if k != "engine"}
 
 
 def vllm_spec_from_metrics(scrape: Scrape) -> SpecConfig:
@@ -187,11 +205,13 @@ class VllmDialect(ServerDialect):
             else None
         )
         _, scrape, detail = await scrape_metrics(client)
+        launch: dict[str, str] = {}
         metrics_enabled: bool | None
         metrics_reason: str | None = None
         if scrape is not None and scrape.has_prefix("vllm:"):
             metrics_enabled = True
             spec = vllm_spec_from_metrics(scrape)
+            launch = vllm_cache_config(scrape)
         else:
             if scrape is not None:
                 metrics_enabled, metrics_reason = False, REASON_METRICS
@@ -208,6 +228,7 @@ class VllmDialect(ServerDialect):
             metrics_enabled=metrics_enabled,
             metrics_reason=metrics_reason,
             max_model_len=max_len,
+            launch_args=redact_launch_args(launch, client) if launch else None,
             notes=notes,
         )
 
@@ -249,4 +270,11 @@ class VllmDialect(ServerDialect):
 
 DIALECT = VllmDialect()
 
-__all__ = ["DIALECT", "REASON_METRICS", "VllmDialect", "derive_vllm", "vllm_spec_from_metrics"]
+__all__ = [
+    "DIALECT",
+    "REASON_METRICS",
+    "VllmDialect",
+    "derive_vllm",
+    "vllm_cache_config",
+    "vllm_spec_from_metrics",
+]
