@@ -67,6 +67,7 @@ GPU_WORDS: Rows = (
     ("P", "performance state: P0 is full speed, P8 idle"),
     ("PCIe", "link generation x lanes (5x16); 5x16! is below its maximum under load"),
     ("util / mem GiB", "GPU busy time, % / memory used of total"),
+    ("DRAM/TC", "DRAM activity / tensor-core activity, % (dcgm-exporter profiling fields, GPM)"),
     ("SM 5m", "each GPU's SM clock over the graph's window (5m, 1h…)"),
     ("◂", "the straggler: lowest SM clock (then hottest) sets a TP step's pace"),
     ("summary", "short terminals: slowest GPU, hottest GPU, and min–max over all GPUs"),
