@@ -11,15 +11,12 @@ import orjson
 import pytest
 
 from specwatch.bench.snapshot import load_snapshot, read_snapshot
-from specwatch.commands.bench import run_bench
-from specwatch.commands.bench_arguments import add_bench_arguments
+from specwatch.commands.bench import add_bench_arguments, run_bench
 from tests.test_process_identity import SECRETS, _checkout, _git, _start, _stop
 
 
 def bench_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser()
-    p.add_argument("--url", required=True)
-    p.add_argument("--api-key", default=None)
     add_bench_arguments(p)
     return p.parse_args(argv)
 
