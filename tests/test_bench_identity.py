@@ -61,9 +61,9 @@ def test_bench_records_the_commit_and_no_secret(tmp_path_factory: pytest.TempPat
 
 
 def test_a_remote_server_is_recorded_as_null_with_a_note() -> None:
-    from specwatch.bench.snapshot_build import process_record
     from specwatch.core.identity import ServerIdentity
+    from specwatch.core.snapshot_records import process_note
     from specwatch.sources.identity.process import NOTE_REMOTE
 
-    assert process_record(ServerIdentity(notes=(NOTE_REMOTE,))) == (None, NOTE_REMOTE)
-    assert process_record(None) == (None, "not collected")
+    assert process_note(ServerIdentity(notes=(NOTE_REMOTE,))) == (None, NOTE_REMOTE)
+    assert process_note(None) == (None, "not collected")
