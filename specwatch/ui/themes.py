@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError, best_match
@@ -72,11 +72,16 @@ def _is_colour(value: object) -> bool:
 
 
 @functools.cache
+def _schema() -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return schema
+
+
+@functools.cache
 def _validator() -> Draft202012Validator:
     checker = FormatChecker(formats=())
     checker.checks("textual-colour", raises=ColorParseError)(_is_colour)
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    return Draft202012Validator(schema, format_checker=checker)
+    return Draft202012Validator(_schema(), format_checker=checker)
 
 
 def _fault(error: ValidationError) -> str:
@@ -85,7 +90,8 @@ def _fault(error: ValidationError) -> str:
     if error.validator == "format":
         what = f"not a colour: {error.instance!r}"
     elif error.validator == "additionalProperties":
-        unknown = sorted(set(error.instance) - set(error.schema["properties"]))
+        given = cast("Mapping[str, Any]", error.instance)
+        unknown = sorted(set(given) - set(_schema()["properties"]))
         what = f"unknown keys {', '.join(unknown)}"
     elif error.validator == "required":
         what = error.message.replace("is a required property", "is required")
