@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 ERROR_LIMIT = 400
 """Longest error message printed (the command's name aside)."""
 MIN_INTERVAL_S = 0.1
-"""Sampling faster than this costs more than it shows (``core.config.MIN_INTERVAL_S``)."""
+"""Sampling faster than this costs more than it shows (the config file's floor too)."""
 DIALECTS = ("sglang", "vllm", "llamacpp", "openai")
 """The servers the demo can simulate: every ``specwatch.core.server.Dialect`` value (spelt out
 so that ``--help`` does not import the core; a test keeps the two equal)."""

@@ -245,7 +245,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         args = parse_args(argv)
     except Exception as e:
-        from specwatch.core.config import ConfigError  # not imported for ``--help``
+        from specwatch.commands.settings import ConfigError  # not imported for ``--help``
 
         if not isinstance(e, ConfigError):
             raise

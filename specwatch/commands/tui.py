@@ -397,7 +397,7 @@ def keep_chosen_theme(started: str, ended: str) -> bool:
     """
     if not ended or ended == started:
         return False
-    from specwatch.core.config import keep_theme
+    from specwatch.commands.settings import keep_theme
 
     return keep_theme(ended)
 
