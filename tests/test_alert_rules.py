@@ -1,5 +1,6 @@
-"""``specwatch alert-rules``: promtool accepts the file, and every rule fires on recorded series
-(and not before its ``for``, nor on series it must ignore)."""
+"""``specwatch alert-rules``: the shipped ``specwatch/exporter/alert_rules.yml`` as printed;
+promtool accepts the file, and every rule fires on recorded series (and not before its
+``for``, nor on series it must ignore)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from specwatch.commands.exporter import run_alert_rules
-from specwatch.exporter.rules import RULES, rules_text
+from specwatch.commands.exporter import RULES_FILE, package_file, rules_text, run_alert_rules
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(
@@ -23,6 +24,7 @@ needs_promtool = pytest.mark.skipif(
 )
 SERVER = {"server": "http://10.0.0.7:30000", "model": "meta/llama", "dialect": "sglang"}
 GPU = {"node": "gpu-node-1", "gpu": "3"}
+RULES: list[dict[str, Any]] = yaml.safe_load(package_file(RULES_FILE))["groups"][0]["rules"]
 
 
 def _series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
@@ -92,13 +94,14 @@ def _minutes(text: str) -> int:
 def _test_file(rules: Path) -> dict[str, Any]:
     tests = []
     for rule in RULES:
-        series, labels, value = CASES[rule.alert]
-        wait = _minutes(rule.for_)
+        series, labels, value = CASES[rule["alert"]]
+        wait = _minutes(rule["for"])
+        notes = rule["annotations"]
         expected = {
-            "exp_labels": {**labels, "severity": rule.severity},
+            "exp_labels": {**labels, **rule["labels"]},
             "exp_annotations": {
-                "summary": _render(rule.summary, labels, value),
-                "description": _render(rule.description, labels, value),
+                "summary": _render(notes["summary"], labels, value),
+                "description": _render(notes["description"], labels, value),
             },
         }
         tests.append(
@@ -106,10 +109,10 @@ def _test_file(rules: Path) -> dict[str, Any]:
                 "interval": "1m",
                 "input_series": series,
                 "alert_rule_test": [
-                    {"eval_time": f"{wait - 1}m", "alertname": rule.alert, "exp_alerts": []},
+                    {"eval_time": f"{wait - 1}m", "alertname": rule["alert"], "exp_alerts": []},
                     {
                         "eval_time": f"{wait + 1}m",
-                        "alertname": rule.alert,
+                        "alertname": rule["alert"],
                         "exp_alerts": [expected],
                     },
                 ],
@@ -119,14 +122,21 @@ def _test_file(rules: Path) -> dict[str, Any]:
 
 
 def test_every_rule_has_a_recorded_case() -> None:
-    assert set(CASES) == {r.alert for r in RULES}
+    assert set(CASES) == {r["alert"] for r in RULES}
+    assert {r["labels"]["severity"] for r in RULES} <= {"warning", "critical"}
 
 
-def test_the_command_prints_the_rules() -> None:
+def test_the_command_prints_the_rules_file() -> None:
     out = io.StringIO()
-    assert run_alert_rules(out) == 0
-    assert out.getvalue() == rules_text()
-    assert all(f'alert: "{r.alert}"' in out.getvalue() for r in RULES)
+    assert run_alert_rules(out=out) == 0
+    assert out.getvalue() == rules_text() == package_file(RULES_FILE)
+    assert all(f"alert: {r['alert']}" in out.getvalue() for r in RULES)
+
+
+def test_a_for_override_sets_every_rules_for_and_nothing_else() -> None:
+    short = yaml.safe_load(rules_text(for_override="1s"))["groups"][0]["rules"]
+    assert [r["for"] for r in short] == ["1s"] * len(RULES)
+    assert [{**r, "for": None} for r in short] == [{**r, "for": None} for r in RULES]
 
 
 @needs_promtool

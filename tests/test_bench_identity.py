@@ -11,15 +11,12 @@ import orjson
 import pytest
 
 from specwatch.bench.snapshot import load_snapshot, read_snapshot
-from specwatch.commands.bench import run_bench
-from specwatch.commands.bench_arguments import add_bench_arguments
+from specwatch.commands.bench import add_bench_arguments, run_bench
 from tests.test_process_identity import SECRETS, _checkout, _git, _start, _stop
 
 
 def bench_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser()
-    p.add_argument("--url", required=True)
-    p.add_argument("--api-key", default=None)
     add_bench_arguments(p)
     return p.parse_args(argv)
 
@@ -64,9 +61,9 @@ def test_bench_records_the_commit_and_no_secret(tmp_path_factory: pytest.TempPat
 
 
 def test_a_remote_server_is_recorded_as_null_with_a_note() -> None:
-    from specwatch.bench.snapshot_build import process_record
     from specwatch.core.identity import ServerIdentity
+    from specwatch.core.snapshot_records import process_note
     from specwatch.sources.identity.process import NOTE_REMOTE
 
-    assert process_record(ServerIdentity(notes=(NOTE_REMOTE,))) == (None, NOTE_REMOTE)
-    assert process_record(None) == (None, "not collected")
+    assert process_note(ServerIdentity(notes=(NOTE_REMOTE,))) == (None, NOTE_REMOTE)
+    assert process_note(None) == (None, "not collected")

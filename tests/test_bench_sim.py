@@ -27,8 +27,7 @@ from specwatch.bench.events import BenchEvent
 from specwatch.bench.runner import run_benchmark
 from specwatch.bench.snapshot import read_snapshot, validate, write_snapshot
 from specwatch.bench.snapshot_build import build_snapshot
-from specwatch.commands.bench import run_bench
-from specwatch.commands.bench_arguments import add_bench_arguments
+from specwatch.commands.bench import add_bench_arguments, run_bench
 from specwatch.commands.compare import add_compare_arguments, run_compare
 from specwatch.core.compare import VERDICT_CODE, VERDICT_GPU, VERDICT_NONE, compare
 from specwatch.core.snapshot_records import BenchConfig, BenchResult, Snapshot
@@ -290,8 +289,6 @@ async def test_stream_failure_is_an_error_with_finished_runs_kept() -> None:
 
 def bench_args(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser()
-    p.add_argument("--url", required=True)
-    p.add_argument("--api-key", default=None)
     add_bench_arguments(p)
     return p.parse_args(argv)
 

@@ -137,6 +137,6 @@ def test_series_buckets_tokens_and_gpu_state() -> None:
 
 def test_the_light_options_module_names_the_snapshot_directory_the_writer_uses() -> None:
     from specwatch.bench import snapshot
-    from specwatch.commands import bench_arguments as arguments
+    from specwatch.commands import bench
 
-    assert str(snapshot.DEFAULT_DIR) == arguments.DEFAULT_DIR
+    assert str(snapshot.DEFAULT_DIR) == bench.DEFAULT_DIR

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from specwatch.commands.source_arguments import DIALECTS
+from specwatch.commands.arguments import DIALECTS
 from specwatch.core.server import Dialect
 from specwatch.core.windows import WINDOWS
 from specwatch.ui.model import WINDOWS as MODEL_WINDOWS
@@ -16,11 +16,10 @@ ALLOWED = {
     "specwatch.__main__",
     "specwatch.commands",
     "specwatch.commands.main",
-    "specwatch.commands.tui_arguments",
-    "specwatch.commands.dcgm_counters",
-    "specwatch.commands.fleet_arguments",
-    "specwatch.commands.source_arguments",
+    "specwatch.commands.tui",
+    "specwatch.commands.arguments",
     "specwatch.core",
+    "specwatch.core.sanitize",
     "specwatch.core.windows",
 }
 HEAVY = ("httpx", "asyncio", "dataclasses", "tomllib", "prometheus_client", "textual", "rich")
@@ -53,14 +52,21 @@ def test_a_subcommand_help_fills_only_its_own_parser() -> None:
     assert "specwatch.commands.record" not in loaded and "specwatch.commands.probe" not in loaded
 
 
+def test_the_bench_help_loads_neither_the_runner_nor_the_snapshot_writer() -> None:
+    loaded = _loaded_by_help(["bench", "--help"])
+    assert "specwatch.commands.bench" in loaded
+    heavy = ("specwatch.bench", "specwatch.sources", "specwatch.session", "httpx", "asyncio")
+    assert [m for m in loaded if m.startswith(heavy)] == []
+
+
 def test_the_simulator_help_does_not_load_the_simulated_server() -> None:
     loaded = _loaded_by_help(["sim", "--help"])
-    assert "specwatch.commands.sim_arguments" in loaded
+    assert "specwatch.commands.sim" in loaded
     assert [m for m in loaded if m.startswith("specwatch.sim") or m == "aiohttp"] == []
 
 
 def test_the_simulator_options_offer_what_the_simulator_has() -> None:
-    from specwatch.commands.sim_arguments import DCGM_DEFAULT_PORT, DEFAULT_VERSIONS, HOSTILE_CASES
+    from specwatch.commands.sim import DCGM_DEFAULT_PORT, DEFAULT_VERSIONS, HOSTILE_CASES
     from specwatch.sim.hostile import CASES
     from specwatch.sim.presets import DEFAULT_VERSIONS as SIM_VERSIONS
     from specwatch.sources.dcgm.parse import DEFAULT_PORT

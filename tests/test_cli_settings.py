@@ -9,7 +9,7 @@ import pytest
 
 from specwatch import __version__
 from specwatch.commands.main import main, parse_args
-from specwatch.core.config import (
+from specwatch.commands.settings import (
     ConfigError,
     config_path,
     keep_theme,
@@ -95,6 +95,8 @@ def test_config_baseline_number_or_snapshot_and_reference(env: dict[str, str]) -
         ("colour = 'x'", "unknown setting 'colour'"),
         ("interval = 'fast'", "interval must be a number"),
         ("interval = 0.01", "interval must be at least 0.1"),
+        ("metrics_interval = inf", "metrics_interval must be a number"),
+        ("reference = ''", "reference must be a non-empty string"),
         ("baseline = true", "baseline must be ms per token or a snapshot file"),
         ("baseline = -3", "baseline must be above 0"),
         ("url = 3", "url must be a non-empty string"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specwatch.commands.dcgm_counters import counters_csv, main
+from specwatch.commands.exporter import COUNTERS_FILE, package_file, run_dcgm_counters
 from specwatch.core.gpu import GpuSample
 from specwatch.sources.dcgm.convert import extras, not_exported, to_sample, to_static
 from specwatch.sources.dcgm.fields import FIELDS
@@ -239,7 +239,8 @@ def test_empty_and_unrelated_text() -> None:
 def test_counters_csv_lists_every_field_in_exporter_format(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    rows = [ln for ln in counters_csv().splitlines() if ln.strip() and not ln.startswith("#")]
+    csv = package_file(COUNTERS_FILE)
+    rows = [ln for ln in csv.splitlines() if ln.strip() and not ln.startswith("#")]
     parsed = [[part.strip() for part in row.split(",")] for row in rows]
     assert all(len(p) == 3 for p in parsed), "dcgm-exporter reads field, type, help"
     assert [p[0] for p in parsed] == [f.dcgm for f in FIELDS]
@@ -247,8 +248,8 @@ def test_counters_csv_lists_every_field_in_exporter_format(
     kinds = {p[0]: p[1] for p in parsed}
     assert kinds["DCGM_FI_DEV_POWER_VIOLATION"] == "counter"
     assert kinds["DCGM_FI_DEV_SM_CLOCK"] == "gauge"
-    assert main([]) == 0
-    assert capsys.readouterr().out == counters_csv()
+    assert run_dcgm_counters() == 0
+    assert capsys.readouterr().out == csv
 
 
 def test_every_sample_target_is_a_gpu_field() -> None:

@@ -19,14 +19,13 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from specwatch.commands.exporter import run_dashboard
+from specwatch.commands.exporter import expressions, run_dashboard
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.host import Competitor, HostSpan
 from specwatch.core.judge import Figures as WindowFigures
 from specwatch.core.judge import judge
 from specwatch.core.outcomes import Outcome
 from specwatch.core.server import Dialect, MetricsWindow, ServerInfo
-from specwatch.exporter.dashboard import expressions
 from specwatch.exporter.families import SessionCollector
 from specwatch.exporter.listen import parse_listen
 from specwatch.exporter.readings import LABEL_LIMIT, Readings
@@ -272,13 +271,82 @@ async def test_a_hostile_server_shows_as_health_series_never_a_crash(case: str) 
 
 def test_the_dashboard_command_prints_grafana_json() -> None:
     out = io.StringIO()
-    assert run_dashboard(out) == 0
+    assert run_dashboard(out=out) == 0
     board = json.loads(out.getvalue())
     exprs = [t["expr"] for p in board["panels"] for t in p["targets"]]
     assert exprs == expressions() and len(exprs) >= 12
     names = " ".join(exprs)
     for series in ("specwatch_gpu_temperature_celsius", "specwatch_gpu_clock_event_reason"):
         assert series in names  # speculation overlaid with clocks, temperatures, reasons
+
+
+DASHBOARD_SCHEMA = {
+    "type": "object",
+    "required": ["title", "uid", "schemaVersion", "templating", "panels"],
+    "properties": {
+        "templating": {
+            "type": "object",
+            "properties": {
+                "list": {
+                    "type": "array",
+                    "items": {"type": "object", "required": ["name", "type", "query"]},
+                }
+            },
+        },
+        "panels": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["id", "type", "title", "datasource", "gridPos", "targets"],
+                "properties": {
+                    "type": {"const": "timeseries"},
+                    "datasource": {"const": {"type": "prometheus", "uid": "${datasource}"}},
+                    "gridPos": {
+                        "type": "object",
+                        "required": ["x", "y", "w", "h"],
+                        "properties": {
+                            "x": {"type": "integer", "minimum": 0},
+                            "w": {"type": "integer", "minimum": 1, "maximum": 24},
+                        },
+                    },
+                    "targets": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "required": ["refId", "expr", "legendFormat"],
+                            "properties": {"expr": {"type": "string", "minLength": 1}},
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+"""What Grafana's import and the e2e test rely on in the shipped dashboard."""
+
+
+def test_the_shipped_dashboard_is_valid_and_its_panels_apart() -> None:
+    import jsonschema
+
+    from specwatch.commands.exporter import DASHBOARD_FILE, package_file
+
+    board = json.loads(package_file(DASHBOARD_FILE))
+    jsonschema.validate(board, DASHBOARD_SCHEMA)
+    panels = board["panels"]
+    assert len({p["id"] for p in panels}) == len(panels)
+    cells = [
+        (p["gridPos"]["x"] + dx, p["gridPos"]["y"] + dy)
+        for p in panels
+        for dx in range(p["gridPos"]["w"])
+        for dy in range(p["gridPos"]["h"])
+    ]
+    assert len(cells) == len(set(cells)), "two panels overlap"
+    assert all(x < 24 for x, _ in cells)
+    for panel in panels:
+        refs = [t["refId"] for t in panel["targets"]]
+        assert len(set(refs)) == len(refs)
 
 
 def test_exporter_help_stays_light() -> None:

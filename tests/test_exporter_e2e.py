@@ -16,9 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from specwatch.commands.exporter import expressions, rules_text
 from specwatch.core.outcomes import Outcome
-from specwatch.exporter.dashboard import expressions
-from specwatch.exporter.rules import rules_text
 from specwatch.exporter.serve import Exporter
 from specwatch.session.events import ServerReady, VerdictChanged
 from specwatch.session.verdict_state import WAITING, LiveVerdictState

@@ -22,7 +22,7 @@ from textual.geometry import Region
 from textual.widget import Widget
 
 from specwatch.commands.main import parse_args
-from specwatch.commands.sim_arguments import DCGM_DEFAULT_PORT
+from specwatch.commands.sim import DCGM_DEFAULT_PORT
 from specwatch.commands.tui import build_session
 from specwatch.sources.nvml.sampler import GpuSampler
 from specwatch.ui.app import SpecwatchApp

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specwatch.commands.bench import run_bench
-from specwatch.commands.bench_arguments import add_bench_arguments
+from specwatch.commands.bench import add_bench_arguments, run_bench
 from specwatch.commands.probe_text import render_text
 from specwatch.core.server import MetricsWindow
 from specwatch.session.events import MetricsScraped, ServerReady, SessionEvent
@@ -109,8 +108,6 @@ async def test_huge_metrics_is_refused_not_parsed() -> None:
 
 def _bench(url: str, out: Path, *extra: str) -> tuple[int, str, str]:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--url")
-    parser.add_argument("--api-key")
     add_bench_arguments(parser)
     args = parser.parse_args(
         [

@@ -50,7 +50,7 @@ HEADLESS_ENTRY_POINTS = (
     "specwatch.commands.compare",
     "specwatch.commands.record",
     "specwatch.commands.sim",
-    "specwatch.commands.dcgm_counters",
+    "specwatch.commands.exporter",
     "specwatch.commands.advise",
     "specwatch.commands.advise_sweep",
 )

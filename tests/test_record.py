@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -505,3 +506,37 @@ def test_a_verdict_recorded_in_the_older_shape_decodes_with_its_reason_and_noise
     j = got.state.judgement
     assert j is not None and j.outcome is Outcome.GPU and j.reason == "clock -8%"
     assert j.noise is not None and abs(j.noise - 0.02) < 1e-12 and j.beyond_noise
+
+
+def test_the_export_carries_every_number_field_of_the_samples() -> None:
+    """The field lists come from the dataclasses: a number field added to a sample is exported
+    without a list to update (the numbers found here from the resolved type hints)."""
+    import dataclasses
+    import typing
+
+    from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
+    from specwatch.core.server import MetricsWindow
+    from specwatch.record.export import _event_rows
+    from specwatch.session import events as ev
+
+    def filled(cls: Any, **fixed: Any) -> tuple[Any, set[str]]:
+        hints = typing.get_type_hints(cls)
+        numbers = {
+            f.name: i + 2
+            for i, f in enumerate(dataclasses.fields(cls))
+            if f.name not in fixed and hints[f.name] in (int | None, float | None)
+        }
+        return cls(**fixed, **numbers), set(numbers)
+
+    window, window_numbers = filled(MetricsWindow, t=1.0, dt=1.0)
+    sample, sample_numbers = filled(GpuSample, index=0, t=1.0)
+    static, static_numbers = filled(GpuStatic, index=0)
+    assert {"gen_tok_s", "kv_cache_usage"} <= window_numbers and "power_w" in sample_numbers
+
+    def fields_of(event: Any) -> set[str]:
+        return {row[3] for row in _event_rows("t", "s", event)}
+
+    assert fields_of(ev.MetricsScraped(window)) == window_numbers
+    assert fields_of(ev.GpuTicked(GpuTick(1.0, 1.0, (sample,), 0.1))) == sample_numbers
+    inventory = GpuInventory(available=True, gpus=(static,))
+    assert fields_of(ev.GpuInventoryChanged(inventory)) == static_numbers

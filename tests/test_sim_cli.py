@@ -17,8 +17,7 @@ pytestmark = pytest.mark.xdist_group("dcgm-default-port")
 
 CODE = (
     "import argparse, sys\n"
-    "from specwatch.commands.sim import run_sim\n"
-    "from specwatch.commands.sim_arguments import add_sim_arguments\n"
+    "from specwatch.commands.sim import add_sim_arguments, run_sim\n"
     "p = argparse.ArgumentParser()\n"
     "add_sim_arguments(p)\n"
     "sys.exit(run_sim(p.parse_args(sys.argv[1:])))\n"
@@ -144,7 +143,7 @@ def test_a_taken_exporter_port_leaves_the_url_line_first() -> None:
     # The default exporter port (9400) taken: the server still serves, its URL line first.
     import socket
 
-    from specwatch.commands.sim_arguments import DCGM_DEFAULT_PORT
+    from specwatch.commands.sim import DCGM_DEFAULT_PORT
 
     with socket.socket() as s:
         try:

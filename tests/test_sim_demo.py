@@ -59,7 +59,7 @@ def test_the_demo_scenario_option_offers_every_scenario() -> None:
     import); they must stay the simulator's scenarios."""
     import argparse
 
-    from specwatch.commands.source_arguments import add_source_arguments
+    from specwatch.commands.arguments import add_source_arguments
     from specwatch.sim.demo import SCENARIOS
 
     parser = argparse.ArgumentParser()

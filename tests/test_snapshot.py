@@ -22,7 +22,7 @@ from specwatch.bench.snapshot import (
     validate,
     write_snapshot,
 )
-from specwatch.bench.snapshot_build import SCHEMA_VERSION, build_snapshot, redact_argv
+from specwatch.bench.snapshot_build import SCHEMA_VERSION, build_snapshot
 from tests.test_compare import STORY_AFTER, synthetic_result
 
 NOW = dt.datetime(2026, 11, 29, 19, 45, 0, tzinfo=dt.timezone.utc)
@@ -178,7 +178,11 @@ def test_api_key_never_lands_in_the_file(tmp_path: Path) -> None:
     assert KEY.encode() not in raw
     assert b"hf_abc" not in raw
     back = read_snapshot(path)
-    assert back["command"] == ["specwatch", "bench", "--url", "http://h:8000", "-n", "2"]
+    # The one secret rule (core.redaction): the option stays, its value is withheld.
+    assert back["command"] == [
+        *["specwatch", "bench", "--url", "http://h:8000", "--api-key", "***", "-n", "2"],
+        "--api-key=***",
+    ]
     assert back["server"]["launch_args"]["api_key"] == "***"
     assert back["server"]["launch_args"]["tp_size"] == 8
     # Keys that merely contain "token" are data, not secrets.
@@ -186,9 +190,12 @@ def test_api_key_never_lands_in_the_file(tmp_path: Path) -> None:
     assert back["config"]["max_tokens"] == 2048
 
 
-def test_redact_argv_forms() -> None:
-    assert redact_argv(["a", "--api-key", "x", "b", "--api-key=y", "c"]) == ["a", "b", "c"]
-    assert redact_argv(["--api-key"]) == []
+def test_the_key_is_withheld_wherever_it_appears() -> None:
+    result = synthetic_result(STORY_AFTER, launch_args={f"k-{KEY}": f"at http://h/{KEY}?x"})
+    snap = build_snapshot(result, ["--header", f"Authorization: {KEY}"], secrets=[KEY], now=NOW)
+    assert KEY not in str(snap)
+    assert snap["server"]["launch_args"] == {"k-***": "at http://h/***?x"}
+    assert snap["command"] == ["--header", "Authorization: ***"]
 
 
 def test_credentials_in_the_url_are_dropped() -> None:

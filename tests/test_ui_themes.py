@@ -9,6 +9,7 @@ import pytest
 
 from specwatch.ui.themes import (
     BUILTIN_ORDER,
+    SCHEMA_PATH,
     ThemeError,
     cycle_order,
     load_themes,
@@ -81,3 +82,17 @@ def test_validation_rejects_wrong_types() -> None:
 
 def test_cycle_order_puts_shipped_first() -> None:
     assert cycle_order(["zeta", "light", "dark", "alpha"]) == ["dark", "light", "alpha", "zeta"]
+
+
+def test_the_schema_is_a_valid_json_schema_and_names_the_faulty_field() -> None:
+    from jsonschema import Draft202012Validator
+
+    Draft202012Validator.check_schema(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
+    # an optional colour may be null; when given it is parsed like the others.
+    assert theme_from_mapping({"name": "x", "primary": "red", "secondary": None}).secondary is None
+    with pytest.raises(ThemeError, match="secondary: not a colour: 'nope'"):
+        theme_from_mapping({"name": "x", "primary": "red", "secondary": "nope"})
+    with pytest.raises(ThemeError, match="luminosity_spread"):
+        theme_from_mapping({"name": "x", "primary": "red", "luminosity_spread": True})
+    styled = {"name": "x", "primary": "red", "variables": {"footer-key-style": "bold"}}
+    assert theme_from_mapping(styled).variables == {"footer-key-style": "bold"}

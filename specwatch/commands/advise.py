@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from specwatch.commands.arguments import add_api_key
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
 
@@ -86,11 +88,7 @@ def add_advise_arguments(p: argparse.ArgumentParser) -> None:
         help="benchmark snapshots of the same server at several draft lengths: shown beside "
         "the live prediction, and in place of the model at each batch they rank",
     )
-    p.add_argument(
-        "--api-key",
-        default=None,
-        help="Bearer token (default: env SPECWATCH_API_KEY, else OPENAI_API_KEY); never stored",
-    )
+    add_api_key(p)
     p.epilog = (
         "Nothing is sent to the model: a live server is only read (/metrics and detection). "
         "Exit status: 0 advice given (snapshots: every batch ranked), 1 withheld or not ranked "

@@ -1,6 +1,6 @@
-"""``specwatch bench`` and ``specwatch compare``: the benchmark and the "GPU or code?" answer.
+"""``specwatch bench``: its options and the benchmark.
 
-``bench`` prints progress the way the story's script did, then a results block, writes a
+It prints progress the way the story's script did, then a results block, writes a
 snapshot and prints its path. Ctrl-C, SIGTERM or SIGHUP stops it and keeps the finished runs in
 a snapshot marked interrupted (a second signal while saving is noted, never half-writes it);
 a snapshot that cannot be written is reported in one line while the results are still
@@ -12,46 +12,153 @@ recorded in the snapshot (``server.process``).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import dataclasses
 import os
-import signal
 import sys
-import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from specwatch.bench.events import BenchEvent
-from specwatch.bench.progress_line import ProgressLine
-from specwatch.bench.prompts import PromptsError, load_prompts
-from specwatch.bench.report import code_lines, results_lines, safe
-from specwatch.bench.runner import run_benchmark
-from specwatch.bench.shield import SignalLog, loop_signals, print_lines, shield_signals, signal_name
-from specwatch.bench.snapshot import (
-    DEFAULT_DIR,
-    SnapshotError,
-    dumps,
-    write_snapshot,
+from specwatch.commands.arguments import (
+    add_dcgm_argument,
+    add_fleet_arguments,
+    add_server_arguments,
+    concurrencies,
+    count,
+    positive,
+    positive_int,
+    say_error,
 )
-from specwatch.bench.snapshot_build import build_snapshot
-from specwatch.commands.clocks import Locked, lock_for_bench, parse_lock_target, with_locks
-from specwatch.commands.error_line import say_error
-from specwatch.core.clock_policy import UNLOCKED_LINE, any_unlocked
 from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
-from specwatch.core.snapshot_records import BenchConfig, BenchResult
 
 if TYPE_CHECKING:
+    from specwatch.bench.events import BenchEvent
+    from specwatch.bench.shield import SignalLog
+    from specwatch.commands.clocks import Locked
     from specwatch.core.identity import ServerIdentity
+    from specwatch.core.snapshot_records import BenchConfig, BenchResult
     from specwatch.sim.story import StoryServer
     from specwatch.sources.gpu_reader import GpuReader
     from specwatch.sources.host import HostSampler
     from specwatch.sources.http.endpoint import Endpoint
 
 EXIT_FAILED = EXIT_ERROR
+DEFAULT_DIR = "specwatch-snapshots"
+"""Where snapshots go without ``--out`` (``bench.snapshot.DEFAULT_DIR``, spelt out so that
+``bench --help`` stays light; a test keeps the two equal)."""
 
 
 # --- bench ----------------------------------------------------------------------------------
+
+
+def add_bench_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``specwatch bench``."""
+    add_server_arguments(p, fleet=False)
+    p.add_argument("-n", "--runs", type=positive_int, default=5, help="measured runs (5)")
+    p.add_argument("--warmup", type=count, default=2, help="warmup requests first (2)")
+    p.add_argument("--max-tokens", type=positive_int, default=2048, help="tokens per run (2048)")
+    p.add_argument(
+        "--steady",
+        action="store_true",
+        help="after the warmups, keep warming up until the GPUs' SM clock, memory clock and"
+        " temperature are steady (see --steady-window), at most --steady-limit seconds",
+    )
+    p.add_argument(
+        "--steady-limit",
+        type=positive,
+        default=300.0,
+        metavar="S",
+        help="longest --steady wait before measuring anyway (300 s)",
+    )
+    p.add_argument(
+        "--steady-window",
+        type=positive,
+        default=10.0,
+        metavar="S",
+        help="window of the steady-state slopes (10 s; thresholds per second: SM and memory"
+        " clock 2 MHz, temperature 0.1 °C)",
+    )
+    p.add_argument(
+        "--lock-clocks",
+        metavar="base|max|MHZ|SM,MEM",
+        default=None,
+        help="root only: lock the GPU and memory clocks for the benchmark and restore them"
+        " afterwards (for A/B tests of code, not capacity claims); MHZ sets the SM clock, the"
+        " memory clock goes to its default",
+    )
+    p.add_argument("--label", default=None, help="a name for this benchmark (in the file name)")
+    p.add_argument(
+        "-c",
+        "--concurrency",
+        type=concurrencies,
+        default=[1],
+        metavar="N[,N...]",
+        help="parallel streams per run (1); a list (1,4,16) runs one benchmark per value, "
+        "each saved as its own snapshot (label suffix -cN)",
+    )
+    p.add_argument(
+        "--prompts",
+        metavar="FILE",
+        default=None,
+        help="prompts, one per line or a JSON list (default: a built-in varied set)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="order of the built-in prompts (0)")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        type=Path,
+        default=None,
+        help=f"snapshot directory (default ./{DEFAULT_DIR})",
+    )
+    p.add_argument("--json", action="store_true", help="print the snapshot on stdout")
+    p.add_argument("--no-gpu", action="store_true", help="do not read the GPUs through NVML")
+    p.add_argument(
+        "--gpu-interval",
+        type=positive,
+        default=0.5,
+        metavar="S",
+        help="GPU sampling period during the benchmark (0.5 s)",
+    )
+    p.add_argument(
+        "--wait",
+        type=positive,
+        default=None,
+        metavar="S",
+        help="wait up to S seconds for a server that is still loading",
+    )
+    p.add_argument(
+        "--timeout",
+        type=positive,
+        default=120.0,
+        metavar="S",
+        help="longest wait for any byte from the server (120 s)",
+    )
+    p.add_argument(
+        "--deadline",
+        type=positive,
+        default=None,
+        metavar="S",
+        help="wall-clock limit of each request and run (default: 60 s, and 60 s + 0.25 s per"
+        " token for a run's stream)",
+    )
+    add_fleet_arguments(
+        p.add_argument_group("GPUs from Prometheus (the benchmarked server's node, by host)")
+    )
+    demo = p.add_argument_group("demo (the story on the simulator, instead of --url)")
+    demo.add_argument(
+        "--demo",
+        choices=("cold", "hot", "warming"),
+        default=None,
+        help="benchmark a simulated server whose 8 simulated GPUs are held cold or hot, or"
+        " start cold and heat up under load (warming)",
+    )
+    demo.add_argument(
+        "--demo-step-factor",
+        type=positive,
+        default=1.0,
+        metavar="F",
+        help="make the simulated verify step F times slower (imitates a code regression)",
+    )
+    add_dcgm_argument(p)
 
 
 ACCEPT_AUTHORITY = (
@@ -67,6 +174,8 @@ ACCEPT_FROM_STREAM = (
 def results_block(result: BenchResult) -> list[str]:
     """The lines printed after the runs (``specwatch.bench.report.results_lines``), with which
     accept-length figure is the authoritative one."""
+    from specwatch.bench.report import results_lines
+
     lines = results_lines(result)
     if any(r.server_accept_length is not None for r in result.runs):
         note = ACCEPT_AUTHORITY
@@ -88,6 +197,15 @@ async def _bench(
     host: HostSampler | None = None,
 ) -> tuple[BenchResult | None, str | None, int | None]:
     """Connect, run; returns (result, secret, signal number that stopped it)."""
+    import asyncio
+    import signal
+    import time
+
+    from specwatch.bench.progress_line import ProgressLine
+    from specwatch.bench.report import safe
+    from specwatch.bench.runner import run_benchmark
+    from specwatch.bench.shield import loop_signals, print_lines
+    from specwatch.core.clock_policy import UNLOCKED_LINE, any_unlocked
     from specwatch.sources.detect import WaitStatus, detect, wait_ready
     from specwatch.sources.http.client import ServerClient
     from specwatch.sources.http.server_errors import ServerError
@@ -217,6 +335,10 @@ def run_bench(
         stdout: Where results (or ``--json``) go.
         stderr: Where errors go.
     """
+    import dataclasses
+
+    from specwatch.core.snapshot_records import BenchConfig
+
     # sys.stdout is None when the process started with its stdout closed (``>&-``)
     out = stdout or sys.stdout or open(os.devnull, "w")  # noqa: SIM115
     err = stderr or sys.stderr or open(os.devnull, "w")  # noqa: SIM115
@@ -279,6 +401,12 @@ def _run_bench(
     err: TextIO,
     progress: TextIO,
 ) -> int:
+    import contextlib
+    import dataclasses
+
+    from specwatch.bench.prompts import PromptsError, load_prompts
+    from specwatch.bench.shield import SignalLog, shield_signals
+    from specwatch.commands.clocks import lock_for_bench, parse_lock_target
     from specwatch.sources.http.endpoint import parse_endpoint
 
     try:
@@ -299,7 +427,7 @@ def _run_bench(
     own_sampler = False
     fake = None
     if sampler is None:
-        from specwatch.commands.source_arguments import source_options
+        from specwatch.commands.arguments import source_options
         from specwatch.session.factory import gpu_source
         from specwatch.session.fleet_gpus import PrometheusGpuSource
         from specwatch.session.gpu_source import ReaderGpuSource
@@ -346,6 +474,15 @@ def _measure_and_save(
     identity: ServerIdentity,
     locked: Locked | None = None,
 ) -> int:
+    import asyncio
+    import signal
+
+    from specwatch.bench.prompts import PromptsError
+    from specwatch.bench.report import code_lines
+    from specwatch.bench.shield import print_lines, signal_name
+    from specwatch.bench.snapshot import SnapshotError, dumps, write_snapshot
+    from specwatch.bench.snapshot_build import build_snapshot
+    from specwatch.commands.clocks import with_locks
     from specwatch.sources.host import sampler_for
 
     try:
@@ -395,7 +532,9 @@ def _measure_and_save(
 
 
 __all__ = [
+    "DEFAULT_DIR",
     "EXIT_FAILED",
+    "add_bench_arguments",
     "results_block",
     "run_bench",
 ]

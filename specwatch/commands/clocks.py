@@ -26,7 +26,7 @@ Locked = dict[int, tuple[int, int | None]]
 """GPU index -> (locked SM clock, locked memory clock or ``None``), MHz."""
 
 
-def fill_clocks(p: argparse.ArgumentParser) -> None:
+def add_clocks_arguments(p: argparse.ArgumentParser) -> None:
     """``specwatch clocks restore``."""
     p.add_argument(
         "action", choices=("restore",), help="restore: undo clocks a specwatch bench left locked"
@@ -162,7 +162,7 @@ def held_lock(nv: Any, target: Target, kind: str) -> Iterator[LockState]:
 
 __all__ = [
     "Locked",
-    "fill_clocks",
+    "add_clocks_arguments",
     "held_lock",
     "lock_for_bench",
     "nvml_for",

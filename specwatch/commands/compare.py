@@ -10,7 +10,7 @@ from typing import TextIO
 
 from specwatch.bench.report import comparison_lines, no_finished_run
 from specwatch.bench.snapshot import SnapshotError, load_snapshot
-from specwatch.commands.error_line import say_error
+from specwatch.commands.arguments import say_error
 from specwatch.core.compare import compare
 from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE, Outcome
 from specwatch.core.snapshot_records import Snapshot

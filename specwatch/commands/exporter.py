@@ -1,43 +1,44 @@
-"""``specwatch exporter`` (the live session's verdict and figures on ``/metrics``),
-``specwatch alert-rules`` and ``specwatch dashboard``."""
+"""``specwatch exporter`` (the live session's verdict and figures on ``/metrics``) and the
+files for the tools around it, printed as shipped: ``specwatch alert-rules`` (Prometheus,
+``specwatch/exporter/alert_rules.yml``), ``specwatch dashboard`` (Grafana,
+``specwatch/exporter/dashboard.json``) and ``specwatch dcgm-counters`` (dcgm-exporter's
+counters CSV, ``specwatch/sources/dcgm/dcgm-counters.csv``)."""
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import TextIO
 
+from specwatch.commands.arguments import (
+    add_server_arguments,
+    add_source_arguments,
+    duration,
+    listen,
+    source_options,
+)
+
 EXIT_USAGE = 2
-
-
-def _listen(text: str) -> tuple[str, int]:
-    from specwatch.exporter.listen import parse_listen
-
-    try:
-        return parse_listen(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _positive(text: str) -> float:
-    from specwatch.commands.record import _duration
-
-    return _duration(text)
+RULES_FILE = ("specwatch.exporter", "alert_rules.yml")
+DASHBOARD_FILE = ("specwatch.exporter", "dashboard.json")
+COUNTERS_FILE = ("specwatch.sources.dcgm", "dcgm-counters.csv")
 
 
 def add_exporter_arguments(p: argparse.ArgumentParser) -> None:
-    """Options of ``specwatch exporter`` (the server arguments are added by the caller)."""
+    """Options of ``specwatch exporter``."""
+    add_server_arguments(p)
     p.add_argument(
         "--listen",
-        type=_listen,
+        type=listen,
         default=("127.0.0.1", 9877),
         metavar="HOST:PORT",
         help="where /metrics is served (default: 127.0.0.1:9877; 0.0.0.0:9877 for every interface)",
     )
     p.add_argument(
         "--interval",
-        type=_positive,
+        type=duration,
         default=1.0,
         metavar="S",
         help="seconds between GPU samples and /metrics scrapes of the server (default: 1)",
@@ -62,7 +63,8 @@ def add_exporter_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="export a simulated server with 8 simulated GPUs instead of URL",
     )
-    p.add_argument("--duration", type=_positive, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--duration", type=duration, default=None, help=argparse.SUPPRESS)
+    add_source_arguments(p, "export the server only")
 
 
 def run_exporter(args: argparse.Namespace, err: TextIO | None = None) -> int:
@@ -70,7 +72,6 @@ def run_exporter(args: argparse.Namespace, err: TextIO | None = None) -> int:
     err = err or sys.stderr
     import asyncio
 
-    from specwatch.commands.source_arguments import source_options
     from specwatch.exporter.serve import Exporter, run_until_signal
     from specwatch.session.factory import live_session
 
@@ -126,20 +127,56 @@ def run_exporter(args: argparse.Namespace, err: TextIO | None = None) -> int:
     return 0
 
 
-def run_alert_rules(out: TextIO | None = None) -> int:
-    """Print the Prometheus rules file."""
-    from specwatch.exporter.rules import rules_text
+def package_file(where: tuple[str, str]) -> str:
+    """A text file shipped in a package: ``(package, file name)``."""
+    from importlib import resources
 
+    package, name = where
+    return resources.files(package).joinpath(name).read_text(encoding="utf-8")
+
+
+def rules_text(for_override: str | None = None) -> str:
+    """The alert rules file (``for_override``: every rule's ``for`` set to it, e.g. in tests)."""
+    text = package_file(RULES_FILE)
+    if for_override is None:
+        return text
+    return re.sub(r"(?m)^(\s+for: ).*$", lambda m: m.group(1) + for_override, text)
+
+
+def expressions() -> list[str]:
+    """Every PromQL expression of the dashboard, as written (with Grafana's variables)."""
+    import json
+
+    board = json.loads(package_file(DASHBOARD_FILE))
+    return [t["expr"] for panel in board["panels"] for t in panel["targets"]]
+
+
+def run_alert_rules(args: argparse.Namespace | None = None, out: TextIO | None = None) -> int:
+    """Print the Prometheus rules file."""
     (out or sys.stdout).write(rules_text())
     return 0
 
 
-def run_dashboard(out: TextIO | None = None) -> int:
-    """Print the Grafana dashboard JSON."""
-    from specwatch.exporter.dashboard import dashboard_text
-
-    (out or sys.stdout).write(dashboard_text())
+def run_dashboard(args: argparse.Namespace | None = None, out: TextIO | None = None) -> int:
+    """Print the Grafana dashboard JSON (Grafana: Import)."""
+    (out or sys.stdout).write(package_file(DASHBOARD_FILE))
     return 0
 
 
-__all__ = ["add_exporter_arguments", "run_alert_rules", "run_dashboard", "run_exporter"]
+def run_dcgm_counters(args: argparse.Namespace | None = None, out: TextIO | None = None) -> int:
+    """Print the counters CSV with every field specwatch reads (run dcgm-exporter with
+    ``-f FILE`` or ``DCGM_EXPORTER_COLLECTORS=FILE``, and ``-c 1000``)."""
+    (out or sys.stdout).write(package_file(COUNTERS_FILE))
+    return 0
+
+
+__all__ = [
+    "add_exporter_arguments",
+    "expressions",
+    "package_file",
+    "rules_text",
+    "run_alert_rules",
+    "run_dashboard",
+    "run_dcgm_counters",
+    "run_exporter",
+]

@@ -1,210 +1,119 @@
-"""Command line: the TUI (``specwatch [URL]``, ``-u URL`` or ``--demo``) and the sim, probe,
-bench, record, replay, export, compare, advise and dcgm-counters tools."""
+"""Command line: the monitor (``specwatch [URL]``, ``-u URL`` or ``--demo``) and the tools,
+dispatched from :data:`COMMANDS`: each command's module holds its options and its ``run``."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, cast
 
 from specwatch import __version__
 
-SUBCOMMANDS = (
-    "sim",
-    "probe",
-    "bench",
-    "compare",
-    "advise",
-    "record",
-    "replay",
-    "export",
-    "scrub",
-    "dcgm-counters",
-    "clocks",
-    "exporter",
-    "alert-rules",
-    "dashboard",
-)
+COMMANDS: dict[str, tuple[str, str, str | None, str]] = {
+    # name: (help, module in specwatch.commands, its function adding the options, its run)
+    "sim": ("run the simulated server standalone", "sim", "add_sim_arguments", "run_sim"),
+    "probe": (
+        "detect a server, stream once, read the GPUs, print",
+        "probe",
+        "add_probe_arguments",
+        "run_probe",
+    ),
+    "bench": (
+        "benchmark: warmup runs, then N streamed runs",
+        "bench",
+        "add_bench_arguments",
+        "run_bench",
+    ),
+    "compare": (
+        "compare two snapshots: is it the GPUs or the code?",
+        "compare",
+        "add_compare_arguments",
+        "run_compare",
+    ),
+    "advise": (
+        "which draft length pays, at which batch (live, recording, sweep)",
+        "advise",
+        "add_advise_arguments",
+        "run_advise",
+    ),
+    "record": (
+        "record the live session into a SQLite file",
+        "record",
+        "add_record_arguments",
+        "run_record",
+    ),
+    "replay": (
+        "watch a recording in the TUI, with time controls",
+        "record",
+        "add_replay_arguments",
+        "run_replay",
+    ),
+    "export": (
+        "a recording as a tidy time series (CSV or JSON Lines)",
+        "record",
+        "add_export_arguments",
+        "run_export",
+    ),
+    "scrub": (
+        "withhold secrets in snapshots written by an older specwatch",
+        "scrub",
+        "add_scrub_arguments",
+        "run_scrub",
+    ),
+    "dcgm-counters": (
+        "print the dcgm-exporter counters CSV specwatch reads (run the exporter with -f FILE)",
+        "exporter",
+        None,
+        "run_dcgm_counters",
+    ),
+    "clocks": (
+        "restore GPU clocks a bench --lock-clocks left locked",
+        "clocks",
+        "add_clocks_arguments",
+        "run_clocks",
+    ),
+    "exporter": (
+        "serve the live verdict and figures on /metrics for Prometheus",
+        "exporter",
+        "add_exporter_arguments",
+        "run_exporter",
+    ),
+    "alert-rules": (
+        "print the Prometheus alert rules for the exporter's series",
+        "exporter",
+        None,
+        "run_alert_rules",
+    ),
+    "dashboard": (
+        "print a Grafana dashboard JSON for the exporter's series",
+        "exporter",
+        None,
+        "run_dashboard",
+    ),
+}
+"""Every subcommand; its module is imported only when the command is named on the command
+line (``specwatch --help`` imports none of them)."""
+SUBCOMMANDS = tuple(COMMANDS)
 COMMAND_METAVAR = "{" + ",".join(SUBCOMMANDS) + "}"
-
-
-class _LazyParser(argparse.ArgumentParser):
-    """A subcommand parser whose arguments are added only when it is used.
-
-    A command's options live next to its ``run`` (``probe``, ``compare``, ``record``), whose
-    imports ``specwatch --help`` and every other command must not pay for.
-    """
-
-    def __init__(
-        self,
-        *args: Any,
-        fill: Callable[[argparse.ArgumentParser], None] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        self._fill = fill
-
-    def _filled(self) -> None:
-        fill, self._fill = self._fill, None
-        if fill is not None:
-            fill(self)
-
-    def parse_known_args(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
-        self._filled()
-        known, extras = super().parse_known_args(args, namespace)
-        if extras:  # said here, with this command's usage, not the top level's two-line one
-            self.error(f"unrecognized arguments: {' '.join(extras)}")
-        return known, extras
-
-    def format_help(self) -> str:
-        self._filled()
-        return super().format_help()
-
-    def format_usage(self) -> str:
-        self._filled()
-        return super().format_usage()
-
-
-def _add_sim_arguments(p: argparse.ArgumentParser) -> None:
-    from specwatch.commands.sim_arguments import add_sim_arguments
-
-    add_sim_arguments(p)
-
-
-def _add_server_args(p: argparse.ArgumentParser, fleet: bool = True) -> None:
-    more = " (several: a fleet)" if fleet else ""
-    p.add_argument(
-        "target",
-        nargs="*",
-        metavar="URL",
-        help="server address: localhost:8000, host:port, http://... or https://..."
-        f"{more}; default: $SPECWATCH_URL, the config file's url, else http://localhost:8000",
-    )
-    p.add_argument(
-        "-u",
-        "--url",
-        action="append",
-        help=f"server address, as URL (repeatable{more})",
-    )
-    p.add_argument(
-        "--api-key",
-        default=None,
-        help="Bearer token (default: env SPECWATCH_API_KEY, else OPENAI_API_KEY); never stored",
-    )
-
-
 DESCRIPTION = "Live GPU state, token rate and speculative decoding for an inference server."
-USAGE = (
-    "specwatch [options] [URL ...]\n       specwatch {" + ",".join(SUBCOMMANDS) + "} [options] ..."
-)
+USAGE = "specwatch [options] [URL ...]\n       specwatch " + COMMAND_METAVAR + " [options] ..."
 EPILOG = (
     "URL defaults to $SPECWATCH_URL, then the url in $XDG_CONFIG_HOME/specwatch/config.toml, "
     "then http://localhost:8000. Run 'specwatch COMMAND --help' for a command's options."
 )
 
 
-def _add_version(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-V", "--version", action="version", version=f"specwatch {__version__}")
+def _function(module: str, name: str) -> Callable[..., Any]:
+    from importlib import import_module
+
+    return cast("Callable[..., Any]", getattr(import_module(f"specwatch.commands.{module}"), name))
 
 
-def _fill_probe(p: argparse.ArgumentParser) -> None:
-    from specwatch.commands.dcgm_counters import add_dcgm_argument
-    from specwatch.commands.probe import add_probe_arguments
+def _top_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
+    from specwatch.commands.tui import add_tui_arguments
 
-    _add_server_args(p)
-    add_probe_arguments(p)
-    add_dcgm_argument(p)
-
-
-def _fill_bench(p: argparse.ArgumentParser) -> None:
-    from specwatch.commands.bench_arguments import add_bench_arguments
-    from specwatch.commands.dcgm_counters import add_dcgm_argument
-
-    _add_server_args(p, fleet=False)
-    add_bench_arguments(p)
-    add_dcgm_argument(p)
-
-
-def _fill_compare(p: argparse.ArgumentParser) -> None:
-    from specwatch.commands.compare import add_compare_arguments
-
-    add_compare_arguments(p)
-
-
-def _fill_advise(p: argparse.ArgumentParser) -> None:
-    from specwatch.commands.advise import add_advise_arguments
-
-    add_advise_arguments(p)
-
-
-def _fill_record(p: argparse.ArgumentParser) -> None:
-    from specwatch.commands.record import add_record_arguments
-    from specwatch.commands.source_arguments import add_source_arguments
-
-    _add_server_args(p, fleet=False)
-    add_record_arguments(p)
-    add_source_arguments(p, "record the server only")
-
-
-def _fill_exporter(p: argparse.ArgumentParser) -> None:
-    from specwatch.commands.exporter import add_exporter_arguments
-    from specwatch.commands.source_arguments import add_source_arguments
-
-    _add_server_args(p)
-    add_exporter_arguments(p)
-    add_source_arguments(p, "export the server only")
-
-
-def _fill_replay(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="FILE", help="a recording")
-    p.add_argument("--theme", default=None, help="as for the live monitor")
-    p.add_argument(
-        "--speed", type=float, default=1.0, metavar="X", help="replay speed (1..60; default 1)"
-    )
-
-
-def _fill_export(p: argparse.ArgumentParser) -> None:
-    from specwatch.commands.record import add_export_arguments
-
-    add_export_arguments(p)
-
-
-def _fill_clocks(p: argparse.ArgumentParser) -> None:
-    from specwatch.commands.clocks import fill_clocks
-
-    fill_clocks(p)
-
-
-def _fill_scrub(p: argparse.ArgumentParser) -> None:
-    from specwatch.commands.scrub import add_scrub_arguments
-
-    add_scrub_arguments(p)
-
-
-def build_tui_parser() -> argparse.ArgumentParser:
-    """The live monitor's parser, with its positional ``URL`` (``specwatch localhost:8000``)."""
-    from specwatch.commands.tui_arguments import add_tui_arguments
-
-    parser = argparse.ArgumentParser(
-        prog="specwatch", usage=USAGE, description=DESCRIPTION, epilog=EPILOG
-    )
-    _add_version(parser)
-    parser.add_argument("target", nargs="*", metavar="URL", help="server address (as -u/--url)")
-    add_tui_arguments(parser)
-    parser.set_defaults(command=None)
-    return parser
-
-
-def build_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
-    """The full argument parser (the TUI's options at top level, tools as subcommands).
-
-    A positional ``URL`` for the TUI is parsed by :func:`build_tui_parser` instead (argparse
-    cannot tell a URL from a subcommand); :func:`parse_args` picks the right one.
-    """
     parser = argparse.ArgumentParser(
         prog="specwatch",
         usage=USAGE,
@@ -212,37 +121,47 @@ def build_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
         epilog=EPILOG,
         exit_on_error=exit_on_error,
     )
-    _add_version(parser)
-    sub = parser.add_subparsers(dest="command", metavar=COMMAND_METAVAR, parser_class=_LazyParser)
-
-    from specwatch.commands.tui_arguments import add_tui_arguments
-
+    parser.add_argument("-V", "--version", action="version", version=f"specwatch {__version__}")
     add_tui_arguments(parser)
+    return parser
 
-    def add(name: str, help: str, fill: Callable[[argparse.ArgumentParser], None]) -> None:
+
+def build_tui_parser() -> argparse.ArgumentParser:
+    """The live monitor's parser, with its positional ``URL`` (``specwatch localhost:8000``)."""
+    parser = _top_parser()
+    parser.add_argument("target", nargs="*", metavar="URL", help="server address (as -u/--url)")
+    parser.set_defaults(command=None)
+    return parser
+
+
+def _parsers(
+    exit_on_error: bool = True, commands: Iterable[str] | None = None
+) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    parser = _top_parser(exit_on_error)
+    sub = parser.add_subparsers(dest="command", metavar=COMMAND_METAVAR)
+    filled = set(COMMANDS if commands is None else commands)
+    parsers: dict[str, argparse.ArgumentParser] = {}
+    for name, (help_text, module, add, _run) in COMMANDS.items():
         # prog named here: argparse derives it from the parent's two-line usage otherwise. No
         # abbreviations: ``sim --version`` is not ``--server-version``.
-        sub.add_parser(name, help=help, fill=fill, prog=f"specwatch {name}", allow_abbrev=False)
+        p = sub.add_parser(name, help=help_text, prog=f"specwatch {name}", allow_abbrev=False)
+        if add is not None and name in filled:
+            _function(module, add)(p)
+        parsers[name] = p
+    return parser, parsers
 
-    add("sim", "run the simulated server standalone", _add_sim_arguments)
-    add("probe", "detect a server, stream once, read the GPUs, print", _fill_probe)
-    add("bench", "benchmark: warmup runs, then N streamed runs", _fill_bench)
-    add("compare", "compare two snapshots: is it the GPUs or the code?", _fill_compare)
-    add("advise", "which draft length pays, at which batch (live, recording, sweep)", _fill_advise)
-    add("record", "record the live session into a SQLite file", _fill_record)
-    add("replay", "watch a recording in the TUI, with time controls", _fill_replay)
-    add("export", "a recording as a tidy time series (CSV or JSON Lines)", _fill_export)
-    add("scrub", "withhold secrets in snapshots written by an older specwatch", _fill_scrub)
-    add(
-        "dcgm-counters",
-        "print the dcgm-exporter counters CSV specwatch reads (run the exporter with -f FILE)",
-        lambda p: None,
-    )
-    add("clocks", "restore GPU clocks a bench --lock-clocks left locked", _fill_clocks)
-    add("exporter", "serve the live verdict and figures on /metrics for Prometheus", _fill_exporter)
-    add("alert-rules", "print the Prometheus alert rules for the exporter's series", lambda p: None)
-    add("dashboard", "print a Grafana dashboard JSON for the exporter's series", lambda p: None)
-    return parser
+
+def build_parser(
+    exit_on_error: bool = True, commands: Iterable[str] | None = None
+) -> argparse.ArgumentParser:
+    """The full argument parser (the monitor's options at top level, the tools as
+    subcommands), with the options of ``commands`` (default: every command; the others parse
+    nothing).
+
+    A positional ``URL`` for the monitor is parsed by :func:`build_tui_parser` instead
+    (argparse cannot tell a URL from a subcommand); :func:`parse_args` picks the right one.
+    """
+    return _parsers(exit_on_error, commands)[0]
 
 
 DASH_VALUED = ("--from", "--to")
@@ -275,13 +194,22 @@ def parse_args(
         ConfigError: The config file cannot be used.
     """
     argv = _dash_values(list(sys.argv[1:] if argv is None else argv))
+    named = set(argv) & set(COMMANDS)  # the command is among them: only theirs are filled
+    parser, parsers = _parsers(exit_on_error=False, commands=named)
     try:
-        args = build_parser(exit_on_error=False).parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
     except argparse.ArgumentError as e:
         # The first positional is not a command: a server address for the monitor
         # (``specwatch localhost:8000``). Any other mistake is said by the parser that has it.
         not_a_command = e.argument_name == COMMAND_METAVAR
-        args = (build_tui_parser() if not_a_command else build_parser()).parse_args(argv)
+        if not_a_command:
+            args = build_tui_parser().parse_args(argv)
+        else:
+            args = build_parser(commands=named).parse_args(argv)
+        extras = []
+    if extras:  # said with the command's usage, not the top level's two-line one
+        command = parser if args.command is None else parsers[args.command]
+        command.error(f"unrecognized arguments: {' '.join(extras)}")
     from specwatch.commands.settings import settle
 
     return settle(args, os.environ if env is None else env)
@@ -317,74 +245,21 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         args = parse_args(argv)
     except Exception as e:
-        from specwatch.core.config import ConfigError  # not imported for ``--help``
+        from specwatch.commands.settings import ConfigError  # not imported for ``--help``
 
         if not isinstance(e, ConfigError):
             raise
-        from specwatch.commands.error_line import say_error
+        from specwatch.commands.arguments import say_error
 
         say_error("specwatch", e)
         return 2
     _restore_stale_clocks(args.command)
-    if args.command == "clocks":
-        from specwatch.commands.clocks import run_clocks
+    if args.command is None:
+        from specwatch.commands.tui import run_tui
 
-        return run_clocks(args)
-    if args.command == "sim":
-        from specwatch.commands.sim import run_sim
-
-        return run_sim(args)
-    if args.command == "probe":
-        from specwatch.commands.probe import run_probe
-
-        return run_probe(args)
-    if args.command == "bench":
-        from specwatch.commands.bench import run_bench
-
-        return run_bench(args)
-    if args.command == "dcgm-counters":
-        from specwatch.commands.dcgm_counters import main as counters_main
-
-        return counters_main([])
-    if args.command == "compare":
-        from specwatch.commands.compare import run_compare
-
-        return run_compare(args)
-    if args.command == "advise":
-        from specwatch.commands.advise import run_advise
-
-        return run_advise(args)
-    if args.command == "record":
-        from specwatch.commands.record import run_record
-
-        return run_record(args)
-    if args.command == "export":
-        from specwatch.commands.record import run_export
-
-        return run_export(args)
-    if args.command == "scrub":
-        from specwatch.commands.scrub import run_scrub
-
-        return run_scrub(args)
-    if args.command == "exporter":
-        from specwatch.commands.exporter import run_exporter
-
-        return run_exporter(args)
-    if args.command == "alert-rules":
-        from specwatch.commands.exporter import run_alert_rules
-
-        return run_alert_rules()
-    if args.command == "dashboard":
-        from specwatch.commands.exporter import run_dashboard
-
-        return run_dashboard()
-    if args.command == "replay":
-        from specwatch.ui.replay_app import run_replay
-
-        return run_replay(args)
-    from specwatch.commands.tui import run_tui
-
-    return run_tui(args)
+        return run_tui(args)
+    _help, module, _add, run = COMMANDS[args.command]
+    return int(_function(module, run)(args))
 
 
-__all__ = ["SUBCOMMANDS", "build_parser", "build_tui_parser", "main", "parse_args"]
+__all__ = ["COMMANDS", "SUBCOMMANDS", "build_parser", "build_tui_parser", "main", "parse_args"]

@@ -8,7 +8,12 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from specwatch.commands.error_line import say_error
+from specwatch.commands.arguments import (
+    add_dcgm_argument,
+    add_fleet_arguments,
+    add_server_arguments,
+    say_error,
+)
 from specwatch.sources.http.endpoint import parse_endpoint
 
 if TYPE_CHECKING:
@@ -16,10 +21,8 @@ if TYPE_CHECKING:
 
 
 def add_probe_arguments(p: argparse.ArgumentParser) -> None:
-    """Add ``--json``, ``--max-tokens``, ``--timeout``, ``--wait`` and ``--prompt``.
-
-    The CLI adds ``--url`` and ``--api-key`` itself.
-    """
+    """Options of ``specwatch probe``."""
+    add_server_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.add_argument("--max-tokens", type=int, default=256, help="tokens to stream (default 256)")
     p.add_argument(
@@ -64,9 +67,8 @@ def add_probe_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="fleet: also stream one completion per server (default: passive, none sent)",
     )
-    from specwatch.commands.fleet_arguments import add_fleet_arguments
-
     add_fleet_arguments(p)
+    add_dcgm_argument(p)
 
 
 def run_probe(args: argparse.Namespace) -> int:

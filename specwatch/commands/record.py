@@ -1,4 +1,5 @@
-"""``specwatch record`` (headless, on the live session) and ``specwatch export``."""
+"""The recording's commands: ``specwatch record`` (headless, on the live session),
+``specwatch replay`` (in the monitor) and ``specwatch export``."""
 
 from __future__ import annotations
 
@@ -11,33 +12,21 @@ import time
 from pathlib import Path
 from typing import TextIO, cast
 
-from specwatch.commands.error_line import say_error
-from specwatch.record.timespec import parse_duration
+from specwatch.commands.arguments import (
+    add_server_arguments,
+    add_source_arguments,
+    duration,
+    duration_interval,
+    say_error,
+    source_options,
+)
 
 EXIT_USAGE = 2
 
 
-def _duration(text: str) -> float:
-    try:
-        value = parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be above 0: {text!r}")
-    return value
-
-
-def _interval(text: str) -> float:
-    value = _duration(text)
-    if value < 0.1:
-        raise argparse.ArgumentTypeError(
-            "sampling faster than every 0.1 s costs more than it shows"
-        )
-    return value
-
-
 def add_record_arguments(p: argparse.ArgumentParser) -> None:
-    """Options of ``specwatch record`` (``--url``/``--api-key`` are added by the caller)."""
+    """Options of ``specwatch record``."""
+    add_server_arguments(p, fleet=False)
     p.add_argument(
         "-o",
         "--output",
@@ -48,21 +37,21 @@ def add_record_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--duration",
-        type=_duration,
+        type=duration,
         default=None,
         metavar="D",
         help="stop after this long (90s, 10m, 2h; default: until Ctrl-C)",
     )
     p.add_argument(
         "--retention",
-        type=_duration,
+        type=duration,
         default=None,
         metavar="D",
         help="keep only the last D (e.g. 24h); older rows are trimmed as it records",
     )
     p.add_argument(
         "--interval",
-        type=_interval,
+        type=duration_interval,
         default=1.0,
         metavar="S",
         help="seconds between GPU samples and /metrics scrapes (default: 1)",
@@ -71,6 +60,16 @@ def add_record_arguments(p: argparse.ArgumentParser) -> None:
         "--demo",
         action="store_true",
         help="record a simulated server with 8 simulated GPUs instead of --url",
+    )
+    add_source_arguments(p, "record the server only")
+
+
+def add_replay_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``specwatch replay``."""
+    p.add_argument("file", metavar="FILE", help="a recording")
+    p.add_argument("--theme", default=None, help="as for the live monitor")
+    p.add_argument(
+        "--speed", type=float, default=1.0, metavar="X", help="replay speed (1..60; default 1)"
     )
 
 
@@ -98,7 +97,6 @@ def default_output(now: float | None = None) -> Path:
 def run_record(args: argparse.Namespace, err: TextIO | None = None) -> int:
     """Record until the duration ends or a signal arrives; returns the exit status."""
     err = err or sys.stderr
-    from specwatch.commands.source_arguments import source_options
     from specwatch.record.recorder import Recorder
     from specwatch.session.factory import live_session
 
@@ -168,6 +166,13 @@ async def _record(session: object, duration: float | None, stopped: list[str]) -
                 await asyncio.wait_for(done.wait(), left)
 
 
+def run_replay(args: argparse.Namespace) -> int:
+    """Watch the recording in the monitor (:func:`specwatch.ui.replay_app.run_replay`)."""
+    from specwatch.ui.replay_app import run_replay as replay
+
+    return replay(args)
+
+
 def run_export(
     args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
@@ -214,7 +219,9 @@ def run_export(
 __all__ = [
     "add_export_arguments",
     "add_record_arguments",
+    "add_replay_arguments",
     "default_output",
     "run_export",
     "run_record",
+    "run_replay",
 ]

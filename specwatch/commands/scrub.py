@@ -12,7 +12,7 @@ from typing import TextIO
 import orjson
 
 from specwatch.bench.snapshot import SnapshotError, dumps, read_snapshot, validate
-from specwatch.commands.error_line import say_error
+from specwatch.commands.arguments import say_error
 
 
 def add_scrub_arguments(p: argparse.ArgumentParser) -> None:

@@ -1,13 +1,27 @@
-"""The TUI's command-line options and its entry point, ``specwatch [URL | -u URL | --demo]``."""
+"""The live monitor's command-line options and its entry point,
+``specwatch [URL | -u URL | --demo]``.
+
+``specwatch --help`` imports this module for its options: what the monitor needs to run is
+imported by :func:`run_tui`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specwatch.commands.error_line import say_error
+from specwatch.commands.arguments import (
+    add_api_key,
+    add_source_arguments,
+    interval,
+    positive,
+    say_error,
+    source_options,
+)
+from specwatch.core.windows import WINDOWS
 
 if TYPE_CHECKING:
     from specwatch.core.draft_sweep import Sweep
@@ -16,6 +30,100 @@ if TYPE_CHECKING:
     from specwatch.session.live import Stoppable
     from specwatch.session.verdict_state import Reference
     from specwatch.ui.settings import AppSettings
+
+
+def add_tui_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the monitor's options to the top-level parser."""
+    g = p.add_argument_group("live monitor (the default command)")
+    g.add_argument(
+        "-u",
+        "--url",
+        action="append",
+        help="server address: localhost:8000, host:port, http://... or https://... (default: "
+        "$SPECWATCH_URL, the config file's url, else http://localhost:8000; repeatable: more "
+        "than one opens the fleet screen)",
+    )
+    add_api_key(g)
+    g.add_argument(
+        "--demo",
+        action="store_true",
+        help="watch a simulated server with 8 simulated GPUs (started in-process, over HTTP)",
+    )
+    g.add_argument(
+        "--reference",
+        type=Path,
+        default=None,
+        metavar="SNAPSHOT.json",
+        help="judge the live verdict against this benchmark snapshot (default: the first "
+        "steady 30 s after warmup; the r key marks a new one)",
+    )
+    g.add_argument(
+        "--screenshot-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where the s key saves SVG screenshots (default: "
+        "$XDG_DATA_HOME/specwatch/screenshots)",
+    )
+    add_source_arguments(g, "watch the server only")
+    g.add_argument(
+        "--theme",
+        default=None,
+        help="dark, light, high-contrast, ansi-16, or a theme file's name from "
+        "~/.config/specwatch/themes (default: the config file's theme, else the one last "
+        "chosen with the t key, else dark)",
+    )
+    g.add_argument(
+        "-i",
+        "--interval",
+        type=interval,
+        default=None,
+        metavar="S",
+        help="seconds between GPU samples (default: 1)",
+    )
+    g.add_argument(
+        "--metrics-interval",
+        type=interval,
+        default=None,
+        metavar="S",
+        help="seconds between /metrics scrapes (default: 1)",
+    )
+    g.add_argument(
+        "--baseline-itl",
+        type=positive,
+        default=None,
+        metavar="MS",
+        help="per-token latency without speculation, ms (for the verify-latency verdict)",
+    )
+    g.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="SNAPSHOT.json",
+        help="a benchmark snapshot taken without speculation, as the verdict's baseline",
+    )
+    g.add_argument(
+        "--sweep",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar="SNAP.json",
+        help="benchmark snapshots at several draft lengths: the advisor view (a) shows them "
+        "beside its prediction",
+    )
+    g.add_argument(
+        "--record",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also record the session into FILE (replay it with: specwatch replay FILE)",
+    )
+    g.add_argument(
+        "--window",
+        choices=tuple(WINDOWS),
+        default="5m",
+        help="token-rate graph window (default: 5m; the w key cycles)",
+    )
 
 
 def _baseline(args: argparse.Namespace) -> tuple[float | None, str, str | None]:
@@ -114,7 +222,6 @@ def _build_session(args: argparse.Namespace) -> LiveSession:
     """
     import dataclasses
 
-    from specwatch.commands.source_arguments import source_options
     from specwatch.session.factory import live_session
 
     options = source_options(args, args.interval, args.metrics_interval)
@@ -179,6 +286,17 @@ def run_tui(args: argparse.Namespace) -> int:
     demo_wanted: bool = bool(getattr(args, "demo", False))
     if _is_fleet(args) and not demo_wanted:
         return _run_fleet(args)
+    # Start-up makes ~50k objects that live as long as the monitor; collecting while they
+    # pile up cost ~0.09 s before the first frame and freed next to nothing. The monitor
+    # turns the collector back on after its first frame (SpecwatchApp).
+    gc.disable()
+    try:
+        return _run_monitor(args, url, demo_wanted)
+    finally:
+        gc.enable()
+
+
+def _run_monitor(args: argparse.Namespace, url: str | None, demo_wanted: bool) -> int:
     if not url and not demo_wanted:
         print(
             "specwatch: give a server with --url URL (e.g. --url localhost:8000), or try --demo",
@@ -279,12 +397,13 @@ def keep_chosen_theme(started: str, ended: str) -> bool:
     """
     if not ended or ended == started:
         return False
-    from specwatch.core.config import keep_theme
+    from specwatch.commands.settings import keep_theme
 
     return keep_theme(ended)
 
 
 __all__ = [
+    "add_tui_arguments",
     "build_session",
     "build_settings",
     "fill_defaults",

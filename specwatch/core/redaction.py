@@ -171,6 +171,23 @@ def redact_value(value: Any, *, secret: bool = False) -> Any:
     return value
 
 
+def withhold(value: Any, secrets: Iterable[str]) -> Any:
+    """A copy of a JSON-like value with every occurrence of the ``secrets`` (an API key's
+    value, wherever it appears: a URL, an error line, a dictionary key) withheld."""
+    values = [s for s in secrets if s]
+    if not values:
+        return value
+    if isinstance(value, str):
+        for secret in values:
+            value = value.replace(secret, WITHHELD)
+        return value
+    if isinstance(value, Mapping):
+        return {withhold(k, values): withhold(v, values) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [withhold(v, values) for v in value]
+    return value
+
+
 __all__ = [
     "HARMLESS_WORDS",
     "SECRET_SHORT_OPTIONS",
@@ -181,4 +198,5 @@ __all__ = [
     "redact_text",
     "redact_value",
     "strip_userinfo",
+    "withhold",
 ]

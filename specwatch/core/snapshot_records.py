@@ -15,6 +15,7 @@ out again from the runs' counter deltas where they allow it; version 4 adds this
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -26,10 +27,11 @@ from specwatch.core.gpu_summary import GpuRunSummary
 from specwatch.core.host import HostSpan, combine_spans
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.load import RunLoad, load_from_counters
+from specwatch.core.redaction import redact_value
 from specwatch.core.server import ServerInfo, SpecConfig
 from specwatch.core.stats import Summary, summarize
 from specwatch.core.steady import WINDOW_S, Steadiness
-from specwatch.core.values import from_plain
+from specwatch.core.values import from_plain, to_jsonable
 
 NO_FIGURE = summarize([])
 """A figure over no runs (mean ``None``)."""
@@ -219,6 +221,21 @@ class Tool:
     version: str
 
 
+NOT_COLLECTED = "not collected"
+"""``process_note`` of a server whose process identity was not looked for."""
+
+
+def process_note(
+    identity: ServerIdentity | None, missing: str = NOT_COLLECTED
+) -> tuple[ServerIdentity | None, str | None]:
+    """The identity worth keeping and, without one, why (``missing``: it was not looked for)."""
+    if identity is None:
+        return None, missing
+    if identity.pid is None:
+        return None, "; ".join(identity.notes) or "the server process was not found"
+    return identity, None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SnapshotServer:
     """The server the benchmark ran against (a :class:`ServerInfo` as it is kept)."""
@@ -239,6 +256,36 @@ class SnapshotServer:
     """The code identity of the server process (schema 3); ``None`` when not recorded."""
     process_note: str | None = None
     """Why there is no identity (remote server, older snapshot...)."""
+
+    @classmethod
+    def of(
+        cls, info: ServerInfo, identity: ServerIdentity | None, missing: str = NOT_COLLECTED
+    ) -> SnapshotServer:
+        """A detected server as a snapshot (and a probe) keeps it: no credentials in the URL,
+        secrets in the launch arguments withheld, the process identity or why there is none
+        (``missing``: it was not looked for)."""
+        process, note = process_note(identity, missing)
+        launch = info.launch_args
+        return cls(
+            base_url=re.sub(r"//[^/@]*@", "//", info.base_url),
+            dialect=info.dialect.value,
+            version=info.version,
+            model=info.model,
+            speculative=info.spec,
+            metrics_enabled=info.metrics_enabled,
+            metrics_reason=info.metrics_reason,
+            max_model_len=info.max_model_len,
+            launch_args=None if launch is None else redact_value(to_jsonable(launch)),
+            notes=to_jsonable(info.notes),
+            process=process,
+            process_note=note,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The plain JSON values (the process identity in its own format)."""
+        out: dict[str, Any] = to_jsonable(self)
+        out["process"] = None if self.process is None else identity_json.to_json(self.process)
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -379,6 +426,7 @@ def with_load(
 
 
 __all__ = [
+    "NOT_COLLECTED",
     "NO_FIGURE",
     "NO_LOAD",
     "BenchConfig",
@@ -392,5 +440,6 @@ __all__ = [
     "SnapshotServer",
     "TimeSeries",
     "Tool",
+    "process_note",
     "with_load",
 ]

@@ -8,52 +8,36 @@ index or the server's address.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as dt
 from collections.abc import Iterator
 from typing import TextIO
 
 import orjson
 
+from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.core.sanitize import sanitize_line
+from specwatch.core.server import MetricsWindow
 from specwatch.record.reader import Reader
 from specwatch.record.store import local_iso
 from specwatch.session import events as ev
 
 COLUMNS = ("time", "source", "subject", "field", "value")
 
-GPU_FIELDS = (
-    "sm_clock_mhz",
-    "mem_clock_mhz",
-    "temp_c",
-    "hbm_temp_c",
-    "power_w",
-    "energy_j",
-    "pstate",
-    "clock_event_reasons",
-    "util_gpu_pct",
-    "util_mem_pct",
-    "mem_used_bytes",
-    "pcie_gen",
-    "pcie_width",
-    "power_violation_ns",
-    "thermal_violation_ns",
-    "fan_pct",
-)
-WINDOW_FIELDS = (
-    "gen_tok_s",
-    "accept_length",
-    "draft_acceptance_rate",
-    "step_latency_s",
-    "step_latency_p50_s",
-    "step_latency_p90_s",
-    "step_latency_p99_s",
-    "itl_s",
-    "ttft_s",
-    "requests_running",
-    "requests_waiting",
-    "tokens",
-)
-STATIC_FIELDS = ("power_limit_w", "max_sm_clock_mhz", "max_pcie_gen", "max_pcie_width")
+
+NUMBER_TYPES = frozenset({"int", "float", "int | None", "float | None"})
+"""The annotations of a number field (the modules annotate lazily: the types are strings)."""
+
+
+def _numbers(cls: type, *skip: str) -> tuple[str, ...]:
+    """The number fields of a sample dataclass, in their order, less ``skip``."""
+    fields = dataclasses.fields(cls)
+    return tuple(f.name for f in fields if f.type in NUMBER_TYPES and f.name not in skip)
+
+
+GPU_FIELDS = _numbers(GpuSample, "index", "t")
+WINDOW_FIELDS = _numbers(MetricsWindow, "t", "dt")
+STATIC_FIELDS = _numbers(GpuStatic, "index")
 
 Value = float | int | str | None
 Row = tuple[str, str, str, str, Value]
@@ -139,4 +123,13 @@ def write_json_lines(rows: Iterator[Row], out: TextIO) -> int:
     return n
 
 
-__all__ = ["COLUMNS", "Row", "tidy_rows", "write_csv", "write_json_lines"]
+__all__ = [
+    "COLUMNS",
+    "GPU_FIELDS",
+    "STATIC_FIELDS",
+    "WINDOW_FIELDS",
+    "Row",
+    "tidy_rows",
+    "write_csv",
+    "write_json_lines",
+]

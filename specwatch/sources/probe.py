@@ -19,6 +19,7 @@ from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.core.host import HostSpan
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.server import ChunkArrival, MetricsWindow, ServerInfo, StreamResult
+from specwatch.core.snapshot_records import SnapshotServer
 from specwatch.core.values import to_jsonable
 from specwatch.sources import probe_gpus
 from specwatch.sources.detect import detect, wait_ready
@@ -28,7 +29,6 @@ from specwatch.sources.http.endpoint import Endpoint
 from specwatch.sources.http.limits import PROBE_DEADLINE_S
 from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.identity.server_identity import identify as identify_server
-from specwatch.sources.identity.server_identity import process_json
 from specwatch.sources.watch.stream import stream_completion
 from specwatch.sources.watch.watcher import MetricsWatcher
 
@@ -337,29 +337,9 @@ def probe_to_dict(result: ProbeResult, verdict: dict[str, Any] | None = None) ->
     """
     info = result.info
     server: dict[str, Any] | None = None
-    if info is not None:
-        spec = info.spec
-        server = {
-            "url": info.base_url,
-            "dialect": info.dialect.value,
-            "version": info.version,
-            "model": info.model,
-            "max_model_len": info.max_model_len,
-            "speculative": {
-                "enabled": spec.enabled,
-                "algorithm": spec.algorithm,
-                "num_steps": spec.num_steps,
-                "num_draft_tokens": spec.num_draft_tokens,
-                "topk": spec.topk,
-                "draft_model": spec.draft_model,
-                "source": spec.source,
-            },
-            "metrics_enabled": info.metrics_enabled,
-            "metrics_reason": info.metrics_reason,
-            "launch_args": to_jsonable(info.launch_args) if info.launch_args else None,
-            "notes": dict(info.notes),
-        }
-        server["process"], server["process_note"] = process_json(result.identity)
+    if info is not None:  # as a benchmark snapshot keeps it, the address named "url"
+        server = SnapshotServer.of(info, result.identity, missing="not read").to_json()
+        server = {"url": server.pop("base_url"), **server}
     else:
         server = {
             "url": result.base_url,

@@ -1,9 +1,9 @@
 """Themes as JSON files, validated before they reach Textual.
 
-A theme file holds the fields of :class:`textual.theme.Theme`. Every colour is parsed with
-:meth:`textual.color.Color.parse` and the whole colour system is generated once before the theme is
-registered: a bad colour would otherwise register fine and crash the next refresh. A bad file is
-reported and skipped; the others still load.
+A theme file holds the fields of :class:`textual.theme.Theme`, checked against
+``theme.schema.json`` (every colour by :meth:`textual.color.Color.parse`), and the whole colour
+system is generated once before the theme is registered: a bad colour would otherwise register
+fine and crash the next refresh. A bad file is reported and skipped; the others still load.
 
 Where themes come from, later directories overriding earlier ones by theme name:
 
@@ -14,33 +14,20 @@ Where themes come from, later directories overriding earlier ones by theme name:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import ValidationError, best_match
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-COLOR_FIELDS = (
-    "primary",
-    "secondary",
-    "warning",
-    "error",
-    "success",
-    "accent",
-    "foreground",
-    "background",
-    "surface",
-    "panel",
-    "boost",
-)
-OTHER_FIELDS = {"name": str, "dark": bool, "luminosity_spread": float, "text_alpha": float}
-ALLOWED = {*COLOR_FIELDS, *OTHER_FIELDS, "variables", "ansi", "description"}
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+SCHEMA_PATH = Path(__file__).with_name("theme.schema.json")
 MAX_FILE_BYTES = 64 * 1024
 BUILTIN_ORDER = ("dark", "light", "high-contrast", "ansi-16")
 """The shipped themes, in the order the theme key cycles through them."""
@@ -80,61 +67,52 @@ def default_theme_dirs() -> list[Path]:
     return [package_theme_dir(), repo_theme_dir(), user_theme_dir()]
 
 
-def _colour(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise ThemeError(f"{where}: expected a colour string, got {type(value).__name__}")
-    try:
-        Color.parse(value)
-    except ColorParseError as e:
-        raise ThemeError(f"{where}: not a colour: {value!r}") from e
-    return value
+def _is_colour(value: object) -> bool:
+    return not isinstance(value, str) or isinstance(Color.parse(value), Color)
+
+
+@functools.cache
+def _schema() -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return schema
+
+
+@functools.cache
+def _validator() -> Draft202012Validator:
+    checker = FormatChecker(formats=())
+    checker.checks("textual-colour", raises=ColorParseError)(_is_colour)
+    return Draft202012Validator(_schema(), format_checker=checker)
+
+
+def _fault(error: ValidationError) -> str:
+    """One line for the schema's complaint, worded for someone editing the file."""
+    at = ".".join(str(p) for p in error.absolute_path)
+    if error.validator == "format":
+        what = f"not a colour: {error.instance!r}"
+    elif error.validator == "additionalProperties":
+        given = cast("Mapping[str, Any]", error.instance)
+        unknown = sorted(set(given) - set(_schema()["properties"]))
+        what = f"unknown keys {', '.join(unknown)}"
+    elif error.validator == "required":
+        what = error.message.replace("is a required property", "is required")
+    elif error.validator == "pattern":
+        what = "must be lower-case letters, digits, '-' or '_'"
+    else:
+        what = error.message
+    return f"{at}: {what}" if at else what
 
 
 def theme_from_mapping(data: Mapping[str, Any], where: str = "theme") -> Theme:
-    """Build and validate a :class:`Theme` from a decoded theme file.
+    """Build and validate a :class:`Theme` from a decoded theme file (``theme.schema.json``).
 
     Raises:
-        ThemeError: On unknown keys, a missing name or primary colour, a bad colour, or a colour
-            system Textual cannot generate.
+        ThemeError: On a file the schema rejects (unknown keys, a missing name or primary colour, a
+            bad colour) or a colour system Textual cannot generate.
     """
-    unknown = sorted(set(data) - ALLOWED)
-    if unknown:
-        raise ThemeError(f"{where}: unknown keys {', '.join(unknown)}")
-    name = data.get("name")
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise ThemeError(f"{where}: 'name' must be lower-case letters, digits, '-' or '_'")
-    if "primary" not in data:
-        raise ThemeError(f"{where}: 'primary' colour is required")
-    kwargs: dict[str, Any] = {"name": name}
-    for key in COLOR_FIELDS:
-        if key in data and data[key] is not None:
-            kwargs[key] = _colour(data[key], f"{where}: {key}")
-    if "dark" in data:
-        if not isinstance(data["dark"], bool):
-            raise ThemeError(f"{where}: 'dark' must be true or false")
-        kwargs["dark"] = data["dark"]
-    if "ansi" in data:
-        if not isinstance(data["ansi"], bool):
-            raise ThemeError(f"{where}: 'ansi' must be true or false")
-        kwargs["ansi"] = data["ansi"]
-    for key in ("luminosity_spread", "text_alpha"):
-        if key in data:
-            value = data[key]
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-                raise ThemeError(f"{where}: {key!r} must be a number from 0 to 1")
-            kwargs[key] = float(value)
-    variables = data.get("variables", {})
-    if not isinstance(variables, Mapping):
-        raise ThemeError(f"{where}: 'variables' must be an object")
-    checked: dict[str, str] = {}
-    for key, value in variables.items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise ThemeError(f"{where}: variables must map names to strings")
-        if key.endswith("text-style") or key.endswith("-style"):
-            checked[key] = value
-        else:
-            checked[key] = _colour(value, f"{where}: variables.{key}")
-    kwargs["variables"] = checked
+    error = best_match(_validator().iter_errors(data))
+    if error is not None:
+        raise ThemeError(f"{where}: {_fault(error)}")
+    kwargs = {k: v for k, v in data.items() if k != "description" and v is not None}
     theme = Theme(**kwargs)
     try:
         theme.to_color_system().generate()

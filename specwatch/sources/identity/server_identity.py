@@ -6,9 +6,7 @@ process behind the URL (when it runs on this machine) plus a native server's own
 
 from __future__ import annotations
 
-from typing import Any
-
-from specwatch.core.identity import ServerIdentity, to_json, with_build_info
+from specwatch.core.identity import ServerIdentity, with_build_info
 from specwatch.core.sanitize import sanitize_line
 from specwatch.core.server import Dialect, ServerInfo
 
@@ -70,20 +68,10 @@ def code_summary(identity: ServerIdentity | None) -> str:
     return sanitize_line(text)
 
 
-def process_json(identity: ServerIdentity | None) -> tuple[dict[str, Any] | None, str | None]:
-    """``(server.process, server.process_note)`` of a JSON document: the identity, or why not."""
-    if identity is None:
-        return None, "not read"
-    if identity.pid is None:
-        return None, "; ".join(identity.notes) or "the server process was not found"
-    return to_json(identity), None
-
-
 __all__ = [
     "code_parts",
     "code_summary",
     "commit_label",
     "identify",
-    "process_json",
     "with_server_build",
 ]
