@@ -8,7 +8,6 @@ imported by :func:`run_tui`.
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -286,14 +285,7 @@ def run_tui(args: argparse.Namespace) -> int:
     demo_wanted: bool = bool(getattr(args, "demo", False))
     if _is_fleet(args) and not demo_wanted:
         return _run_fleet(args)
-    # Start-up makes ~50k objects that live as long as the monitor; collecting while they
-    # pile up cost ~0.09 s before the first frame and freed next to nothing. The monitor
-    # turns the collector back on after its first frame (SpecwatchApp).
-    gc.disable()
-    try:
-        return _run_monitor(args, url, demo_wanted)
-    finally:
-        gc.enable()
+    return _run_monitor(args, url, demo_wanted)
 
 
 def _run_monitor(args: argparse.Namespace, url: str | None, demo_wanted: bool) -> int:
