@@ -17,7 +17,8 @@ from specwatch.sim.config import SimConfig
 from specwatch.sim.presets import preset
 from specwatch.sim.world import SimWorld
 from specwatch.sources.dialects import dialect_for
-from specwatch.sources.metrics.prom import Scrape, parse_metrics
+from specwatch.sources.metrics.parse import parse_metrics
+from specwatch.sources.metrics.prom import Scrape
 from specwatch.sources.metrics.window_builder import WindowBuilder
 from tests.sim_fixtures import ManualClock
 

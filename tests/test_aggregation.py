@@ -1,4 +1,4 @@
-"""The one aggregation rule of ``dialects/aggregation.py``, and vLLM's ``engine`` label under it.
+"""The one aggregation rule of ``sources/metrics/prom.py``, and vLLM's ``engine`` label under it.
 
 vLLM writes one series per data-parallel engine (``engine="0"``, ``engine="1"``, ...: the
 ``labelnames=["model_name", "engine"]`` of ``vllm/v1/metrics/loggers.py``); SGLang one per
@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
-from specwatch.sources.dialects import aggregation as agg
 from specwatch.sources.dialects import dialect_for
-from specwatch.sources.metrics.prom import parse_metrics
+from specwatch.sources.metrics import prom as agg
+from specwatch.sources.metrics.parse import parse_metrics
 from specwatch.sources.metrics.window_builder import WindowBuilder
 
 

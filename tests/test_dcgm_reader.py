@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-import specwatch.sources.metrics.prom_filter as prom_filter
+import specwatch.sources.metrics.parse as metrics_parse
 from specwatch.sources.dcgm.convert import to_sample
 from specwatch.sources.dcgm.parse import BLANK, DcgmReader, parse_dcgm
 from specwatch.sources.dcgm.source import DcgmGpuSource
@@ -32,7 +32,7 @@ def _no_parser(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(text: str) -> object:
         raise AssertionError(f"the parser was asked for {text[:80]!r}")
 
-    monkeypatch.setattr(prom_filter, "text_string_to_metric_families", refuse)
+    monkeypatch.setattr(metrics_parse, "text_string_to_metric_families", refuse)
 
 
 def test_a_later_poll_of_the_simulated_exporter_needs_no_parser(
@@ -109,7 +109,7 @@ def test_churning_series_and_names_do_not_grow_the_memory(
     import specwatch.sources.dcgm.parse as parse
 
     monkeypatch.setattr(parse, "MAX_SERIES", 10)
-    monkeypatch.setattr(prom_filter, "MAX_SERIES", 10)
+    monkeypatch.setattr(metrics_parse, "MAX_SERIES", 10)
     reader = DcgmReader()
     for poll in range(6):
         text = "".join(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from specwatch.core.server import Dialect, LatencyBucket, ServerInfo, SpecConfig
 from specwatch.sources.dialects.sglang_window import derive_sglang
-from specwatch.sources.metrics.prom import parse_metrics
+from specwatch.sources.metrics.parse import parse_metrics
 from specwatch.sources.metrics.window_builder import WindowBuilder
 
 LABELS = 'model_name="m",engine_type="unified"'

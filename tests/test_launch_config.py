@@ -20,7 +20,7 @@ from specwatch.core.server import Dialect, ServerInfo, SpecConfig
 from specwatch.sources.detect import detect
 from specwatch.sources.dialects.llamacpp import llamacpp_launch_facts
 from specwatch.sources.dialects.vllm import vllm_cache_config
-from specwatch.sources.metrics.prom import parse_metrics
+from specwatch.sources.metrics.parse import parse_metrics
 from tests.conftest import running_sim
 
 # As shared/tools/llama-server/start-llama-server.sh starts it (b1-0c1e570).

@@ -16,7 +16,7 @@ from specwatch.sources.detect import detect
 from specwatch.sources.dialects.sglang_window import derive_sglang
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import parse_endpoint
-from specwatch.sources.metrics.prom import parse_metrics
+from specwatch.sources.metrics.parse import parse_metrics
 from specwatch.sources.metrics.window_builder import WindowBuilder
 from specwatch.sources.watch.watcher import MetricsWatcher
 from specwatch.ui.model import MonitorModel

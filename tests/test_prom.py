@@ -8,7 +8,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specwatch.sources.metrics.prom import Histogram, Scrape, parse_metrics, series_key
+from specwatch.sources.metrics.parse import parse_metrics
+from specwatch.sources.metrics.prom import Histogram, Scrape, series_key
 
 GOOD = """\
 # HELP vllm:generation_tokens_total Number of generation tokens processed.
@@ -214,13 +215,13 @@ def test_minus_with_other_bounds_matches_by_bound() -> None:
 
 
 def test_remembered_answers_are_bounded() -> None:
-    from specwatch.sources.metrics import prom_replicas
+    from specwatch.sources.metrics import prom
 
-    for _ in range(2 * prom_replicas.REMEMBERED):  # each full parse: new labels, new keys
+    for _ in range(2 * prom.REMEMBERED):  # each full parse: new labels, new keys
         scrape = parse_metrics(GOOD)
         assert scrape.total("sglang:num_running_reqs") == 5.0
         assert scrape.histogram("vllm:inter_token_latency_seconds") is not None
-    for memo in (prom_replicas._kept, prom_replicas._bounds):
+    for memo in (prom._kept, prom._bounds):
         info = memo.cache_info()
-        assert info.maxsize == prom_replicas.REMEMBERED
-        assert info.currsize <= prom_replicas.REMEMBERED
+        assert info.maxsize == prom.REMEMBERED
+        assert info.currsize <= prom.REMEMBERED

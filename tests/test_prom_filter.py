@@ -9,8 +9,8 @@ import pytest
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
 from specwatch.sim.presets import preset
 from specwatch.sources.dialects import all_dialects, dialect_for
-from specwatch.sources.metrics.prom import Scrape, parse_metrics
-from specwatch.sources.metrics.prom_filter import MetricsReader
+from specwatch.sources.metrics.parse import MetricsReader, parse_metrics
+from specwatch.sources.metrics.prom import Scrape
 from specwatch.sources.metrics.window_builder import WindowBuilder
 from tests.exposition_cases import EXPOSITION_CASES, big_vllm_exposition, sim_exposition
 
@@ -132,9 +132,9 @@ def test_values_with_underscores_and_timestamps_follow_the_parser() -> None:
 
 
 def test_remembered_series_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    import specwatch.sources.metrics.prom_filter as prom_filter
+    import specwatch.sources.metrics.parse as metrics_parse
 
-    monkeypatch.setattr(prom_filter, "MAX_SERIES", 1)
+    monkeypatch.setattr(metrics_parse, "MAX_SERIES", 1)
     reader = MetricsReader(["vllm:x"])
     for _ in range(3):
         assert reader.parse(GROUP).total("vllm:x_total") == 12.0
@@ -142,9 +142,9 @@ def test_remembered_series_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_remembered_names_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    import specwatch.sources.metrics.prom_filter as prom_filter
+    import specwatch.sources.metrics.parse as metrics_parse
 
-    monkeypatch.setattr(prom_filter, "MAX_SERIES", 10)
+    monkeypatch.setattr(metrics_parse, "MAX_SERIES", 10)
     reader = MetricsReader(["vllm:x"])
     for poll in range(6):
         churn = "".join(f"other_{poll}_{i} 1\n" for i in range(8))  # new names every scrape
@@ -215,7 +215,7 @@ def test_a_body_that_differs_only_in_values_reads_as_a_fresh_reader_reads_it() -
 
 
 def test_only_changed_lines_are_read_on_a_diffable_body(monkeypatch: pytest.MonkeyPatch) -> None:
-    import specwatch.sources.metrics.prom_filter as prom_filter
+    import specwatch.sources.metrics.parse as metrics_parse
 
     reader = MetricsReader(["vllm:x"])
     reader.parse(GROUP)  # new series are read line by line ...
@@ -230,4 +230,4 @@ def test_only_changed_lines_are_read_on_a_diffable_body(monkeypatch: pytest.Monk
     assert got.total("vllm:x_total") == 13.0
     assert got.samples[0] is first.samples[0] and got.samples[1] is not first.samples[1]
     assert reader._last is not None
-    assert prom_filter._diff(GROUP.replace("X\n", "Y\n").split("\n"), reader._last) is None
+    assert metrics_parse._diff(GROUP.replace("X\n", "Y\n").split("\n"), reader._last) is None

@@ -41,7 +41,7 @@ from specwatch.core.draft_advisor import PlainBaseline, advice_json, advise
 from specwatch.core.step_cost import plain_steps
 from specwatch.session.advice_watch import Watched, watch_windows
 from specwatch.sources.http.endpoint import parse_endpoint
-from specwatch.sources.metrics.prom import parse_metrics
+from specwatch.sources.metrics.parse import parse_metrics
 from tests.realserver import llama_server_binary, running_llama_server
 
 WORDS = [

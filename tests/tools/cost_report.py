@@ -147,8 +147,7 @@ def metrics_rows(quick: bool) -> list[Row]:
     exposition and a vLLM with data-parallel engines that makes it about 400 KB."""
     from specwatch.sim.presets import preset
     from specwatch.sources.dialects import dialect_for
-    from specwatch.sources.metrics.prom import parse_metrics
-    from specwatch.sources.metrics.prom_filter import MetricsReader
+    from specwatch.sources.metrics.parse import MetricsReader, parse_metrics
     from tests.exposition_cases import sim_exposition
 
     repeats = 5 if quick else 30

@@ -3,7 +3,7 @@ the GPU samples NVML produces in :mod:`specwatch.sources.dcgm.convert`.
 
 Only ``DCGM_`` lines are parsed (a node exporter or the exporter's own Go metrics on the same
 port cost nothing). :class:`DcgmReader` reads them with the ``/metrics`` reader
-(:class:`~specwatch.sources.metrics.prom_filter.MetricsReader`): a series met for the first time
+(:class:`~specwatch.sources.metrics.metrics_parse.MetricsReader`): a series met for the first time
 goes through ``prometheus_client``'s parser, a known one costs a lookup and a ``float()``, and a
 line the parser rejects costs only itself. An exporter's label sets stay the same between polls,
 so a later poll of 8 GPUs costs about a thirtieth of a full parse
@@ -27,7 +27,7 @@ from specwatch.core.redaction import strip_userinfo
 from specwatch.core.sanitize import clean_labels, sanitize_line
 from specwatch.sources.dcgm.fields import BY_NAME, OLD_NAMES
 from specwatch.sources.http.endpoint import host_problem
-from specwatch.sources.metrics.prom_filter import MetricsReader
+from specwatch.sources.metrics.parse import MetricsReader
 
 DEFAULT_PORT = 9400
 NOT_EXPORTED = "n/s: not exported"

@@ -6,7 +6,7 @@ names changed between versions), how to ask for a stream and read its chunks, an
 accept length out of counter deltas over a benchmark run. The machinery in
 ``sources/{detect,metrics,stream}.py`` is the same for every server and asks the dialect.
 How a family's series combine across labels (replicas, parallel schedulers, breakdowns, series
-set apart) is one rule for every dialect, in :mod:`specwatch.sources.dialects.aggregation`.
+set apart) is one rule for every dialect, in :mod:`specwatch.sources.metrics.prom`.
 """
 
 from __future__ import annotations

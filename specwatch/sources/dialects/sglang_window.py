@@ -16,14 +16,14 @@ import re
 
 from specwatch.core.server import ServerInfo
 from specwatch.core.versions import version_tuple
-from specwatch.sources.dialects.aggregation import (
+from specwatch.sources.metrics.prom import (
+    Scrape,
     count,
     mean_of,
     per_scheduler,
     per_scheduler_delta,
     ratio_mean,
 )
-from specwatch.sources.metrics.prom import Scrape
 from specwatch.sources.metrics.window_builder import (
     WindowBuilder,
     delta,

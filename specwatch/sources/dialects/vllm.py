@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from specwatch.core.sanitize import sanitize_line
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
-from specwatch.sources.dialects.aggregation import count, ratio_mean
 from specwatch.sources.dialects.base import (
     ONE_CHUNK_PER_STEP,
     ServerDialect,
@@ -26,6 +25,7 @@ from specwatch.sources.identity.server_queries import (
     scrape_metrics,
     try_json,
 )
+from specwatch.sources.metrics.prom import count, ratio_mean
 from specwatch.sources.metrics.window_builder import (
     WindowBuilder,
     accept_length_from,

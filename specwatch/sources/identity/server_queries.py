@@ -13,7 +13,8 @@ from specwatch.core.redaction import WITHHELD, redact_value
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.limits import METRICS_LIMIT_BYTES
 from specwatch.sources.http.server_errors import ServerError
-from specwatch.sources.metrics.prom import Scrape, parse_metrics
+from specwatch.sources.metrics.parse import parse_metrics
+from specwatch.sources.metrics.prom import Scrape
 
 
 def redact_launch_args(args: Mapping[str, Any], client: ServerClient) -> dict[str, Any]:

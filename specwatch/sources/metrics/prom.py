@@ -1,28 +1,150 @@
-"""Prometheus text exposition: parsing (with ``prometheus_client``'s parser) and selection helpers.
+"""One parsed ``/metrics`` page (:class:`Scrape`), and the one rule for adding up its series.
 
-:func:`parse_metrics` never raises: on input the parser rejects, it parses line by line, keeps
-every sample it can and says what it dropped in :attr:`Scrape.error`.
+A :class:`Scrape` holds the page's samples indexed by name and answers a dialect's questions
+(a total, a mean, a histogram). Which series of a name count is decided here for every dialect:
+
+- **Replicas** (:data:`REPLICA_LABELS`: ``tp_rank``, ``pp_rank``, ``moe_ep_rank``) repeat the
+  same numbers (every tensor-parallel rank sees the same batch): counted once.
+- **Parallel schedulers** (:data:`SCHEDULER_LABELS`: SGLang's ``dp_rank``, vLLM's ``engine``)
+  are separate engines stepping side by side: counters and counts (requests, tokens, passes)
+  sum; a rate per step is worked out per scheduler and then combined (Δt / Δpasses of two
+  ranks stepping in parallel is not Δt over their summed passes); ratio gauges (KV usage, prefix
+  hit rate, accept length) are a mean over schedulers, never a sum.
+- **Breakdowns** (:data:`BREAKDOWN_LABELS`: SGLang's ``priority``) repeat a total split by a
+  label: with ``--enable-priority-scheduling`` SGLang 0.5.23 writes ``num_running_reqs`` once
+  with ``priority=""`` (the total) and again per priority. Where the total is there, the
+  breakdown is dropped; where only the breakdown is, it sums to the total.
+- **Series set apart** are not the serving engine's: another ``engine_type`` than the serving
+  one (SGLang writes ``unified``, ``prefill``, ``decode`` or ``dynamic``), or, for a gauge, extra
+  labels only some series carry (SGLang's ``--extra-metric-labels``): excluded.
+- Any other label (``mode``, ``is_streaming``, ``le``) partitions a counter: its series sum.
+
+Labels as SGLang writes them: ``scheduler_metrics_mixin.py`` ``init_metrics`` (0.5.23:
+``model_name``, ``engine_type``, ``tp_rank``, ``pp_rank``, ``moe_ep_rank``, ``priority=""``
+with priority scheduling, ``dp_rank`` when data-parallel, then the extra labels) and
+``metrics_collector.py`` ``QueueCount`` (the per-priority breakdown).
+
+Which series count and how a histogram's buckets line up depend only on the samples' labels,
+and a live watch asks about the same series every second: :class:`MetricsReader
+<specwatch.sources.metrics.parse.MetricsReader>` keeps one labels mapping per series from scrape
+to scrape, so the answers are remembered by the identity of those mappings (kept alive with the
+answer, so an identity cannot be reused while remembered). Samples built anew each time (a full
+parse) simply miss and are worked out as before.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import groupby, repeat
-from operator import add, itemgetter
-from typing import cast
+from operator import add, is_, itemgetter, lt
+from typing import NamedTuple, cast
 
-from prometheus_client.parser import text_string_to_metric_families
 
-from specwatch.sources.metrics.prom_replicas import (
-    _NO_BOUND,
-    bound,
-    bucket_bounds,
-    dedupe_replicas,
-)
-from specwatch.sources.metrics.sample import Sample
+class Sample(NamedTuple):
+    """One exposed sample (a named tuple: a scrape makes thousands, a tuple is cheap to make)."""
+
+    name: str
+    labels: Mapping[str, str]
+    value: float
+    key: str = ""
+    """The series as text (see :func:`~specwatch.sources.metrics.prom.series_key`); empty when
+    not worked out yet."""
+
+
+REPLICA_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank")
+"""Labels whose series repeat the same numbers (every TP rank sees the same batch): keep one."""
+REMEMBERED = 128
+"""Answers remembered per question (more than the names a dialect asks about per scrape)."""
+
+_LABELS = itemgetter(1)
+_NO_REPLICA_LABEL = frozenset(REPLICA_LABELS).isdisjoint
+"""Whether labels carry none of :data:`REPLICA_LABELS` (one C call per sample)."""
+_NO_BOUND = math.nan
+"""The bound of a bucket without a usable ``le`` (skipped)."""
+
+
+class _SameLabels:
+    """The labels mappings of a list of samples, equal to another such list only when it holds
+    the very same mappings (kept alive here, so an identity cannot be reused meanwhile)."""
+
+    __slots__ = ("_hash", "labels")
+
+    def __init__(self, samples: Sequence[Sample]) -> None:
+        self.labels: tuple[Mapping[str, str], ...] = tuple(map(_LABELS, samples))
+        self._hash = hash(tuple(map(id, self.labels)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, _SameLabels)
+            and len(other.labels) == len(self.labels)
+            and all(map(is_, other.labels, self.labels))
+        )
+
+
+def dedupe_replicas(samples: list[Sample]) -> list[Sample]:
+    """Keep, of series that differ only in replica labels, the lowest-ranked one.
+
+    The answer may be ``samples`` itself: callers must not change it.
+    """
+    if len(samples) < 2:
+        return samples
+    keep = _kept(_SameLabels(samples))
+    return samples if keep is None else [samples[i] for i in keep]
+
+
+@lru_cache(maxsize=REMEMBERED)
+def _kept(same: _SameLabels) -> tuple[int, ...] | None:
+    """Indexes of the samples :func:`dedupe_replicas` keeps (``None``: all)."""
+    labels = same.labels
+    if all(map(_NO_REPLICA_LABEL, labels)):
+        return None
+    best: dict[tuple[tuple[str, str], ...], int] = {}
+    for i, one in enumerate(labels):
+        group = tuple(sorted((k, v) for k, v in one.items() if k not in REPLICA_LABELS))
+        current = best.get(group)
+        if current is None or _rank_key(one) < _rank_key(labels[current]):
+            best[group] = i
+    return tuple(best.values())
+
+
+def _rank_key(labels: Mapping[str, str]) -> tuple[int, ...]:
+    key: list[int] = []
+    for label in REPLICA_LABELS:
+        value = labels.get(label, "0")
+        key.append(int(value) if value.isdigit() else 1 << 30)
+    return tuple(key)
+
+
+def bucket_bounds(buckets: list[Sample]) -> tuple[float, ...] | None:
+    """The ``le`` bounds of ``buckets`` when every one is usable and they strictly increase
+    (then each bucket is its own bound, in order); ``None`` otherwise."""
+    return _bounds(_SameLabels(buckets))
+
+
+@lru_cache(maxsize=REMEMBERED)
+def _bounds(same: _SameLabels) -> tuple[float, ...] | None:
+    bounds = tuple(bound(labels.get("le", "nan")) for labels in same.labels)
+    if all(le is not _NO_BOUND for le in bounds) and all(map(lt, bounds, bounds[1:])):
+        return bounds
+    return None
+
+
+@lru_cache(maxsize=4096)
+def bound(text: str) -> float:
+    """The bound an ``le`` label gives (:data:`_NO_BOUND` when it gives none)."""
+    try:
+        le = float(text)
+    except ValueError:
+        return _NO_BOUND
+    return _NO_BOUND if math.isnan(le) else le
+
 
 LabelMatch = Mapping[str, "str | re.Pattern[str]"]
 
@@ -235,89 +357,119 @@ def _matches(labels: Mapping[str, str], where: LabelMatch | None) -> bool:
     return True
 
 
-def _families(text: str) -> tuple[list[Sample], dict[str, str]]:
-    samples: list[Sample] = []
-    types: dict[str, str] = {}
-    for family in text_string_to_metric_families(text):
-        types[family.name] = family.type
-        for s in family.samples:
-            labels = dict(s.labels)
-            samples.append(Sample(s.name, labels, float(s.value), make_series_key(s.name, labels)))
-    return samples, types
+SCHEDULER_LABELS = ("dp_rank", "engine")
+"""Labels of parallel schedulers: SGLang's data-parallel ranks, vLLM's data-parallel engines."""
+BREAKDOWN_LABELS = ("priority",)
+"""Labels that split a total the server also writes (as the empty value or no label)."""
+SERVING_ENGINE_TYPES = ("unified", "decode", "dynamic", "prefill")
+"""SGLang ``engine_type`` values, the serving one first: a server writes one; where a scrape
+holds several (a PD pair behind one exporter) the decode side is where tokens are generated."""
+
+_NOT_IDENTITY = frozenset((*REPLICA_LABELS, *SCHEDULER_LABELS))
 
 
-def parse_metrics(text: str) -> Scrape:
-    """Parse a Prometheus text exposition; never raises.
+def series(scrape: Scrape, name: str, where: LabelMatch | None = None) -> list[Sample]:
+    """The series of ``name`` that count: replicas once, the serving engine type only, a
+    breakdown dropped when its total is there."""
+    found = scrape.select(name, where)
+    if len(found) < 2:
+        return found
+    found = _serving_engine_type(found)
+    for label in BREAKDOWN_LABELS:
+        if any(not s.labels.get(label) for s in found) and any(s.labels.get(label) for s in found):
+            found = [s for s in found if not s.labels.get(label)]
+    return dedupe_replicas(found)
 
-    When ``prometheus_client`` rejects the text as a whole, every line is parsed on its own
-    (with its family's ``# TYPE`` line), so one bad or truncated line costs only itself.
+
+def gauge_series(scrape: Scrape, name: str, where: LabelMatch | None = None) -> list[Sample]:
+    """:func:`series` of a gauge, less series set apart by labels only some carry.
+
+    Of the groups of series alike but for scheduler labels, the one with the fewest labels
+    (then the most series) is the serving engine's.
     """
-    try:
-        samples, types = _families(text)
-        return Scrape(tuple(samples), types)
-    except Exception as exc:  # the parser raises assorted types on bad input
-        first_error = _describe(exc)
-    samples = []
-    types = {}
-    bad: list[str] = []
-    type_line: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
-        if line.startswith("#"):
-            parts = line.split(None, 3)
-            if len(parts) >= 4 and parts[1] == "TYPE":
-                type_line[parts[2]] = line
-            continue
-        name = re.split(r"[\s{]", line, maxsplit=1)[0]
-        header = _type_header_for(name, type_line)
-        try:
-            got, got_types = _families(f"{header}{line}\n")
-        except Exception:
-            bad.append(line)
-            continue
-        samples.extend(got)
-        for fam, typ in got_types.items():
-            types.setdefault(fam, typ)
-    error = (
-        unparseable_note(bad)
-        if bad
-        else f"/metrics parse error ({first_error}); recovered line by line"
-    )
-    return Scrape(tuple(samples), types, error)
+    found = series(scrape, name, where)
+    groups: dict[frozenset[tuple[str, str]], list[Sample]] = {}
+    for s in found:
+        key = frozenset((k, v) for k, v in s.labels.items() if k not in _NOT_IDENTITY)
+        groups.setdefault(key, []).append(s)
+    if len(groups) < 2:
+        return found
+    return min(groups.items(), key=lambda kv: (len(kv[0]), -len(kv[1])))[1]
 
 
-def unparseable_note(bad: list[str]) -> str:
-    """What a scrape says about the lines it could not parse (``bad`` is not empty)."""
-    shown = bad[0]
-    if len(shown) > 60:
-        shown = shown[:57] + "..."
-    return f"{len(bad)} unparseable line(s) in /metrics, first: {shown!r}"
+def count(scrape: Scrape, name: str, where: LabelMatch | None = None) -> float | None:
+    """A counter or count summed over schedulers and partitions (``None``: no series)."""
+    found = series(scrape, name, where)
+    return math.fsum(s.value for s in found) if found else None
 
 
-def _type_header_for(name: str, type_line: Mapping[str, str]) -> str:
-    for suffix in ("", "_total", "_bucket", "_sum", "_count", "_created"):
-        if suffix and not name.endswith(suffix):
-            continue
-        base = name[: len(name) - len(suffix)] if suffix else name
-        for candidate in (base, base + "_total") if suffix != "_total" else (name, base):
-            if candidate in type_line:
-                return type_line[candidate] + "\n"
-    return ""
+def ratio_mean(scrape: Scrape, name: str, where: LabelMatch | None = None) -> float | None:
+    """A ratio gauge as the mean over schedulers (``NaN`` series left out; ``None``: none)."""
+    values = [s.value for s in gauge_series(scrape, name, where) if math.isfinite(s.value)]
+    return math.fsum(values) / len(values) if values else None
 
 
-def _describe(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= 80 else text[:77] + "..."
+def per_scheduler(
+    scrape: Scrape, name: str, where: LabelMatch | None = None
+) -> dict[tuple[str, ...], float]:
+    """Scheduler (its :data:`SCHEDULER_LABELS` values) -> ``name`` summed over its partitions."""
+    out: dict[tuple[str, ...], float] = {}
+    for s in series(scrape, name, where):
+        key = scheduler_of(s.labels)
+        out[key] = out.get(key, 0.0) + s.value
+    return out
+
+
+def scheduler_of(labels: Mapping[str, str]) -> tuple[str, ...]:
+    """Which parallel scheduler wrote a series (``("", "")`` for a lone one)."""
+    return tuple(labels.get(label, "") for label in SCHEDULER_LABELS)
+
+
+def per_scheduler_delta(
+    cur: Scrape, prev: Scrape, name: str, where: LabelMatch | None = None
+) -> dict[tuple[str, ...], float]:
+    """Scheduler -> ``cur − prev`` of a counter (a scheduler new in ``cur`` counts from 0)."""
+    before = per_scheduler(prev, name, where)
+    return {k: v - before.get(k, 0.0) for k, v in per_scheduler(cur, name, where).items()}
+
+
+def mean_of(values: Iterable[float]) -> float | None:
+    """The mean of ``values`` (``None`` when there are none)."""
+    got = list(values)
+    return math.fsum(got) / len(got) if got else None
+
+
+def _serving_engine_type(found: list[Sample]) -> list[Sample]:
+    kinds = {s.labels.get("engine_type") for s in found}
+    if len(kinds) < 2:
+        return found
+    serving = next((k for k in SERVING_ENGINE_TYPES if k in kinds), None)
+    if serving is None:
+        serving = min(k for k in kinds if k is not None)
+    return [s for s in found if s.labels.get("engine_type", serving) == serving]
 
 
 __all__ = [
+    "BREAKDOWN_LABELS",
+    "REMEMBERED",
+    "REPLICA_LABELS",
+    "SCHEDULER_LABELS",
+    "SERVING_ENGINE_TYPES",
     "Histogram",
     "LabelMatch",
+    "Sample",
     "Scrape",
+    "bound",
+    "bucket_bounds",
+    "count",
+    "dedupe_replicas",
+    "gauge_series",
     "make_series_key",
-    "parse_metrics",
+    "mean_of",
+    "per_scheduler",
+    "per_scheduler_delta",
+    "ratio_mean",
+    "scheduler_of",
+    "series",
     "series_key",
-    "unparseable_note",
 ]

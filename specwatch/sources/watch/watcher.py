@@ -22,9 +22,8 @@ from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.limits import METRICS_LIMIT_BYTES
 from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.http.untrusted import clean_notes
-from specwatch.sources.metrics.prom import Scrape, parse_metrics, series_key
-from specwatch.sources.metrics.prom_filter import MetricsReader
-from specwatch.sources.metrics.sample import Sample
+from specwatch.sources.metrics.parse import MetricsReader, parse_metrics
+from specwatch.sources.metrics.prom import Sample, Scrape, series_key
 from specwatch.sources.metrics.window_builder import WindowBuilder
 
 _COUNTER_SUFFIXES = ("_total", "_count", "_sum")

@@ -1,4 +1,8 @@
-"""Read only the ``/metrics`` families specwatch uses; ``prometheus_client`` parses what is kept.
+"""The ``/metrics`` exposition parsed: in full (:func:`parse_metrics`, never raising), or only
+the families specwatch uses (:class:`MetricsReader`); ``prometheus_client`` parses what is kept.
+
+:func:`parse_metrics`: on input the parser rejects, it parses line by line, keeps every sample
+it can and says what it dropped in ``Scrape.error``.
 
 A busy vLLM with data-parallel engines exposes hundreds of kilobytes, most of it histograms no
 pane reads; ``prometheus_client`` parses about 30 µs per line. :class:`MetricsReader` picks
@@ -10,15 +14,93 @@ goes to the parser again, so what the parser rejects is still reported as unpars
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from itertools import compress
 from operator import ne
 from typing import cast
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from specwatch.sources.metrics.prom import Scrape, make_series_key, unparseable_note
-from specwatch.sources.metrics.sample import Sample
+from specwatch.sources.metrics.prom import Sample, Scrape, make_series_key
+
+
+def _families(text: str) -> tuple[list[Sample], dict[str, str]]:
+    samples: list[Sample] = []
+    types: dict[str, str] = {}
+    for family in text_string_to_metric_families(text):
+        types[family.name] = family.type
+        for s in family.samples:
+            labels = dict(s.labels)
+            samples.append(Sample(s.name, labels, float(s.value), make_series_key(s.name, labels)))
+    return samples, types
+
+
+def parse_metrics(text: str) -> Scrape:
+    """Parse a Prometheus text exposition; never raises.
+
+    When ``prometheus_client`` rejects the text as a whole, every line is parsed on its own
+    (with its family's ``# TYPE`` line), so one bad or truncated line costs only itself.
+    """
+    try:
+        samples, types = _families(text)
+        return Scrape(tuple(samples), types)
+    except Exception as exc:  # the parser raises assorted types on bad input
+        first_error = _describe(exc)
+    samples = []
+    types = {}
+    bad: list[str] = []
+    type_line: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            if len(parts) >= 4 and parts[1] == "TYPE":
+                type_line[parts[2]] = line
+            continue
+        name = re.split(r"[\s{]", line, maxsplit=1)[0]
+        header = _type_header_for(name, type_line)
+        try:
+            got, got_types = _families(f"{header}{line}\n")
+        except Exception:
+            bad.append(line)
+            continue
+        samples.extend(got)
+        for fam, typ in got_types.items():
+            types.setdefault(fam, typ)
+    error = (
+        unparseable_note(bad)
+        if bad
+        else f"/metrics parse error ({first_error}); recovered line by line"
+    )
+    return Scrape(tuple(samples), types, error)
+
+
+def unparseable_note(bad: list[str]) -> str:
+    """What a scrape says about the lines it could not parse (``bad`` is not empty)."""
+    shown = bad[0]
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return f"{len(bad)} unparseable line(s) in /metrics, first: {shown!r}"
+
+
+def _type_header_for(name: str, type_line: Mapping[str, str]) -> str:
+    for suffix in ("", "_total", "_bucket", "_sum", "_count", "_created"):
+        if suffix and not name.endswith(suffix):
+            continue
+        base = name[: len(name) - len(suffix)] if suffix else name
+        for candidate in (base, base + "_total") if suffix != "_total" else (name, base):
+            if candidate in type_line:
+                return type_line[candidate] + "\n"
+    return ""
+
+
+def _describe(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 80 else text[:77] + "..."
+
 
 _KEEP, _SKIP = 1, 0
 _SKIPPED, _OTHER = -1, -2
@@ -364,4 +446,4 @@ def _family_name(declared_name: str, type_line: str) -> str:
     return declared_name
 
 
-__all__ = ["MAX_SERIES", "MetricsReader"]
+__all__ = ["MAX_SERIES", "MetricsReader", "parse_metrics", "unparseable_note"]
