@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 
 from specwatch.core.server import Dialect, ServerInfo
-from specwatch.sources.dialects import all_dialects, dialect_for, dialect_owning
-from specwatch.sources.dialects.base import ServerDialect, StreamRequest
+from specwatch.sources.dialects.base import (
+    ServerDialect,
+    StreamRequest,
+    all_dialects,
+    dialect_for,
+    dialect_owning,
+)
 
 
 def test_every_dialect_has_exactly_one_module() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
 from specwatch.sim.presets import preset
-from specwatch.sources.dialects import all_dialects, dialect_for
+from specwatch.sources.dialects.base import all_dialects, dialect_for
 from specwatch.sources.metrics.parse import MetricsReader, parse_metrics
 from specwatch.sources.metrics.prom import Scrape
 from specwatch.sources.metrics.window_builder import WindowBuilder

@@ -17,7 +17,7 @@ import pytest
 
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
 from specwatch.core.versions import version_tuple
-from specwatch.sources.dialects import dialect_for
+from specwatch.sources.dialects.base import dialect_for
 from specwatch.sources.metrics.parse import parse_metrics
 from specwatch.sources.metrics.window_builder import WindowBuilder
 

@@ -182,7 +182,7 @@ class _Benchmark:
         )
         if warmup:
             return run
-        from specwatch.sources.dialects import dialect_for
+        from specwatch.sources.dialects.base import dialect_for
 
         deltas: dict[str, float] = {}
         if before is not None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from specwatch.core.server import Dialect, ServerInfo, model_card
 from specwatch.core.values import as_int
-from specwatch.sources.dialects import ServerDialect, all_dialects, dialect_for, dialect_owning
+from specwatch.sources.dialects.base import ServerDialect, all_dialects, dialect_for, dialect_owning
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.http.untrusted import clean_info

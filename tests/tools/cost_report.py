@@ -146,7 +146,7 @@ def metrics_rows(quick: bool) -> list[Row]:
     """µs per later scrape (a live watch's steady state) beside the full parse, for SGLang's
     exposition and a vLLM with data-parallel engines that makes it about 400 KB."""
     from specwatch.sim.presets import preset
-    from specwatch.sources.dialects import dialect_for
+    from specwatch.sources.dialects.base import dialect_for
     from specwatch.sources.metrics.parse import MetricsReader, parse_metrics
     from tests.exposition_cases import sim_exposition
 

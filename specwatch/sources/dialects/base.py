@@ -1,4 +1,4 @@
-"""The protocol every server dialect implements, and the registry's view of it.
+"""The protocol every server dialect implements, and the registry that finds them.
 
 A dialect is everything specwatch knows about one server family: how to recognise it and read
 its speculative setup, which ``/metrics`` series give which windowed number (and how their
@@ -7,13 +7,22 @@ accept length out of counter deltas over a benchmark run. The machinery in
 ``sources/{detect,metrics,stream}.py`` is the same for every server and asks the dialect.
 How a family's series combine across labels (replicas, parallel schedulers, breakdowns, series
 set apart) is one rule for every dialect, in :mod:`specwatch.sources.metrics.prom`.
+
+A module of this package that binds a :class:`ServerDialect` to the name ``DIALECT`` is a
+dialect; the registry (:func:`all_dialects`) imports every module of the package and keeps
+those. Adding a server is one module here (plus its member of
+:class:`specwatch.core.server.Dialect`).
 """
 
 from __future__ import annotations
 
 import abc
+import functools
+import importlib
+import pkgutil
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from specwatch.core.server import Dialect, ServerInfo
@@ -170,4 +179,46 @@ class ServerDialect(abc.ABC):
         return None
 
 
-__all__ = ["ONE_CHUNK_PER_STEP", "SIDE_EVERY_S", "ServerDialect", "StreamPlan", "StreamRequest"]
+@functools.cache
+def all_dialects() -> tuple[ServerDialect, ...]:
+    """Every dialect, in the order they are asked to recognise a server."""
+    found: list[ServerDialect] = []
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        module = importlib.import_module(f"{__package__}.{info.name}")
+        dialect = getattr(module, "DIALECT", None)
+        if isinstance(dialect, ServerDialect):
+            found.append(dialect)
+    return tuple(sorted(found, key=lambda d: (d.fingerprint_order, d.dialect.value)))
+
+
+def dialect_for(dialect: Dialect) -> ServerDialect:
+    """The module that speaks ``dialect``.
+
+    Raises:
+        KeyError: No module speaks it.
+    """
+    for candidate in all_dialects():
+        if candidate.dialect is dialect:
+            return candidate
+    raise KeyError(f"no module in specwatch.sources.dialects speaks {dialect.value}")
+
+
+def dialect_owning(owner: str) -> ServerDialect | None:
+    """The dialect a ``/v1/models`` ``owned_by`` value names, if any."""
+    owner = owner.lower()
+    for candidate in all_dialects():
+        if owner in candidate.owned_by:
+            return candidate
+    return None
+
+
+__all__ = [
+    "ONE_CHUNK_PER_STEP",
+    "SIDE_EVERY_S",
+    "ServerDialect",
+    "StreamPlan",
+    "StreamRequest",
+    "all_dialects",
+    "dialect_for",
+    "dialect_owning",
+]

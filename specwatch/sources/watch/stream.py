@@ -17,8 +17,7 @@ import httpx
 import orjson
 
 from specwatch.core.server import ChunkArrival, ServerInfo, StreamResult
-from specwatch.sources.dialects import dialect_for
-from specwatch.sources.dialects.base import StreamRequest
+from specwatch.sources.dialects.base import StreamRequest, dialect_for
 from specwatch.sources.http.body import TooLarge, bounded_lines
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import redact

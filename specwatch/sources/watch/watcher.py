@@ -16,8 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from specwatch.core.server import MetricsWindow, ServerInfo
-from specwatch.sources.dialects import dialect_for
-from specwatch.sources.dialects.base import SIDE_EVERY_S
+from specwatch.sources.dialects.base import SIDE_EVERY_S, dialect_for
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.limits import METRICS_LIMIT_BYTES
 from specwatch.sources.http.server_errors import ServerError
