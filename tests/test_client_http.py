@@ -11,9 +11,8 @@ from contextlib import asynccontextmanager
 import httpx
 import pytest
 
-from specwatch.sources.http.client import ServerClient
+from specwatch.sources.http.client import METRICS_LIMIT_BYTES, ServerClient
 from specwatch.sources.http.endpoint import Endpoint
-from specwatch.sources.http.limits import METRICS_LIMIT_BYTES
 from specwatch.sources.http.server_errors import ServerError
 
 Handler = Callable[[int, bytes], bytes | None]

@@ -103,7 +103,7 @@ def test_a_zlib_bomb_in_a_recording_is_not_inflated(tmp_path: Path) -> None:
 async def test_gzip_and_deflate_bodies_still_decode() -> None:
     import httpx
 
-    from specwatch.sources.http.body import read_limited
+    from specwatch.sources.http.client import read_limited
 
     plain = b'{"ok": true}' * 10_000
     raw = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from specwatch.core.server import ChunkArrival, Dialect, ServerInfo, SpecConfig, StreamResult
-from specwatch.sources.http.body import TooLarge, bounded_lines
+from specwatch.sources.http.client import TooLarge, bounded_lines
 from specwatch.sources.streams.figures import (
     CUT_STEP_NOTE,
     TOKENS_PER_STEP_NOTE,

@@ -23,8 +23,8 @@ from specwatch.session.events import (
     ServerWaiting,
     SessionEvent,
 )
+from specwatch.sources.http.client import POLL_DEADLINE_S
 from specwatch.sources.http.endpoint import Endpoint
-from specwatch.sources.http.limits import POLL_DEADLINE_S
 
 if TYPE_CHECKING:
     from specwatch.core.identity import ServerIdentity

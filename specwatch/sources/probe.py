@@ -24,9 +24,8 @@ from specwatch.core.values import to_jsonable
 from specwatch.sources import probe_gpus
 from specwatch.sources.detect import detect, wait_ready
 from specwatch.sources.host import HostSampler
-from specwatch.sources.http.client import ServerClient
+from specwatch.sources.http.client import PROBE_DEADLINE_S, ServerClient
 from specwatch.sources.http.endpoint import Endpoint
-from specwatch.sources.http.limits import PROBE_DEADLINE_S
 from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.identity.server_identity import identify as identify_server
 from specwatch.sources.watch.stream import stream_completion

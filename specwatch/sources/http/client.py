@@ -1,7 +1,28 @@
-"""The HTTP client for one inference server: the only place that creates ``httpx`` clients.
+"""The HTTP client for one inference server: the only place that creates ``httpx`` clients, and
+how long and how much it will take from a server (deadlines and size limits).
 
 Every failure becomes a :class:`ServerError` whose ``str`` is one clear line, e.g.
 ``cannot connect to http://127.0.0.1:8000: connection refused``; the API key is never in it.
+
+Every request has a wall-clock deadline besides the read timeout (``--timeout`` bounds each
+read; a server dripping one byte a second never trips it). The defaults fit each use and
+``--deadline`` overrides them:
+
+==============================  =====================================================
+use                             deadline
+==============================  =====================================================
+``probe``                       60 s for each request, the stream included
+the TUI's polls                 5 s for each request (detection and ``/metrics``)
+a benchmark run's stream        60 s + 0.25 s × ``max_tokens`` (2048 tokens: 572 s)
+any other request               60 s
+==============================  =====================================================
+
+Every body is read as a stream and reading stops past its limit, so memory stays bounded
+whatever the server sends: JSON answers 16 MiB, one ``/metrics`` scrape 8 MiB, one SSE line
+1 MiB; of an error answer only the first 64 KiB are read (an excerpt is all that is shown). A
+``Content-Length`` over the limit is refused before reading a byte. A gzip or deflate body is
+inflated here, at most :data:`INFLATE_CHUNK` bytes at a time (httpx inflates each network chunk
+whole: 64 KiB of a gzip bomb is 64 MB), so inflating stops at the limit too.
 """
 
 from __future__ import annotations
@@ -10,6 +31,7 @@ import asyncio
 import base64
 import contextlib
 import functools
+import zlib
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -20,22 +42,185 @@ import httpx
 import orjson
 
 from specwatch.core.sanitize import sanitize_line
+from specwatch.core.values import as_int
 from specwatch.sources.http.banner import banner_message, sniff_banner
-from specwatch.sources.http.body import TooLarge, detached, read_limited
 from specwatch.sources.http.endpoint import Endpoint, redact
-from specwatch.sources.http.limits import (
-    BODY_LIMIT_BYTES,
-    ERROR_BODY_LIMIT_BYTES,
-    REQUEST_DEADLINE_S,
-    deadline_hint,
-    too_large,
-)
 from specwatch.sources.http.server_errors import (
     ServerError,
     body_excerpt,
     error_for_exception,
     error_for_status,
 )
+
+MIB = 1024 * 1024
+
+BODY_LIMIT_BYTES = 16 * MIB
+"""A JSON answer (``/v1/models``, ``/server_info``, ``/version``...)."""
+METRICS_LIMIT_BYTES = 8 * MIB
+"""One ``/metrics`` scrape (real servers send well under 1 MiB)."""
+SSE_LINE_LIMIT_BYTES = 1 * MIB
+"""One line (event) of a stream."""
+ERROR_BODY_LIMIT_BYTES = 64 * 1024
+"""What is read of an error answer; the rest is not needed for the excerpt."""
+
+REQUEST_DEADLINE_S = 60.0
+"""Any request without a more specific deadline."""
+PROBE_DEADLINE_S = 60.0
+"""``specwatch probe``: each request, the stream included."""
+POLL_DEADLINE_S = 5.0
+"""The live session's (TUI's) requests: a poll must never hold the monitor for long."""
+RUN_FIXED_S = 60.0
+"""A benchmark stream's fixed allowance (queueing, prefill)..."""
+RUN_PER_TOKEN_S = 0.25
+"""...plus this per requested token (a server slower than 4 tokens/s is reported)."""
+
+
+def run_deadline(max_tokens: int) -> float:
+    """The default wall-clock deadline of one stream of ``max_tokens`` tokens."""
+    return RUN_FIXED_S + RUN_PER_TOKEN_S * max(0, max_tokens)
+
+
+def mib(n: float) -> str:
+    """``n`` bytes in MiB, e.g. ``"47.7"`` or ``"8"``."""
+    value = n / MIB
+    return f"{value:.0f}" if value >= 10 or value == int(value) else f"{value:.1f}"
+
+
+def too_large(what: str, size: int | None, limit: int) -> str:
+    """The one line for an answer over its limit; ``size`` is ``None`` when unknown."""
+    shown = f"{mib(size)} MiB" if size is not None else f"over {mib(limit)} MiB"
+    return f"{what}: answer too large ({shown}, limit {mib(limit)} MiB)"
+
+
+def deadline_hint(deadline_s: float) -> str:
+    """The end of a deadline message: how long, and how to allow more."""
+    return f"within the {deadline_s:g} s deadline (--deadline S allows more)"
+
+
+class TooLarge(Exception):
+    """A body or line went over its limit; ``size`` is the announced size when known."""
+
+    def __init__(self, size: int | None, limit: int) -> None:
+        super().__init__(f"{size} > {limit}")
+        self.size = size
+        self.limit = limit
+
+
+INFLATE_CHUNK = 1 << 20
+"""Most bytes one step of inflating produces."""
+_WBITS = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}
+
+
+async def decoded_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The decoded body of a streamed ``response``, gzip and deflate inflated in chunks of at
+    most :data:`INFLATE_CHUNK` bytes (other encodings as ``httpx`` decodes them).
+
+    Raises:
+        httpx.DecodingError: The body is not what its ``Content-Encoding`` says.
+        httpx.HTTPError: Reading failed.
+    """
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    wbits = _WBITS.get(encoding)
+    if wbits is None or response.is_stream_consumed:  # read already (a test's mock): decoded
+        async for chunk in response.aiter_bytes():
+            yield chunk
+        return
+    inflater = zlib.decompressobj(wbits)
+    first = True
+    async for raw in response.aiter_raw():
+        pending = raw
+        while pending and not inflater.eof:
+            try:
+                out = inflater.decompress(pending, INFLATE_CHUNK)
+            except zlib.error as exc:
+                if first and encoding == "deflate":  # raw deflate, without the zlib header
+                    inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+                    continue
+                raise httpx.DecodingError(f"bad {encoding} body: {exc}") from None
+            first = False
+            pending = inflater.unconsumed_tail
+            if out:
+                yield out
+        if inflater.eof:
+            return
+
+
+def announced_size(response: httpx.Response) -> int | None:
+    """The ``Content-Length`` of ``response`` (``None`` when absent or not a number)."""
+    if "content-encoding" in response.headers:
+        return None  # the decoded size is what counts
+    return as_int(response.headers.get("content-length"), digits=True)
+
+
+async def read_limited(response: httpx.Response, limit: int, *, truncate: bool = False) -> bytes:
+    """The (decoded) body of a streamed ``response``, at most ``limit`` bytes.
+
+    Raises:
+        TooLarge: The body is longer than ``limit`` (unless ``truncate``: then the first
+            ``limit`` bytes are returned).
+        httpx.HTTPError: Reading failed.
+    """
+    size = announced_size(response)
+    if size is not None and size > limit and not truncate:
+        raise TooLarge(size, limit)
+    parts: list[bytes] = []
+    got = 0
+    async for chunk in decoded_chunks(response):
+        parts.append(chunk)
+        got += len(chunk)
+        if got > limit:
+            if truncate:
+                return b"".join(parts)[:limit]
+            raise TooLarge(size, limit)
+    return b"".join(parts)
+
+
+def detached(response: httpx.Response, body: bytes) -> httpx.Response:
+    """A plain response with ``body`` as its (already decoded) content."""
+    headers = [
+        (k, v)
+        for k, v in response.headers.multi_items()
+        if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+    ]
+    return httpx.Response(
+        response.status_code,
+        headers=headers,
+        content=body,
+        request=response.request,
+        extensions={"reason_phrase": response.reason_phrase.encode("latin-1", "replace")},
+    )
+
+
+async def bounded_lines(response: httpx.Response, limit: int) -> AsyncIterator[str]:
+    """The lines of a streamed body (``\\n``, ``\\r\\n`` or ``\\r`` ended), each under ``limit``.
+
+    Raises:
+        TooLarge: One line grew past ``limit`` bytes before its end arrived.
+    """
+    pending = b""
+    async for chunk in decoded_chunks(response):
+        pending += chunk
+        # A chunk ending in \r may be half of a \r\n: wait for the next byte before splitting,
+        # or the \n that follows would end one more (empty) line.
+        held = pending.endswith(b"\r")
+        if held:
+            pending = pending[:-1]
+        if b"\r" in pending:
+            pending = pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if len(line) > limit:
+                raise TooLarge(len(line), limit)
+            yield line.decode("utf-8", "replace")
+        if len(pending) > limit:
+            raise TooLarge(None, limit)
+        if held:
+            pending += b"\r"
+    if pending.endswith(b"\r"):
+        yield pending[:-1].decode("utf-8", "replace")
+    elif pending:
+        yield pending.decode("utf-8", "replace")
+
 
 MAX_REDIRECTS = 5
 ACCEPT_ENCODING = "identity"
@@ -68,7 +253,7 @@ class ServerClient:
         self.timeout_s = timeout_s
         self.deadline_s = deadline_s
         """Wall-clock limit of each request (``--deadline``); ``None``: the default per use
-        (:mod:`specwatch.sources.http.limits`)."""
+        (the deadlines above)."""
         headers = {**endpoint.headers(), "Accept-Encoding": ACCEPT_ENCODING}
         if endpoint.basic_auth is not None:
             headers["Authorization"] = _basic_auth(*endpoint.basic_auth)
@@ -370,4 +555,26 @@ def _basic_auth(user: str, password: str) -> str:
     return f"Basic {token}"
 
 
-__all__ = ["ServerClient"]
+__all__ = [
+    "BODY_LIMIT_BYTES",
+    "ERROR_BODY_LIMIT_BYTES",
+    "METRICS_LIMIT_BYTES",
+    "MIB",
+    "POLL_DEADLINE_S",
+    "PROBE_DEADLINE_S",
+    "REQUEST_DEADLINE_S",
+    "RUN_FIXED_S",
+    "RUN_PER_TOKEN_S",
+    "SSE_LINE_LIMIT_BYTES",
+    "ServerClient",
+    "TooLarge",
+    "announced_size",
+    "bounded_lines",
+    "deadline_hint",
+    "decoded_chunks",
+    "detached",
+    "mib",
+    "read_limited",
+    "run_deadline",
+    "too_large",
+]

@@ -10,8 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from specwatch.core.redaction import WITHHELD, redact_value
-from specwatch.sources.http.client import ServerClient
-from specwatch.sources.http.limits import METRICS_LIMIT_BYTES
+from specwatch.sources.http.client import METRICS_LIMIT_BYTES, ServerClient
 from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.metrics.parse import parse_metrics
 from specwatch.sources.metrics.prom import Scrape

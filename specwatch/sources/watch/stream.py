@@ -18,15 +18,16 @@ import orjson
 
 from specwatch.core.server import ChunkArrival, ServerInfo, StreamResult
 from specwatch.sources.dialects.base import StreamRequest, dialect_for
-from specwatch.sources.http.body import TooLarge, bounded_lines
-from specwatch.sources.http.client import ServerClient
-from specwatch.sources.http.endpoint import redact
-from specwatch.sources.http.limits import (
+from specwatch.sources.http.client import (
     SSE_LINE_LIMIT_BYTES,
+    ServerClient,
+    TooLarge,
+    bounded_lines,
     deadline_hint,
     run_deadline,
     too_large,
 )
+from specwatch.sources.http.endpoint import redact
 from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.streams.accumulator import StreamAccumulator
 from specwatch.sources.streams.figures import (

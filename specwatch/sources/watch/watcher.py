@@ -17,8 +17,7 @@ from typing import Any
 
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.sources.dialects.base import SIDE_EVERY_S, dialect_for
-from specwatch.sources.http.client import ServerClient
-from specwatch.sources.http.limits import METRICS_LIMIT_BYTES
+from specwatch.sources.http.client import METRICS_LIMIT_BYTES, ServerClient
 from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.http.untrusted import clean_notes
 from specwatch.sources.metrics.parse import MetricsReader, parse_metrics
