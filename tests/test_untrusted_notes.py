@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from specwatch.core.sanitize import sanitize_line
-from specwatch.sources.http import untrusted
-from specwatch.sources.http.untrusted import FIELD_LIMIT, NOTE_LIMIT, clean_notes
+from specwatch.core import sanitize
+from specwatch.core.sanitize import FIELD_LIMIT, NOTE_LIMIT, clean_notes, sanitize_line
 
 HOSTILE = {
     "error\x1b[31m": "boom\x07\nsecond line\r\x1b]0;title\x07",
@@ -27,9 +26,9 @@ def test_notes_are_cleaned_alike_the_first_time_and_later() -> None:
 
 
 def test_remembered_notes_are_bounded() -> None:
-    limit = untrusted._clean_pair.cache_info().maxsize
+    limit = sanitize._clean_pair.cache_info().maxsize
     assert limit is not None
     notes = {f"k{i}": f"v{i}\x07" for i in range(limit + 10)}
     assert clean_notes(notes) == _expected(notes)
-    assert untrusted._clean_pair.cache_info().currsize <= limit
+    assert sanitize._clean_pair.cache_info().currsize <= limit
     assert clean_notes(notes) == _expected(notes)

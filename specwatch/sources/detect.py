@@ -13,12 +13,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from specwatch.core.sanitize import clean_info
 from specwatch.core.server import Dialect, ServerInfo, model_card
 from specwatch.core.values import as_int
 from specwatch.sources.dialects.base import ServerDialect, all_dialects, dialect_for, dialect_owning
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.server_errors import ServerError
-from specwatch.sources.http.untrusted import clean_info
 
 
 @dataclass(frozen=True, slots=True)

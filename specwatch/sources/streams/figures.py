@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from specwatch.core.sanitize import NOTE_LIMIT, clean_notes, clean_str, clean_value
 from specwatch.core.server import ServerInfo, StreamResult
-from specwatch.sources.http.untrusted import NOTE_LIMIT, clean_notes, clean_str, clean_value
 
 UNKNOWN_STEP_TOKENS = 16
 """Tokens one speculative step may add when the server does not say how many it drafts."""

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from specwatch.core.sanitize import clean_notes
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.sources.dialects.base import SIDE_EVERY_S, dialect_for
 from specwatch.sources.http.client import METRICS_LIMIT_BYTES, ServerClient
 from specwatch.sources.http.server_errors import ServerError
-from specwatch.sources.http.untrusted import clean_notes
 from specwatch.sources.metrics.parse import MetricsReader, parse_metrics
 from specwatch.sources.metrics.prom import Sample, Scrape, series_key
 from specwatch.sources.metrics.window_builder import WindowBuilder
