@@ -23,7 +23,6 @@ from specwatch.session.events import (
     ServerWaiting,
     SessionEvent,
 )
-from specwatch.sources.http.client import POLL_DEADLINE_S
 from specwatch.sources.http.endpoint import Endpoint
 
 if TYPE_CHECKING:
@@ -66,7 +65,7 @@ class ServerPoller:
         clock: Callable[[], float] = time.monotonic,
         timeout_s: float = 5.0,
         server: int = 0,
-        deadline_s: float = POLL_DEADLINE_S,
+        deadline_s: float | None = None,
         identify: Callable[[str, ServerInfo], ServerIdentity] | None = None,
     ) -> None:
         self.endpoint = endpoint
@@ -75,6 +74,11 @@ class ServerPoller:
         self.clock = clock
         self.timeout_s = timeout_s
         self.server = server
+        if deadline_s is None:
+            # httpx (and with it its CLI's rich) loads with the client: not before a poll starts
+            from specwatch.sources.http.client import POLL_DEADLINE_S
+
+            deadline_s = POLL_DEADLINE_S
         self.deadline_s = deadline_s
         self.identify = identify
         self.info: ServerInfo | None = None
