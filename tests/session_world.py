@@ -57,6 +57,9 @@ class ManualSim:
         )
         kw.setdefault("metrics_interval_s", FAST_S)
         kw.setdefault("timeout_s", 1.0)
+        # The host is not simulated: a manual-clock world's verdict must not follow the load of
+        # the machine running the suite (its CPU would read as contention beside the model).
+        kw.setdefault("host", None)
         return LiveSession([parse_endpoint(self.url)], gpus, clock=self.clock.now, **kw)
 
 
