@@ -8,8 +8,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from specwatch.ui.renderables.columns import bucket_sorted
-from specwatch.ui.renderables.text import fill_gaps
+from specwatch.core.ring import bucket_sorted, fill_gaps
 
 
 def bucket(

@@ -6,10 +6,9 @@ import io
 
 from rich.console import Console
 
-from specwatch.ui.renderables.columns import bucket_sorted
+from specwatch.core.ring import bucket_sorted
 from specwatch.ui.renderables.gpu_table import GPU_COLUMNS, Cell, GpuTable, choose_columns
-from specwatch.ui.renderables.graph import TokenRateGraph
-from specwatch.ui.renderables.marks import GraphMark
+from specwatch.ui.renderables.graph import GraphMark, TokenRateGraph
 from specwatch.ui.renderables.text import area_rows, column_of, hbar, nice_ceiling, sparkline
 
 

@@ -14,9 +14,9 @@ from rich.segment import Segment
 from specwatch.core import gpu_rules
 from specwatch.core.clock_policy import policy_of
 from specwatch.core.reasons import harmful, short_names
+from specwatch.core.ring import bucket_sorted
 from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes.base import ModelPane
-from specwatch.ui.renderables.columns import bucket_sorted
 from specwatch.ui.renderables.gpu_table import SPAN, Cell, GpuSummary, GpuTable, TableStyles
 from specwatch.ui.renderables.text import fit, sparkline
 

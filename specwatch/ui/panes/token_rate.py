@@ -9,11 +9,10 @@ from typing import ClassVar
 from rich.segment import Segment
 from textual.reactive import reactive
 
+from specwatch.core.ring import bucket_sorted
 from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes.base import ModelPane
-from specwatch.ui.renderables.columns import bucket_sorted
-from specwatch.ui.renderables.graph import GraphStyles, Reading, TokenRateGraph
-from specwatch.ui.renderables.marks import GraphMark
+from specwatch.ui.renderables.graph import GraphMark, GraphStyles, Reading, TokenRateGraph
 from specwatch.ui.renderables.text import column_of, nice_ceiling
 
 GAP_SAMPLES = 3.0

@@ -15,28 +15,6 @@ HBLOCKS = " ▏▎▍▌▋▊▉█"
 GAP = " "
 
 
-def fill_gaps(
-    means: Sequence[float | None],
-    newest: Sequence[float | None],
-    ends: Sequence[float],
-    hold_s: float,
-    before: tuple[float, float] | None = None,
-) -> list[float | None]:
-    """Carry each column's value into following empty columns that end within ``hold_s`` of
-    its newest point (``before``: the last point left of the window, as ``(t, value)``)."""
-    out: list[float | None] = []
-    last = before
-    for mean, t, end in zip(means, newest, ends, strict=True):
-        if mean is not None and t is not None:
-            last = (t, mean)
-            out.append(mean)
-        elif last is not None and end - last[0] <= hold_s:
-            out.append(last[1])
-        else:
-            out.append(None)
-    return out
-
-
 def column_of(t: float, t_end: float, span_s: float, width: int) -> int:
     """The column a time falls in (may be < 0 or >= width when outside the window)."""
     return math.floor((t - (t_end - span_s)) * width / span_s)
