@@ -92,6 +92,13 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _request_end(w: MetricsWindow) -> list[str]:
+    """The figures ``w`` gives for whole requests that ended in it, not for the window
+    (its ``request_end`` note: ``"name, name: why"``)."""
+    names, _, _ = w.notes.get("request_end", "").partition(":")
+    return [n.strip() for n in names.split(",") if n.strip()]
+
+
 def _pool(intervals: list[Interval]) -> list[float]:
     """tok/s over consecutive runs of intervals spanning at least :data:`POOL_S` each."""
     out: list[float] = []
@@ -265,14 +272,20 @@ class LiveVerdict:
         self._advance(tick.t)
 
     def add_window(self, w: MetricsWindow) -> None:
-        """One metrics window: an interval of tok/s and load, then a new verdict."""
+        """One metrics window: an interval of tok/s and load, then a new verdict.
+
+        A request running is traffic even in a window where no token counter moved. A figure
+        the window gives for whole requests that ended in it (``notes["request_end"]``: the
+        server counts it only then) is not pooled as if it were the window's.
+        """
         if w.restarted:
             self._start_warmup(w.t)
+        if (w.requests_running or 0) > 0:
+            self._last_traffic = w.t
         if w.dt > 0 and w.gen_tok_s is not None:
+            accept = None if "accept_length" in _request_end(w) else w.accept_length
             self._intervals.append(
-                Interval(
-                    w.t, w.dt, w.gen_tok_s, w.requests_running, w.prompt_tok_s, w.accept_length
-                )
+                Interval(w.t, w.dt, w.gen_tok_s, w.requests_running, w.prompt_tok_s, accept)
             )
             if not self._ready:
                 # Attached to a server that was already running: no ready event to wait for.

@@ -1,15 +1,19 @@
 """llama.cpp's llama-server: ``/props`` and ``/slots``, ``llamacpp:*`` metrics, ``/completion``.
 
-The speculative setup is in ``/slots`` (``/props`` always says none). Its counters move only
-when a request finishes; the ``llamacpp:spec_decode_*`` counters (vLLM's names) came with
-llama.cpp PR #26389. Streams give one token per event; a verify step's events come as a burst,
-and the final ``timings`` say how many decode steps there were.
+The speculative setup is in ``/slots`` (``/props`` always says none). Its token and speculative
+counters move only when a request finishes; the ``llamacpp:spec_decode_*`` counters (vLLM's
+names) came with llama.cpp PR #26389. The token rate is live all the same: ``/slots``, read just
+before each scrape, says how many tokens each running request has decoded so far, and the
+tokens generated since start are the counter plus those (:func:`generated`). Streams give one
+token per event; a verify step's events come as a burst, and the final ``timings`` say how many
+decode steps there were.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from specwatch.core.server import Dialect, LatencyBucket, ServerInfo, SpecConfig
@@ -38,8 +42,88 @@ if TYPE_CHECKING:
 
 REASON_METRICS = "llama-server was started without --metrics"
 END_ONLY = "llama.cpp counters move only when a request finishes"
+REQUEST_END = "request_end"
+"""The note naming the figures that describe whole requests which ended in the window (the
+server counts them only then), not the window: ``"name, name: why"``."""
+SLOTS_OFF_RETRY = 60
+"""Scrapes between two asks of a ``/slots`` that answered it is off or not understood."""
+MAX_SLOTS = 4096
+"""Slots read of one ``/slots`` answer."""
 
 _L = "llamacpp:"
+_AT_REQUEST_END = ("accept_length", "draft_acceptance_rate", "step_latency_s", "decode_steps")
+_LIVE = (
+    f"{_L}tokens_predicted_total (requests that ended) + /slots next_token.n_decoded "
+    "(requests running), read just before it"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunningSlot:
+    """One slot processing a request, as ``/slots`` shows it."""
+
+    task: int
+    """``id_task`` (``-1`` when not given)."""
+    decoded: int
+    """Tokens generated so far (``next_token[0].n_decoded``)."""
+    remain: int
+    """Tokens left before its limit (``n_remain``; ``-1``: no limit)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlotProgress:
+    """``/slots`` as the token rate reads it: the slots processing a request."""
+
+    running: tuple[RunningSlot, ...] = ()
+    off: str = ""
+    """Why there is no reading (``/slots`` disabled, an answer not understood); empty if read."""
+    retry_in: int = 0
+    """Scrapes left before ``/slots`` is asked again after it was ``off``."""
+
+
+def slot_progress(slots: Any) -> SlotProgress:
+    """The running slots of a ``/slots`` answer (only whole numbers are taken from it)."""
+    if not isinstance(slots, list):
+        return SlotProgress(off="/slots answered no list of slots", retry_in=SLOTS_OFF_RETRY)
+    running: list[RunningSlot] = []
+    for slot in slots[:MAX_SLOTS]:
+        if not isinstance(slot, Mapping) or slot.get("is_processing") is not True:
+            continue
+        tokens = slot.get("next_token")
+        first = tokens[0] if isinstance(tokens, list) and tokens else None
+        decoded = as_int(first.get("n_decoded")) if isinstance(first, Mapping) else None
+        if decoded is None or decoded < 0:
+            return SlotProgress(
+                off="/slots shows no next_token.n_decoded for a running slot (an older build)",
+                retry_in=SLOTS_OFF_RETRY,
+            )
+        remain = as_int(first.get("n_remain")) if isinstance(first, Mapping) else None
+        task = as_int(slot.get("id_task"))
+        running.append(
+            RunningSlot(-1 if task is None else task, decoded, -1 if remain is None else remain)
+        )
+    return SlotProgress(tuple(running))
+
+
+def _nearest_end(slot: RunningSlot) -> tuple[float, int, int]:
+    return (slot.remain if slot.remain >= 0 else math.inf, -slot.decoded, slot.task)
+
+
+def generated(scrape: Scrape, progress: Any) -> float | None:
+    """Tokens generated since start as of ``scrape``: ``tokens_predicted_total`` (requests that
+    ended) plus what the running slots of ``progress`` (read just before it) had decoded.
+
+    A request that ended between the two reads is in both: the scrape's own count of processing
+    requests says how many did, and the running slots nearest their limit are taken as those.
+    ``None`` without both readings.
+    """
+    counted = scrape.total(_L + "tokens_predicted_total")
+    if counted is None or not isinstance(progress, SlotProgress) or progress.off:
+        return None
+    running = sorted(progress.running, key=_nearest_end)
+    processing = scrape.total(_L + "requests_processing")
+    ended = len(running) - int(processing) if processing is not None else 0
+    return counted + sum(r.decoded for r in running[max(0, ended) :])
 
 
 def llamacpp_spec_from_slots(slots: Any) -> SpecConfig | None:
@@ -102,7 +186,8 @@ def llamacpp_launch_facts(props: Mapping[str, Any], slots: Any) -> dict[str, Any
 def derive_llamacpp(
     b: WindowBuilder, cur: Scrape, prev: Scrape | None, dt: float, info: ServerInfo
 ) -> None:
-    """llama.cpp's window: counters that move when a request finishes."""
+    """llama.cpp's window: a live token rate from the counters and ``/slots``; step time and
+    acceptance from the counters, which move when a request finishes."""
     b.set("requests_running", cur.total(_L + "requests_processing"), _L + "requests_processing")
     b.set("requests_waiting", cur.total(_L + "requests_deferred"), _L + "requests_deferred")
     longest = cur.total(_L + "n_tokens_max")
@@ -112,21 +197,11 @@ def derive_llamacpp(
     spec_counters = spec_lifetime(b, cur, _L)
     if prev is None:
         return
+    prompt = _L + "prompt_tokens_total"
+    b.set("prompt_tok_s", ratio(delta(cur, prev, prompt), dt), f"Δ{prompt} / Δt")
+    _token_rate(b, cur, prev, dt)
+    ended = delta(cur, prev, _L + "tokens_predicted_total") or 0.0
     _step_time(b, cur, prev, spec_counters or not info.spec.enabled)
-    tokens = delta(cur, prev, _L + "tokens_predicted_total")
-    if tokens is not None and tokens > 0:
-        b.set(
-            "tokens", tokens, f"Δ{_L}tokens_predicted_total (requests that finished in the window)"
-        )
-        b.set(
-            "gen_tok_s",
-            ratio(tokens, dt),
-            f"Δ{_L}tokens_predicted_total / Δt (requests that finished in the window)",
-        )
-        b.notes["counters"] = END_ONLY
-    else:
-        b.note("gen_tok_s", f"{END_ONLY}; none finished in this window")
-        b.note("tokens", f"{END_ONLY}; none finished in this window")
     if not spec_counters:
         why = (
             "this llama-server build has no speculative counters (llama.cpp PR #26389)"
@@ -135,10 +210,42 @@ def derive_llamacpp(
         )
         b.note("accept_length", why)
         b.note("draft_acceptance_rate", why)
-        return
-    if spec_window(b, cur, prev, _L) <= 0:
+    elif spec_window(b, cur, prev, _L) <= 0:
         b.note("accept_length", f"{END_ONLY}; no speculative request finished")
         b.note("draft_acceptance_rate", f"{END_ONLY}; no speculative request finished")
+    held = [n for n in _AT_REQUEST_END if n in b.values]
+    if held and ended > 0:
+        b.notes[REQUEST_END] = (
+            f"{', '.join(held)}: of the requests that ended in the window, over their whole run "
+            "(llama.cpp counts them only when a request ends)"
+        )
+
+
+def _token_rate(b: WindowBuilder, cur: Scrape, prev: Scrape, dt: float) -> None:
+    """Generated tokens and tok/s over the window: live from :func:`generated`, else from the
+    counter alone (requests that ended in the window)."""
+    now, before = generated(cur, b.progress), generated(prev, b.prev_progress)
+    if now is not None and before is not None:
+        # Below zero only when the earlier reading counted a request twice that the
+        # processing count could not tell (one ended and another began between its two reads).
+        tokens = max(0.0, now - before)
+        b.set("tokens", tokens, f"Δ({_LIVE})")
+        b.set("gen_tok_s", ratio(tokens, dt), f"Δ({_LIVE}) / Δt")
+        return
+    progress = b.progress if isinstance(b.progress, SlotProgress) else None
+    why = progress.off if progress is not None and progress.off else "/slots not read"
+    b.notes["counters"] = f"{END_ONLY}; no live rate: {why}"
+    finished = delta(cur, prev, _L + "tokens_predicted_total")
+    running = max(
+        cur.total(_L + "requests_processing") or 0.0, prev.total(_L + "requests_processing") or 0.0
+    )
+    if finished is not None and (finished > 0 or running <= 0):
+        where = "requests that finished in the window"
+        b.set("tokens", finished, f"Δ{_L}tokens_predicted_total ({where})")
+        b.set("gen_tok_s", ratio(finished, dt), f"Δ{_L}tokens_predicted_total / Δt ({where})")
+    else:
+        b.note("gen_tok_s", f"{END_ONLY}; none finished in this window")
+        b.note("tokens", f"{END_ONLY}; none finished in this window")
 
 
 def _step_time(b: WindowBuilder, cur: Scrape, prev: Scrape, steps_known: bool) -> None:
@@ -290,6 +397,28 @@ class LlamaCppDialect(ServerDialect):
             notes=notes,
         )
 
+    async def progress(self, client: ServerClient, info: ServerInfo, last: Any) -> Any:
+        """``/slots`` (bounded, passive): the tokens each running request decoded so far; after
+        an answer saying it is off, asked again only every :data:`SLOTS_OFF_RETRY` scrapes."""
+        if isinstance(last, SlotProgress) and last.off and last.retry_in > 0:
+            return replace(last, retry_in=last.retry_in - 1)
+        from specwatch.sources.http.client import SLOTS_LIMIT_BYTES
+        from specwatch.sources.http.server_errors import ServerError
+
+        try:
+            response = await client.get("/slots", check=False, limit=SLOTS_LIMIT_BYTES)
+        except ServerError as exc:
+            return SlotProgress(off=f"/slots not read: {exc}")
+        if response.status_code >= 400:
+            return SlotProgress(
+                off=f"/slots answered HTTP {response.status_code} (started with --no-slots?)",
+                retry_in=SLOTS_OFF_RETRY,
+            )
+        try:
+            return slot_progress(client.decode_json(response.content, "/slots"))
+        except ServerError:
+            return SlotProgress(off="/slots answered no JSON", retry_in=SLOTS_OFF_RETRY)
+
     derive_window = staticmethod(derive_llamacpp)
 
     def stream_plan(self, info: ServerInfo, request: StreamRequest) -> StreamPlan:
@@ -319,8 +448,13 @@ __all__ = [
     "DIALECT",
     "END_ONLY",
     "REASON_METRICS",
+    "REQUEST_END",
     "LlamaCppDialect",
+    "RunningSlot",
+    "SlotProgress",
     "derive_llamacpp",
+    "generated",
     "llamacpp_launch_facts",
     "llamacpp_spec_from_slots",
+    "slot_progress",
 ]

@@ -18,7 +18,8 @@ any other request               60 s
 ==============================  =====================================================
 
 Every body is read as a stream and reading stops past its limit, so memory stays bounded
-whatever the server sends: JSON answers 16 MiB, one ``/metrics`` scrape 8 MiB, one SSE line
+whatever the server sends: JSON answers 16 MiB, one ``/metrics`` scrape 8 MiB,
+llama.cpp's ``/slots`` read at every scrape 1 MiB, one SSE line
 1 MiB; of an error answer only the first 64 KiB are read (an excerpt is all that is shown). A
 ``Content-Length`` over the limit is refused before reading a byte. A gzip or deflate body is
 inflated here, at most :data:`INFLATE_CHUNK` bytes at a time (httpx inflates each network chunk
@@ -58,6 +59,8 @@ BODY_LIMIT_BYTES = 16 * MIB
 """A JSON answer (``/v1/models``, ``/server_info``, ``/version``...)."""
 METRICS_LIMIT_BYTES = 8 * MIB
 """One ``/metrics`` scrape (real servers send well under 1 MiB)."""
+SLOTS_LIMIT_BYTES = 1 * MIB
+"""llama.cpp's ``/slots``, read beside every scrape (a few KiB a slot without ``--slots-debug``)."""
 SSE_LINE_LIMIT_BYTES = 1 * MIB
 """One line (event) of a stream."""
 ERROR_BODY_LIMIT_BYTES = 64 * 1024
@@ -565,6 +568,7 @@ __all__ = [
     "REQUEST_DEADLINE_S",
     "RUN_FIXED_S",
     "RUN_PER_TOKEN_S",
+    "SLOTS_LIMIT_BYTES",
     "SSE_LINE_LIMIT_BYTES",
     "ServerClient",
     "TooLarge",

@@ -26,6 +26,11 @@ class WindowBuilder:
     values: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    progress: Any = None
+    """The dialect's :meth:`~specwatch.sources.dialects.base.ServerDialect.progress` answer read
+    with this scrape (``None``: none read)."""
+    prev_progress: Any = None
+    """The same, read with the window's first scrape."""
 
     def set(self, name: str, value: Any, source: str) -> None:
         """Set ``name`` from ``source``; ``None`` and non-finite values are left out."""

@@ -56,6 +56,7 @@ class _Snapshot:
     t: float
     scrape: Scrape
     start_header: str | None
+    progress: Any = None
 
 
 class MetricsWatcher:
@@ -86,6 +87,7 @@ class MetricsWatcher:
         self._counters: tuple[Scrape | None, Mapping[str, float]] = (None, {})
         self._side: dict[str, tuple[float, str]] = {}
         self._side_at: float | None = None
+        self._progress: Any = None
 
     @property
     def last_counters(self) -> Mapping[str, float]:
@@ -117,6 +119,7 @@ class MetricsWatcher:
         if self.info.metrics_enabled is False:
             reason = self.info.metrics_reason or "metrics are off on this server"
             return MetricsWindow(t=t, dt=0.0, notes={"metrics": reason})
+        progress = await self._read_progress()
         try:
             response = await self.client.get("/metrics", check=False, limit=METRICS_LIMIT_BYTES)
         except ServerError as exc:
@@ -132,11 +135,24 @@ class MetricsWatcher:
             scrape = self._reader.parse(text) if self._reader else parse_metrics(text)
             header = response.headers.get("Process-Start-Time-Unix")
             await self._read_side(t, scrape)
-            return self._window(t, scrape, header)
+            return self._window(_Snapshot(t, scrape, header, progress))
         except Exception as exc:  # a bug here must not take the monitor down
             return MetricsWindow(
                 t=t, dt=0.0, notes={"error": f"metrics derivation failed: {exc!r}"}
             )
+
+    async def _read_progress(self) -> Any:
+        """The dialect's progress answer, read before ``/metrics`` (a request the server
+        counts only at its end is then seen running, or already in the counters: never in
+        neither); a failed read is ``None``."""
+        try:
+            found = await dialect_for(self.info.dialect).progress(
+                self.client, self.info, self._progress
+            )
+        except Exception:  # progress is extra information: never a reason to lose the window
+            found = None
+        self._progress = found
+        return found
 
     async def _read_side(self, t: float, scrape: Scrape) -> None:
         """Refresh the dialect's side figures when :data:`SIDE_EVERY_S` has passed; a failed
@@ -159,8 +175,8 @@ class MetricsWatcher:
         excerpt = " ".join(body.split())[:120]
         return {"error": f"{self.client.endpoint.url('/metrics')}: HTTP {status} {excerpt}".strip()}
 
-    def _window(self, t: float, scrape: Scrape, header: str | None) -> MetricsWindow:
-        snap = _Snapshot(t, scrape, header)
+    def _window(self, snap: _Snapshot) -> MetricsWindow:
+        t, scrape = snap.t, snap.scrape
         prev = self._prev
         dialect = dialect_for(self.info.dialect)
         b = WindowBuilder()
@@ -180,6 +196,8 @@ class MetricsWatcher:
             dt = 0.0
         if start is None and not restarted:
             b.notes["window"] = "first scrape: windowed values need a second one"
+        b.progress = snap.progress
+        b.prev_progress = None if start is None else start.progress
         dialect.derive_window(b, scrape, None if start is None else start.scrape, dt, self.info)
         for name, (value, source) in self._side.items():
             if name not in b.values:

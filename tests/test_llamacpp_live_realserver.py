@@ -1,0 +1,155 @@
+"""llama.cpp's token rate and live verdict against a real ``llama-server`` under steady load.
+
+The medium GGUF model with a draft (``--spec-draft-n-max 4``) and one client sending 512-token
+completions back to back: requests of a few seconds, longer than a scrape interval, which is
+where a rate taken from counters that move only when a request ends went wrong (plateaus of
+held values, windows with no value, a verdict reference that restarted). Skipped, with the
+reason, when the binary or ``shared/`` is missing (see ``tests/realserver.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from specwatch.core.server import MetricsWindow
+from specwatch.session.live_verdict import LiveVerdict
+from specwatch.sources.detect import detect
+from specwatch.sources.http.client import ServerClient
+from specwatch.sources.http.endpoint import parse_endpoint
+from specwatch.sources.metrics.parse import parse_metrics
+from specwatch.sources.watch.watcher import MetricsWatcher
+from tests.realserver import running_llama_server, shared_dir
+
+pytestmark = [pytest.mark.realserver, pytest.mark.slow, pytest.mark.xdist_group("llama-server")]
+
+LOAD_S = 90.0
+"""Seconds of steady load: the verdict must judge within them."""
+INTERVAL_S = 1.0
+
+
+def _medium_models() -> Path:
+    """The medium target and its draft (agreeing on 90% of tokens), made once beside the
+    start script's own models."""
+    home = Path(
+        os.environ.get("REALSERVER_HOME")
+        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specwatch-realserver"
+    )
+    out = home / "models-medium"
+    if (out / "tiny-target.gguf").is_file() and (out / "tiny-draft.gguf").is_file():
+        return out
+    script = shared_dir() / "tools" / "llama-server" / "make-tiny-gguf.py"
+    python = home / "venv" / "bin" / "python"
+    if not script.is_file() or not python.is_file():
+        pytest.skip(f"no {script.name} or no gguf venv in {home} to make the medium model")
+    subprocess.run(
+        [str(python), str(script), "--size", "medium", "--agree", "0.9", "--out-dir", str(out)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return out
+
+
+def _counter(url: str) -> float:
+    text = httpx.get(url + "/metrics", timeout=30).text
+    value = parse_metrics(text).total("llamacpp:tokens_predicted_total")
+    assert value is not None
+    return value
+
+
+def _idle(url: str) -> bool:
+    text = httpx.get(url + "/metrics", timeout=30).text
+    return (parse_metrics(text).total("llamacpp:requests_processing") or 0.0) == 0.0
+
+
+class _Load:
+    """One client sending 512-token completions back to back until stopped."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.stop = threading.Event()
+        self.done = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        body = {"prompt": "the quick brown fox", "n_predict": 512, "ignore_eos": True}
+        with httpx.Client(timeout=300) as client:
+            while not self.stop.is_set():
+                client.post(self.url + "/completion", json=body).raise_for_status()
+                self.done += 1
+
+    def __enter__(self) -> _Load:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=300)
+
+
+async def _watch(url: str) -> tuple[list[MetricsWindow], float, float | None, list[str], int]:
+    """Scrape every INTERVAL_S through a load of LOAD_S and until the server is idle again;
+    returns the windows, the server's own tokens over them, when the verdict first judged
+    (seconds after the load began), what it said while a request ran, and requests done."""
+    async with ServerClient(parse_endpoint(url, env={}), timeout_s=30) as client:
+        info = await detect(client)
+        watcher = MetricsWatcher(client, info)
+        verdict = LiveVerdict()  # attached to a running server: its warmup starts with traffic
+        await watcher.scrape()  # the idle server before the load: the span's first reading
+        before = _counter(url)
+        windows: list[MetricsWindow] = []
+        said_while_running: list[str] = []
+        judged: float | None = None
+        t0 = time.monotonic()
+        with _Load(url) as load:
+            while time.monotonic() - t0 < LOAD_S:
+                await asyncio.sleep(INTERVAL_S)
+                w = await watcher.scrape()
+                windows.append(w)
+                verdict.add_window(w)
+                state = verdict.state()
+                if (w.requests_running or 0) > 0 and state.phase == "idle":
+                    said_while_running.append(state.detail)
+                if judged is None and state.phase == "judged":
+                    judged = time.monotonic() - t0
+        for _ in range(120):
+            if _idle(url):
+                break
+            await asyncio.sleep(0.5)
+        windows.append(await watcher.scrape())
+        return windows, _counter(url) - before, judged, said_while_running, load.done
+
+
+def test_the_rate_is_live_and_the_verdict_forms_under_long_requests() -> None:
+    models = _medium_models()
+    env = {"MODELS_DIR": str(models), "DRAFT_MAX": "4"}
+    with running_llama_server("draft", env=env) as url:
+        windows, served, judged, idle_said, done = asyncio.run(_watch(url))
+    assert done >= 5, f"only {done} requests finished in {LOAD_S:.0f} s"
+    # A value at every scrape under load, none of them a held plateau.
+    loaded = windows[:-1]
+    rates = [w.gen_tok_s for w in loaded]
+    assert all(r is not None for r in rates), [w.notes for w in loaded if w.gen_tok_s is None]
+    shown = sorted(r for r in rates if r is not None)
+    median = shown[len(shown) // 2]
+    assert median > 0
+    assert shown[-1] < 3.0 * median, (shown[-1], median)
+    # Over the whole span the windows' tokens are the server's own count, within 5%.
+    ours = sum(w.tokens or 0.0 for w in windows)
+    assert abs(ours - served) <= 0.05 * served, (ours, served)
+    assert judged is not None and judged <= LOAD_S, f"no judgement within {LOAD_S:.0f} s"
+    assert idle_said == [], idle_said
+    print(
+        f"{done} requests, server {served:.0f} tokens, windows {ours:.0f}; median "
+        f"{median:.1f} tok/s, max {shown[-1]:.1f}; judged after {judged:.0f} s",
+        file=sys.stderr,
+    )
