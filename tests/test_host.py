@@ -202,6 +202,19 @@ def test_judge_names_host_contention_before_load() -> None:
     assert plain.outcome is Outcome.LOAD
 
 
+def test_a_contended_side_spread_within_noise_is_named_host_contention_not_no_change() -> None:
+    quiet = Figures(tok_s=(100.0, 101.0, 99.0), host=_span(wait=0.05))
+    # beside hogs one run crawled and two did not: the spread hides the change
+    hogged = Figures(tok_s=(100.0, 20.0, 98.0), host=_span(wait=0.6))
+    j = judge(quiet, hogged, reference_name="A", current_name="B")
+    assert j.outcome is Outcome.HOST
+    assert "within noise, but host CPU contention in B" in j.reason
+    assert "benchmark again on a quiet host" in j.reason
+    # the same spread with no contention read stays within noise
+    calm = Figures(tok_s=hogged.tok_s, host=_span(wait=0.05))
+    assert judge(quiet, calm).outcome is Outcome.NO_CHANGE
+
+
 def test_spans_combine_weighted_by_duration() -> None:
     a = HostSpan(
         duration_s=1.0,

@@ -67,7 +67,9 @@ def test_cpu_hogs_beside_the_second_benchmark_are_named_host_contention(tmp_path
     cores = os.cpu_count() or 1
     with running_llama_server("plain") as url:
         a = load_snapshot(_bench(url, tmp_path, "quiet"))
-        with cpu_hogs(cores) as hogs:
+        # two hogs a core: the quiet side already shares the machine with the suite's other
+        # worker, and one hog a core took only 0.4 cores more than that worker did (a CI run)
+        with cpu_hogs(2 * cores) as hogs:
             b = load_snapshot(_bench(url, tmp_path, "hogged"))
     ha, hb = a.host_cpu, b.host_cpu
     assert ha is not None and hb is not None
@@ -76,8 +78,10 @@ def test_cpu_hogs_beside_the_second_benchmark_are_named_host_contention(tmp_path
     # The hogs took CPU the server's threads wanted, and the scan names them.
     assert hb.server_wait_ratio > ha.server_wait_ratio
     assert hb.others_cores is not None and ha.others_cores is not None
-    assert hb.others_cores > ha.others_cores + 0.5
-    assert {c.pid for c in hb.competitors} & set(hogs)
+    assert hb.others_cores > ha.others_cores
+    hogged = [c for c in hb.competitors if c.pid in set(hogs)]
+    assert hogged, hb.competitors
+    assert sum(c.cores for c in hogged) > 0.3
     c = compare(a, b, a_name="quiet", b_name="hogged")
     assert c.verdict is Outcome.HOST, c.reason
     assert "host CPU contention in hogged" in c.reason

@@ -310,6 +310,12 @@ def judge(
     if change is None:
         outcome = Outcome.NO_CHANGE
         reasons.append("no tok/s figures to compare")
+    elif not beyond and host is not None:
+        # a contended side's runs spread wide, so "within noise" would clear a measurement the
+        # host spoiled (a real llama-server beside CPU hogs: -45%, 95% CI -136% to +46%)
+        outcome = Outcome.HOST
+        why = "within noise" if w is None or not w.significant else f"smaller than {min_change:.0%}"
+        reasons.append(f"{head}: {why}, but {host}; benchmark again on a quiet host")
     elif not beyond:
         outcome = Outcome.NO_CHANGE
         why = "within noise" if w is None or not w.significant else f"smaller than {min_change:.0%}"
