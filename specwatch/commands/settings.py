@@ -36,7 +36,7 @@ DEFAULT_URL = "http://localhost:8000"
 URL_ENV = "SPECWATCH_URL"
 DEFAULT_THEME = "dark"
 DEFAULT_INTERVAL_S = 1.0
-URL_COMMANDS = (None, "probe", "bench", "record", "exporter")
+URL_COMMANDS = (None, "probe", "bench", "record", "exporter", "profile")
 """The commands that watch or query a server."""
 CONFIG_COMMANDS = (*URL_COMMANDS, "replay")
 """The commands the config file applies to (the others never read it)."""

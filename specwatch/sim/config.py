@@ -93,6 +93,15 @@ class SimConfig:
     verify_cliffs: tuple[tuple[int, float], ...] = ()
     """``(batch, factor)``: speculative steps at exactly that running batch take ``factor``
     times as long (no CUDA graph captured for that shape)."""
+    verify_eager: bool = False
+    """The verify path cannot use CUDA graphs (the seed's EAGLE-3): profiled verify steps run
+    eager, ``verify_eager_factor`` times as long as in graphs."""
+    verify_eager_factor: float = 29.3 / 12.0
+    profiler_dir: str | None = None
+    """vLLM ``--profiler-config``'s ``torch_profiler_dir``: ``/start_profile`` is mounted only
+    with it (SGLang's always is)."""
+    slow_rank: int = -1
+    """A TP rank whose kernels run slower (``-1``: none)."""
 
     @property
     def spec_enabled(self) -> bool:

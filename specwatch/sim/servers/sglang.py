@@ -14,6 +14,7 @@ from specwatch.core.server import Dialect
 from specwatch.sim.config import CUDA_GRAPH_MAX_BS, SimConfig
 from specwatch.sim.engine import SimRequest, TokenEvent
 from specwatch.sim.metrics.sglang_metrics import SglangTelemetry
+from specwatch.sim.profiler import SimProfiler
 from specwatch.sim.servers.base import (
     DONE,
     as_int,
@@ -65,6 +66,7 @@ class SglangDialect(OpenAiDialect):
         r.add_post("/generate", self.generate)
         r.add_post("/v1/completions", self.completions)
         r.add_post("/v1/chat/completions", self.chat)
+        SimProfiler(self.cfg, self.world).mount(app)
 
     async def health(self, request: web.Request) -> web.StreamResponse:
         if not self.cfg.at_least("0.4.10"):

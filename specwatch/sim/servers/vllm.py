@@ -13,6 +13,7 @@ from aiohttp import web
 from specwatch.core.server import Dialect
 from specwatch.sim.config import SimConfig
 from specwatch.sim.engine import SimRequest
+from specwatch.sim.profiler import SimProfiler
 from specwatch.sim.servers.base import fastapi_error, json_response
 from specwatch.sim.servers.openai import OpenAiDialect
 
@@ -47,6 +48,7 @@ class VllmDialect(OpenAiDialect):
             r.add_get("/metrics", self.empty_metrics)
         r.add_post("/v1/completions", self.completions)
         r.add_post("/v1/chat/completions", self.chat)
+        SimProfiler(self.cfg, self.world).mount(app)
 
     async def health(self, request: web.Request) -> web.StreamResponse:
         return web.Response(status=200)
