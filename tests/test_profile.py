@@ -211,3 +211,18 @@ def test_unclosed_spans_out_of_order_events_and_long_names(tmp_path: Path) -> No
     )
     assert any("without an end" in p for p in summary.problems)
     assert any("cannot read" in p for p in summary.problems)
+
+
+def test_compare_of_two_profile_files_says_what_moved(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = []
+    for eager in (False, True):
+        with serving(_config(Dialect.SGLANG, verify_eager=eager)) as (_, server):
+            docs.append(_profile(server.url, tmp_path / str(eager), capsys))
+    files = [next((tmp_path / str(e)).glob("specwatch-*-profile.json")) for e in (False, True)]
+    assert main(["compare", str(files[0]), str(files[1])]) == 0
+    out = capsys.readouterr().out
+    assert "VERIFY: step " in out and "in graphs 100% → 0%" in out
+    assert "VERIFY ran eager" in out
+    assert main(["compare", str(files[0]), str(tmp_path / "nope.json")]) == 2

@@ -94,6 +94,9 @@ def run_compare(
     # sys.stdout is None when the process started with its stdout closed (``>&-``)
     out = stdout or sys.stdout or open(os.devnull, "w")  # noqa: SIM115
     err = stderr or sys.stderr or open(os.devnull, "w")  # noqa: SIM115
+    profiles = _profiles(args.a, args.b, out, err)
+    if profiles is not None:
+        return profiles
     snaps: list[Snapshot] = []
     try:
         for path in (args.a, args.b):
@@ -115,6 +118,46 @@ def run_compare(
         out.write("\n".join(comparison_lines(c, a, b, args.all)) + "\n")
     out.flush()
     return c.verdict.exit_code
+
+
+def _profile_doc(path: str) -> dict[str, object] | None:
+    """The document of a ``specwatch profile`` file; ``None`` for anything else."""
+    import orjson
+
+    p = Path(path)
+    try:
+        # a regular file only: a FIFO or a device is left to the snapshot reader's deadline
+        if not p.is_file() or p.stat().st_size > 16 * 1024 * 1024:
+            return None
+        doc = orjson.loads(p.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("kind") == "profile" else None
+
+
+def _profiles(a: str, b: str, out: TextIO, err: TextIO) -> int | None:
+    """Compare two profile files (what moved, per step kind); ``None`` unless both are."""
+    da, db = _profile_doc(a), _profile_doc(b)
+    if da is None and db is None:
+        return None
+    if da is None or db is None:
+        say_error(
+            "specwatch compare", "compare a profile with a profile, a snapshot with a snapshot", err
+        )
+        return EXIT_USAGE
+    from specwatch.core.profile import compare_profiles, profile_from_json
+
+    try:
+        pa, pb = profile_from_json(da), profile_from_json(db)
+    except (ValueError, TypeError) as exc:
+        say_error("specwatch compare", exc, err)
+        return EXIT_USAGE
+    lines = [f"profiles {_side_name(a)} → {_side_name(b)}", *compare_profiles(pa, pb)]
+    for name, doc in ((_side_name(a), da), (_side_name(b), db)):
+        lines.append(f"{name}: {str(doc.get('verdict', ''))[:400]}")
+    out.write("\n".join(lines) + "\n")
+    out.flush()
+    return 0
 
 
 __all__ = ["add_compare_arguments", "run_compare"]

@@ -251,4 +251,4 @@ def _settings(info: Any) -> dict[str, str]:
     args = info.launch_args or {}
     from specwatch.core.sanitize import sanitize_line
 
-    return {n: sanitize_line(str(args[n]), 120) for n in names if n in args}
+    return {n: sanitize_line(str(args[n]), 120) for n in names if args.get(n) is not None}

@@ -119,6 +119,20 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="served model name")
     p.add_argument("--no-spec", action="store_true", help="no speculative decoding")
     p.add_argument(
+        "--verify-eager",
+        action="store_true",
+        help="the verify path cannot use CUDA graphs: profiled verify steps run eager (the seed's"
+        " 29 ms against 12 ms); see specwatch profile",
+    )
+    p.add_argument(
+        "--profiler-config",
+        default=None,
+        metavar="JSON",
+        help="vLLM: mount /start_profile and /stop_profile, writing traces to its"
+        " torch_profiler_dir, as vLLM's own flag does",
+    )
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (trace files; 1)")
+    p.add_argument(
         "--no-metrics",
         action="store_true",
         help="start without metrics (SGLang --enable-metrics, llama.cpp --metrics off)",
@@ -188,6 +202,22 @@ def run_sim(args: argparse.Namespace) -> int:
     }
     if args.no_spec:
         overrides["spec_algorithm"] = None
+    if args.verify_eager:
+        overrides["verify_eager"] = True
+    if args.tp > 1:
+        overrides["tp_size"] = args.tp
+    if args.profiler_config is not None:
+        from specwatch.sources.profile.trigger import vllm_profiler_dir
+
+        where = vllm_profiler_dir(["--profiler-config", args.profiler_config], {})
+        if where is None:
+            print(
+                "specwatch sim: --profiler-config needs a torch_profiler_dir, e.g."
+                ' \'{"profiler":"torch","torch_profiler_dir":"/abs/dir"}\'',
+                file=sys.stderr,
+            )
+            return 2
+        overrides["profiler_dir"] = where
     if args.model:
         overrides["model"] = args.model
     if args.api_key_env:

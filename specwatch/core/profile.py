@@ -155,13 +155,14 @@ def verdict(summary: ProfileSummary, settings: Mapping[str, str]) -> str:
             + "; graph against eager cannot be told"
         )
     verify = summary.kind("VERIFY")
-    decode = summary.kind("DECODE")
+    decode = summary.kind("DECODE") or summary.kind("DRAFT")
     lines = [kind_words(k) for k in (verify, decode) if k is not None]
     if not lines:
         lines = [kind_words(k) for k in summary.kinds[:3]]
     if verify is not None and verify.graph_share is not None and not _graphs(verify):
         if decode is not None and _graphs(decode):
-            lines.append("verify cannot use the graphs decode uses")
+            other = decode.kind.split(" ")[0].lower()
+            lines.append(f"verify cannot use the CUDA graphs {other} uses")
         captured = settings.get("cuda_graph_bs_decode") or settings.get("cuda_graph_bs")
         if settings.get("disable_cuda_graph", "").lower() == "true":
             lines.append("the server runs with --disable-cuda-graph")
@@ -169,7 +170,7 @@ def verdict(summary: ProfileSummary, settings: Mapping[str, str]) -> str:
             lines.append(f"captured batch sizes {captured}: check the verify batch's tokens fit")
     if verify is not None and verify.collective_share and verify.collective_share >= 0.2:
         lines.append(f"collectives take {verify.collective_share:.0%} of verify's kernel time")
-    if summary.slowest_rank is not None and summary.spread is not None:
+    if summary.slowest_rank is not None and summary.spread is not None and summary.spread >= 0.05:
         lines.append(
             f"slowest rank {summary.slowest_rank} (+{summary.spread:.0%} non-collective kernel"
             " time over the fastest)"

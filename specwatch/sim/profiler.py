@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import gzip
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import orjson
 from aiohttp import web
@@ -62,13 +62,14 @@ def step_name(engine: str, step: SimStep) -> str:
 
 
 def _events(
-    engine: str, rank: int, tp: int, steps: Sequence[SimStep], slow_rank: int, slow_factor: float
-) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
+    engine: str, rank: int, tp: int, steps: Iterable[SimStep], slow_rank: int, slow_factor: float
+) -> Iterator[list[dict[str, Any]]]:
+    """Each step's events."""
     corr = 1
     t = 1_000.0
     pid, tid, gpu_pid, stream = 100 + rank, 1, rank, 7
     for step in steps:
+        events: list[dict[str, Any]] = []
         wall_us = step.wall_ms * 1000.0
         n = KERNELS_PER_STEP.get(step.kind, 300)
         collective_us = wall_us * COLLECTIVE_SHARE if tp > 1 else 0.0
@@ -130,7 +131,7 @@ def _events(
                 }
             )
         t = step_end + 200.0
-    return events
+        yield events
 
 
 def _runtime(name: str, ts: float, dur: float, corr: int, pid: int, tid: int) -> dict[str, Any]:
@@ -156,21 +157,30 @@ def write_trace(
     engine: str,
     rank: int,
     tp: int,
-    steps: Sequence[SimStep],
+    steps: Iterable[SimStep],
     slow_rank: int = -1,
     slow_factor: float = 1.0,
 ) -> None:
-    """Write one rank's trace (gzipped when the name ends in ``.gz``), atomically."""
-    doc = {
-        "schemaVersion": 1,
-        "distributedInfo": {"rank": rank, "world_size": tp},
-        "traceEvents": _events(engine, rank, tp, steps, slow_rank, slow_factor),
-    }
-    data = orjson.dumps(doc)
+    """Write one rank's trace (gzipped when the name ends in ``.gz``), step by step, and put it
+    in place when whole."""
+    head = {"schemaVersion": 1, "distributedInfo": {"rank": rank, "world_size": tp}}
     tmp = path.with_name(path.name + ".part")
+    raw = tmp.open("wb")
+    out: IO[bytes] = raw
     if path.name.endswith(".gz"):
-        data = gzip.compress(data, compresslevel=1)
-    tmp.write_bytes(data)
+        out = cast("IO[bytes]", gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1))
+    try:
+        out.write(orjson.dumps(head)[:-1] + b', "traceEvents": [')
+        first = True
+        for events in _events(engine, rank, tp, steps, slow_rank, slow_factor):
+            for e in events:
+                out.write((b"" if first else b",") + orjson.dumps(e))
+                first = False
+        out.write(b"]}")
+    finally:
+        if out is not raw:
+            out.close()
+        raw.close()
     tmp.rename(path)
 
 

@@ -14,6 +14,7 @@ import bisect
 import gzip
 import re
 import zlib
+from array import array
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -113,7 +114,8 @@ class _Step:
     eager: int = 0
     graphs: int = 0
     launch_us: float = 0.0
-    kernels: list[tuple[float, float]] = field(default_factory=list)
+    kernels: array[float] = field(default_factory=lambda: array("d"))
+    """Start and end of each kernel, flat: 16 bytes a kernel."""
     graph_kernel_us: float = 0.0
     kernel_us: float = 0.0
     collective_us: float = 0.0
@@ -123,10 +125,10 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _union(intervals: list[tuple[float, float]]) -> float:
+def _union(flat: array[float]) -> float:
     total = 0.0
     end = -1e300
-    for s, e in sorted(intervals):
+    for s, e in sorted(zip(flat[::2], flat[1::2], strict=True)):
         if e <= end:
             continue
         total += e - max(s, end)
@@ -187,7 +189,7 @@ def read_rank(path: Path, *, engine: str) -> RankProfile:
     top: dict[str, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
 
     def take(step: _Step, graph: bool, ts: float, dur: float, name: str, graph_id: bool) -> None:
-        step.kernels.append((ts, ts + dur))
+        step.kernels.extend((ts, ts + dur))
         step.kernel_us += dur
         if graph or graph_id:
             step.graph_kernel_us += dur
@@ -234,6 +236,8 @@ def read_rank(path: Path, *, engine: str) -> RankProfile:
                 hit = launch_of.get(corr)
                 if hit is not None:
                     take(hit[0], hit[1], ts, dur, name, graph_id)
+                    if not hit[1]:
+                        del launch_of[corr]  # an eager launch runs one kernel
                 elif len(pending) < MAX_PENDING:
                     pending.append((corr, ts, dur, name, graph_id))
         for corr, ts, dur, name, graph_id in pending:
@@ -271,8 +275,8 @@ def _kinds(steps: Sequence[_Step], top: Any, gpu: bool) -> tuple[KindProfile, ..
         idle: list[float] = []
         for s in group:
             if s.kernels:
-                first = min(k[0] for k in s.kernels)
-                last = max(k[1] for k in s.kernels)
+                first = min(s.kernels[::2])
+                last = max(s.kernels[1::2])
                 extent = last - first
                 b = _union(s.kernels)
                 busy.append(b)
