@@ -21,7 +21,9 @@ import pytest
 from specwatch.commands.main import main
 from tests.realserver import running_vllm_cpu
 
-pytestmark = [pytest.mark.realserver, pytest.mark.slow, pytest.mark.xdist_group("vllm-cpu")]
+# the llama-server tests' group: vLLM takes both cores, and beside it the llama.cpp live test's
+# token rate swung 3x (a fresh-clone CI run), so the real servers run one after another
+pytestmark = [pytest.mark.realserver, pytest.mark.slow, pytest.mark.xdist_group("llama-server")]
 
 
 class _Load:
