@@ -144,7 +144,11 @@ def test_the_rate_is_live_and_the_verdict_forms_under_long_requests() -> None:
     shown = sorted(r for r in rates if r is not None)
     median = shown[len(shown) // 2]
     assert median > 0
-    assert shown[-1] < 3.0 * median, (shown[-1], median)
+    # Read at request ends only, a 512-token request (2 s or more here) leaves most windows at 0
+    # and one with its whole count; read live, nearly every window moves. (Not max against
+    # median: the suite's own load on 2 cores swung a live rate 5x in a fresh-clone CI run.)
+    moving = sum(1 for r in shown if r > 0)
+    assert moving >= 0.9 * len(shown), (moving, len(shown))
     # Over the whole span the windows' tokens are the server's own count, within 5%.
     ours = sum(w.tokens or 0.0 for w in windows)
     assert abs(ours - served) <= 0.05 * served, (ours, served)
