@@ -94,14 +94,15 @@ def run_compare(
     # sys.stdout is None when the process started with its stdout closed (``>&-``)
     out = stdout or sys.stdout or open(os.devnull, "w")  # noqa: SIM115
     err = stderr or sys.stderr or open(os.devnull, "w")  # noqa: SIM115
-    profiles = _profiles(args.a, args.b, out, err)
-    if profiles is not None:
-        return profiles
     snaps: list[Snapshot] = []
     try:
         for path in (args.a, args.b):
             snaps.append(_load_side(path))
     except SnapshotError as exc:
+        # a profile is no snapshot: looked for only then, so a snapshot pair is read once
+        profiles = _profiles(args.a, args.b, out, err)
+        if profiles is not None:
+            return profiles
         say_error("specwatch compare", exc, err)
         return EXIT_USAGE
     a, b = snaps

@@ -182,18 +182,20 @@ def read_rank(path: Path, *, engine: str) -> RankProfile:
         return None
 
     launch_of: dict[int, tuple[_Step, bool]] = {}
-    pending: list[tuple[int, float, float, str, bool]] = []
+    pending: list[tuple[int, float, float, str, bool, bool]] = []
     kernel_total = 0.0
     collective_total = 0.0
     gpu = False
     top: dict[str, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
 
-    def take(step: _Step, graph: bool, ts: float, dur: float, name: str, graph_id: bool) -> None:
+    def take(
+        step: _Step, graph: bool, ts: float, dur: float, name: str, graph_id: bool, coll: bool
+    ) -> None:
         step.kernels.extend((ts, ts + dur))
         step.kernel_us += dur
         if graph or graph_id:
             step.graph_kernel_us += dur
-        if _COLLECTIVE.search(name):
+        if coll:
             step.collective_us += dur
         top[step.kind][name] += dur
 
@@ -228,22 +230,23 @@ def read_rank(path: Path, *, engine: str) -> RankProfile:
                 if ts is None:
                     continue
                 kernel_total += dur
-                if _COLLECTIVE.search(name):
+                coll = _COLLECTIVE.search(name) is not None
+                if coll:
                     collective_total += dur
                 graph_id = bool(args.get("graph id"))
                 if not isinstance(corr, int):
                     continue
                 hit = launch_of.get(corr)
                 if hit is not None:
-                    take(hit[0], hit[1], ts, dur, name, graph_id)
+                    take(hit[0], hit[1], ts, dur, name, graph_id, coll)
                     if not hit[1]:
                         del launch_of[corr]  # an eager launch runs one kernel
                 elif len(pending) < MAX_PENDING:
-                    pending.append((corr, ts, dur, name, graph_id))
-        for corr, ts, dur, name, graph_id in pending:
+                    pending.append((corr, ts, dur, name, graph_id, coll))
+        for corr, ts, dur, name, graph_id, coll in pending:
             hit = launch_of.get(corr)
             if hit is not None:
-                take(hit[0], hit[1], ts, dur, name, graph_id)
+                take(hit[0], hit[1], ts, dur, name, graph_id, coll)
     kinds = _kinds(steps, top, gpu)
     rank_m = _RANK.search(path.name)
     rank = int(rank_m.group(1)) if rank_m else 0

@@ -282,7 +282,6 @@ async def wait_for_files(
     deadline_s: float,
     settle_s: float = SETTLE_S,
     report: Callable[[Phase], None] | None = None,
-    expect_more: Callable[[], bool] | None = None,
 ) -> list[TraceFile]:
     """Poll the plan's directory until its trace files exist and have stopped growing for
     ``settle_s``; ``[]`` when none appeared before ``deadline_s``.
@@ -302,7 +301,7 @@ async def wait_for_files(
             if report is not None and files:
                 total = sum(f.size for f in files)
                 report(Phase("writing", _writing_words(files), len(files), total))
-        elif files and now - still_since >= settle_s and not (expect_more and expect_more()):
+        elif files and now - still_since >= settle_s:
             return files
         if now >= end:
             if files:
@@ -351,9 +350,7 @@ async def run_profile(
     notes: list[str] = []
     try:
         say("capturing", f"capturing {plan.steps} steps (the server must be serving requests)")
-        files = await wait_for_files(
-            plan, since, deadline_s=capture_s, report=report, settle_s=SETTLE_S
-        )
+        files = await wait_for_files(plan, since, deadline_s=capture_s, report=report)
         if plan.stops:
             stopped = await _stop_shielded(client)
             if not files:
