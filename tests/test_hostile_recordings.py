@@ -136,9 +136,9 @@ def test_a_meta_view_of_200_mb_is_refused_in_bounded_memory(
     path = tmp_path / "bloat.sqlite"
     shutil.copy(recording, path)
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute("ALTER TABLE meta RENAME TO meta_data")
+        conn.execute("DROP TABLE meta")
         conn.execute(
-            "CREATE VIEW meta AS SELECT key, value FROM meta_data UNION ALL "
+            "CREATE VIEW meta AS SELECT 'format_version' AS key, '1' AS value UNION ALL "
             "SELECT 'note', printf('%.*c', 200000000, 'x')"
         )
     assert path.stat().st_size < 200_000
@@ -148,7 +148,8 @@ def test_a_meta_view_of_200_mb_is_refused_in_bounded_memory(
         ("advise", str(path)),
     ):
         run = run_specwatch(*argv, timeout_s=DEADLINE_S)
-        assert run.rc == 2 and "not a specwatch recording" in run.text, run.text[-2000:]
+        assert run.rc == 2, run.text[-2000:]
+        assert "view meta is not the recording's table meta" in run.text, run.text[-2000:]
         assert "Traceback" not in run.text
         assert run.peak_mib < PEAK_LIMIT_MIB, (argv, run.peak_mib)
 
@@ -224,3 +225,8 @@ def test_a_time_out_of_range_is_one_line_in_replay_export_and_compare(
     compared = _specwatch("compare", f"{path}@-100s/-10s", f"{path}@-50s/-5s")
     assert "Traceback" not in compared.stderr, compared.stderr[-2000:]
     assert compared.returncode in range(0, 10), compared.stderr
+
+
+def test_a_range_no_clock_shows_is_one_line(recording: Path) -> None:
+    result = _specwatch("compare", f"{recording}@-99999999999h/-1s", str(SNAPSHOT))
+    assert result.returncode == 2 and "no clock shows that time" in _one_line(result)

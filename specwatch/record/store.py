@@ -95,7 +95,7 @@ def schema_problem(conn: sqlite3.Connection, *, complete: bool = True) -> str | 
         shown = sanitize_line(f"{ty} {name}", 80)
         want = expected.get(str(name))
         if want is None:
-            return f"it holds {shown}, which no recording has (a recording holds no code)"
+            return f"it holds {shown}, which no recording has"
         if (str(ty), str(tbl), _collapse(sql)) != want:
             return f"its {shown} is not the recording's {want[0]} {name}"
         seen.add(str(name))
