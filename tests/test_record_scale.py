@@ -99,17 +99,18 @@ def test_export_from_to_reads_only_the_range(
     files: dict[int, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from specwatch.commands.main import main
-    from specwatch.record.reader import _row_ok as row_ok
+    from specwatch.record.reader import Reader
 
     decoded = _decodes(monkeypatch)
     fetched = [0]
+    checked = Reader._decoded
 
-    def counting(*args: Any) -> bool:
+    def counting(self: Reader, row: tuple[Any, ...]) -> Any:
         fetched[0] += 1
-        return bool(row_ok(*args))
+        return checked(self, row)
 
     # every row the reader takes from SQLite is checked once: this counts what was read
-    monkeypatch.setattr("specwatch.record.reader._row_ok", counting)
+    monkeypatch.setattr(Reader, "_decoded", counting)
     assert main(["export", "--csv", "--from", "-10m", "--to", "-5m", str(files[BIG_S])]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "time,source,subject,field,value" and len(out) > 2 * 301 * 5

@@ -67,7 +67,8 @@ def snapshot_name(created: str, label: str | None) -> str:
     return f"specwatch-{stamp}{'-' + slug if slug else ''}.json"
 
 
-def _os_reason(e: OSError) -> str:
+def os_reason(e: OSError) -> str:
+    """Why an operation on a file failed, in a few words."""
     if e.errno == errno.ENOSPC:
         return "no space left on device"
     if e.errno == errno.EROFS:
@@ -144,7 +145,7 @@ def write_snapshot(snapshot: Mapping[str, Any], out_dir: Path | str = DEFAULT_DI
             return final
         raise SnapshotError(f"cannot write snapshot to {directory}: too many files named {base}")
     except OSError as e:
-        raise SnapshotError(f"cannot write snapshot to {directory}: {_os_reason(e)}") from e
+        raise SnapshotError(f"cannot write snapshot to {directory}: {os_reason(e)}") from e
     finally:
         if tmp is not None:
             # Nothing more can be done about a temp file on a failing disk.
@@ -219,15 +220,24 @@ def read_snapshot(
         where = f"{p}" if e.too_large else f"cannot read snapshot {p}"
         raise SnapshotError(f"{where}: {e}") from None
     except OSError as e:
-        raise SnapshotError(f"cannot read snapshot {p}: {_os_reason(e)}") from e
+        raise SnapshotError(f"cannot read snapshot {p}: {os_reason(e)}") from e
+    return scrub_snapshot(parse_snapshot(data, str(p)))
+
+
+def parse_snapshot(data: bytes, source: str) -> dict[str, Any]:
+    """The validated plain JSON values of a snapshot's bytes, as they are (not scrubbed).
+
+    Raises:
+        SnapshotError: Not JSON, or not a valid snapshot.
+    """
     try:
         loaded = orjson.loads(data)
     except orjson.JSONDecodeError as e:
         detail = " ".join(str(e).split())
         if not data:
             detail = "the file is empty"
-        raise SnapshotError(f"{p}: not valid JSON ({detail})") from e
-    return scrub_snapshot(validate(loaded, str(p)))
+        raise SnapshotError(f"{source}: not valid JSON ({detail})") from e
+    return validate(loaded, source)
 
 
 def load_snapshot(
@@ -253,6 +263,8 @@ __all__ = [
     "SnapshotError",
     "dumps",
     "load_snapshot",
+    "os_reason",
+    "parse_snapshot",
     "read_snapshot",
     "schema",
     "snapshot_name",

@@ -34,7 +34,7 @@ from specwatch.core.snapshot_records import (
 )
 from specwatch.core.stats import Summary
 from specwatch.record.reader import Reader, RecordedEvent, RecordingError
-from specwatch.record.store import local_iso
+from specwatch.record.store import WALL_LIMIT, local_iso
 from specwatch.record.timespec import parse_time
 from specwatch.session import events as ev
 
@@ -83,6 +83,8 @@ def load_range(spec: RangeSpec) -> Snapshot:
             raise RecordingError(f"{spec.path}@{spec.start}/{spec.end}: {e}") from None
         if wall1 <= wall0:
             raise RecordingError(f"{spec.path}: the range ends before it starts")
+        if not -WALL_LIMIT <= wall0 < wall1 <= WALL_LIMIT:
+            raise RecordingError(f"{spec.path}@{spec.start}/{spec.end}: no clock shows that time")
         return range_snapshot(reader, wall0, wall1, f"{spec.path.name}@{spec.start}/{spec.end}")
 
 

@@ -5,6 +5,7 @@ them."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
@@ -19,9 +20,13 @@ def parse_duration(text: str) -> float:
     """
     s = text.strip().lower()
     try:
-        return float(s)
+        seconds = float(s)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(seconds):  # "inf", "1e400"
+            raise ValueError(f"not a duration: {text!r} (e.g. 90s, 10m, 2h, 1h55m)")
+        return seconds
     pos, total = 0, 0.0
     for m in _PART.finditer(s):
         if m.start() != pos:
