@@ -159,3 +159,56 @@ def test_every_rule_fires_on_its_recorded_series(tmp_path: Path) -> None:
     done = subprocess.run([PROMTOOL, "test", "rules", str(spec)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS" in done.stdout
+
+
+@needs_promtool
+async def test_the_unreachable_alert_fires_on_what_a_garbage_server_makes_the_exporter_say(
+    tmp_path: Path,
+) -> None:
+    from tests.test_exporter_health import capture_garbage_episode
+
+    # The exporter's own series, read every half second around the moment the server turned to
+    # answering 200 with random bytes, replayed to promtool one reading a minute.
+    samples, _, last = await capture_garbage_episode(healthy=3, after_s=3.0, every_s=0.5)
+    labels = last["specwatch_server_up"][0][0]
+    first_down = next(i for i, (up, _) in enumerate(samples) if up == 0.0)
+    assert len(samples) - 1 - first_down >= 3, samples
+    assert samples[-1][1] > samples[first_down - 1][1]  # the error counter moved
+    (rule,) = [r for r in RULES if r["alert"] == "SpecwatchServerUnreachable"]
+    series = [
+        _series("specwatch_server_up", labels, " ".join(f"{up:g}" for up, _ in samples)),
+        _series(
+            "specwatch_source_errors_total",
+            {"server": labels["server"], "source": "server"},
+            " ".join(f"{e:g}" for _, e in samples),
+        ),
+    ]
+    notes = rule["annotations"]
+    fired = {
+        "exp_labels": {**labels, **rule["labels"]},
+        "exp_annotations": {k: _render(notes[k], labels, "") for k in ("summary", "description")},
+    }
+    name = rule["alert"]
+    spec = {
+        "rule_files": [str(tmp_path / "specwatch.rules.yml")],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "alert_rule_test": [
+                    {"eval_time": f"{first_down - 1}m", "alertname": name, "exp_alerts": []},
+                    {"eval_time": f"{len(samples) - 1}m", "alertname": name, "exp_alerts": [fired]},
+                ],
+            }
+        ],
+    }
+    (tmp_path / "specwatch.rules.yml").write_text(rules_text())
+    (tmp_path / "unreachable.test.yml").write_text(json.dumps(spec, indent=1))
+    assert PROMTOOL is not None
+    done = subprocess.run(
+        [PROMTOOL, "test", "rules", str(tmp_path / "unreachable.test.yml")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -348,7 +348,7 @@ def test_cli_json_goes_to_stdout_progress_to_stderr(tmp_path: Path) -> None:
     assert "Run 3/3" in err
 
 
-def test_cli_read_only_output_still_prints_results(
+def test_cli_read_only_output_is_refused_before_the_first_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     target = tmp_path / "ro"
@@ -361,13 +361,29 @@ def test_cli_read_only_output_still_prints_results(
 
         monkeypatch.setattr(tempfile, "mkstemp", read_only)
     with simulated(cold) as sim:
-        status, out, err = cli_bench(sim, ["--out", str(target)])
-    assert status == 1
-    assert "  ========== Results ==========" in out
-    assert "Run 3/3" in out
-    assert err.strip().count("\n") == 0
-    assert err.startswith(f"specwatch bench: cannot write snapshot to {target}: ")
+        status, out, err = cli_bench(sim, ["--out", str(target / "new")])
+    assert status == 2
+    assert "Run 1/" not in out and "Warmup" not in out
+    assert err.splitlines() == [
+        f"specwatch bench: cannot write snapshot to {target / 'new'}: "
+        f"{'read-only file system' if os.geteuid() == 0 else 'permission denied'}; nothing measured"
+    ]
     assert list(target.iterdir()) == []
+
+
+def test_cli_out_under_a_file_or_proc_is_refused_before_the_first_run(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    with simulated(cold) as sim:
+        for out_dir, why in (
+            (afile / "sub", f"{afile} is not a directory"),
+            (Path("/proc/sw"), ""),
+        ):
+            status, out, err = cli_bench(sim, ["--out", str(out_dir)])
+            assert status == 2 and "Run 1/" not in out, err
+            (line,) = err.splitlines()
+            assert line.startswith(f"specwatch bench: cannot write snapshot to {out_dir}: ")
+            assert why in line and line.endswith("; nothing measured")
 
 
 def test_cli_api_key_never_in_the_snapshot(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ ledger file shared across processes."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import signal
@@ -113,9 +114,7 @@ def test_without_root_nothing_changes(tmp_path: Path) -> None:
 def _env(tmp_path: Path, root: bool = True) -> dict[str, str]:
     env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"), PYTHONPATH=str(ROOT))
     env[LEDGER_ENV] = str(tmp_path / "ledger.jsonl")
-    env.pop(ROOT_ENV, None)
-    if root:
-        env[ROOT_ENV] = "1"
+    env[ROOT_ENV] = "1" if root else "0"  # unset: as this process's own user
     return env
 
 
@@ -258,3 +257,165 @@ def test_a_failed_sm_reset_still_resets_the_memory_clock(tmp_path: Path) -> None
     assert len(problems) == 1 and problems[0].startswith("GPU 0:")
     assert fake.locked == {(0, N.CLOCK_SM): (1980, 1980)}
     assert path.exists()  # kept for `specwatch clocks restore`
+
+
+def _holds(tmp_path: Path) -> list[tuple[int, int, int]]:
+    """Per process in the ledger: (pid, first set, last reset) by ledger row."""
+    rows = _ledger(tmp_path)
+    spans: dict[int, list[int]] = {}
+    for i, row in enumerate(rows):
+        if row[0] in ("nvmlDeviceSetGpuLockedClocks", "nvmlDeviceResetGpuLockedClocks"):
+            spans.setdefault(row[-1], []).append(i)
+    return sorted((pid, rows_[0], rows_[-1]) for pid, rows_ in spans.items())
+
+
+def test_two_benches_started_together_never_hold_the_clocks_at_once(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "specwatch", *BENCH, "-n", "2", "--lock-clocks", "max"]
+    procs = [
+        subprocess.Popen(
+            [*argv, "--out", str(tmp_path / f"snaps{i}")],
+            env=_env(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    outs = [p.communicate(timeout=WAIT_S) for p in procs]
+    spans = sorted(_holds(tmp_path), key=lambda s: s[1])
+    assert spans, outs
+    for (_, _, end), (_, start, _) in itertools.pairwise(spans):
+        assert end < start, spans  # one holder's reset came before the next one's set
+    for proc, (_, err) in zip(procs, outs, strict=True):
+        if proc.returncode != 0:  # refused: one line, nothing measured
+            other = next(p.pid for p in procs if p is not proc)
+            lines = [line for line in err.splitlines() if line.strip()]
+            assert lines == [
+                f"specwatch bench: the clocks are being locked by specwatch process {other};"
+                " nothing changed"
+            ], err
+            assert proc.pid not in {pid for pid, _, _ in spans}
+    _assert_restored(tmp_path)
+
+
+def test_a_second_lock_is_refused_in_one_line_while_the_first_holds(tmp_path: Path) -> None:
+    first, out = _start(tmp_path, "-n", "500", "--lock-clocks", "max")
+    try:
+        _wait_for(lambda: "Run 1/500" in out.read_text(errors="replace"), first)
+        second = subprocess.run(
+            [sys.executable, "-m", "specwatch", *BENCH, "-n", "1", "--lock-clocks", "max"],
+            env=_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=WAIT_S,
+            check=False,
+        )
+        assert second.returncode == 2
+        assert [line for line in second.stderr.splitlines() if line.strip()] == [
+            f"specwatch bench: the clocks are being locked by specwatch process {first.pid};"
+            " nothing changed"
+        ]
+        restore = subprocess.run(
+            [sys.executable, "-m", "specwatch", "clocks", "restore"],
+            env=_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=WAIT_S,
+            check=False,
+        )
+        assert restore.returncode == 1 and str(first.pid) in restore.stderr
+        assert _calls(tmp_path, "nvmlDeviceResetGpuLockedClocks") == set()  # untouched
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(WAIT_S) == 128 + signal.SIGTERM
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert {pid for pid, _, _ in _holds(tmp_path)} == {first.pid}
+    _assert_restored(tmp_path)
+
+
+PLANTED = {
+    "huge index": {"pid": 999_999_999, "nvml": "sim", "gpus": [{"index": 10**9, "sm_mhz": 1}]},
+    "not json": "{not a record",
+    "too large": {"pid": 1, "nvml": "sim", "gpus": [], "pad": "x" * 100_000},
+    "negative clock": {"pid": 999_999_999, "nvml": "nvml", "gpus": [{"index": 0, "sm_mhz": -5}]},
+}
+
+
+@pytest.mark.parametrize("case", PLANTED)
+@pytest.mark.parametrize("command", [["dcgm-counters"], ["clocks", "restore"]])
+def test_a_planted_record_is_said_in_one_line_and_drives_no_work(
+    tmp_path: Path, case: str, command: list[str]
+) -> None:
+    path = tmp_path / "state" / "specwatch" / "clock-lock.json"
+    path.parent.mkdir(parents=True)
+    record = PLANTED[case]
+    path.write_text(record if isinstance(record, str) else json.dumps(record))
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "specwatch", *command],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
+    assert time.monotonic() - start < 20
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and str(path) in lines[0] and "ignored" in lines[0], done.stderr
+    assert done.returncode == (1 if command[0] == "clocks" else 0)
+    assert _ledger(tmp_path) == [] and path.exists()  # not ours to delete
+
+
+def _nvml_loads() -> bool:
+    try:
+        N.real_nvml().nvmlInit()
+    except Exception:
+        return False
+    N.real_nvml().nvmlShutdown()
+    return True
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the path without NVML as root needs root")
+@pytest.mark.parametrize(
+    "source",
+    [[], ["--no-gpu"], ["--dcgm", "http://127.0.0.1:9"], ["--prometheus", "http://127.0.0.1:9"]],
+)
+def test_without_nvml_as_root_the_lock_is_refused_in_one_line(
+    tmp_path: Path, source: list[str]
+) -> None:
+    if _nvml_loads():
+        pytest.skip("NVML loads here: the path without it cannot be taken")
+    argv = ["bench", "http://127.0.0.1:9", "-n", "1", "--lock-clocks", "max", *source]
+    done = subprocess.run(
+        [sys.executable, "-m", "specwatch", *argv, "--out", str(tmp_path / "snaps")],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines == [
+        "specwatch bench: could not lock the clocks: NVML Shared Library Not Found; nothing changed"
+    ]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root's own demo lock needs root")
+def test_the_demo_does_not_tell_root_it_needs_root(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    del env[ROOT_ENV]  # as the real driver: this user, root, may lock
+    argv = [*BENCH, "-n", "1", "--out", str(tmp_path / "snaps"), "--lock-clocks", "max"]
+    done = subprocess.run(
+        [sys.executable, "-m", "specwatch", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "needs root" not in done.stdout + done.stderr
+    assert "Clocks locked at 1980 MHz" in done.stdout + done.stderr
+    _assert_restored(tmp_path)

@@ -660,6 +660,7 @@ async def test_unreachable_and_garbage_never_raise(fake_server: FakeServer) -> N
         fake_server.routes["GET /metrics"] = text_response("<html>\x00\xff garbage {{{")
         w = await watcher.scrape()
     assert "unparseable" in w.notes["parse"]
+    assert w.notes["error"] == f"{URL}/metrics: the answer is not Prometheus text"
 
 
 async def test_derivation_bug_becomes_a_note(

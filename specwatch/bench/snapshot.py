@@ -100,6 +100,28 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+def check_writable(out_dir: Path | str = DEFAULT_DIR) -> None:
+    """Check that a snapshot could be written into ``out_dir`` now, creating nothing that
+    stays: a file is made and removed in it, or in its nearest existing parent.
+
+    Raises:
+        SnapshotError: It, or the parent it would be made in, is no directory or cannot be
+            written (read-only, no permission, full).
+    """
+    directory = Path(out_dir)
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise SnapshotError(f"cannot write snapshot to {directory}: {existing} is not a directory")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".specwatch-", suffix=".tmp", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise SnapshotError(f"cannot write snapshot to {directory}: {_os_reason(e)}") from e
+
+
 def write_snapshot(snapshot: Mapping[str, Any], out_dir: Path | str = DEFAULT_DIR) -> Path:
     """Write atomically into ``out_dir`` under a new name; never overwrite an existing file.
 

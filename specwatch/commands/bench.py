@@ -421,6 +421,13 @@ def _run_bench(
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         say_error("specwatch bench", f"--out must name a directory; {args.out} is a file", err)
         return EXIT_USAGE
+    from specwatch.bench.snapshot import SnapshotError, check_writable
+
+    try:  # before the first run, not after the last: nothing is measured for nowhere
+        check_writable(args.out or DEFAULT_DIR)
+    except SnapshotError as exc:
+        say_error("specwatch bench", f"{exc}; nothing measured", err)
+        return EXIT_USAGE
     from specwatch.sources.identity.process import identify_server
 
     identity = identify_server(endpoint.base_url)

@@ -14,8 +14,16 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
-from specwatch.core.clock_state import LockState, pid_alive, read_state, state_path
-from specwatch.sources.nvml.clock_lock import Target, lock, parse_target, restore
+from specwatch.core.clock_state import (
+    BadState,
+    LockBusy,
+    LockState,
+    hold,
+    pid_alive,
+    read_state,
+    state_path,
+)
+from specwatch.sources.nvml.clock_lock import LockError, Target, lock, parse_target, restore
 
 if TYPE_CHECKING:
     from specwatch.core.snapshot_records import BenchResult
@@ -53,32 +61,59 @@ def _restore_lines(state: LockState, why: str) -> list[str]:
     return [f"specwatch: restored the GPU clocks {why}"]
 
 
+def _ignored(exc: BadState) -> str:
+    return f"{exc}: ignored; check the GPU clocks (nvidia-smi -q -d CLOCK), then remove it"
+
+
 def restore_stale(err: TextIO) -> None:
-    """At start-up: restore clocks a specwatch process that is gone left locked."""
+    """At start-up: restore clocks a specwatch process that is gone left locked (a process that
+    holds the lock is not gone; a record that is no record is said in one line, not used)."""
     path = state_path()
     if not path.exists():
         return
-    state = read_state(path)
-    if state is None or pid_alive(state.pid):
+    try:
+        with hold(path):
+            state = read_state(path)
+            if state is None or pid_alive(state.pid):
+                return
+            for line in _restore_lines(state, f"left locked by process {state.pid}, which is gone"):
+                print(line, file=err)
+    except LockBusy:
         return
-    for line in _restore_lines(state, f"left locked by process {state.pid}, which is gone"):
-        print(line, file=err)
+    except BadState as exc:
+        print(f"specwatch: {_ignored(exc)}", file=err)
+    except OSError as exc:
+        print(f"specwatch: cannot check {path}: {exc.strerror or exc}", file=err)
 
 
 def run_clocks(args: argparse.Namespace, err: TextIO | None = None) -> int:
     """``specwatch clocks restore``: 0 when nothing is left locked."""
     err = err or sys.stderr
-    state = read_state(state_path())
-    if state is None:
-        print("specwatch clocks: no locked clocks to restore", file=err)
-        return 0
-    if pid_alive(state.pid):
-        print(
-            f"specwatch clocks: process {state.pid} holds the lock and restores it when it ends",
-            file=err,
-        )
+    path = state_path()
+    try:
+        with hold(path):
+            state = read_state(path)
+            if state is None:
+                print("specwatch clocks: no locked clocks to restore", file=err)
+                return 0
+            if pid_alive(state.pid):
+                print(
+                    f"specwatch clocks: process {state.pid} wrote the lock record and still runs;"
+                    " not touching it",
+                    file=err,
+                )
+                return 1
+            lines = _restore_lines(state, f"locked by process {state.pid}")
+    except LockBusy as exc:
+        held = str(exc).split(" by ", 1)[-1].split(";", 1)[0]
+        print(f"specwatch clocks: {held} holds the lock and restores it when it ends", file=err)
         return 1
-    lines = _restore_lines(state, f"locked by process {state.pid}")
+    except BadState as exc:
+        print(f"specwatch clocks: {_ignored(exc)}", file=err)
+        return 1
+    except OSError as exc:
+        print(f"specwatch clocks: cannot check {path}: {exc.strerror or exc}", file=err)
+        return 1
     for line in lines:
         print(line, file=err)
     return 1 if "could not" in lines[0] else 0
@@ -102,7 +137,7 @@ def lock_for_bench(
     if target is None:
         return {}
     from specwatch.bench.shield import print_lines
-    from specwatch.sources.nvml.clock_lock import LockError, locked_clocks, locked_memory_clocks
+    from specwatch.sources.nvml.clock_lock import locked_clocks, locked_memory_clocks
 
     if demo is not None:
         from specwatch.sim.fake_nvml import FakeNvml
@@ -151,13 +186,27 @@ def with_locks(result: BenchResult, locked: Locked) -> BenchResult:
 
 @contextlib.contextmanager
 def held_lock(nv: Any, target: Target, kind: str) -> Iterator[LockState]:
-    """Lock the clocks while inside; restore them on every way out (raises ``LockError``)."""
+    """Lock the clocks while inside, one process at a time (the OS lock is taken before any
+    clock is set and released after they are restored); restore them on every way out.
+
+    Raises:
+        LockError: Another process holds the lock (refused at once, never waited for), or
+            :func:`~specwatch.sources.nvml.clock_lock.lock` refused.
+    """
     path = state_path()
-    state = lock(nv, target, path, kind)
-    try:
-        yield state
-    finally:
-        restore(nv, state, path)
+    with contextlib.ExitStack() as holding:
+        try:
+            holding.enter_context(hold(path))
+        except LockBusy as exc:
+            raise LockError(str(exc)) from None
+        except OSError as exc:
+            where = f"{path.parent}: {exc.strerror or exc}"
+            raise LockError(f"cannot create the lock in {where}; nothing changed") from None
+        state = lock(nv, target, path, kind)
+        try:
+            yield state
+        finally:
+            restore(nv, state, path)
 
 
 __all__ = [

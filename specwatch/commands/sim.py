@@ -63,6 +63,7 @@ HOSTILE_CASES = (
     "redirect",
     "loading",
     "unauthorised",
+    "garbage",
     "prom-labels",
     "prom-values",
     "prom-type",

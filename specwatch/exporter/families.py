@@ -75,7 +75,7 @@ class SessionCollector(Collector):
         )
         errors = CounterMetricFamily(
             "specwatch_source_errors",
-            "Failed attempts to read a source (server: a wait or a loss; gpu: a failed tick)",
+            "Failed reads of a source (server: a failed scrape, wait or loss; gpu: a failed tick)",
             labels=["server", "source"],
         )
         last = _gauge(

@@ -1,6 +1,13 @@
 """What the exporter last heard from the session: a subscriber that keeps the newest reading of
-each kind, and forgets a server's figures the moment it is lost (so a scrape never shows a stale
-verdict or window as current).
+each kind, and withdraws a server's figures the moment a read of it fails (so a scrape never
+shows a stale verdict or window as current).
+
+A server is up while its newest ``/metrics`` scrape succeeded: a scrape past its deadline, an
+answer that is not Prometheus text or one without any of the dialect's series (the watcher
+says so in ``notes["error"]``) puts it down at once and counts one error, as does each failed
+wait; the poller's own, slower decision that the server is lost only adds to that. A successful
+detection alone does not make it up (something answering 200 with random bytes on every path
+is detected as a generic server), except where metrics are off and detection is all there is.
 
 Events arrive on the session's threads; :meth:`Readings.view` hands the collector a consistent
 copy under one lock.
@@ -39,12 +46,13 @@ class ServerView:
     model: str = ""
     dialect: str = ""
     up: bool = False
+    """Whether its newest scrape succeeded (detection alone where metrics are off)."""
     window: MetricsWindow | None = None
     """The newest ``/metrics`` window (``None`` while down: dropped, not kept stale)."""
     verdict: LiveVerdictState | None = None
     """The live verdict (the session's first server only; ``None`` while down)."""
     errors: int = 0
-    """Failed attempts to reach it (waits while down, losses)."""
+    """Failed reads of it: failed scrapes, failed waits, losses (none against a healthy one)."""
     last_success: float | None = None
     """Unix seconds of the newest successful scrape."""
 
@@ -81,6 +89,14 @@ class Readings:
         self._wall = wall
         self._lock = threading.Lock()
         self._servers = [ServerView(label(redact(e.base_url, e))) for e in endpoints]
+        self._kept: list[tuple[MetricsWindow | None, LiveVerdictState | None]] = [
+            (None, None) for _ in endpoints
+        ]
+        """Per server, the newest window and verdict since it was last lost: withdrawn while a
+        scrape fails, shown again once one succeeds (the session's verdict did not end)."""
+        self._connected = [False for _ in endpoints]
+        """Ready and not lost since: a verdict arriving otherwise was judged on readings from
+        before the loss."""
         self._gpus = GpuView()
         self._host: HostSpan | None = None
 
@@ -93,22 +109,47 @@ class Readings:
         if 0 <= index < len(self._servers):
             self._servers[index] = replace(self._servers[index], **changes)  # type: ignore[arg-type]
 
+    def _failed(self, index: int, *, lost: bool) -> None:
+        """A failed read: down, figures withdrawn, one more error; ``lost`` also forgets them."""
+        if not 0 <= index < len(self._servers):
+            return
+        if lost:
+            self._kept[index] = (None, None)
+            self._connected[index] = False
+        self._set(
+            index, up=False, window=None, verdict=None, errors=self._servers[index].errors + 1
+        )
+
+    def _scraped(self, index: int, window: MetricsWindow) -> None:
+        if not 0 <= index < len(self._servers):
+            return
+        notes = window.notes
+        if notes.get("error") and "metrics" not in notes:  # metrics off is an answer, not a fault
+            self._failed(index, lost=False)
+            return
+        kept, verdict = self._kept[index]
+        # A window of no width (the first scrape) measured nothing: keep the one before.
+        if window.dt > 0:
+            kept = window
+        self._kept[index] = (kept, verdict)
+        self._set(index, up=True, last_success=self._wall(), window=kept, verdict=verdict)
+
     def _take(self, event: ev.SessionEvent) -> None:
         if isinstance(event, ev.MetricsScraped):
-            changes: dict[str, object] = {"up": True, "last_success": self._wall()}
-            # A window of no width (the first scrape) measured nothing: keep the one before.
-            if event.window.dt > 0:
-                changes["window"] = event.window
-            self._set(event.server, **changes)
+            self._scraped(event.server, event.window)
         elif isinstance(event, ev.ServerReady):
             self._ready(event.server, event.info)
-        elif isinstance(event, ev.ServerLost | ev.ServerWaiting):
-            s = event.server
-            errors = self._servers[s].errors + 1 if 0 <= s < len(self._servers) else 0
-            self._set(s, up=False, window=None, verdict=None, errors=errors)
+        elif isinstance(event, ev.ServerWaiting):
+            if event.state != "ready":  # the attempt that found it ready is no failure
+                self._failed(event.server, lost=True)
+        elif isinstance(event, ev.ServerLost):
+            self._failed(event.server, lost=True)
         elif isinstance(event, ev.VerdictChanged):
-            if 0 <= event.server < len(self._servers) and self._servers[event.server].up:
-                self._set(event.server, verdict=event.state)
+            s = event.server
+            if 0 <= s < len(self._servers) and self._connected[s]:
+                self._kept[s] = (self._kept[s][0], event.state)
+                if self._servers[s].up:
+                    self._set(s, verdict=event.state)
         elif isinstance(event, ev.GpuTicked):
             g = self._gpus
             if event.tick.error:  # the GPUs' last figures are no longer current: dropped
@@ -123,7 +164,14 @@ class Readings:
             self._gpus = replace(g, inventory=event.inventory, errors=g.errors + bad)
 
     def _ready(self, index: int, info: ServerInfo) -> None:
-        self._set(index, up=True, model=label(info.model), dialect=label(str(info.dialect.value)))
+        if not 0 <= index < len(self._servers):
+            return
+        self._connected[index] = True
+        names = {"model": label(info.model), "dialect": label(str(info.dialect.value))}
+        if info.metrics_enabled is False:  # no scrape will say: answering detection is up
+            self._set(index, up=True, last_success=self._wall(), **names)
+        else:
+            self._set(index, **names)
 
     def view(self) -> View:
         """A consistent copy of what is known now."""

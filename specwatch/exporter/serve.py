@@ -1,8 +1,11 @@
 """Serve a live session's series on ``/metrics`` until told to stop.
 
-``prometheus_client``'s own HTTP server on its own thread; the session runs on the asyncio loop
-of :func:`run_exporter`. SIGTERM, SIGHUP and SIGINT end it cleanly (a recording is closed whole
-by the caller).
+``prometheus_client``'s WSGI app served by the standard library's threading WSGI server, as
+``prometheus_client.start_http_server`` does, but with a listen backlog for a fleet's scrapers
+(that function leaves the standard library's 5, and a burst of scrapers beyond it waits for
+SYN retries) and a timeout on idle connections (it has none: a client that connects and sends
+nothing holds a thread for ever). The session runs on the asyncio loop of :func:`run_exporter`.
+SIGTERM, SIGHUP and SIGINT end it cleanly (a recording is closed whole by the caller).
 """
 
 from __future__ import annotations
@@ -10,12 +13,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
+import socketserver
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.process_collector import ProcessCollector
 
 from specwatch.exporter.families import SessionCollector
@@ -23,6 +29,32 @@ from specwatch.exporter.readings import Readings
 
 if TYPE_CHECKING:
     from specwatch.session.live import LiveSession
+
+
+LISTEN_BACKLOG = 1024
+"""Connections the kernel queues before the server accepts them (capped by ``somaxconn``)."""
+IDLE_TIMEOUT_S = 10.0
+"""A connection that sends nothing for this long is closed (each read and write)."""
+
+
+class _QuietHandler(WSGIRequestHandler):
+    timeout = IDLE_TIMEOUT_S
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Log nothing (a scrape every few seconds is not news)."""
+
+
+class _ScrapeServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went quiet or away is no error of ours: no traceback."""
+
+
+def _server_for(host: str) -> type[_ScrapeServer]:
+    family = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][0]
+    return type("ScrapeServer", (_ScrapeServer,), {"address_family": family})
 
 
 @dataclass
@@ -45,10 +77,22 @@ class Exporter:
         ProcessCollector(registry=registry)
         return cls(readings, collector, registry)
 
-    def serve(self, host: str, port: int) -> tuple[Any, int]:
+    def serve(
+        self, host: str, port: int, idle_timeout_s: float = IDLE_TIMEOUT_S
+    ) -> tuple[Any, int]:
         """Serve ``/metrics`` on ``host:port`` (0: a free port) on a thread; returns the HTTP
-        server (``shutdown()`` to stop) and the port it listens on."""
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        server (``shutdown()`` to stop) and the port it listens on. A connection silent for
+        ``idle_timeout_s`` is closed.
+
+        Raises:
+            OSError: The address cannot be bound (in use, not this host's).
+        """
+        handler = type("Handler", (_QuietHandler,), {"timeout": idle_timeout_s})
+        server = _server_for(host)((host, port), handler)
+        server.set_app(make_wsgi_app(self.registry))
+        threading.Thread(
+            target=server.serve_forever, name="specwatch-exporter", daemon=True
+        ).start()
         return server, int(server.server_address[1])
 
 

@@ -123,9 +123,13 @@ class FakeNvml:
 
     @property
     def privileged(self) -> bool:
-        """Whether set calls succeed (``SPECWATCH_FAKE_NVML_ROOT=1``, or set by a test)."""
+        """Whether set calls succeed: as the real driver, for root
+        (``SPECWATCH_FAKE_NVML_ROOT`` ``1`` or ``0`` says otherwise, or a test sets it)."""
         if self._privileged is None:
-            return os.environ.get(ROOT_ENV) == "1"
+            said = os.environ.get(ROOT_ENV)
+            if said in ("0", "1"):
+                return said == "1"
+            return hasattr(os, "geteuid") and os.geteuid() == 0
         return self._privileged
 
     @privileged.setter

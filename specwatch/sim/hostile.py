@@ -19,6 +19,7 @@ Cases:
     redirect:     every path redirects to another origin
     loading:      HTTP 503 everywhere
     unauthorised: HTTP 401 everywhere
+    garbage:      HTTP 200 with random bytes on every path
     prom-*:       a hostile Prometheus HTTP API (:mod:`specwatch.sim.hostile_prometheus`)
 """
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -49,6 +51,7 @@ CASES = (
     "redirect",
     "loading",
     "unauthorised",
+    "garbage",
     *PROMETHEUS_CASES,
 )
 MB = 1_000_000
@@ -88,6 +91,8 @@ def _json(obj: object, status: str = "200 OK") -> bytes:
 
 class HostileServer:
     """Serves one case (on loopback by default) in a thread of its own; ``url`` once started.
+
+    ``case`` may be changed while it serves (a server that turns hostile after detection).
 
     Args:
         case: One of :data:`CASES`.
@@ -200,6 +205,9 @@ class HostileServer:
             writer.write(_json({"error": "model loading"}, "503 Service Unavailable"))
         elif case == "unauthorised":
             writer.write(_json({"error": "bad key"}, "401 Unauthorized"))
+        elif case == "garbage":
+            noise = random.Random(len(self.requests)).randbytes(4096)
+            writer.write(_answer("200 OK", noise, "text/plain; version=0.0.4"))
         elif case == "redirect":
             other = "127.0.0.2" if self.host != "127.0.0.2" else "127.0.0.1"
             target = f"http://{other}:{self.port}{request.path}"

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from specwatch.core.clock_state import (
+    BadState,
     LockedGpu,
     LockState,
     pid_alive,
@@ -127,16 +128,23 @@ def lock(nv: Any, target: Target, path: Path, kind: str) -> LockState:
     (``mem_mhz`` ``None``).
 
     Raises:
-        LockError: Not root, a lock already held, or NVML refused (what was set is undone).
+        LockError: Not root, a lock already held, a state file that is no record, NVML
+            missing, or NVML refused (what was set is undone).
     """
     if not privileged(nv):
         raise LockError(
             "--lock-clocks needs root (a locked clock is a driver-wide setting); nothing changed"
         )
-    held = read_state(path)
+    try:
+        held = read_state(path)
+    except BadState as exc:
+        raise LockError(f"{exc}; nothing changed") from None
     if held is not None and pid_alive(held.pid):
         raise LockError(f"clocks are already locked by specwatch process {held.pid}")
-    nv.nvmlInit()
+    try:
+        nv.nvmlInit()
+    except Exception as exc:  # no driver, no library: said in one line, never a traceback
+        raise LockError(f"could not lock the clocks: {describe(exc)}; nothing changed") from exc
     try:
         gpus: list[LockedGpu] = []
         handles = []
@@ -198,7 +206,13 @@ def restore(nv: Any, state: LockState, path: Path, *, initialized: bool = False)
         except Exception as exc:
             return [f"NVML unavailable: {describe(exc)}"]
     try:
+        present: int | None = None
+        with contextlib.suppress(Exception):
+            present = int(nv.nvmlDeviceGetCount())
         for g in state.gpus:
+            if present is not None and not 0 <= g.index < present:
+                problems.append(f"GPU {g.index}: not present ({present} GPUs)")
+                continue
             try:
                 h = nv.nvmlDeviceGetHandleByIndex(g.index)
             except Exception as exc:

@@ -30,6 +30,8 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 """Largest answer read; a bigger one is an error (narrow with a matcher)."""
 MAX_RANGE_POINTS = 11_000
 MAX_SERIES = 100_000
+CUT_WHY = f"past the first {MAX_SERIES} of one answer (narrow it with a label matcher)"
+"""Why the series of an answer beyond :data:`MAX_SERIES` were left out."""
 """Series taken from one answer (10,000 servers with ten series each); the rest are counted in
 the one line of series left out."""
 OFF_LOOP_BYTES = 256 * 1024
@@ -183,8 +185,7 @@ class PrometheusClient:
         """Cut ``result`` to :data:`MAX_SERIES`, counting what was left out."""
         extra = len(result) - MAX_SERIES
         if extra > 0:
-            why = f"past the first {MAX_SERIES} of one answer (narrow it with a label matcher)"
-            self.skipped[why] = self.skipped.get(why, 0) + extra
+            self.skipped[CUT_WHY] = self.skipped.get(CUT_WHY, 0) + extra
             del result[MAX_SERIES:]
 
     def _vector(self, result: list[Any]) -> list[VectorSample]:

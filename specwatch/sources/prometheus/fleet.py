@@ -22,7 +22,13 @@ from specwatch.core.fleet import (
 )
 from specwatch.core.sanitize import sanitize_line
 from specwatch.sources.off_loop import off_loop
-from specwatch.sources.prometheus.api import PrometheusClient, RangeSeries, VectorSample
+from specwatch.sources.prometheus.api import (
+    CUT_WHY,
+    MAX_SERIES,
+    PrometheusClient,
+    RangeSeries,
+    VectorSample,
+)
 from specwatch.sources.prometheus.model_names import ModelNames, target_address
 from specwatch.sources.prometheus.queries import (
     derive_gpus,
@@ -157,7 +163,9 @@ class PrometheusSource:
         when = time.time() if at is None else at
         errors: list[str] = []
         gauges = await self._query(server_gauges_query(self.server_match), when, errors)
+        cut_before = self.client.skipped.get(CUT_WHY, 0)
         rates = await self._query(server_rates_query(window, self.server_match), when, errors)
+        rates_cut = self.client.skipped.get(CUT_WHY, 0) > cut_before
         gpu_samples = await self._query(gpu_query(self.gpu_match), when, errors)
         usable_gauges, usable_rates = self._usable(gauges), self._usable(rates)
         # thousands of servers take a while to join: off the event loop a screen is drawn on
@@ -173,6 +181,16 @@ class PrometheusSource:
                 " narrow it with --server-match"
             )
             skipped = too_many if skipped is None else sanitize_line(f"{too_many}; {skipped}", 400)
+        blank = sum(s.window.gen_tok_s is None for s in servers)
+        if blank and (rates_cut or found > MAX_SERVERS) and not errors:
+            why = (
+                f"their rates were past the first {MAX_SERIES} series of the answer"
+                if rates_cut
+                else "the rates answer held none for them"
+            )
+            # Said first: a cut line is cut at its end on a narrow screen.
+            line = f"tok/s – on {blank} of the {len(servers)} servers shown: {why}"
+            skipped = sanitize_line(line if skipped is None else f"{line}; {skipped}", 400)
         return FleetReading(
             t=t,
             at=when,

@@ -8,6 +8,7 @@ missing value says why in ``notes``.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Callable, Mapping
@@ -18,7 +19,7 @@ from typing import Any
 from specwatch.core.sanitize import clean_notes
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.sources.dialects.base import SIDE_EVERY_S, dialect_for
-from specwatch.sources.http.client import METRICS_LIMIT_BYTES, ServerClient
+from specwatch.sources.http.client import METRICS_LIMIT_BYTES, REQUEST_DEADLINE_S, ServerClient
 from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.metrics.parse import MetricsReader, parse_metrics
 from specwatch.sources.metrics.prom import Sample, Scrape, series_key
@@ -106,7 +107,8 @@ class MetricsWatcher:
         """Fetch ``/metrics`` once; return the window since the previous good scrape.
 
         Never raises: a failed fetch or parse gives ``notes["error"]`` and keeps the previous
-        scrape as the start of the next window. The first scrape has ``dt == 0.0`` and only
+        scrape as the start of the next window; so does an answer that is not Prometheus text or
+        has none of the dialect's series. The first scrape has ``dt == 0.0`` and only
         lifetime values and gauges. A body over 8 MiB is neither read past the limit nor
         parsed (``notes["error"]`` says "answer too large"). Notes are sanitised.
         """
@@ -119,9 +121,16 @@ class MetricsWatcher:
         if self.info.metrics_enabled is False:
             reason = self.info.metrics_reason or "metrics are off on this server"
             return MetricsWindow(t=t, dt=0.0, notes={"metrics": reason})
-        progress = await self._read_progress()
+        deadline = self.client.deadline_s or REQUEST_DEADLINE_S
         try:
-            response = await self.client.get("/metrics", check=False, limit=METRICS_LIMIT_BYTES)
+            # One deadline for the scrape: a hung server must not cost one per request of it
+            # (llama.cpp's /slots, then /metrics).
+            async with asyncio.timeout(deadline):
+                progress = await self._read_progress()
+                response = await self.client.get("/metrics", check=False, limit=METRICS_LIMIT_BYTES)
+        except TimeoutError:
+            error = self.client.deadline_error("/metrics", deadline)
+            return MetricsWindow(t=t, dt=0.0, notes={"error": str(error)})
         except ServerError as exc:
             return MetricsWindow(t=t, dt=0.0, notes={"error": str(exc)})
         except Exception as exc:  # never raise from a scrape
@@ -133,6 +142,10 @@ class MetricsWatcher:
                 )
             text = response.text
             scrape = self._reader.parse(text) if self._reader else parse_metrics(text)
+            foreign = self._foreign(scrape, text)
+            if foreign is not None:
+                notes = {"error": foreign, **({"parse": scrape.error} if scrape.error else {})}
+                return MetricsWindow(t=t, dt=0.0, notes=notes)
             header = response.headers.get("Process-Start-Time-Unix")
             await self._read_side(t, scrape)
             return self._window(_Snapshot(t, scrape, header, progress))
@@ -140,6 +153,24 @@ class MetricsWatcher:
             return MetricsWindow(
                 t=t, dt=0.0, notes={"error": f"metrics derivation failed: {exc!r}"}
             )
+
+    def _foreign(self, scrape: Scrape, text: str) -> str | None:
+        """Why an answer of 200 is no reading of this server (``None``: it is one): none of the
+        series its dialect reads, with lines that are not Prometheus text (random bytes, a
+        page) or nothing at all, or with no word from the dialect on why (vLLM's
+        ``--disable-log-stats`` leaves only ``python_*`` series, and says so)."""
+        url = self.client.endpoint.url("/metrics")
+        dialect = dialect_for(self.info.dialect)
+        wanted = dialect.wanted_families
+        if wanted and any(scrape.has_prefix(prefix) for prefix in wanted):
+            return None
+        if (scrape.error and not scrape.samples) or (wanted and not text.strip()):
+            return f"{url}: the answer is not Prometheus text"
+        if wanted and scrape.error:
+            return f"{url}: the answer is not Prometheus text with {self.info.dialect.value} series"
+        if wanted and "metrics" not in dialect.scrape_notes(scrape):
+            return f"{url}: the answer has none of the series {self.info.dialect.value} exposes"
+        return None
 
     async def _read_progress(self) -> Any:
         """The dialect's progress answer, read before ``/metrics`` (a request the server
