@@ -20,12 +20,13 @@ from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.sources.dialects.base import SIDE_EVERY_S, dialect_for
 from specwatch.sources.http.client import METRICS_LIMIT_BYTES, ServerClient
 from specwatch.sources.http.server_errors import ServerError
+from specwatch.sources.identity.server_queries import not_prometheus
 from specwatch.sources.metrics.parse import MetricsReader, parse_metrics
 from specwatch.sources.metrics.prom import Sample, Scrape, series_key
 from specwatch.sources.metrics.window_builder import WindowBuilder
 
 _COUNTER_SUFFIXES = ("_total", "_count", "_sum")
-_BREAKDOWN_LABELS = ("mode", "position")
+_BREAKDOWN_LABELS = ("mode", "position", "token_position")
 _RESTART_EPS = 1e-9
 _MONOTONIC_SUFFIXES = (*_COUNTER_SUFFIXES, "_bucket")
 """Samples that only grow while the server runs."""
@@ -88,6 +89,9 @@ class MetricsWatcher:
         self._side: dict[str, tuple[float, str]] = {}
         self._side_at: float | None = None
         self._progress: Any = None
+        self._path = dialect_for(info.dialect).metrics_path
+        self._refused: str | None = None
+        """Why the metrics path is not asked again (its answer was not Prometheus text)."""
 
     @property
     def last_counters(self) -> Mapping[str, float]:
@@ -119,9 +123,11 @@ class MetricsWatcher:
         if self.info.metrics_enabled is False:
             reason = self.info.metrics_reason or "metrics are off on this server"
             return MetricsWindow(t=t, dt=0.0, notes={"metrics": reason})
+        if self._refused is not None:
+            return MetricsWindow(t=t, dt=0.0, notes={"metrics": self._refused})
         progress = await self._read_progress()
         try:
-            response = await self.client.get("/metrics", check=False, limit=METRICS_LIMIT_BYTES)
+            response = await self.client.get(self._path, check=False, limit=METRICS_LIMIT_BYTES)
         except ServerError as exc:
             return MetricsWindow(t=t, dt=0.0, notes={"error": str(exc)})
         except Exception as exc:  # never raise from a scrape
@@ -132,6 +138,10 @@ class MetricsWatcher:
                     t=t, dt=0.0, notes=self._status_notes(response.status_code, response.text)
                 )
             text = response.text
+            refused = not_prometheus(self._path, text)
+            if refused is not None:
+                self._refused = refused
+                return MetricsWindow(t=t, dt=0.0, notes={"error": refused, "metrics": refused})
             scrape = self._reader.parse(text) if self._reader else parse_metrics(text)
             header = response.headers.get("Process-Start-Time-Unix")
             await self._read_side(t, scrape)
@@ -173,7 +183,7 @@ class MetricsWatcher:
         if off is not None:
             return {"error": off, "metrics": off}
         excerpt = " ".join(body.split())[:120]
-        return {"error": f"{self.client.endpoint.url('/metrics')}: HTTP {status} {excerpt}".strip()}
+        return {"error": f"{self.client.endpoint.url(self._path)}: HTTP {status} {excerpt}".strip()}
 
     def _window(self, snap: _Snapshot) -> MetricsWindow:
         t, scrape = snap.t, snap.scrape
