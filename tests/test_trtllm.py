@@ -260,3 +260,70 @@ def test_speculation_off_is_read_from_the_config_info() -> None:
     assert window.step_latency_s is not None and window.tokens == sum(
         r.completion_tokens for r in truth
     )
+
+
+def test_the_advisor_writes_tensorrt_llms_speculative_config() -> None:
+    from specwatch.core.draft_syntax import engine_setting, engine_syntax
+    from specwatch.core.server import SpecConfig
+
+    info = ServerInfo(
+        base_url="x",
+        dialect=Dialect.TRTLLM,
+        spec=SpecConfig(enabled=True, algorithm="Eagle3", num_draft_tokens=3),
+    )
+    s = engine_syntax(info, ["trtllm-serve", "m", "--config", "c.yaml"])
+    text = engine_setting(Dialect.TRTLLM, 3, [(1, 2)], 1, s)
+    assert text == "speculative_config: {decoding_type: Eagle3, max_draft_len: 2} (--config file)"
+    unread = engine_setting(Dialect.TRTLLM, 3, [(1, 3)], 1)
+    assert unread.startswith("keep speculative_config: {max_draft_len: 3}")
+    assert "add your decoding_type" in unread
+
+
+async def test_the_direct_fleet_reads_trtllm_names() -> None:
+    from specwatch.sources.direct_fleet import DirectFleetSource
+    from specwatch.sources.http.endpoint import parse_endpoint
+
+    with running_sim("trtllm") as sim:
+        fleet = DirectFleetSource([parse_endpoint(sim.url, env={})], clock=sim.clock.now)
+        # the per-position counters appear with the first finished request
+        await asyncio.to_thread(_finish, sim, 1)
+        await fleet.refresh()
+        before = len(sim.world.truth.requests())
+        await asyncio.to_thread(_finish, sim, 3)
+        sim.advance(0.5)
+        reading = await fleet.refresh()
+        done = sim.world.truth.requests()[before:]
+        hits = dict(sim.world.truth.endpoint_hits)
+    [server] = reading.servers
+    assert server.dialect is Dialect.TRTLLM
+    steps = sum(r.steps for r in done)
+    accepted = sum(r.accepted_drafts for r in done)
+    assert server.window.accept_length == pytest.approx(1 + accepted / steps, rel=1e-12)
+    assert server.rates.verify_steps_per_s is not None and server.rates.verify_steps_per_s > 0
+    assert "GET /metrics" not in hits
+
+
+def test_the_prometheus_fleet_knows_trtllm_names() -> None:
+    from specwatch.sources.prometheus.api import VectorSample
+    from specwatch.sources.prometheus.queries import (
+        FIELD_LABEL,
+        derive_servers,
+        server_gauges_query,
+        server_rates_query,
+    )
+
+    assert "trtllm_num_requests_running" in server_gauges_query()
+    assert 'trtllm_spec_decode_drafted_tokens_total{token_position="0"}' in server_rates_query(10)
+    at = {"instance": "h:8000", "job": "trt"}
+    gauges = [
+        VectorSample({**at, "__name__": "trtllm_num_requests_running", "pid": str(p)}, 0.0, 2.0)
+        for p in (1, 2)
+    ]
+    rates = [
+        VectorSample({**at, FIELD_LABEL: f"trtllm:{k}"}, 0.0, v)
+        for k, v in {"gen": 50.0, "acc": 30.0, "drafts": 20.0, "dtok": 60.0}.items()
+    ]
+    [server] = derive_servers(gauges, rates, 0.0, 10.0)
+    assert server.dialect is Dialect.TRTLLM
+    assert server.window.requests_running == 4.0
+    assert server.window.accept_length == 2.5 and server.window.draft_acceptance_rate == 0.5
