@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from specwatch.core.server import Dialect, ServerInfo
+from specwatch.core.server import Dialect, MetricsWindow, ServerInfo
 from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
@@ -117,7 +117,7 @@ async def test_the_generic_path_reads_a_json_metrics_once_and_stops() -> None:
 # --- version shapes ----------------------------------------------------------------------------
 
 
-def _pair(version: str, **overrides: Any) -> tuple[ServerInfo, WindowBuilder, Any]:
+def _pair(version: str, **overrides: Any) -> tuple[ServerInfo, MetricsWindow, Any]:
     with running_sim("trtllm", version, **overrides) as sim:
 
         async def go() -> tuple[ServerInfo, Any]:

@@ -303,6 +303,22 @@ class TrtllmDialect(ServerDialect):
     metrics_path = PROMETHEUS_PATH
     metrics_off_statuses: ClassVar[tuple[int, ...]] = (404,)
     metrics_off_text = REASON_METRICS
+    wanted_families: ClassVar[tuple[str, ...]] = tuple(
+        p + name
+        for p in (PREFIX, "")  # unprefixed: the 1.1 era
+        for name in (
+            "num_requests_running",
+            "num_requests_waiting",
+            "kv_cache_utilization",
+            "request_success",
+            "generation_tokens",
+            "prompt_tokens",
+            "spec_decode_",
+            "speculative_config_info",
+            "model_config_info",
+            *_LATENCY.values(),
+        )
+    )
 
     async def recognize(self, client: ServerClient) -> bool:
         """``trtllm_*`` series at ``/prometheus/metrics`` (behind a proxy naming another
