@@ -25,8 +25,9 @@ def test_every_dialect_has_exactly_one_module() -> None:
 def test_generic_dialect_is_asked_last() -> None:
     order = [d.dialect for d in all_dialects()]
     assert order[-1] is Dialect.OPENAI
-    # the order the endpoints used to be probed in: /props, /server_info, /version
-    assert order[:3] == [Dialect.LLAMACPP, Dialect.SGLANG, Dialect.VLLM]
+    # /props, /server_info, then TensorRT-LLM's /prometheus/metrics before vLLM's /version
+    # (TensorRT-LLM's /version answers the way vLLM's does)
+    assert order[:4] == [Dialect.LLAMACPP, Dialect.SGLANG, Dialect.TRTLLM, Dialect.VLLM]
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ ERROR_LIMIT = 400
 """Longest error message printed (the command's name aside)."""
 MIN_INTERVAL_S = 0.1
 """Sampling faster than this costs more than it shows (the config file's floor too)."""
-DIALECTS = ("sglang", "vllm", "llamacpp", "openai")
+DIALECTS = ("sglang", "vllm", "llamacpp", "trtllm", "openai")
 """The servers the demo can simulate: every ``specwatch.core.server.Dialect`` value (spelt out
 so that ``--help`` does not import the core; a test keeps the two equal)."""
 API_KEY_HELP = "Bearer token (default: env SPECWATCH_API_KEY, else OPENAI_API_KEY); never stored"

@@ -20,6 +20,7 @@ DEFAULT_VERSIONS: dict[str, str] = {
     "sglang": "0.5.23",
     "vllm": "0.33.0",
     "llamacpp": "b6500-0c1e570",
+    "trtllm": "1.3.0",
     "openai": "1.0.0",
 }
 """The version each simulated server imitates when none is given: ``sim.servers``'s, spelt out

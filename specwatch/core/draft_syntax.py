@@ -15,7 +15,11 @@ else from what the server says of itself (llama.cpp's ``/slots`` type, SGLang's
   ``num_speculative_tokens``) where the best k differs by batch;
 * SGLang: chain drafting flags (topk 1; the draft tokens count the root).
 
-SGLang and llama.cpp take one draft length for every batch.
+* TensorRT-LLM: ``speculative_config: {decoding_type: ..., max_draft_len: ...}`` in the YAML
+  file ``trtllm-serve`` reads (``--config``, ``--extra_llm_api_options`` before it), with the
+  running ``decoding_type`` and draft model (``speculative_config_info``).
+
+SGLang, llama.cpp and TensorRT-LLM take one draft length for every batch.
 """
 
 from __future__ import annotations
@@ -128,12 +132,46 @@ def _vllm(argv: Sequence[str], info: ServerInfo | None) -> EngineSyntax:
     return EngineSyntax(Dialect.VLLM, config=known, source="the server's detection", caveat=caveat)
 
 
+TRTLLM_CONFIG_FLAGS = ("--config", "--extra_llm_api_options")
+
+
+def _trtllm(argv: Sequence[str], info: ServerInfo | None) -> EngineSyntax:
+    flag = next((f for f in TRTLLM_CONFIG_FLAGS if _values(argv, (f,))), None)
+    known: dict[str, Any] = {}
+    if info is not None and info.spec.algorithm:
+        known["decoding_type"] = info.spec.algorithm
+    if info is not None and info.spec.draft_model:
+        known["speculative_model"] = info.spec.draft_model
+    caveat = None if "decoding_type" in known else "add your decoding_type (Eagle3, MTP, ...)"
+    return EngineSyntax(
+        Dialect.TRTLLM,
+        draft_flag=flag or "--extra_llm_api_options",
+        config=known,
+        source=CMDLINE if flag else "speculative_config_info" if known else "assumed",
+        caveat=caveat,
+    )
+
+
+def trtllm_setting(k: int, k_running: int, s: EngineSyntax) -> str:
+    """TensorRT-LLM: the ``speculative_config`` block of the YAML ``trtllm-serve`` reads."""
+    if k <= 0:
+        return f"turn speculation off: drop speculative_config from the {s.draft_flag} file"
+    fields = {**s.config, "max_draft_len": k}
+    inner = ", ".join(f"{key}: {value}" for key, value in fields.items())
+    text = (
+        f"{'keep ' if k == k_running else ''}speculative_config: {{{inner}}} ({s.draft_flag} file)"
+    )
+    return f"{text} ({s.caveat})" if s.caveat else text
+
+
 def _unread(dialect: Dialect) -> EngineSyntax:
     """The syntax when nothing about the server was read."""
     if dialect is Dialect.LLAMACPP:
         return _llamacpp((), None)
     if dialect is Dialect.VLLM:
         return _vllm((), None)
+    if dialect is Dialect.TRTLLM:
+        return _trtllm((), None)
     return EngineSyntax(dialect)
 
 
@@ -144,6 +182,8 @@ def engine_syntax(info: ServerInfo | None, argv: Sequence[str] = ()) -> EngineSy
         return _llamacpp(argv, info)
     if dialect is Dialect.VLLM:
         return _vllm(argv, info)
+    if dialect is Dialect.TRTLLM:
+        return _trtllm(argv, info)
     if dialect is Dialect.SGLANG:
         where = "/server_info" if info is not None and info.launch_args else "assumed"
         return EngineSyntax(Dialect.SGLANG, source=where)
@@ -235,6 +275,8 @@ def engine_setting(
         return sglang_setting(k, k_running)
     if dialect is Dialect.LLAMACPP:
         return llamacpp_setting(k, k_running, s)
+    if dialect is Dialect.TRTLLM:
+        return trtllm_setting(k, k_running, s)
     return f"{k} draft tokens per step" if k > 0 else "turn speculation off"
 
 
@@ -247,5 +289,6 @@ __all__ = [
     "llamacpp_setting",
     "ranges",
     "sglang_setting",
+    "trtllm_setting",
     "vllm_setting",
 ]

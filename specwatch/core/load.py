@@ -24,11 +24,13 @@ PROMPT_TOKEN_COUNTERS = (
     "vllm:prompt_tokens_total",
     "sglang:prompt_tokens_total",
     "llamacpp:prompt_tokens_total",
+    "trtllm_prompt_tokens_total",
 )
 """Counters of prompt tokens processed, one per dialect (the first present is used)."""
 REQUEST_SECONDS_COUNTERS = (
     "vllm:e2e_request_latency_seconds_sum",
     "sglang:e2e_request_latency_seconds_sum",
+    "trtllm_e2e_request_latency_seconds_sum",
 )
 """Sums of end-to-end request latency: request-seconds, for Little's law."""
 

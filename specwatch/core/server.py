@@ -21,6 +21,8 @@ class Dialect(str, enum.Enum):
     SGLANG = "sglang"
     VLLM = "vllm"
     LLAMACPP = "llamacpp"
+    TRTLLM = "trtllm"
+    """TensorRT-LLM's ``trtllm-serve``."""
     OPENAI = "openai"
     """Any other OpenAI-compatible server."""
 

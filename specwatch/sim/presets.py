@@ -10,10 +10,12 @@ from specwatch.sim.servers.base import SimDialect
 from specwatch.sim.servers.llamacpp import LlamaCppDialect
 from specwatch.sim.servers.openai import OpenAiDialect
 from specwatch.sim.servers.sglang import SglangDialect
+from specwatch.sim.servers.trtllm import TrtllmDialect
 from specwatch.sim.servers.vllm import VllmDialect
 
 SIM_DIALECTS: dict[Dialect, type[SimDialect]] = {
-    cls.dialect: cls for cls in (SglangDialect, VllmDialect, LlamaCppDialect, OpenAiDialect)
+    cls.dialect: cls
+    for cls in (SglangDialect, VllmDialect, LlamaCppDialect, TrtllmDialect, OpenAiDialect)
 }
 """Every simulated server by the dialect it speaks."""
 

@@ -11,12 +11,14 @@ from specwatch.core.server import Dialect
 from specwatch.sim.metrics.llamacpp_metrics import LlamaCppTelemetry
 from specwatch.sim.metrics.sglang_metrics import SglangTelemetry
 from specwatch.sim.metrics.telemetry import Telemetry
+from specwatch.sim.metrics.trtllm_metrics import TrtllmTelemetry
 from specwatch.sim.metrics.vllm_metrics import VllmTelemetry
 
 TELEMETRY: dict[Dialect, type[Telemetry]] = {
     Dialect.SGLANG: SglangTelemetry,
     Dialect.VLLM: VllmTelemetry,
     Dialect.LLAMACPP: LlamaCppTelemetry,
+    Dialect.TRTLLM: TrtllmTelemetry,
 }
 """What each server counts and how ``/metrics`` shows it; others use the base (nothing)."""
 

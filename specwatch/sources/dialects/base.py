@@ -85,6 +85,9 @@ class ServerDialect(abc.ABC):
     """The reason shown when metrics are off."""
     stream_in_bursts: ClassVar[bool] = False
     """Events of one verify step arrive as a burst (one event per token), not one chunk."""
+    metrics_path: ClassVar[str] = "/metrics"
+    """Where the Prometheus text is (TensorRT-LLM: ``/prometheus/metrics``; its ``/metrics``
+    is JSON drained on read and never asked)."""
     wanted_families: ClassVar[tuple[str, ...]] = ()
     """``/metrics`` family names or name prefixes the live watch reads; the rest of a scrape is
     skipped unparsed. Empty: keep everything."""
@@ -113,7 +116,7 @@ class ServerDialect(abc.ABC):
         """``(metrics_enabled, metrics_reason, scrape)``; no request when the config says off."""
         if off_by_config:
             return False, self.metrics_off_text, None
-        status, scrape, detail = await scrape_metrics(client)
+        status, scrape, detail = await scrape_metrics(client, self.metrics_path)
         reason = self.metrics_off_reason(status)
         if reason is not None:
             return False, reason, None

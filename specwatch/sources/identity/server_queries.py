@@ -44,15 +44,34 @@ async def try_json(client: ServerClient, path: str) -> Any | None:
         raise
 
 
-async def scrape_metrics(client: ServerClient) -> tuple[int, Scrape | None, str]:
-    """``(status, parsed body or None, one-line detail)`` of ``GET /metrics``."""
+def not_prometheus(path: str, text: str) -> str | None:
+    """Why a metrics answer is not Prometheus text (a JSON body: TensorRT-LLM's ``/metrics``
+    is a list of iteration stats that reading takes from other consumers), else ``None``."""
+    head = text.lstrip()[:1]
+    if head in ("[", "{"):
+        return (
+            f"{path} answered JSON, not Prometheus text (TensorRT-LLM's iteration stats are "
+            "drained on read): not read again"
+        )
+    return None
+
+
+async def scrape_metrics(
+    client: ServerClient, path: str = "/metrics"
+) -> tuple[int, Scrape | None, str]:
+    """``(status, parsed body or None, one-line detail)`` of ``GET path``; a body that is not
+    Prometheus text is not parsed (see :func:`not_prometheus`)."""
     try:
-        response = await client.get("/metrics", check=False, limit=METRICS_LIMIT_BYTES)
+        response = await client.get(path, check=False, limit=METRICS_LIMIT_BYTES)
     except ServerError as exc:
         return 0, None, str(exc)
     if response.status_code >= 400:
-        return response.status_code, None, f"/metrics answered HTTP {response.status_code}"
-    return response.status_code, parse_metrics(response.text), ""
+        return response.status_code, None, f"{path} answered HTTP {response.status_code}"
+    text = response.text
+    why = not_prometheus(path, text)
+    if why is not None:
+        return response.status_code, None, why
+    return response.status_code, parse_metrics(text), ""
 
 
 def str_or_none(value: Any) -> str | None:
@@ -62,4 +81,4 @@ def str_or_none(value: Any) -> str | None:
     return str(value)
 
 
-__all__ = ["redact_launch_args", "scrape_metrics", "str_or_none", "try_json"]
+__all__ = ["not_prometheus", "redact_launch_args", "scrape_metrics", "str_or_none", "try_json"]

@@ -51,6 +51,12 @@ COUNTERS: tuple[tuple[str, str, str], ...] = (
     ("llamacpp:acc", "llamacpp:spec_decode_num_accepted_tokens_total", ""),
     ("llamacpp:drafts", "llamacpp:spec_decode_num_drafts_total", ""),
     ("llamacpp:dtok", "llamacpp:spec_decode_num_draft_tokens_total", ""),
+    # TensorRT-LLM (tensorrt_llm/metrics/collector.py): request-end counters per position
+    ("trtllm:gen", "trtllm_generation_tokens_total", ""),
+    ("trtllm:acc", "trtllm_spec_decode_accepted_tokens_total", ""),
+    ("trtllm:drafts", "trtllm_spec_decode_drafted_tokens_total", 'token_position="0"'),
+    ("trtllm:dtok", "trtllm_spec_decode_drafted_tokens_total", ""),
+    ("trtllm:decode_sum", "trtllm_request_decode_time_seconds_sum", ""),
 )
 SERVER_GAUGES = (
     "vllm:num_requests_running",
@@ -62,11 +68,19 @@ SERVER_GAUGES = (
     "sglang:gen_throughput",
     "llamacpp:requests_processing",
     "llamacpp:requests_deferred",
+    "trtllm_num_requests_running",
+    "trtllm_num_requests_waiting",
 )
 _RUNNING = {
     Dialect.VLLM: ("vllm:num_requests_running", "vllm:num_requests_waiting"),
     Dialect.SGLANG: ("sglang:num_running_reqs", "sglang:num_queue_reqs"),
     Dialect.LLAMACPP: ("llamacpp:requests_processing", "llamacpp:requests_deferred"),
+    Dialect.TRTLLM: ("trtllm_num_requests_running", "trtllm_num_requests_waiting"),
+}
+_GEN = {
+    Dialect.VLLM: "vllm:generation_tokens_total",
+    Dialect.LLAMACPP: "llamacpp:tokens_predicted_total",
+    Dialect.TRTLLM: "trtllm_generation_tokens_total",
 }
 
 GPU_SERIES = (*(f.dcgm for f in FIELDS), *OLD_NAMES)
@@ -123,9 +137,11 @@ def _server_key(labels: Mapping[str, str]) -> tuple[str, ...]:
 
 
 def _dialect(name: str) -> Dialect | None:
+    if name.startswith("trtllm_"):  # TensorRT-LLM's names have no colon
+        return Dialect.TRTLLM
     prefix = name.split(":", 1)[0]
     try:
-        return Dialect(prefix) if prefix in ("vllm", "sglang", "llamacpp") else None
+        return Dialect(prefix) if prefix in ("vllm", "sglang", "llamacpp", "trtllm") else None
     except ValueError:
         return None
 
@@ -214,15 +230,15 @@ def _derive(
     else:
         gen = r.get("gen")
         v["gen_tok_s"] = gen
-        src["gen_tok_s"] = (
-            f"rate({p}{'generation_tokens_total' if p == 'vllm:' else 'tokens_predicted_total'})"
-        )
+        src["gen_tok_s"] = f"rate({_GEN[dialect]})"
         acc, drafts, dtok = r.get("acc"), r.get("drafts"), r.get("dtok")
         length = _ratio(acc, drafts)
         if length is not None and acc is not None and drafts is not None:
             v["accept_length"] = 1.0 + length
             src["accept_length"] = (
-                f"1 + rate({p}spec_decode_num_accepted_tokens_total) / rate(…drafts_total)"
+                '1 + rate(trtllm_spec_decode_accepted_tokens_total) / rate(…drafted{position="0"})'
+                if dialect is Dialect.TRTLLM
+                else f"1 + rate({p}spec_decode_num_accepted_tokens_total) / rate(…drafts_total)"
             )
             v["draft_acceptance_rate"] = _ratio(acc, dtok)
             src["draft_acceptance_rate"] = "rate(accepted_tokens) / rate(draft_tokens)"
@@ -236,6 +252,14 @@ def _derive(
         if dialect is Dialect.VLLM and itl is not None:
             v["step_latency_s"] = v["itl_s"] = itl
             src["step_latency_s"] = "rate(vllm:inter_token_latency_seconds_sum) / rate(…_count)"
+        elif dialect is Dialect.TRTLLM:
+            step = _ratio(r.get("decode_sum"), drafts)
+            if step is not None:
+                v["step_latency_s"] = step
+                src["step_latency_s"] = (
+                    'rate(trtllm_request_decode_time_seconds_sum) / rate(…drafted{position="0"})'
+                )
+            notes["counters"] = "TensorRT-LLM counters move only when a request finishes"
         elif dialect is Dialect.LLAMACPP:
             notes["step_latency_s"] = "llama.cpp exposes no per-step series"
             notes["counters"] = "llama.cpp counters move only when a request finishes"

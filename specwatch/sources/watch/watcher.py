@@ -21,12 +21,13 @@ from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.sources.dialects.base import SIDE_EVERY_S, dialect_for
 from specwatch.sources.http.client import METRICS_LIMIT_BYTES, REQUEST_DEADLINE_S, ServerClient
 from specwatch.sources.http.server_errors import ServerError
+from specwatch.sources.identity.server_queries import not_prometheus
 from specwatch.sources.metrics.parse import MetricsReader, parse_metrics
 from specwatch.sources.metrics.prom import Sample, Scrape, series_key
 from specwatch.sources.metrics.window_builder import WindowBuilder
 
 _COUNTER_SUFFIXES = ("_total", "_count", "_sum")
-_BREAKDOWN_LABELS = ("mode", "position")
+_BREAKDOWN_LABELS = ("mode", "position", "token_position")
 _RESTART_EPS = 1e-9
 _MONOTONIC_SUFFIXES = (*_COUNTER_SUFFIXES, "_bucket")
 """Samples that only grow while the server runs."""
@@ -89,6 +90,9 @@ class MetricsWatcher:
         self._side: dict[str, tuple[float, str]] = {}
         self._side_at: float | None = None
         self._progress: Any = None
+        self._path = dialect_for(info.dialect).metrics_path
+        self._refused: str | None = None
+        """Why the metrics path is not asked again (its answer was not Prometheus text)."""
 
     @property
     def last_counters(self) -> Mapping[str, float]:
@@ -121,15 +125,17 @@ class MetricsWatcher:
         if self.info.metrics_enabled is False:
             reason = self.info.metrics_reason or "metrics are off on this server"
             return MetricsWindow(t=t, dt=0.0, notes={"metrics": reason})
+        if self._refused is not None:
+            return MetricsWindow(t=t, dt=0.0, notes={"metrics": self._refused})
         deadline = self.client.deadline_s or REQUEST_DEADLINE_S
         try:
             # One deadline for the scrape: a hung server must not cost one per request of it
             # (llama.cpp's /slots, then /metrics).
             async with asyncio.timeout(deadline):
                 progress = await self._read_progress()
-                response = await self.client.get("/metrics", check=False, limit=METRICS_LIMIT_BYTES)
+                response = await self.client.get(self._path, check=False, limit=METRICS_LIMIT_BYTES)
         except TimeoutError:
-            error = self.client.deadline_error("/metrics", deadline)
+            error = self.client.deadline_error(self._path, deadline)
             return MetricsWindow(t=t, dt=0.0, notes={"error": str(error)})
         except ServerError as exc:
             return MetricsWindow(t=t, dt=0.0, notes={"error": str(exc)})
@@ -141,6 +147,10 @@ class MetricsWatcher:
                     t=t, dt=0.0, notes=self._status_notes(response.status_code, response.text)
                 )
             text = response.text
+            refused = not_prometheus(self._path, text)
+            if refused is not None:
+                self._refused = refused
+                return MetricsWindow(t=t, dt=0.0, notes={"error": refused, "metrics": refused})
             scrape = self._reader.parse(text) if self._reader else parse_metrics(text)
             foreign = self._foreign(scrape, text)
             if foreign is not None:
@@ -159,7 +169,7 @@ class MetricsWatcher:
         series its dialect reads, with lines that are not Prometheus text (random bytes, a
         page) or nothing at all, or with no word from the dialect on why (vLLM's
         ``--disable-log-stats`` leaves only ``python_*`` series, and says so)."""
-        url = self.client.endpoint.url("/metrics")
+        url = self.client.endpoint.url(self._path)
         dialect = dialect_for(self.info.dialect)
         wanted = dialect.wanted_families
         if wanted and any(scrape.has_prefix(prefix) for prefix in wanted):
@@ -204,7 +214,7 @@ class MetricsWatcher:
         if off is not None:
             return {"error": off, "metrics": off}
         excerpt = " ".join(body.split())[:120]
-        return {"error": f"{self.client.endpoint.url('/metrics')}: HTTP {status} {excerpt}".strip()}
+        return {"error": f"{self.client.endpoint.url(self._path)}: HTTP {status} {excerpt}".strip()}
 
     def _window(self, snap: _Snapshot) -> MetricsWindow:
         t, scrape = snap.t, snap.scrape
