@@ -57,6 +57,10 @@ class KindProfile:
     collective_share: float | None = None
     """Share of the kind's kernel time in collectives (NCCL, custom all-reduce)."""
     top_kernels: tuple[KernelTime, ...] = ()
+    batch: int | None = None
+    """Median requests a step, where the span's name says (SGLang ``bs=``, vLLM)."""
+    tokens: int | None = None
+    """Median tokens a step computes, where the span's name says (vLLM, SGLang ``toks=``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,10 @@ class RankProfile:
     events: int = 0
     unclosed: int = 0
     """Step spans without an end (left out)."""
+    dropped: int = 0
+    """Step spans past the reader's bound on steps or kinds (left out)."""
+    unmatched: int = 0
+    """Launches or kernels past the reader's bound on those waiting for a match."""
 
     @property
     def compute_ms(self) -> float:
@@ -217,6 +225,8 @@ def _kind_json(k: KindProfile) -> dict[str, Any]:
         "gpu_idle_ms": k.gpu_idle_ms,
         "collective_share": k.collective_share,
         "top_kernels": [{"name": t.name, "ms": t.ms} for t in k.top_kernels],
+        "batch": k.batch,
+        "tokens": k.tokens,
     }
 
 
@@ -246,6 +256,10 @@ def _opt(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def _count(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 10**9 else None
+
+
 def _kind_from(d: Mapping[str, Any]) -> KindProfile:
     w = d.get("wall_ms") or {}
     return KindProfile(
@@ -266,6 +280,8 @@ def _kind_from(d: Mapping[str, Any]) -> KindProfile:
             for t in (d.get("top_kernels") or [])[:20]
             if isinstance(t, Mapping)
         ),
+        batch=_count(d.get("batch")),
+        tokens=_count(d.get("tokens")),
     )
 
 
