@@ -244,7 +244,7 @@ def test_odd_events_are_skipped_not_fatal(tmp_path: Path) -> None:
         {"cat": "user_annotation", "ph": "X", "name": "step[VERIFY bs=1]", "ts": True, "dur": 1},
         _span("step[VERIFY bs=99999999999]", 0, 5),
         _span("step[VERIFY bs=1]", 0, 10),
-        _call("cudaLaunchKernel", 2, True),  # type: ignore[arg-type]
+        _call("cudaLaunchKernel", 2, True),
         _kernel("k", 3, 1, 7),
     ]
     rank = read_rank(_write(tmp_path / "odd-TP-0.trace.json", events), engine="sglang")
@@ -318,3 +318,84 @@ def test_distinct_names_kinds_and_waiting_events_are_bounded(
     assert OTHER_KERNELS in {t.name for t in ka.top_kernels}
     assert any("800 launches or kernels past the reader's bound" in p for p in summary.problems)
     assert any("2 step spans past" in p for p in summary.problems)
+
+
+# --- the verdict beside the engine's settings --------------------------------------------------
+
+
+def _summary(tmp_path: Path, engine: str, steps: list[SimStep], name: str = "v-TP-0") -> Any:
+    path = tmp_path / f"{name}.trace.json.gz"
+    write_trace(path, engine=engine, rank=0, tp=1, steps=steps)
+    return read_profile([path], engine=engine)
+
+
+def test_eager_verify_reads_eager_beside_decode_in_graphs_with_the_captured_sizes(
+    tmp_path: Path,
+) -> None:
+    steps = [SimStep("VERIFY", 4, 16, 29.3, False), SimStep("DECODE", 4, 4, 12.0, True)] * 5
+    summary = _summary(tmp_path, "sglang", steps)
+    verify, decode = summary.kind("VERIFY"), summary.kind("DECODE")
+    assert verify.eager_launches == 600 and verify.graph_launches == 0 and verify.batch == 4
+    assert decode.graph_launches == 1 and decode.eager_launches == 0
+    assert verify.gpu_idle_ms > 0.3 * verify.wall_ms.mean
+    settings = {"cuda_graph_max_bs": "160", "speculative_num_draft_tokens": "4"}
+    words = verdict(summary, settings).split("; ")
+    assert words[0] == (
+        "VERIFY ran eager: 0 graph launches, 600 kernel launches a step, GPU idle"
+        f" {verify.gpu_idle_ms:.1f} of {verify.wall_ms.mean:.1f} ms"
+    )
+    assert words[1].startswith("DECODE ran in CUDA graphs (100% of kernel time): 1 graph")
+    assert words[2] == "verify cannot use the CUDA graphs decode uses"
+    assert words[3] == (
+        "the verify batch of 4 requests (4 x 4 = 16 tokens) is within the captured batch sizes"
+        " (cuda_graph_max_bs 160)"
+    )
+    assert "try" not in verdict(summary, settings)  # nothing in the settings explains it
+
+
+def test_the_verdict_says_what_to_try_only_where_a_setting_explains_it(tmp_path: Path) -> None:
+    big = _summary(tmp_path, "sglang", [SimStep("VERIFY", 24, 96, 29.3, False)] * 3)
+    words = verdict(big, {"cuda_graph_max_bs_decode": "16"})
+    assert words.endswith(
+        "the verify batch of 24 requests is past the largest captured batch size 16"
+        " (cuda_graph_max_bs_decode): try --cuda-graph-max-bs 32"
+    )
+    assert verdict(big, {"disable_cuda_graph": "True", "cuda_graph_max_bs": "16"}).endswith(
+        "the server runs with --disable-cuda-graph: try without it"
+    )
+    vllm = _summary(tmp_path, "vllm", [SimStep("VERIFY", 3, 15, 20.0, False)] * 3, "x_rank0.1")
+    (kind,) = vllm.kinds
+    assert kind.kind == "VERIFY k=4" and kind.tokens == 15
+    assert verdict(vllm, {"max_cudagraph_capture_size": "8"}).endswith(
+        "verify computes 15 tokens a step, past the largest captured size 8"
+        " (max_cudagraph_capture_size): try --compilation-config"
+        """ '{"max_cudagraph_capture_size": 16}'"""
+    )
+    assert verdict(vllm, {"cudagraph_capture_sizes": "[1, 2, 4, 8, 16, 24]"}).endswith(
+        "verify's 15 tokens a step are within the captured sizes (cudagraph_capture_sizes 24)"
+    )
+    graphs = _summary(tmp_path, "sglang", [SimStep("VERIFY", 4, 16, 12.0, True)] * 3, "g-TP-0")
+    words = verdict(graphs, {"cuda_graph_max_bs": "2"})
+    assert words.startswith("VERIFY ran in CUDA graphs (100% of kernel time): 1 graph launches")
+    assert "captured" not in words and "try" not in words
+
+
+def test_the_simulator_writes_gzip_by_choice_and_a_slow_rank_waits_nobody(tmp_path: Path) -> None:
+    steps = [SimStep("VERIFY", 4, 16, 12.0, True)] * 4
+    plain = tmp_path / "p-TP-0.trace.json.gz"
+    write_trace(plain, engine="sglang", rank=0, tp=1, steps=steps, gz=False)
+    assert plain.read_bytes()[:1] == b"{"
+    paths = []
+    for rank in range(8):
+        path = tmp_path / f"tp-TP-{rank}.trace.json"
+        write_trace(
+            path, engine="sglang", rank=rank, tp=8, steps=steps, slow_rank=3, slow_factor=1.25
+        )
+        paths.append(path)
+    summary = read_profile(paths, engine="sglang")
+    assert len(summary.ranks) == 8 and summary.slowest_rank == 3
+    assert summary.spread == pytest.approx(0.25, abs=0.02)
+    walls = [r.kinds[0].wall_ms.mean for r in summary.ranks]
+    assert max(walls) - min(walls) < 0.01 * max(walls)  # the others wait inside the collective
+    fast = summary.ranks[0]
+    assert fast.collective_ms > summary.ranks[3].collective_ms
