@@ -119,7 +119,7 @@ def check_writable(out_dir: Path | str = DEFAULT_DIR) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise SnapshotError(f"cannot write snapshot to {directory}: {_os_reason(e)}") from e
+        raise SnapshotError(f"cannot write snapshot to {directory}: {os_reason(e)}") from e
 
 
 def write_snapshot(snapshot: Mapping[str, Any], out_dir: Path | str = DEFAULT_DIR) -> Path:

@@ -243,6 +243,8 @@ def _settings(info: Any) -> dict[str, str]:
         "cuda_graph_bs_decode",
         "cuda_graph_max_bs_decode",
         "enforce_eager",
+        "max_cudagraph_capture_size",
+        "cudagraph_capture_sizes",
         "speculative_algorithm",
         "speculative_num_steps",
         "speculative_num_draft_tokens",

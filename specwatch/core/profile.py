@@ -7,6 +7,7 @@ The figures come from :mod:`specwatch.sources.profile.trace`; nothing here reads
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,10 @@ class KindProfile:
     collective_share: float | None = None
     """Share of the kind's kernel time in collectives (NCCL, custom all-reduce)."""
     top_kernels: tuple[KernelTime, ...] = ()
+    batch: int | None = None
+    """Median requests a step, where the span's name says (SGLang ``bs=``, vLLM)."""
+    tokens: int | None = None
+    """Median tokens a step computes, where the span's name says (vLLM, SGLang ``toks=``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +77,10 @@ class RankProfile:
     events: int = 0
     unclosed: int = 0
     """Step spans without an end (left out)."""
+    dropped: int = 0
+    """Step spans past the reader's bound on steps or kinds (left out)."""
+    unmatched: int = 0
+    """Launches or kernels past the reader's bound on those waiting for a match."""
 
     @property
     def compute_ms(self) -> float:
@@ -163,11 +172,7 @@ def verdict(summary: ProfileSummary, settings: Mapping[str, str]) -> str:
         if decode is not None and _graphs(decode):
             other = decode.kind.split(" ")[0].lower()
             lines.append(f"verify cannot use the CUDA graphs {other} uses")
-        captured = settings.get("cuda_graph_bs_decode") or settings.get("cuda_graph_bs")
-        if settings.get("disable_cuda_graph", "").lower() == "true":
-            lines.append("the server runs with --disable-cuda-graph")
-        elif captured:
-            lines.append(f"captured batch sizes {captured}: check the verify batch's tokens fit")
+        lines.extend(_graph_settings(verify, settings))
     if verify is not None and verify.collective_share and verify.collective_share >= 0.2:
         lines.append(f"collectives take {verify.collective_share:.0%} of verify's kernel time")
     if summary.slowest_rank is not None and summary.spread is not None and summary.spread >= 0.05:
@@ -176,6 +181,72 @@ def verdict(summary: ProfileSummary, settings: Mapping[str, str]) -> str:
             " time over the fastest)"
         )
     return "; ".join(lines)
+
+
+def _largest(value: str | None) -> int | None:
+    """The largest number in a setting (``16``, ``[1, 2, 4, 8]``, a JSON object's field)."""
+    sizes = [int(n) for n in re.findall(r"\d{1,9}", value or "")]
+    return max(sizes) if sizes else None
+
+
+def _setting(settings: Mapping[str, str], *names: str) -> tuple[str, int] | None:
+    for name in names:
+        largest = _largest(settings.get(name))
+        if largest is not None:
+            return name, largest
+    return None
+
+
+def _true(settings: Mapping[str, str], name: str) -> bool:
+    return settings.get(name, "").strip().lower() in ("true", "1", "yes")
+
+
+def _graph_settings(verify: KindProfile, settings: Mapping[str, str]) -> list[str]:
+    """The engine's CUDA-graph settings beside an eager verify step: captured sizes against
+    the verify batch, and what to try only where a setting explains it."""
+    if _true(settings, "disable_cuda_graph"):
+        return ["the server runs with --disable-cuda-graph: try without it"]
+    if _true(settings, "enforce_eager"):
+        return ["the server runs with --enforce-eager: try without it"]
+    if verify.kind.startswith("VERIFY k="):  # vLLM captures by tokens a step
+        tokens = verify.tokens
+        found = _setting(settings, "max_cudagraph_capture_size", "cudagraph_capture_sizes")
+        if tokens is None or found is None:
+            return [] if tokens is None else [f"verify computes {tokens} tokens a step"]
+        name, largest = found
+        if tokens <= largest:
+            return [
+                f"verify's {tokens} tokens a step are within the captured sizes ({name} {largest})"
+            ]
+        size = -(-tokens // 8) * 8 if tokens > 8 else 8
+        return [
+            f"verify computes {tokens} tokens a step, past the largest captured size {largest}"
+            f" ({name}): try --compilation-config '{{\"max_cudagraph_capture_size\": {size}}}'"
+        ]
+    batch = verify.batch
+    found = _setting(
+        settings,
+        "cuda_graph_max_bs_decode",
+        "cuda_graph_max_bs",
+        "cuda_graph_bs_decode",
+        "cuda_graph_bs",
+        "decode_cuda_graph_bs",
+    )
+    if batch is None or found is None:
+        return []
+    name, largest = found
+    draft = _largest(settings.get("speculative_num_draft_tokens"))
+    made = f" ({batch} x {draft} = {batch * draft} tokens)" if draft else ""
+    if batch <= largest:
+        return [
+            f"the verify batch of {batch} requests{made} is within the captured batch sizes"
+            f" ({name} {largest})"
+        ]
+    size = 1 << (batch - 1).bit_length()
+    return [
+        f"the verify batch of {batch} requests{made} is past the largest captured batch size"
+        f" {largest} ({name}): try --cuda-graph-max-bs {size}"
+    ]
 
 
 def summary_lines(summary: ProfileSummary) -> list[str]:
@@ -217,6 +288,8 @@ def _kind_json(k: KindProfile) -> dict[str, Any]:
         "gpu_idle_ms": k.gpu_idle_ms,
         "collective_share": k.collective_share,
         "top_kernels": [{"name": t.name, "ms": t.ms} for t in k.top_kernels],
+        "batch": k.batch,
+        "tokens": k.tokens,
     }
 
 
@@ -246,6 +319,10 @@ def _opt(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def _count(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 10**9 else None
+
+
 def _kind_from(d: Mapping[str, Any]) -> KindProfile:
     w = d.get("wall_ms") or {}
     return KindProfile(
@@ -266,6 +343,8 @@ def _kind_from(d: Mapping[str, Any]) -> KindProfile:
             for t in (d.get("top_kernels") or [])[:20]
             if isinstance(t, Mapping)
         ),
+        batch=_count(d.get("batch")),
+        tokens=_count(d.get("tokens")),
     )
 
 

@@ -160,14 +160,15 @@ def write_trace(
     steps: Iterable[SimStep],
     slow_rank: int = -1,
     slow_factor: float = 1.0,
+    gz: bool | None = None,
 ) -> None:
-    """Write one rank's trace (gzipped when the name ends in ``.gz``), step by step, and put it
-    in place when whole."""
+    """Write one rank's trace (gzipped when ``gz``, or by default when the name ends in
+    ``.gz``), step by step, and put it in place when whole."""
     head = {"schemaVersion": 1, "distributedInfo": {"rank": rank, "world_size": tp}}
     tmp = path.with_name(path.name + ".part")
     raw = tmp.open("wb")
     out: IO[bytes] = raw
-    if path.name.endswith(".gz"):
+    if path.name.endswith(".gz") if gz is None else gz:
         out = cast("IO[bytes]", gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1))
     try:
         out.write(orjson.dumps(head)[:-1] + b', "traceEvents": [')
