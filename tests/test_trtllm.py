@@ -327,3 +327,13 @@ def test_the_prometheus_fleet_knows_trtllm_names() -> None:
     assert server.dialect is Dialect.TRTLLM
     assert server.window.requests_running == 4.0
     assert server.window.accept_length == 2.5 and server.window.draft_acceptance_rate == 0.5
+
+
+def test_only_a_body_that_parses_as_json_is_taken_for_trtllm_iteration_stats() -> None:
+    from specwatch.sources.identity.server_queries import not_prometheus
+
+    assert not_prometheus("/metrics", '[{"iter": 1, "numActiveRequests": 2}]') is not None
+    assert not_prometheus("/metrics", '  {"iterations": []}') is not None
+    # random bytes that happen to start with a bracket are garbage, not a JSON endpoint to skip
+    assert not_prometheus("/metrics", "{\x8f\x01\xffnot json") is None
+    assert not_prometheus("/metrics", "# TYPE vllm:x gauge\nvllm:x 1\n") is None

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from specwatch.core.redaction import WITHHELD, redact_value
 from specwatch.sources.http.client import METRICS_LIMIT_BYTES, ServerClient
 from specwatch.sources.http.server_errors import ServerError
@@ -48,12 +50,21 @@ def not_prometheus(path: str, text: str) -> str | None:
     """Why a metrics answer is not Prometheus text (a JSON body: TensorRT-LLM's ``/metrics``
     is a list of iteration stats that reading takes from other consumers), else ``None``."""
     head = text.lstrip()[:1]
-    if head in ("[", "{"):
+    if head in ("[", "{") and _is_json(text):
         return (
             f"{path} answered JSON, not Prometheus text (TensorRT-LLM's iteration stats are "
             "drained on read): not read again"
         )
     return None
+
+
+def _is_json(text: str) -> bool:
+    # Random bytes can start with a bracket; only a body that parses is taken for JSON.
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 async def scrape_metrics(
