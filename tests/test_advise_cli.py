@@ -88,8 +88,14 @@ def test_a_recording_with_a_plain_baseline_gives_the_cores_advice(
     lines = out.splitlines()
     assert lines[0] == f"spec.sqlite: {len(spec)} windows"
     assert lines[1] == advice_lines(expected)[0]
-    assert lines[1].startswith("recommendation (vllm): --speculative-config")
+    # Without a measured split the step at k'<K may keep all of K's overhead: K stays, and the
+    # shorter draft the linear model favours is named with what would decide it.
+    assert lines[1] == "recommendation (vllm): keep num_speculative_tokens=3"
+    assert "k=2 gains" in out and "--draft-ms MS or a run at k=2 decides" in out
     assert "plain step from plain.sqlite (recorded without speculation)" in out
+    code, out, _ = _run([str(spec_file), "--baseline", str(plain_file), "--draft-ms", "1"])
+    assert code == 0
+    assert out.splitlines()[1].startswith("recommendation (vllm): --speculative-config")
 
 
 def test_without_a_baseline_the_advice_is_withheld_and_says_why(
@@ -222,7 +228,7 @@ def test_a_recorded_command_line_gives_the_vllm_config_to_paste(
         now[0] = w.t
         rec(ev.MetricsScraped(w))
     rec.stop()
-    code, out, _ = _run([str(path), "--baseline", str(plain_file)])
+    code, out, _ = _run([str(path), "--baseline", str(plain_file), "--draft-ms", "1"])
     assert code == 0
     first = out.splitlines()[1]
     assert first.startswith("recommendation (vllm): --speculative-config '")

@@ -76,3 +76,18 @@ def test_llama_cpp_restarted_at_two_lands_inside_the_k4_prediction(mode: str) ->
 
 def test_vllm_restarted_at_two_lands_inside_the_k4_prediction() -> None:
     _holds_after_restart(restart_check("vllm", "draft", 4, (2,), requests=24, tokens=128))
+
+
+def test_vllm_prediction_at_two_from_four_holds_for_the_server_at_two() -> None:
+    from tests.tools.advisor_realserver import vllm_check
+
+    found = vllm_check(4, 2, requests=24, tokens=128)
+    pred, at_two = found["predicted"], found["k2"]["measured"]
+    assert pred["reason"] is None and pred["batch"] == 4, pred
+    # acceptance is token-determined (greedy): the K=2 server's own counters fall inside
+    e, steps = pred["accept_len"], pred["tokens_per_step"]
+    assert e["low"] <= at_two["accept_len_drafted"] <= e["high"], (e, at_two)
+    assert steps["low"] <= at_two["tokens_per_step"] <= steps["high"], (steps, at_two)
+    # the step model is a stated guess (docs/advisor.md): only its direction is asserted, the
+    # linear model never puts k'=2 above the K=4 step it scales down
+    assert pred["step_ms"]["value"] <= found["k4"]["advisor_at_k"]["step_ms"]["value"]

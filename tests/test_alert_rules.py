@@ -65,6 +65,15 @@ CASES: dict[str, tuple[list[dict[str, str]], dict[str, str], str]] = {
         {**SERVER, "cause": "not_gpu_state"},
         "",
     ),
+    "SpecwatchTokSDownGpuStateUnknown": (
+        [
+            _series("specwatch_verdict", {**SERVER, "cause": "gpu_state_unknown"}, "1x30"),
+            _series("specwatch_verdict", {**SERVER, "cause": "gpu_state"}, "0x30"),
+            _series("specwatch_tokens_per_second_ratio", SERVER, "0.92x30"),
+        ],
+        {**SERVER, "cause": "gpu_state_unknown"},
+        "",
+    ),
     "SpecwatchGpuThrottling": (
         [
             _series("specwatch_gpu_clock_event_reason", {**GPU, "reason": "SwPowerCap"}, "1x30"),
@@ -159,6 +168,55 @@ def test_every_rule_fires_on_its_recorded_series(tmp_path: Path) -> None:
     done = subprocess.run([PROMTOOL, "test", "rules", str(spec)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS" in done.stdout
+
+
+@needs_promtool
+def test_tok_s_down_with_gpu_state_unknown_fires_only_on_a_drop_it_cannot_explain(
+    tmp_path: Path,
+) -> None:
+    name = "SpecwatchTokSDownGpuStateUnknown"
+    unknown = {**SERVER, "cause": "gpu_state_unknown"}
+    (rule,) = [r for r in RULES if r["alert"] == name]
+    notes = rule["annotations"]
+    fired = {
+        "exp_labels": {**unknown, **rule["labels"]},
+        "exp_annotations": {k: _render(notes[k], unknown, "") for k in ("summary", "description")},
+    }
+
+    def case(cause: str, ratio: str, alerts: list[dict[str, Any]]) -> dict[str, Any]:
+        verdicts = [
+            _series("specwatch_verdict", {**SERVER, "cause": c}, "1x30" if c == cause else "0x30")
+            for c in ("gpu_state_unknown", "gpu_state", "no_change")
+        ]
+        return {
+            "interval": "1m",
+            "input_series": [
+                *verdicts,
+                _series("specwatch_tokens_per_second_ratio", SERVER, ratio),
+            ],
+            "alert_rule_test": [{"eval_time": "10m", "alertname": name, "exp_alerts": alerts}],
+        }
+
+    spec = {
+        "rule_files": [str(tmp_path / "specwatch.rules.yml")],
+        "evaluation_interval": "1m",
+        "tests": [
+            case("gpu_state_unknown", "0.9x30", [fired]),  # a node without NVML or dcgm
+            case("gpu_state_unknown", "1.04x30", []),  # unknown, but tok/s is not down
+            case("gpu_state", "0.9x30", []),  # down, and the GPUs explain it: the other alert
+            case("no_change", "0.99x30", []),  # within the noise
+            case("gpu_state_unknown", "0.9x5 1x25", []),  # the drop recovered
+        ],
+    }
+    (tmp_path / "specwatch.rules.yml").write_text(rules_text())
+    (tmp_path / "unknown.test.yml").write_text(json.dumps(spec, indent=1))
+    assert PROMTOOL is not None
+    done = subprocess.run(
+        [PROMTOOL, "test", "rules", str(tmp_path / "unknown.test.yml")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 @needs_promtool

@@ -23,8 +23,7 @@ from typing import Any
 import orjson
 import pytest
 
-from specwatch.bench.events import BenchEvent
-from specwatch.bench.runner import run_benchmark
+from specwatch.bench.runner import BenchEvent, run_benchmark
 from specwatch.bench.snapshot import read_snapshot, validate, write_snapshot
 from specwatch.bench.snapshot_build import build_snapshot
 from specwatch.commands.bench import add_bench_arguments, run_bench

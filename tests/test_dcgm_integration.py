@@ -20,7 +20,7 @@ from specwatch.commands.main import build_parser, main
 from specwatch.commands.tui import build_session
 from specwatch.core import gpu_rules
 from specwatch.core.gpu import GpuInventory, GpuOrigin, GpuSample, GpuStatic, GpuTick
-from specwatch.core.reasons import harmful
+from specwatch.core.gpu_rules import harmful
 from specwatch.session import DcgmExporterGpuSource, NvmlGpuSource
 from specwatch.session.events import GpuInventoryChanged, GpuTicked
 from specwatch.sim.dcgm_exporter import SimDcgmExporter, render_dcgm
@@ -251,7 +251,7 @@ def test_probe_gpu_entry_from_a_sparse_exporter_says_what_is_not_sent() -> None:
         'DCGM_FI_DEV_GPU_TEMP{gpu="0", UUID="GPU-a", Hostname="edge-7", modelName="L4"} 61\n'
     )
     source = DcgmGpuSource("edge-7", fetch=lambda url, timeout_s, max_bytes: body)
-    from specwatch.sources.dcgm.origin import dcgm_origin
+    from specwatch.sources.dcgm.source import dcgm_origin
 
     inventory = source.open()
     tick = source.sample()

@@ -230,7 +230,7 @@ def test_advice_without_a_plain_baseline_withholds_every_batch_with_the_reason()
     advice = advise([_window(float(t)) for t in range(4)], VLLM, None)
     assert advice.recommendation is None
     assert advice.reason == "batch 4: no plain-decoding baseline at this batch"
-    assert "plain step from none" in advice.assumptions
+    assert "no plain step (no baseline given)" in advice.assumptions
 
 
 def test_a_plain_baseline_is_interpolated_between_measured_batches_only() -> None:

@@ -19,6 +19,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from specwatch.commands.arguments import parse_listen
 from specwatch.commands.exporter import expressions, run_dashboard
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.host import Competitor, HostSpan
@@ -27,13 +28,12 @@ from specwatch.core.judge import judge
 from specwatch.core.outcomes import Outcome
 from specwatch.core.server import Dialect, MetricsWindow, ServerInfo
 from specwatch.exporter.families import SessionCollector
-from specwatch.exporter.listen import parse_listen
 from specwatch.exporter.readings import LABEL_LIMIT, Readings
 from specwatch.exporter.serve import Exporter
 from specwatch.session import events as ev
 from specwatch.session.verdict_state import LiveVerdictState, Reference
 from specwatch.sources.http.endpoint import parse_endpoint
-from tests.session_world import manual_sim
+from tests.session_world import Collector, manual_sim
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "sk-exporter-secret-0123456789"
@@ -251,12 +251,17 @@ async def test_a_hostile_server_shows_as_health_series_never_a_crash(case: str) 
     with hostile_server(case, trickle_s=0.05) as hostile:
         session = LiveSession([parse_endpoint(hostile.url)], None, 0.1, timeout_s=0.5)
         exporter = Exporter.of(session)
+        seen = Collector()
+        session.subscribe(seen)
         async with session:
             end = time.monotonic() + 20
             while True:
                 got = _scrape(exporter.readings)
-                settled = got["specwatch_source_errors_total"][0][1] > 0 or (
-                    "specwatch_generation_tokens_per_second" in got
+                waits = [w.state for w in seen.of(ev.ServerWaiting)]
+                settled = (
+                    got["specwatch_source_errors_total"][0][1] > 0
+                    or "specwatch_generation_tokens_per_second" in got
+                    or waits.count("loading") >= 2
                 )
                 if settled:
                     break
@@ -265,6 +270,8 @@ async def test_a_hostile_server_shows_as_health_series_never_a_crash(case: str) 
         body = generate_latest(exporter.registry).decode()
     assert "\x1b" not in body and HOSTILE not in body
     up = got["specwatch_server_up"][0][1]
+    if case == "loading":  # a server still loading is not up, and not failing either
+        assert (up, got["specwatch_source_errors_total"][0][1]) == (0.0, 0.0)
     if up == 0.0:
         assert "specwatch_verdict" not in got and "specwatch_accept_length" not in got
 

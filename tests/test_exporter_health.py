@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from specwatch.exporter.families import SessionCollector
 from specwatch.exporter.readings import Readings
 from specwatch.exporter.serve import Exporter
-from specwatch.session.events import MetricsScraped
+from specwatch.session.events import MetricsScraped, ServerWaiting
 from specwatch.session.live import LiveSession
 from specwatch.sim.hostile import hostile_server
 from specwatch.sources.http.client import POLL_DEADLINE_S
@@ -80,6 +80,27 @@ async def test_a_healthy_server_counts_no_errors() -> None:
             got = scrape(exporter.readings)
     assert health(got) == (1.0, 0.0)
     assert WINDOW in got
+
+
+async def test_a_server_still_loading_at_start_counts_no_errors() -> None:
+    # The demo's SGLang refuses connections while its model loads: the session waits (a refused
+    # attempt a second) before the first window, and none of those is a failed read.
+    with manual_sim(load_time_s=2.0) as sim:
+        session = sim.session(None, metrics_interval_s=0.1)
+        seen = Collector()
+        session.subscribe(seen)
+        exporter = Exporter.of(session)
+        async with session:
+            await drive_until(sim, lambda: bool(seen.of(ServerWaiting)), 20, step_s=0.0)
+            assert scrape(exporter.readings)["specwatch_source_errors_total"][0][1] == 0.0
+
+            def windows() -> int:
+                return sum(e.window.dt > 0 for e in seen.of(MetricsScraped))
+
+            await drive_until(sim, lambda: windows() >= 3, 30)
+            got = scrape(exporter.readings)
+    assert {e.state for e in seen.of(ServerWaiting)} >= {"refused", "ready"}
+    assert health(got) == (1.0, 0.0)
 
 
 async def capture_garbage_episode(

@@ -8,7 +8,7 @@ from specwatch.bench.snapshot_build import build_snapshot
 from specwatch.core import gpu_rules
 from specwatch.core.compare import compare
 from specwatch.core.gpu import GpuSample, GpuTick
-from specwatch.core.reasons import IDLE_BIT
+from specwatch.core.gpu_rules import IDLE_BIT
 from specwatch.core.snapshot_records import Snapshot
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.gpus import STRAGGLER, gpu_rows

@@ -6,11 +6,10 @@ import json
 
 import pytest
 
+from specwatch.core.config_differences import config_differences, differences_text
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.launch_config import (
     SPEC_OFF,
-    config_differences,
-    differences_text,
     launch_config,
     parse_command_line,
     server_launch_config,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 
 import pytest
 from rich.style import Style
@@ -156,15 +157,23 @@ async def _step(sim: ManualSim, seen: Collector) -> None:
 
 @pytest.mark.parametrize(
     ("scenario", "outcome"),
-    [("drift", Outcome.GPU), ("regression", Outcome.CODE), ("memcap", Outcome.GPU)],
+    [
+        ("drift", Outcome.GPU),
+        ("regression", Outcome.CODE),
+        ("eager", Outcome.CODE),
+        ("memcap", Outcome.GPU),
+    ],
 )
 @pytest.mark.slow
-async def test_story_scenario_is_called_within_a_minute(scenario: str, outcome: Outcome) -> None:
+async def test_story_scenario_is_called_within_a_minute(
+    scenario: str, outcome: Outcome, tmp_path: Path
+) -> None:
     """The demo's scenarios on a manual clock, through HTTP and the fake NVML, judged by the
     headless session itself (its VerdictChanged events): the boost clock 8% lower with no
     reason set is GPU state; a slower step at the same clock is not; on a memory-bound decode a
     memory clock 9% lower with the SM clock steady is GPU state, and the line names the memory
-    clock."""
+    clock; a verify step that lost its CUDA graphs is not GPU state either, and the profile
+    taken then says so."""
     clock = ManualClock(START_T)
     world, script = demo_world(gpus=4, clock=clock, scenario=scenario, seed=3)
     assert script is not None
@@ -215,6 +224,14 @@ async def test_story_scenario_is_called_within_a_minute(scenario: str, outcome: 
             assert line.startswith(" explained by GPU state (memory clock) "), line
             assert re.search(r"memory clock 2[34]\d\d vs 2619 MHz", line), line
         assert session.verdict is not None and session.verdict.state() == state()
+        if scenario == "eager":
+            from specwatch.session.events import ProfileFinished
+            from specwatch.session.profile_job import ProfileOptions
+
+            assert session.start_profile(ProfileOptions(steps=6, out_dir=tmp_path)) is not None
+            await drive_until(None, lambda: bool(seen.of(ProfileFinished)), 60)
+            (done,) = seen.of(ProfileFinished)
+            assert done.verdict.startswith("VERIFY ran eager: 0 graph launches"), done
         current = state().current
         assert current is not None and current.clock_reasons == frozenset()
         assert current.clock_deficit is not None
@@ -267,6 +284,28 @@ def test_the_sessions_own_benchmark_is_never_judged_as_code() -> None:
     _feed(v, t + 40, int(REFERENCE_S) - 2, 800.0, MAX)
     assert v.state().phase == "benchmark"  # the benchmark is still inside the current window
     _feed(v, t + 38 + REFERENCE_S, 5, 800.0, MAX)
+    assert v.state().outcome is Outcome.NO_CHANGE
+
+
+def test_a_profile_taken_live_is_never_judged_and_ends_on_its_own_event() -> None:
+    from specwatch.session.events import ProfileFinished, ProfileProgress
+
+    v = LiveVerdict()
+    t = _steady(v)
+    # asking is not yet profiling: only an armed profiler slows the server's steps
+    v.feed(ProfileProgress(t, "asking", "asking sglang to profile 20 steps"))
+    assert v.state().phase == "judged"
+    v.feed(ProfileProgress(t, "armed", "profiler armed"))
+    for i in range(10):
+        _feed(v, t + i, 1, 800.0 * 0.7, MAX)  # profiled steps are slower
+        assert v.state().phase == "profiling" and v.state().outcome is None, v.state()
+    assert "profiling the server" in v.state().detail
+    # a benchmark's end does not end the profile
+    v.own_load_ended(t + 10)
+    _feed(v, t + 10, 1, 800.0 * 0.7, MAX)
+    assert v.state().phase == "profiling"
+    v.feed(ProfileFinished(t + 11, "finished", "VERIFY ran eager", None, None, None, None))
+    _feed(v, t + 11, int(REFERENCE_S) + 2, 800.0, MAX)
     assert v.state().outcome is Outcome.NO_CHANGE
 
 

@@ -7,8 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from specwatch.core.server import Dialect, MetricsWindow, ServerInfo, SpecConfig
-from specwatch.core.versions import version_tuple
+from specwatch.core.server import Dialect, MetricsWindow, ServerInfo, SpecConfig, version_tuple
 from specwatch.sources.dialects.llamacpp import REASON_METRICS as REASON_LLAMACPP_METRICS
 from specwatch.sources.dialects.sglang import REASON_METRICS as REASON_SGLANG_METRICS
 from specwatch.sources.watch.watcher import MetricsWatcher, summed_counters

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from specwatch.core.server import Dialect, ServerInfo, SpecConfig
-from specwatch.core.versions import version_tuple
+from specwatch.core.server import Dialect, ServerInfo, SpecConfig, version_tuple
 from specwatch.sources.dialects.base import dialect_for
 from specwatch.sources.metrics.parse import parse_metrics
 from specwatch.sources.metrics.window_builder import WindowBuilder

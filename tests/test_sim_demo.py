@@ -63,7 +63,7 @@ def test_the_demo_scenario_option_offers_every_scenario() -> None:
     from specwatch.sim.demo import SCENARIOS
 
     parser = argparse.ArgumentParser()
-    add_source_arguments(parser, "no GPUs")
+    add_source_arguments(parser)
     for scenario in SCENARIOS:
         assert parser.parse_args(["--demo-scenario", scenario]).demo_scenario == scenario
     assert "{" + ",".join(SCENARIOS) + "}" in parser.format_help()

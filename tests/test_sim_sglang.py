@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from specwatch.core.versions import version_tuple
+from specwatch.core.server import version_tuple
 from specwatch.sim.config import SimConfig
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.presets import preset

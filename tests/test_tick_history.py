@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from specwatch.core.gpu import GpuSample, GpuTick
-from specwatch.core.tick_history import GpuTickHistory
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
+from specwatch.sources.gpu_reader import GpuTickHistory
 from specwatch.sources.nvml.sampler import GpuSampler
 from tests.sim_fixtures import ManualClock
 

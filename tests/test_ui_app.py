@@ -246,11 +246,14 @@ async def test_incremental_redraws_match_a_full_redraw() -> None:
             await settle(pilot)
         rebuilt = {type(p).__name__: p.builds for p in app._panes}
         incremental = app.export_screenshot()
+        incremental_text = {type(p).__name__: text_of(p) for p in app._panes}
     assert rebuilt["GpusPane"] >= 12 and rebuilt["TokenRatePane"] >= 12, rebuilt
     fresh = make_app(model)
     async with fresh.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
         full = fresh.export_screenshot()
+        full_text = {type(p).__name__: text_of(p) for p in fresh._panes}
+    assert incremental_text == full_text  # the readable difference, when there is one
     assert incremental == full
 
 

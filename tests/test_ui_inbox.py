@@ -12,8 +12,8 @@ from specwatch.core.outcomes import Outcome
 from specwatch.core.server import MetricsWindow
 from specwatch.session import events as ev
 from specwatch.session.verdict_state import WAITING
-from specwatch.ui.app import EventInbox, SpecwatchApp
-from specwatch.ui.model import MonitorModel
+from specwatch.ui.app import SpecwatchApp
+from specwatch.ui.model import EventInbox, MonitorModel
 from specwatch.ui.panes.verdict import VerdictLine
 from specwatch.ui.settings import AppSettings
 from tests.scene import build_scene, scene_server, verdict_scene

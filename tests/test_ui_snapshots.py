@@ -142,3 +142,12 @@ def test_collapsed_gpus_80x24(snap_compare: SnapCompare) -> None:
 
 def test_stale_values_held(snap_compare: SnapCompare) -> None:
     assert snap_compare(scene_app(model=stale_scene()), terminal_size=(100, 30), run_before=settle)
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
+def test_held_ages_and_the_regressions_figures(
+    snap_compare: SnapCompare, size: tuple[int, int]
+) -> None:
+    from tests.test_ui_cuts import held_scene
+
+    assert snap_compare(scene_app(model=held_scene()), terminal_size=size, run_before=settle)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from specwatch.core import gpu_rules
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
-from specwatch.core.reasons import IDLE_BIT
+from specwatch.core.gpu_rules import IDLE_BIT
 from specwatch.core.server import MetricsWindow
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.gpus import GpusPane

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specwatch.core.versions import version_tuple
+from specwatch.core.server import version_tuple
 
 
 @pytest.mark.parametrize(

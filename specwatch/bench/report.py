@@ -121,7 +121,22 @@ def _gpu_lines(result: BenchResult) -> list[str]:
         line += f", max {max(temps)} °C"
     if reasons:
         line += f", clock events: {reasons}"
-    return [line]
+    return [line, energy_line(result)]
+
+
+def energy_line(result: BenchResult) -> str:
+    """``  Energy: 41.2 kJ over the runs, 2.91 tok/J · 0.344 J/tok · …``, or why unknown."""
+    from specwatch.core.energy import draft_length, run_energy
+
+    energy = run_energy(
+        gpu_rules.busy_summaries(result.gpus),
+        sum(r.wall_s for r in result.runs),
+        result.overall.accept_length.mean,
+        draft_length(result.server.spec),
+    )
+    if energy.joules is None or energy.tokens_per_joule is None:
+        return f"  Energy: {energy.words()}"
+    return f"  Energy: {energy.joules / 1000:.3g} kJ over the runs, {energy.words()}"
 
 
 def run_lines(result: BenchResult) -> list[str]:

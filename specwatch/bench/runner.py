@@ -7,7 +7,9 @@ That last part is what lets ``specwatch compare`` tell a code regression from ho
 
 The types live in :mod:`specwatch.core.snapshot_records`, the pure figures in
 :mod:`specwatch.bench.aggregate`, the GPU recording in :mod:`specwatch.bench.gpu_recorder`; they
-are re-exported here so ``from specwatch.bench.runner import ...`` keeps working.
+are re-exported here so ``from specwatch.bench.runner import ...`` keeps working. The runner
+reports its progress as :class:`BenchEvent` and waits for a run's streams together, cancelling
+them together (:func:`wait_all`).
 """
 
 from __future__ import annotations
@@ -17,15 +19,14 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from specwatch.bench.aggregate import build_series, combine_streams, counter_deltas, overall_of
-from specwatch.bench.events import BenchEvent
 from specwatch.bench.gpu_recorder import GpuRecorder
 from specwatch.bench.host_recorder import HostRecorder
 from specwatch.bench.prompts import load_prompts
 from specwatch.bench.steady_gate import steady_after, steady_gate
-from specwatch.bench.stream_waiting import wait_all
 from specwatch.core.gpu import GpuSample, GpuTick
 from specwatch.core.gpu_rules import sample_busy
 from specwatch.core.server import ChunkArrival, ServerInfo, StreamResult
@@ -42,6 +43,32 @@ if TYPE_CHECKING:
     from specwatch.sources.host import HostSampler
     from specwatch.sources.http.client import ServerClient
     from specwatch.sources.watch.watcher import MetricsWatcher
+
+
+EVENT_KINDS = (
+    "warmup_done",
+    "steady_wait",
+    "steady",
+    "run_start",
+    "run_done",
+    "finished",
+    "interrupted",
+    "error",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BenchEvent:
+    """Progress, for a command line or a TUI."""
+
+    kind: str
+    """One of ``EVENT_KINDS``."""
+    index: int
+    total: int
+    t: float
+    """Seconds since the benchmark started."""
+    message: str
+    run: RunResult | None = None
 
 
 def busy_view(ticks: Sequence[GpuTick]) -> list[GpuTick]:
@@ -352,4 +379,40 @@ async def run_benchmark(
     return result
 
 
-__all__ = ["busy_view", "run_benchmark"]
+async def wait_all(
+    tasks: Sequence[asyncio.Future[StreamResult]], cancel: asyncio.Event | None
+) -> bool:
+    """Wait for every task; on ``cancel`` (or our own cancellation) cancel them all.
+
+    Returns:
+        True when cancelled through ``cancel``. Our own cancellation is re-raised after the
+        streams were cancelled and awaited.
+    """
+    waiter = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
+    try:
+        pending: set[asyncio.Future[Any]] = set(tasks)
+        if waiter is not None:
+            pending.add(waiter)
+        while True:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if waiter is not None and waiter in done:
+                await cancel_all(tasks)
+                return True
+            if all(t.done() for t in tasks):
+                return False
+    except asyncio.CancelledError:
+        await cancel_all(tasks)
+        raise
+    finally:
+        if waiter is not None:
+            waiter.cancel()
+
+
+async def cancel_all(tasks: Sequence[asyncio.Future[Any]]) -> None:
+    """Cancel every task and wait until each has ended."""
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+__all__ = ["EVENT_KINDS", "BenchEvent", "busy_view", "run_benchmark"]

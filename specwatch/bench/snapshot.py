@@ -35,8 +35,7 @@ from typing import Any
 import orjson
 
 from specwatch.bench.bounded_read import BoundedReadError, read_bounded
-from specwatch.bench.scrub import scrub_snapshot
-from specwatch.bench.snapshot_build import SCHEMA_VERSION
+from specwatch.bench.snapshot_build import SCHEMA_VERSION, scrub_snapshot
 from specwatch.core.redaction import redact_text
 from specwatch.core.snapshot_records import Snapshot
 

@@ -2,10 +2,12 @@
 :class:`~specwatch.core.snapshot_records.Snapshot`, written as plain JSON values.
 
 No API key ever lands in a snapshot: every string is scrubbed of the key's value and the whole
-snapshot goes through the one secret rule (:mod:`specwatch.core.redaction`, applied by
-:func:`~specwatch.bench.scrub.scrub_snapshot`). The server process's environment was already
-allow-listed when it was read (:mod:`specwatch.core.identity`). Writing and reading snapshots
-is :mod:`specwatch.bench.snapshot`.
+snapshot goes through the one secret rule (:mod:`specwatch.core.redaction`: URL passwords,
+secret-named keys and options, ``Bearer``), the server process's identity through
+:func:`~specwatch.core.identity.scrub_identity` (only performance variables keep their values).
+:func:`scrub_snapshot` applies both, here and again when a snapshot is read (``specwatch scrub``
+too), so one written before this rule, or edited by hand, shows nothing it should not. Writing
+and reading snapshots is :mod:`specwatch.bench.snapshot`.
 """
 
 from __future__ import annotations
@@ -13,14 +15,15 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import socket
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from specwatch import __version__
-from specwatch.bench.scrub import scrub_snapshot
 from specwatch.core.gpu import GpuInventory
 from specwatch.core.identity import ServerIdentity
-from specwatch.core.redaction import withhold
+from specwatch.core.identity import from_json as identity_from_json
+from specwatch.core.identity import to_json as identity_to_json
+from specwatch.core.redaction import redact_value, withhold
 from specwatch.core.snapshot_records import (
     BenchResult,
     Snapshot,
@@ -108,8 +111,13 @@ def build_snapshot(
     return cleaned
 
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "build_snapshot",
-    "snapshot_to_json",
-]
+def scrub_snapshot(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a snapshot's plain JSON values with every secret withheld (idempotent)."""
+    out: dict[str, Any] = redact_value(snapshot)
+    server = out.get("server")
+    if isinstance(server, dict) and isinstance(server.get("process"), dict):
+        server["process"] = identity_to_json(identity_from_json(server["process"]))
+    return out
+
+
+__all__ = ["SCHEMA_VERSION", "build_snapshot", "scrub_snapshot", "snapshot_to_json"]

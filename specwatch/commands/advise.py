@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from specwatch.commands.arguments import add_api_key
+from specwatch.commands.arguments import add_api_key, shared_help
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
@@ -51,10 +51,16 @@ def add_advise_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=60.0,
         metavar="N",
-        help="live: seconds to watch /metrics (default 60)",
+        help="live: seconds to watch /metrics (default: 60)",
     )
     p.add_argument(
-        "--interval", type=float, default=1.0, metavar="S", help="live: seconds between scrapes"
+        "--metrics-interval",
+        "--interval",
+        dest="interval",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help=shared_help("--metrics-interval", 1),
     )
     base = p.add_mutually_exclusive_group()
     base.add_argument(
@@ -69,7 +75,7 @@ def add_advise_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="MS",
-        help="plain step time in ms, the same at every batch",
+        help=shared_help("--baseline-itl"),
     )
     p.add_argument(
         "--draft-ms",
@@ -218,6 +224,7 @@ def _print_advice(
     requests: AcceptanceCounts | None = None,
     argv: tuple[str, ...] = (),
 ) -> int:
+    from specwatch.core.acceptance import windows_words
     from specwatch.core.advice_sweep import measured_lines, merge_sweep
     from specwatch.core.advice_text import advice_lines
     from specwatch.core.draft_advisor import advice_json, advise
@@ -246,7 +253,7 @@ def _print_advice(
             }
         out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        head = [f"{label}: {len(windows)} windows"]
+        head = [f"{label}: {windows_words(len(windows))}"]
         if withheld is not None:
             head.append(f"advice withheld: {withheld}")
         tail = measured_lines(swept) if swept is not None else []

@@ -3,7 +3,7 @@
 the one way a command prints an error.
 
 Argparse only at import, so that ``specwatch --help`` stays light; what a type needs to parse
-(a duration, a listen address) is imported when a value is parsed.
+(a duration) is imported when a value is parsed.
 """
 
 from __future__ import annotations
@@ -25,6 +25,27 @@ DIALECTS = ("sglang", "vllm", "llamacpp", "trtllm", "openai")
 """The servers the demo can simulate: every ``specwatch.core.server.Dialect`` value (spelt out
 so that ``--help`` does not import the core; a test keeps the two equal)."""
 API_KEY_HELP = "Bearer token (default: env SPECWATCH_API_KEY, else OPENAI_API_KEY); never stored"
+SHARED_HELP = {
+    "--baseline-itl": "per-token latency without speculation (the plain decode step), ms",
+    "--gpu-interval": "seconds between GPU samples",
+    "--metrics-interval": "seconds between /metrics scrapes",
+    "--interval": "seconds between GPU samples and /metrics scrapes",
+    "--timeout": "seconds to wait for any byte of an answer from the server",
+    "--deadline": "wall-clock limit of each request, its stream included, in seconds",
+    "--wait": "wait up to S seconds for a server that is starting or loading",
+    "--no-gpu": "read no GPUs: the server only (no NVML, no dcgm-exporter)",
+    "--max-tokens": "tokens to generate per request",
+    "--out": "directory the files go into (bench: snapshots; profile: profiles, SGLang's traces)",
+    "--record": "also record the session into FILE (replay it with: specwatch replay FILE)",
+}
+"""One wording per concept: every command taking one of these options says it in these words,
+then ``(default: X)`` where it has one (``tests/test_cli_wording.py``)."""
+
+
+def shared_help(option: str, default: object = None) -> str:
+    """The shared wording of ``option``, with ``(default: default)`` where one is given."""
+    text = SHARED_HELP[option]
+    return text if default is None else f"{text} (default: {default})"
 
 
 def error_line(prefix: str, message: object) -> str:
@@ -117,10 +138,32 @@ def concurrencies(text: str) -> list[int]:
     return out
 
 
-def listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``:PORT`` or ``PORT`` (``specwatch.exporter.listen.parse_listen``)."""
-    from specwatch.exporter.listen import parse_listen
+LISTEN_HOST = "127.0.0.1"
+LISTEN_PORT = 9877
+"""Where the exporter listens unless told otherwise."""
 
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1); ``[::1]:PORT`` for IPv6.
+
+    Raises:
+        ValueError: Not a host and a port in 0..65535.
+    """
+    host, sep, port_text = text.strip().rpartition(":")
+    if not sep:
+        host, port_text = "", text.strip()
+    host = host.strip("[]") or LISTEN_HOST
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"expected HOST:PORT, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port out of range in {text!r}")
+    return host, port
+
+
+def listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` or ``PORT`` (:func:`parse_listen`)."""
     try:
         return parse_listen(text)
     except ValueError as e:
@@ -156,7 +199,10 @@ def add_server_arguments(p: ArgumentHolder, fleet: bool = True, positional: bool
             f"{more}; default: $SPECWATCH_URL, the config file's url, else http://localhost:8000",
         )
     p.add_argument(
-        "-u", "--url", action="append", help=f"server address, as URL (repeatable{more})"
+        "-u",
+        "--url",
+        action="append",
+        help="server address, as URL (repeatable" + ("; several: a fleet)" if fleet else ")"),
     )
     add_api_key(p)
 
@@ -203,9 +249,9 @@ def add_fleet_arguments(p: ArgumentHolder) -> None:
     )
 
 
-def add_source_arguments(g: ArgumentHolder, no_gpu: str) -> None:
+def add_source_arguments(g: ArgumentHolder) -> None:
     """Where a watching command (the monitor, ``record``, ``exporter``) reads from: the demo's
-    options, ``--dcgm``, ``--no-gpu`` (``no_gpu``: what it does instead) and the fleet's.
+    options, ``--dcgm``, ``--no-gpu`` and the fleet's.
     ``--url``, ``--api-key`` and ``--demo`` are the caller's: their help differs."""
     g.add_argument(
         "--demo-dialect",
@@ -220,10 +266,11 @@ def add_source_arguments(g: ArgumentHolder, no_gpu: str) -> None:
     )
     g.add_argument(
         "--demo-scenario",
-        choices=("drift", "regression", "memcap"),
+        choices=("drift", "regression", "eager", "memcap"),
         default=None,
         help="replay the story in the demo: the GPUs stay cold, then warm up (drift), the "
-        "verify step gets 8%% slower (regression) or a memory-bound decode's memory clock "
+        "verify step gets 8%% slower (regression), loses its CUDA graphs (eager: 12 -> 29 ms, "
+        "then P shows why) or a memory-bound decode's memory clock "
         "drops 9%% (memcap) about 50 s after loading",
     )
     g.add_argument("--demo-seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -231,7 +278,7 @@ def add_source_arguments(g: ArgumentHolder, no_gpu: str) -> None:
     g.add_argument(
         "--no-gpu",
         action="store_true",
-        help=f"{no_gpu}: read no GPUs (no NVML, no exporter)",
+        help=shared_help("--no-gpu"),
     )
     add_fleet_arguments(g)
 
@@ -271,6 +318,8 @@ def source_options(
 __all__ = [
     "DIALECTS",
     "ERROR_LIMIT",
+    "LISTEN_HOST",
+    "LISTEN_PORT",
     "MIN_INTERVAL_S",
     "ArgumentHolder",
     "add_api_key",
@@ -285,8 +334,10 @@ __all__ = [
     "error_line",
     "interval",
     "listen",
+    "parse_listen",
     "positive",
     "positive_int",
     "say_error",
+    "shared_help",
     "source_options",
 ]

@@ -27,11 +27,12 @@ from specwatch.commands.arguments import (
     positive,
     positive_int,
     say_error,
+    shared_help,
 )
 from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
 
 if TYPE_CHECKING:
-    from specwatch.bench.events import BenchEvent
+    from specwatch.bench.runner import BenchEvent
     from specwatch.bench.shield import SignalLog
     from specwatch.commands.clocks import Locked
     from specwatch.core.identity import ServerIdentity
@@ -53,9 +54,11 @@ DEFAULT_DIR = "specwatch-snapshots"
 def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``specwatch bench``."""
     add_server_arguments(p, fleet=False)
-    p.add_argument("-n", "--runs", type=positive_int, default=5, help="measured runs (5)")
-    p.add_argument("--warmup", type=count, default=2, help="warmup requests first (2)")
-    p.add_argument("--max-tokens", type=positive_int, default=2048, help="tokens per run (2048)")
+    p.add_argument("-n", "--runs", type=positive_int, default=5, help="measured runs (default: 5)")
+    p.add_argument("--warmup", type=count, default=2, help="warmup requests first (default: 2)")
+    p.add_argument(
+        "--max-tokens", type=positive_int, default=2048, help=shared_help("--max-tokens", 2048)
+    )
     p.add_argument(
         "--steady",
         action="store_true",
@@ -67,15 +70,15 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
         type=positive,
         default=300.0,
         metavar="S",
-        help="longest --steady wait before measuring anyway (300 s)",
+        help="longest --steady wait before measuring anyway, seconds (default: 300)",
     )
     p.add_argument(
         "--steady-window",
         type=positive,
         default=10.0,
         metavar="S",
-        help="window of the steady-state slopes (10 s; thresholds per second: SM and memory"
-        " clock 2 MHz, temperature 0.1 °C)",
+        help="window of the steady-state slopes, seconds (default: 10; thresholds per second: SM"
+        " and memory clock 2 MHz, temperature 0.1 °C)",
     )
     p.add_argument(
         "--lock-clocks",
@@ -92,8 +95,8 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
         type=concurrencies,
         default=[1],
         metavar="N[,N...]",
-        help="parallel streams per run (1); a list (1,4,16) runs one benchmark per value, "
-        "each saved as its own snapshot (label suffix -cN)",
+        help="parallel streams per run (default: 1); a list such as 1,4,16 runs one benchmark"
+        " per value, each saved as its own snapshot (label suffix -cN)",
     )
     p.add_argument(
         "--prompts",
@@ -101,44 +104,43 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="prompts, one per line or a JSON list (default: a built-in varied set)",
     )
-    p.add_argument("--seed", type=int, default=0, help="order of the built-in prompts (0)")
+    p.add_argument("--seed", type=int, default=0, help="order of the built-in prompts (default: 0)")
     p.add_argument(
         "--out",
         metavar="DIR",
         type=Path,
         default=None,
-        help=f"snapshot directory (default ./{DEFAULT_DIR})",
+        help=shared_help("--out", f"./{DEFAULT_DIR}"),
     )
     p.add_argument("--json", action="store_true", help="print the snapshot on stdout")
-    p.add_argument("--no-gpu", action="store_true", help="do not read the GPUs through NVML")
+    p.add_argument("--no-gpu", action="store_true", help=shared_help("--no-gpu"))
     p.add_argument(
         "--gpu-interval",
         type=positive,
         default=0.5,
         metavar="S",
-        help="GPU sampling period during the benchmark (0.5 s)",
+        help=shared_help("--gpu-interval", 0.5),
     )
     p.add_argument(
         "--wait",
         type=positive,
         default=None,
         metavar="S",
-        help="wait up to S seconds for a server that is still loading",
+        help=shared_help("--wait", "no wait"),
     )
     p.add_argument(
         "--timeout",
         type=positive,
         default=120.0,
         metavar="S",
-        help="longest wait for any byte from the server (120 s)",
+        help=shared_help("--timeout", 120),
     )
     p.add_argument(
         "--deadline",
         type=positive,
         default=None,
         metavar="S",
-        help="wall-clock limit of each request and run (default: 60 s, and 60 s + 0.25 s per"
-        " token for a run's stream)",
+        help=shared_help("--deadline", "60; a run's stream 60 + 0.25 per token"),
     )
     add_fleet_arguments(
         p.add_argument_group("GPUs from Prometheus (the benchmarked server's node, by host)")
@@ -436,8 +438,7 @@ def _run_bench(
     if sampler is None:
         from specwatch.commands.arguments import source_options
         from specwatch.session.factory import gpu_source
-        from specwatch.session.fleet_gpus import PrometheusGpuSource
-        from specwatch.session.gpu_source import ReaderGpuSource
+        from specwatch.session.gpu_source import PrometheusGpuSource, ReaderGpuSource
 
         if demo is not None:
             from specwatch.sim.fake_nvml import FakeNvml

@@ -1,4 +1,5 @@
-"""``specwatch clocks restore``, the stale-lock check at start-up, and the lock ``bench`` holds.
+"""``specwatch clocks [status|restore]``, the stale-lock check at start-up, and the lock
+``bench`` holds.
 
 The lock itself lives in :mod:`specwatch.sources.nvml.clock_lock`; this module picks the NVML a
 state file names (the driver, or the demo's fake NVML, which never touches real GPUs) and says
@@ -35,9 +36,14 @@ Locked = dict[int, tuple[int, int | None]]
 
 
 def add_clocks_arguments(p: argparse.ArgumentParser) -> None:
-    """``specwatch clocks restore``."""
+    """``specwatch clocks [status|restore]``."""
     p.add_argument(
-        "action", choices=("restore",), help="restore: undo clocks a specwatch bench left locked"
+        "action",
+        nargs="?",
+        choices=("status", "restore"),
+        default="status",
+        help="status: which GPU clocks a specwatch bench holds locked, and whether its process "
+        "runs; restore: undo clocks a specwatch bench left locked (default: status)",
     )
 
 
@@ -86,9 +92,53 @@ def restore_stale(err: TextIO) -> None:
         print(f"specwatch: cannot check {path}: {exc.strerror or exc}", file=err)
 
 
-def run_clocks(args: argparse.Namespace, err: TextIO | None = None) -> int:
-    """``specwatch clocks restore``: 0 when nothing is left locked."""
+def _gpu_words(state: LockState) -> str:
+    gpus = "; ".join(
+        f"GPU {g.index} SM {g.sm_mhz} MHz" + ("" if g.mem_mhz is None else f", memory {g.mem_mhz}")
+        for g in state.gpus
+    )
+    where = "the demo's fake NVML" if state.nvml == "sim" else "NVML"
+    return f"{gpus or 'no GPU'} (through {where})"
+
+
+def clocks_status(out: TextIO) -> int:
+    """``specwatch clocks status``: the lock record, said in one line; never changes a clock.
+
+    Read without taking the lock, so a running bench is neither waited for nor disturbed.
+    """
+    path = state_path()
+    try:
+        state = read_state(path)
+    except BadState as exc:
+        print(f"specwatch clocks: {_ignored(exc)}", file=out)
+        return 1
+    if state is None:
+        print(f"specwatch clocks: no clocks locked by specwatch (no record at {path})", file=out)
+        return 0
+    locked = _gpu_words(state)
+    if pid_alive(state.pid):
+        print(
+            f"specwatch clocks: locked by process {state.pid}, which runs and restores them "
+            f"when it ends: {locked}",
+            file=out,
+        )
+    else:
+        print(
+            f"specwatch clocks: left locked by process {state.pid}, which is gone: {locked}; "
+            "specwatch clocks restore undoes it",
+            file=out,
+        )
+    return 0
+
+
+def run_clocks(
+    args: argparse.Namespace, err: TextIO | None = None, out: TextIO | None = None
+) -> int:
+    """``specwatch clocks [status]``: the lock record (0 unless it is unreadable);
+    ``specwatch clocks restore``: 0 when nothing is left locked."""
     err = err or sys.stderr
+    if getattr(args, "action", "status") != "restore":
+        return clocks_status(out or sys.stdout)
     path = state_path()
     try:
         with hold(path):

@@ -23,7 +23,8 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
     codes = ", ".join(f"{o.exit_code} {o.wording.split(':')[0]}" for o in Outcome)
     p.epilog = (
         "Either side may be a time range of a recording: FILE@2026-12-01T14:00/2026-12-01T14:05 "
-        "(ISO 8601, local zone unless given) or FILE@-2h/-1h55m (before the recording's end); "
+        "(ISO 8601, local zone unless given), FILE@-2h/-1h55m (before the recording's end) or "
+        "FILE@-1m/end (start and end name the recording's own); "
         "its load is reported as it was, not controlled. "
         f"Exit status: the verdict's ({codes}); {EXIT_ERROR} error, {EXIT_USAGE} usage."
     )

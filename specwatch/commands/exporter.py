@@ -17,6 +17,7 @@ from specwatch.commands.arguments import (
     add_source_arguments,
     duration,
     listen,
+    shared_help,
     source_options,
 )
 
@@ -41,22 +42,21 @@ def add_exporter_arguments(p: argparse.ArgumentParser) -> None:
         type=duration,
         default=1.0,
         metavar="S",
-        help="seconds between GPU samples and /metrics scrapes of the server (default: 1)",
+        help=shared_help("--interval", 1),
     )
     p.add_argument(
         "--baseline-itl",
         type=float,
         default=None,
         metavar="MS",
-        help="per-token latency without speculation, ms: exports the break-even accept length "
-        "and the speculative gain",
+        help=shared_help("--baseline-itl"),
     )
     p.add_argument(
         "--record",
         type=Path,
         default=None,
         metavar="FILE",
-        help="record the session into this SQLite file at the same time",
+        help=shared_help("--record"),
     )
     p.add_argument(
         "--demo",
@@ -64,7 +64,7 @@ def add_exporter_arguments(p: argparse.ArgumentParser) -> None:
         help="export a simulated server with 8 simulated GPUs instead of URL",
     )
     p.add_argument("--duration", type=duration, default=None, help=argparse.SUPPRESS)
-    add_source_arguments(p, "export the server only")
+    add_source_arguments(p)
 
 
 def run_exporter(args: argparse.Namespace, err: TextIO | None = None) -> int:

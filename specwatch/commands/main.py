@@ -75,7 +75,7 @@ COMMANDS: dict[str, tuple[str, str, str | None, str]] = {
         "run_dcgm_counters",
     ),
     "clocks": (
-        "restore GPU clocks a bench --lock-clocks left locked",
+        "show (status) or restore GPU clocks a bench --lock-clocks locked",
         "clocks",
         "add_clocks_arguments",
         "run_clocks",

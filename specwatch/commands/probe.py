@@ -13,6 +13,7 @@ from specwatch.commands.arguments import (
     add_fleet_arguments,
     add_server_arguments,
     say_error,
+    shared_help,
 )
 from specwatch.sources.http.endpoint import parse_endpoint
 
@@ -24,35 +25,33 @@ def add_probe_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``specwatch probe``."""
     add_server_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")
-    p.add_argument("--max-tokens", type=int, default=256, help="tokens to stream (default 256)")
+    p.add_argument("--max-tokens", type=int, default=256, help=shared_help("--max-tokens", 256))
     p.add_argument(
         "--timeout",
         type=float,
         default=30.0,
         metavar="S",
-        help="seconds to wait for each answer from the server (default 30)",
+        help=shared_help("--timeout", 30),
     )
     p.add_argument(
         "--wait",
         type=float,
         default=0.0,
         metavar="S",
-        help="wait up to S seconds for a server that is starting or loading (default: no wait)",
+        help=shared_help("--wait", "no wait"),
     )
     p.add_argument(
         "--deadline",
         type=float,
         default=None,
         metavar="S",
-        help="wall-clock limit of each request, the stream included (default 60)",
+        help=shared_help("--deadline", 60),
     )
     # no default here: the probe module (httpx and the dialects) loads only when a probe runs
     p.add_argument(
         "--prompt", default=None, help="the prompt to stream (default: a question about hash maps)"
     )
-    p.add_argument(
-        "--no-gpu", action="store_true", help="read no GPUs (as the monitor and bench take it)"
-    )
+    p.add_argument("--no-gpu", action="store_true", help=shared_help("--no-gpu"))
     p.add_argument(
         "--passive",
         nargs="?",
@@ -60,7 +59,7 @@ def add_probe_arguments(p: argparse.ArgumentParser) -> None:
         const=1.0,
         default=None,
         metavar="S",
-        help="send no completion: read the server's own figures over S seconds (default 1)",
+        help="send no completion: read the server's own figures over S seconds (default: 1)",
     )
     p.add_argument(
         "--stream",

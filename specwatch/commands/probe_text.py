@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from specwatch.core.config_health import config_health, kv_words
 from specwatch.core.gpu import GpuInventory
-from specwatch.core.reasons import short_names
+from specwatch.core.gpu_rules import short_names
 from specwatch.core.sanitize import sanitize_line
 from specwatch.sources.identity.server_identity import code_summary
 
@@ -89,6 +90,12 @@ def render_text(result: ProbeResult) -> str:
         for key in ("error", "metrics", "restart", "counters"):
             if key in window.notes:
                 lines.append(f"           {window.notes[key]}")
+        kv = kv_words(window)
+        if kv is not None:
+            lines.append(f"  kv       {kv} ({_f(window.kv_cache_usage, '.0%')} used)")
+        for finding in config_health(info, window):
+            if finding.fires:
+                lines.append(f"  health   {finding.text()}")
     inventory = result.inventory
     if inventory is None:
         lines.append("  gpus     not read")

@@ -6,32 +6,36 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from specwatch.commands.arguments import add_server_arguments, positive, positive_int, say_error
+from specwatch.commands.arguments import (
+    add_server_arguments,
+    positive,
+    positive_int,
+    say_error,
+    shared_help,
+)
 
 if TYPE_CHECKING:
-    from specwatch.sources.profile.trigger import Phase, ProfileRun
+    from specwatch.session.profile_job import Captured
+    from specwatch.sources.profile.trigger import Phase
 
-PROFILE_SCHEMA = 1
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
-PREFIX = "specwatch"
 
 
 def add_profile_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``specwatch profile``."""
     add_server_arguments(p, fleet=False)
     p.add_argument(
-        "--steps", type=positive_int, default=20, help="decode steps to profile (default 20)"
+        "--steps", type=positive_int, default=20, help="decode steps to profile (default: 20)"
     )
     p.add_argument(
         "--out",
         metavar="DIR",
         type=Path,
         default=None,
-        help="where the profile JSON (and SGLang's traces) go (default ./specwatch-snapshots)",
+        help=shared_help("--out", "./specwatch-snapshots"),
     )
     p.add_argument("--json", action="store_true", help="print the profile JSON on stdout")
     p.add_argument(
@@ -40,14 +44,14 @@ def add_profile_arguments(p: argparse.ArgumentParser) -> None:
         default=120.0,
         metavar="S",
         help="seconds to wait for the profiled steps; a server with no load runs none "
-        "(default 120)",
+        "(default: 120)",
     )
     p.add_argument(
         "--wait-files",
         type=positive,
         default=300.0,
         metavar="S",
-        help="seconds to wait for the server to finish writing its traces (default 300)",
+        help="seconds to wait for the server to finish writing its traces (default: 300)",
     )
     p.add_argument("--label", default=None, help="a label for the profile file's name")
     p.add_argument(
@@ -93,11 +97,12 @@ async def _main(
 ) -> int:
     import asyncio
 
+    from specwatch.session.profile_job import ProfileOptions, capture_profile
     from specwatch.sources.detect import detect
     from specwatch.sources.http.client import ServerClient
     from specwatch.sources.http.server_errors import ServerError
-    from specwatch.sources.identity.process import NOTE_REMOTE, identify_server
-    from specwatch.sources.profile.trigger import ProfileRefused, plan_profile, run_profile
+    from specwatch.sources.profile.trace import TraceError
+    from specwatch.sources.profile.trigger import ProfileRefused
 
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
@@ -114,6 +119,14 @@ async def _main(
     def report(phase: Phase) -> None:
         print(f"specwatch profile: {phase.words}", file=err, flush=True)
 
+    options = ProfileOptions(
+        steps=args.steps,
+        out_dir=out_dir,
+        capture_s=args.capture,
+        files_deadline_s=args.wait_files,
+        trace_dir=args.trace_dir,
+        label=args.label,
+    )
     try:
         async with ServerClient(endpoint, timeout_s=10.0) as client:
             try:
@@ -121,39 +134,14 @@ async def _main(
             except ServerError as exc:
                 say_error("specwatch profile", exc, err)
                 return EXIT_UNREACHABLE
-            identity = await asyncio.to_thread(identify_server, endpoint.base_url)
-            local = NOTE_REMOTE not in identity.notes
-            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
             try:
-                plan = plan_profile(
-                    info.dialect,
-                    steps=args.steps,
-                    out_dir=out_dir / f"traces-{stamp}",
-                    prefix=f"{PREFIX}-{stamp}",
-                    cmdline=identity.cmdline,
-                    environment=identity.env(),
-                    local=local,
-                    pid_known=identity.pid is not None,
-                    trace_dir=args.trace_dir,
-                )
-                if plan.start_body.get("output_dir"):
-                    plan.trace_dir.mkdir(parents=True, exist_ok=True)
-                run = await run_profile(
-                    client,
-                    plan,
-                    capture_s=args.capture,
-                    files_deadline_s=args.wait_files,
-                    report=report,
-                )
-            except ProfileRefused as exc:
+                captured = await capture_profile(client, info, options, report)
+            except (ProfileRefused, TraceError) as exc:
                 say_error("specwatch profile", exc, err)
                 return EXIT_REFUSED
             except ServerError as exc:
                 say_error("specwatch profile", exc, err)
                 return EXIT_UNREACHABLE
-            except OSError as exc:
-                say_error("specwatch profile", f"cannot make {out_dir}: {exc.strerror}", err)
-                return EXIT_REFUSED
     except asyncio.CancelledError:
         if caught:
             say_error(
@@ -166,91 +154,22 @@ async def _main(
     finally:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             loop.remove_signal_handler(sig)
-    return _report(run, info, args, out_dir, out, err)
+    return _report(captured, args, out, err)
 
 
-def _report(
-    run: ProfileRun, info: Any, args: argparse.Namespace, out_dir: Path, out: TextIO, err: TextIO
-) -> int:
+def _report(captured: Captured, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import orjson
 
-    from specwatch.bench.snapshot import SnapshotError, write_snapshot
-    from specwatch.core.profile import profile_to_json, verdict
-    from specwatch.sources.profile.trace import TraceError, read_profile
+    from specwatch.core.profile import summary_lines
 
-    total = sum(f.size for f in run.files)
-    print(
-        f"specwatch profile: reading {len(run.files)} trace files ({total / 1e6:.1f} MB)",
-        file=err,
-        flush=True,
-    )
-    t0 = time.monotonic()
-    try:
-        summary = read_profile([f.path for f in run.files], engine=info.dialect.value)
-    except TraceError as exc:
-        say_error("specwatch profile", exc, err)
-        return EXIT_REFUSED
-    seconds = time.monotonic() - t0
-    settings = _settings(info)
-    words = verdict(summary, settings)
-    doc: dict[str, Any] = {
-        "kind": "profile",
-        "schema": PROFILE_SCHEMA,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(run.started_at)),
-        "label": f"{args.label}-profile" if args.label else "profile",
-        "engine": {
-            "name": info.dialect.value,
-            "version": info.version,
-            "model": info.model,
-            "url": info.base_url,
-        },
-        "settings": settings,
-        "steps_asked": run.plan.steps,
-        "trace_files": [{"path": str(f.path), "bytes": f.size} for f in run.files],
-        "trigger_s": round(run.seconds, 3),
-        "read_s": round(seconds, 3),
-        "read_mb_s": round(total / 1e6 / seconds, 1) if seconds > 0 else None,
-        "stopped": run.stopped,
-        "notes": list(run.notes),
-        **profile_to_json(summary),
-        "verdict": words,
-    }
-    try:
-        path = write_snapshot(doc, out_dir)
-    except SnapshotError as exc:
-        say_error("specwatch profile", f"{exc}; the summary is printed below", err)
-        path = None
+    if captured.save_error is not None:
+        say_error("specwatch profile", f"{captured.save_error}; the summary is printed below", err)
     if args.json:
-        out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        out.write(orjson.dumps(captured.doc, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        from specwatch.core.profile import summary_lines
-
-        for line in summary_lines(summary):
+        for line in summary_lines(captured.summary):
             print(line, file=out)
-        print(words, file=out)
-    if path is not None:
-        print(f"specwatch profile: saved {path}", file=err)
+        print(captured.words, file=out)
+    if captured.path is not None:
+        print(f"specwatch profile: saved {captured.path}", file=err)
     return EXIT_OK
-
-
-def _settings(info: Any) -> dict[str, str]:
-    """The engine's CUDA-graph settings as it exposes them (SGLang's ``/server_info``)."""
-    names = (
-        "disable_cuda_graph",
-        "cuda_graph_bs",
-        "cuda_graph_max_bs",
-        "cuda_graph_backend_decode",
-        "cuda_graph_bs_decode",
-        "cuda_graph_max_bs_decode",
-        "enforce_eager",
-        "max_cudagraph_capture_size",
-        "cudagraph_capture_sizes",
-        "speculative_algorithm",
-        "speculative_num_steps",
-        "speculative_num_draft_tokens",
-        "tp_size",
-    )
-    args = info.launch_args or {}
-    from specwatch.core.sanitize import sanitize_line
-
-    return {n: sanitize_line(str(args[n]), 120) for n in names if args.get(n) is not None}

@@ -18,6 +18,7 @@ from specwatch.commands.arguments import (
     duration,
     duration_interval,
     say_error,
+    shared_help,
     source_options,
 )
 
@@ -54,14 +55,14 @@ def add_record_arguments(p: argparse.ArgumentParser) -> None:
         type=duration_interval,
         default=1.0,
         metavar="S",
-        help="seconds between GPU samples and /metrics scrapes (default: 1)",
+        help=shared_help("--interval", 1),
     )
     p.add_argument(
         "--demo",
         action="store_true",
         help="record a simulated server with 8 simulated GPUs instead of --url",
     )
-    add_source_arguments(p, "record the server only")
+    add_source_arguments(p)
 
 
 def add_replay_arguments(p: argparse.ArgumentParser) -> None:
@@ -69,7 +70,7 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="a recording")
     p.add_argument("--theme", default=None, help="as for the live monitor")
     p.add_argument(
-        "--speed", type=float, default=1.0, metavar="X", help="replay speed (1..60; default 1)"
+        "--speed", type=float, default=1.0, metavar="X", help="replay speed (1..60; default: 1)"
     )
 
 
@@ -84,7 +85,7 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
         dest="start",
         default=None,
         metavar="T",
-        help="ISO 8601 (local zone unless given) or -2h before the recording's end",
+        help="ISO 8601 (local zone unless given), -2h before the recording's end, start or end",
     )
     p.add_argument("--to", dest="end", default=None, metavar="T", help="as --from")
 
@@ -191,9 +192,10 @@ def run_export(
     with reader:
         span = reader.span()
         end = reader.wall(span[1]) if span else time.time()
+        first = reader.wall(span[0]) if span else None
         try:
-            wall0 = parse_time(args.start, end) if args.start else None
-            wall1 = parse_time(args.end, end) if args.end else None
+            wall0 = parse_time(args.start, end, start_wall=first) if args.start else None
+            wall1 = parse_time(args.end, end, start_wall=first) if args.end else None
         except ValueError as e:
             say_error("specwatch export", e, err)
             return EXIT_USAGE

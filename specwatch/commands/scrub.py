@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from specwatch.bench.scrub import scrub_snapshot
 from specwatch.bench.snapshot import (
     MAX_SNAPSHOT_BYTES,
     SnapshotError,
@@ -25,6 +24,7 @@ from specwatch.bench.snapshot import (
     os_reason,
     parse_snapshot,
 )
+from specwatch.bench.snapshot_build import scrub_snapshot
 from specwatch.commands.arguments import say_error
 
 

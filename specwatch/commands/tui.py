@@ -17,7 +17,9 @@ from specwatch.commands.arguments import (
     add_source_arguments,
     interval,
     positive,
+    positive_int,
     say_error,
+    shared_help,
     source_options,
 )
 from specwatch.core.windows import WINDOWS
@@ -64,7 +66,7 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
         help="where the s key saves SVG screenshots (default: "
         "$XDG_DATA_HOME/specwatch/screenshots)",
     )
-    add_source_arguments(g, "watch the server only")
+    add_source_arguments(g)
     g.add_argument(
         "--theme",
         default=None,
@@ -73,26 +75,28 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
         "chosen with the t key, else dark)",
     )
     g.add_argument(
+        "--gpu-interval",
         "-i",
         "--interval",
+        dest="interval",
         type=interval,
         default=None,
         metavar="S",
-        help="seconds between GPU samples (default: 1)",
+        help=shared_help("--gpu-interval", 1),
     )
     g.add_argument(
         "--metrics-interval",
         type=interval,
         default=None,
         metavar="S",
-        help="seconds between /metrics scrapes (default: 1)",
+        help=shared_help("--metrics-interval", 1),
     )
     g.add_argument(
         "--baseline-itl",
         type=positive,
         default=None,
         metavar="MS",
-        help="per-token latency without speculation, ms (for the verify-latency verdict)",
+        help=shared_help("--baseline-itl"),
     )
     g.add_argument(
         "--baseline",
@@ -115,7 +119,14 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="also record the session into FILE (replay it with: specwatch replay FILE)",
+        help=shared_help("--record"),
+    )
+    g.add_argument(
+        "--profile-steps",
+        type=positive_int,
+        default=20,
+        metavar="N",
+        help="decode steps the P key profiles (default: 20)",
     )
     g.add_argument(
         "--window",
@@ -265,6 +276,7 @@ def build_settings(
         baseline_ms=baseline_ms,
         baseline_source=baseline_source,
         screenshot_dir=getattr(args, "screenshot_dir", None),
+        profile_steps=getattr(args, "profile_steps", 20),
     )
 
 

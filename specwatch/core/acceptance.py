@@ -111,6 +111,11 @@ class AcceptanceTable:
         return 1.0 + hit * (float(getattr(e, bound)) - 1.0)
 
 
+def windows_words(n: int) -> str:
+    """``"1 window"``, ``"3 windows"``: a count of windows as the advisor's lines say it."""
+    return f"{n} window" if n == 1 else f"{n} windows"
+
+
 def z_for(positions: int, confidence: float = CONFIDENCE) -> float:
     """The two-sided normal quantile giving ``positions`` intervals joint ``confidence``."""
     return NormalDist().inv_cdf(1.0 - (1.0 - confidence) / (2.0 * max(1, positions)))
@@ -323,7 +328,7 @@ def accept_length_table(
     if len(lengths) < MIN_LENGTH_WINDOWS:
         return replace(
             base,
-            reason=f"{len(lengths)} windows with an accept length, fewer than the "
+            reason=f"{windows_words(len(lengths))} with an accept length, fewer than the "
             f"{MIN_LENGTH_WINDOWS} needed",
         )
     m = sum(lengths) / len(lengths)
@@ -359,5 +364,6 @@ __all__ = [
     "spec_k",
     "usable",
     "wilson",
+    "windows_words",
     "z_for",
 ]

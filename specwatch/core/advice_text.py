@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from specwatch.core.acceptance import CONSTANT_MODEL, AcceptanceTable, Estimate
+from specwatch.core.acceptance import CONSTANT_MODEL, AcceptanceTable, Estimate, windows_words
 from specwatch.core.draft_advisor import LOSES, PAYS, Advice, BatchAdvice
 
 UNBOUNDED = "unbounded"
@@ -46,7 +46,7 @@ def batch_lines(b: BatchAdvice) -> list[str]:
     step = f"{b.step_s.value * 1000:.1f} ms" if b.step_s else "?"
     plain = f"{b.plain_step_s * 1000:.1f} ms" if b.plain_step_s is not None else "?"
     cliff = f"  CLIFF {b.cliff:.1f}×" if b.cliff is not None else ""
-    head = f"batch {b.batch}: step {step}, plain {plain}, {b.windows} windows{cliff}"
+    head = f"batch {b.batch}: step {step}, plain {plain}, {windows_words(b.windows)}{cliff}"
     if b.reason is not None:
         return [f"{head}: withheld, {b.reason}"]
     out = [head]
@@ -83,6 +83,10 @@ def _at_the_top(advice: Advice) -> list[str]:
 def advice_lines(advice: Advice) -> list[str]:
     """The whole advice as plain strings: recommendation first, then the evidence."""
     out: list[str] = []
+    if advice.recommendation is None and advice.acceptance.reason is not None and not advice.bins:
+        # Nothing was modelled: the one reason is the whole answer (the acceptance table's
+        # refusal would only say it again).
+        return [f"no recommendation: {advice.reason or advice.acceptance.reason}"]
     if advice.recommendation is not None:
         out.append(f"recommendation ({advice.dialect.value}): {advice.recommendation}")
     else:

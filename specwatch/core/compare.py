@@ -34,9 +34,11 @@ from specwatch.core.compare_rows import (
     result_rows,
     server_rows,
 )
+from specwatch.core.config_differences import ConfigDifference
+from specwatch.core.energy import energy_change
 from specwatch.core.identity import IdentityComparison, identity_differences
 from specwatch.core.judge import MIN_CHANGE, MIN_SHARE, judge
-from specwatch.core.launch_config import ConfigDifference, LaunchConfig
+from specwatch.core.launch_config import LaunchConfig
 from specwatch.core.outcomes import Outcome
 from specwatch.core.snapshot_figures import figures, run_tok_s, straggler_clock
 from specwatch.core.snapshot_records import Snapshot
@@ -102,7 +104,7 @@ class Comparison:
     load_changes: tuple[str, ...] = ()
     """What about the load differs (``specwatch.core.judge.load_changes``)."""
     configuration: tuple[ConfigDifference, ...] = ()
-    """The launch settings that differ (``specwatch.core.launch_config.config_differences``)."""
+    """The launch settings that differ (:mod:`specwatch.core.config_differences`)."""
     launch: tuple[LaunchConfig | None, LaunchConfig | None] = (None, None)
     """Both sides' launch configurations (``None``: nothing recorded)."""
 
@@ -309,6 +311,9 @@ def compare(
         *code_rows(a, b),
         *config_rows(a, b),
     ]
+    energy = energy_change(a, b).note(tok_s_level=not j.beyond_noise)
+    if energy is not None:
+        notes.append(energy)
     for row in rows:
         if row.section == "config" and row.differs and row.name in ("max tokens", "concurrency"):
             notes.append(f"{row.name} differs ({row.a} vs {row.b}): the runs are not like for like")

@@ -8,12 +8,13 @@ sanitises them before they reach a terminal.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from specwatch.core import gpu_rules
+from specwatch.core.config_differences import config_differences
+from specwatch.core.energy import EnergyChange, energy_change
 from specwatch.core.gpu_summary import GpuRunSummary
 from specwatch.core.host import HostSpan
 from specwatch.core.identity import ServerIdentity, identity_differences
@@ -23,7 +24,6 @@ from specwatch.core.launch_config import (
     SPEC_METHOD,
     SPEC_OFF,
     LaunchConfig,
-    config_differences,
     server_launch_config,
 )
 from specwatch.core.server import SpecConfig
@@ -136,10 +136,10 @@ def gpu_rows(
         ("GPU temperature (max)", "temp_max_c", max, ".0f", " °C", True),
         ("HBM temperature (max)", "hbm_temp_max_c", max, ".0f", " °C", False),
         ("power per GPU (mean)", "power_mean_w", mean, ".0f", " W", True),
-        ("energy per token (all GPUs)", "joules_per_token", math.fsum, ".2f", " J", False),
     )
     for name, key, how, spec, unit, is_key in aggregates:
         num_row(name, _agg(ga, key, how), _agg(gb, key, how), spec, unit, is_key)
+    rows.extend(energy_rows(energy_change(a, b)))
     for name, key in (
         ("DRAM activity (mean)", "dram_active_mean"),
         ("tensor activity (mean)", "tensor_active_mean"),
@@ -186,6 +186,38 @@ def gpu_rows(
         Row("gpu", "PCIe link (worst GPU)", la[0], lb[0], la[0] != lb[0], True, la[1], lb[1])
     )
     return rows
+
+
+def energy_rows(change: EnergyChange) -> list[Row]:
+    """Joules per token and tokens per joule over the busy GPUs, judged as tok/s is (Welch over
+    the runs, at least the verdict's smallest change); shown whenever either side has one."""
+    ea, eb = change.a, change.b
+    ja, jb = ea.joules_per_token, eb.joules_per_token
+    ta, tb = ea.tokens_per_joule, eb.tokens_per_joule
+    shown = ja is not None or jb is not None
+    moved = change.beyond_noise
+    return [
+        Row(
+            "gpu",
+            "energy per token (busy GPUs)",
+            _fmt(ja, ".3g", " J/tok"),
+            _fmt(jb, ".3g", " J/tok"),
+            moved or (ja is None) != (jb is None),
+            shown,
+            ja,
+            jb,
+        ),
+        Row(
+            "gpu",
+            "tokens per joule (busy GPUs)",
+            _fmt(ta, ".3g", " tok/J"),
+            _fmt(tb, ".3g", " tok/J"),
+            moved or (ta is None) != (tb is None),
+            shown,
+            ta,
+            tb,
+        ),
+    ]
 
 
 def host_rows(a: Snapshot, b: Snapshot) -> list[Row]:

@@ -31,6 +31,7 @@ from specwatch.core.acceptance import (
     accept_length_table,
     acceptance_table,
     pool_counts,
+    windows_words,
 )
 from specwatch.core.draft_syntax import EngineSyntax, engine_setting, engine_syntax
 from specwatch.core.server import Dialect, MetricsWindow, ServerInfo
@@ -38,7 +39,7 @@ from specwatch.core.step_cost import (
     StepBin,
     batch_of,
     interpolate,
-    model_step_s,
+    model_step_bounds,
     model_text,
     step_curve,
 )
@@ -199,6 +200,7 @@ def advise(
             if b.cliff is not None
         )
         + base.notes
+        + _split_note(next(b for b in advised if b.batch == main), draft_s_per_token)
     )
     return replace(
         base,
@@ -211,6 +213,21 @@ def advise(
     )
 
 
+def _split_note(b: BatchAdvice, draft_s: float | None) -> tuple[str, ...]:
+    """Name the shorter draft the linear model favours when only the step model's own range
+    (all of the overhead per draft token, or all of it per step) keeps the advice at K."""
+    if draft_s is not None or b.best_k is None or b.best_k == b.advised_k or not b.options:
+        return ()
+    best, kept = b.options[b.best_k], b.options[b.advised_k or 0]
+    if not best.modelled or best.k == 0:
+        return ()
+    return (
+        f"batch {b.batch}: k={best.k} gains {best.gain.value:+.0%} against {kept.gain.value:+.0%} "
+        "if the step's overhead is per draft token, less if it is per step: "
+        f"--draft-ms MS or a run at k={best.k} decides",
+    )
+
+
 def _graph_notes(windows: Sequence[MetricsWindow]) -> tuple[str, ...]:
     """Say when verify passes ran outside CUDA graphs (SGLang counts them): those steps are
     slower than a captured shape's, so the step curve mixes two costs."""
@@ -220,7 +237,7 @@ def _graph_notes(windows: Sequence[MetricsWindow]) -> tuple[str, ...]:
     outside = 1.0 - sum(shares) / len(shares)
     return (
         f"{outside:.0%} of verify passes ran outside CUDA graphs (mean of "
-        f"{len(shares)} windows): their steps cost more than a captured batch shape's",
+        f"{windows_words(len(shares))}): their steps cost more than a captured batch shape's",
     )
 
 
@@ -230,7 +247,7 @@ def _assumptions(plain: PlainBaseline | None, draft_s: float | None, table: Acce
         if table.draft_hit is None
         else f"draft-hit share {table.draft_hit:.2f}"
     )
-    where = plain.source if plain else "none"
+    where = f"plain step from {plain.source}" if plain else "no plain step (no baseline given)"
     if table.model == CONSTANT_MODEL:
         how = (
             f"acceptance at k'<=K from a {CONSTANT_MODEL} at K (t interval over windows, "
@@ -242,9 +259,8 @@ def _assumptions(plain: PlainBaseline | None, draft_s: float | None, table: Acce
             f"±{table.model_error:.0%} of accepted drafts for the chain model at k'<K)"
         )
     return (
-        f"chain drafting; {model_text(draft_s)}; plain step from {where}; {how}; {hit}; "
-        "batch = requests running at each scrape; "
-        "an interval at a modelled k' leaves out the step model's own error"
+        f"chain drafting; {model_text(draft_s)}; {where}; {how}; {hit}; "
+        "batch = requests running at each scrape"
     )
 
 
@@ -304,10 +320,7 @@ def _option(
 ) -> KOption:
     assert b.step_s is not None
     obs = b.step_s
-    steps = [
-        model_step_s(t, k, k_running, plain_s, draft_s) for t in (obs.value, obs.low, obs.high)
-    ]
-    step = Estimate(steps[0], min(steps), max(steps))
+    step = model_step_bounds(obs, k, k_running, plain_s, draft_s)
     tokens = Estimate(*(table.tokens_per_step(k, bound) for bound in ("value", "low", "high")))
     batch = float(b.batch)
     # a step time whose interval reaches zero leaves the rate unbounded above, not huge

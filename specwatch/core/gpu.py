@@ -67,7 +67,7 @@ class GpuSample:
     """Energy counter since driver load, joules."""
     pstate: int | None = None
     clock_event_reasons: int | None = None
-    """Bitmask of ``nvmlClocksEventReason*`` bits; decode with ``specwatch.core.reasons``."""
+    """Bitmask of ``nvmlClocksEventReason*`` bits; decode with ``specwatch.core.gpu_rules``."""
     util_gpu_pct: int | None = None
     util_mem_pct: int | None = None
     mem_used_bytes: int | None = None

@@ -1,4 +1,5 @@
-"""The GPU rules: busy, straggler, clock deficit, link degraded, near the power limit.
+"""The GPU rules: busy, straggler, clock deficit, link degraded, near the power limit, and the
+clock-event (throttle) reason bits they read, with their short names.
 
 One home for every judgement made about a GPU, so the live pane, the benchmark's run summaries,
 the runner and ``compare`` never disagree (they once held two straggler rules and four busy
@@ -34,10 +35,67 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from specwatch.core.reasons import IDLE_BIT
-
 if TYPE_CHECKING:
     from specwatch.core.gpu import GpuSample
+
+
+# --- the clock-event (throttle) reason bits the rules read, and their short names -----------
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """One clock-event reason bit."""
+
+    bit: int
+    name: str
+    short: str
+    meaning: str
+    harmful: bool
+    """Whether the reason lowers clocks under load (idle and display settings do not)."""
+
+
+IDLE_BIT = 0x001
+"""``GpuIdle``: the clocks are low because the GPU has no work."""
+
+REASONS: tuple[Reason, ...] = (
+    Reason(IDLE_BIT, "GpuIdle", "idle", "idle: harmless", False),
+    Reason(0x002, "ApplicationsClocksSetting", "appclk", "capped by application clocks", True),
+    Reason(0x004, "SwPowerCap", "pwrcap", "at the power limit: clocks reduced", True),
+    Reason(0x008, "HwSlowdown", "hwslow", "hardware slowdown (power brake or thermal)", True),
+    Reason(0x010, "SyncBoost", "sync", "held down to match its sync-boost group", True),
+    Reason(0x020, "SwThermalSlowdown", "thermal", "driver thermal slowdown: too hot", True),
+    Reason(0x040, "HwThermalSlowdown", "hwtherm", "hardware thermal slowdown: far too hot", True),
+    Reason(0x080, "HwPowerBrakeSlowdown", "brake", "external power brake", True),
+    Reason(0x100, "DisplayClockSetting", "display", "display clock setting", False),
+    Reason(0x200, "BoardLimit", "board", "board limit", True),
+    Reason(0x400, "Reliability", "reliab", "reliability limit", True),
+)
+
+BY_BIT: dict[int, Reason] = {r.bit: r for r in REASONS}
+
+
+def decode(mask: int | None) -> tuple[Reason, ...]:
+    """Return the reasons set in ``mask`` (unknown bits are returned as ``bit0x...``)."""
+    if not mask:
+        return ()
+    out: list[Reason] = []
+    bit = 1
+    while bit <= mask:
+        if mask & bit:
+            out.append(BY_BIT.get(bit) or Reason(bit, f"bit{bit:#x}", f"{bit:#x}", "unknown", True))
+        bit <<= 1
+    return tuple(out)
+
+
+def short_names(mask: int | None) -> str:
+    """Short words for the active reasons, e.g. ``"pwrcap thermal"``; ``""`` when none."""
+    return " ".join(r.short for r in decode(mask))
+
+
+def harmful(mask: int | None) -> bool:
+    """Whether any reason that lowers clocks under load is set."""
+    return any(r.harmful for r in decode(mask))
+
 
 BUSY_IDLE_FRACTION = 0.5
 """A GPU idle for more than this fraction of a run was not part of the work."""
@@ -200,12 +258,18 @@ def near_power_limit(power_w: float | None, limit_w: float | None) -> bool:
 __all__ = [
     "BUSY_HOLD_S",
     "BUSY_IDLE_FRACTION",
+    "BY_BIT",
+    "IDLE_BIT",
     "IDLE_REASONS",
     "NEAR_POWER_LIMIT",
+    "REASONS",
     "PaceReading",
+    "Reason",
     "busy_summaries",
     "clock_deficit",
     "clock_fraction",
+    "decode",
+    "harmful",
     "held_busy",
     "idle_fraction",
     "link_degraded",
@@ -214,6 +278,7 @@ __all__ = [
     "pace_of_summaries",
     "sample_busy",
     "sample_straggler",
+    "short_names",
     "slowest",
     "straggler",
     "summary_busy",

@@ -34,7 +34,7 @@ a live verdict calls it with a reference window and the current window. The rule
    GPUs' state is the story's mistake in reverse). Otherwise **not explained by GPU state**.
 
 Above all of these, **configuration changed** when the two sides' launch configurations differ
-(:func:`specwatch.core.launch_config.config_differences`: a draft length, speculation switched
+(:func:`specwatch.core.config_differences.config_differences`: a draft length, speculation switched
 off, another model or parallelism), with or without a change beyond noise: measurements under
 two configurations are not like for like, and what the rule found otherwise follows in the
 reasons.
@@ -45,13 +45,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from specwatch.core.host import HostSpan, host_contention
-from specwatch.core.launch_config import (
+from specwatch.core.config_differences import (
     ConfigDifference,
-    LaunchConfig,
     config_differences,
     differences_text,
 )
+from specwatch.core.host import HostSpan, host_contention
+from specwatch.core.launch_config import LaunchConfig
 from specwatch.core.memory_bound import blended_ratio, bytes_per_token_change, carried_by_memory
 from specwatch.core.outcomes import Outcome
 from specwatch.core.stats import Summary, Welch, mean, summarize, welch

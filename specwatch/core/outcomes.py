@@ -70,5 +70,19 @@ _EXIT_CODES: dict[Outcome, int] = {
     Outcome.HOST: 9,
 }
 
+CAUSES: dict[Outcome | None, str] = {
+    Outcome.NO_CHANGE: "no_change",
+    Outcome.GPU: "gpu_state",
+    Outcome.CODE: "not_gpu_state",
+    Outcome.UNKNOWN: "gpu_state_unknown",
+    Outcome.LOAD: "load",
+    Outcome.ACCEPTANCE: "acceptance",
+    Outcome.HOST: "host_cpu",
+    Outcome.CONFIG: "configuration",
+    None: "not_judged",
+}
+"""Each verdict as one machine word (the exporter's ``cause`` label, the export's ``cause``
+rows); ``not_judged``: warming up, idle, collecting."""
 
-__all__ = ["CODE_SAME_CODE_WORDING", "EXIT_ERROR", "EXIT_USAGE", "Outcome"]
+
+__all__ = ["CAUSES", "CODE_SAME_CODE_WORDING", "EXIT_ERROR", "EXIT_USAGE", "Outcome"]

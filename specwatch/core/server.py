@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -156,6 +157,15 @@ class MetricsWindow:
     finished_by_reason: Mapping[str, float] = field(default_factory=dict)
     """Requests finished since the server started, by finish reason (``stop``, ``length``,
     ``abort``…; vLLM: ``request_success_total{finished_reason}``)."""
+    finished_in_window: Mapping[str, float] = field(default_factory=dict)
+    """The same, finished over the window (counter deltas; empty on the first scrape)."""
+    kv_capacity_tokens: float | None = None
+    """Tokens the KV cache holds at most (vLLM: ``cache_config_info`` ``num_gpu_blocks`` ×
+    ``block_size``; SGLang: ``num_used_tokens / token_usage``); with ``kv_cache_usage`` the
+    tokens held now."""
+    latency_cdf: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    """Requests observed over the window at or under each histogram bound, ``(le, count)``
+    ascending, ``inf`` last: ``"ttft"`` and ``"tpot"``, what goodput against an SLO reads."""
     largest_context: LatencyBucket | None = None
     """Prompt + generated tokens of the largest request since the server started, as far as
     the metrics tell (``q`` is 1.0): exact when ``low == high`` (llama.cpp's ``n_tokens_max``),
@@ -164,6 +174,17 @@ class MetricsWindow:
     sources: Mapping[str, str] = field(default_factory=dict)
     notes: Mapping[str, str] = field(default_factory=dict)
     """Why a field is ``None`` (e.g. ``"llama.cpp counters move only when a request finishes"``)."""
+
+    def __post_init__(self) -> None:
+        # JSON has no infinity: a recording stores the overflow bound as null
+        if self.latency_cdf and any(
+            le is None for cdf in self.latency_cdf.values() for le, _ in cdf
+        ):
+            cdf = {
+                k: tuple((math.inf if le is None else le, n) for le, n in v)
+                for k, v in self.latency_cdf.items()
+            }
+            object.__setattr__(self, "latency_cdf", cdf)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,3 +233,31 @@ class StreamResult:
     error: str | None = None
     """Set when the stream broke; the counts above are what arrived before it did."""
     notes: Mapping[str, str] = field(default_factory=dict)
+
+
+# --- server versions as numbers that compare ----------------------------------------------------
+# SGLang and vLLM report releases ("0.5.23", "0.4.6.post5", "v0.33.0rc1"); llama.cpp its build as
+# b<build>-<commit>. A llama.cpp built from a shallow clone reports build 1 ("b1-0c1e570"): that
+# number says nothing about its age, so llama.cpp behaviour is decided from what the server
+# exposes rather than from its build number.
+_LLAMACPP_BUILD = re.compile(r"[bB](\d+)(?![\d.])")
+_RELEASE = re.compile(r"\d+(?:\.\d+)*")
+
+
+def version_tuple(version: str | None) -> tuple[int, ...]:
+    """The comparable numbers of a server version; ``()`` when unknown.
+
+    A release gives at least three numbers, padded with zeros (``"0.5"`` -> ``(0, 5, 0)``), with
+    pre-, post- and local parts dropped (``"0.4.6.post5"`` -> ``(0, 4, 6)``). A llama.cpp build
+    gives its build number alone (``"b6500-0c1e570"`` -> ``(6500,)``); the digits of the commit
+    hash are never read as version numbers.
+    """
+    text = (version or "").strip().lstrip("vV")
+    build = _LLAMACPP_BUILD.match(text)
+    if build:
+        return (int(build.group(1)),)
+    release = _RELEASE.match(text)
+    if not release:
+        return ()
+    numbers = tuple(int(part) for part in release.group(0).split("."))
+    return numbers + (0,) * (3 - len(numbers))

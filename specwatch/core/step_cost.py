@@ -10,7 +10,9 @@ typically a batch shape that runs without a CUDA graph.
 The cost at a draft length ``k'`` the server does not run is not observed. It is modelled from
 the step at ``K``: with a measured split, ``T(B, k') = T(B, K) − (K − k')·draft cost per token``;
 without one, the verify is assumed to cost a plain step whatever ``k`` and the rest of the step
-to be drafting, linear in ``k``: ``T(B, k') = T_plain(B) + k'/K · (T(B, K) − T_plain(B))``.
+to be drafting, linear in ``k``: ``T(B, k') = T_plain(B) + k'/K · (T(B, K) − T_plain(B))``,
+with an interval that reaches ``T(B, K)``: where the overhead is a cost per step (a draft-model
+call, its bookkeeping) rather than per draft token, a shorter draft saves little of it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from specwatch.core.acceptance import Estimate, usable
+from specwatch.core.acceptance import Estimate, usable, windows_words
 from specwatch.core.server import MetricsWindow
 from specwatch.core.stats import mean, mean_ci, ratio_ci
 
@@ -27,7 +29,10 @@ MIN_WINDOWS = 3
 CLIFF_FACTOR = 1.5
 """A bin this many times above what its neighbours give at its batch is a cliff."""
 
-MODEL_LINEAR = "verify cost assumed flat in k (a plain step's), draft cost linear in k"
+MODEL_LINEAR = (
+    "verify cost assumed flat in k (a plain step's), draft cost linear in k; the interval at "
+    "k'<K reaches the step at K (all of the overhead per step)"
+)
 MODEL_SPLIT = "verify cost flat in k, draft cost {ms:.3g} ms per draft token (measured split)"
 
 
@@ -67,7 +72,7 @@ def step_curve(
     for b in sorted(groups):
         ws = tuple(groups[b])
         if len(ws) < min_windows:
-            why = f"{len(ws)} windows at batch {b}, fewer than the {min_windows} needed"
+            why = f"{windows_words(len(ws))} at batch {b}, fewer than the {min_windows} needed"
             bins.append(StepBin(b, ws, None, reason=why))
             continue
         times = [w.step_latency_s or 0.0 for w in ws]
@@ -130,6 +135,21 @@ def model_step_s(
     return plain_s + k * per_draft
 
 
+def model_step_bounds(
+    observed: Estimate, k: int, k_running: int, plain_s: float, draft_s: float | None
+) -> Estimate:
+    """The modelled step at ``k`` with its interval: the observed step's interval carried
+    through :func:`model_step_s`, and, for ``0 < k < k_running`` without a measured split, up
+    to the step at ``k_running``: a shorter draft never costs more a step, and on a real
+    server most of the overhead can be per step rather than per draft token."""
+    trio = (observed.value, observed.low, observed.high)
+    steps = [model_step_s(t, k, k_running, plain_s, draft_s) for t in trio]
+    high = max(steps)
+    if draft_s is None and 0 < k < k_running:
+        high = max(high, observed.high)
+    return Estimate(steps[0], min(steps), high)
+
+
 def model_text(draft_s: float | None) -> str:
     """The one-line name of the model in use."""
     return MODEL_LINEAR if draft_s is None else MODEL_SPLIT.format(ms=draft_s * 1000.0)
@@ -143,6 +163,7 @@ __all__ = [
     "StepBin",
     "batch_of",
     "interpolate",
+    "model_step_bounds",
     "model_step_s",
     "model_text",
     "plain_steps",

@@ -14,25 +14,13 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from specwatch import __version__
+from specwatch.core.gpu_rules import REASONS, decode
 from specwatch.core.host import HostSpan
-from specwatch.core.outcomes import Outcome
-from specwatch.core.reasons import REASONS, decode
+from specwatch.core.outcomes import CAUSES
 from specwatch.core.spec_payoff import break_even_accept_length
 from specwatch.exporter.readings import GpuView, ServerView, View, label
 
-CAUSES: dict[Outcome | None, str] = {
-    Outcome.NO_CHANGE: "no_change",
-    Outcome.GPU: "gpu_state",
-    Outcome.CODE: "not_gpu_state",
-    Outcome.UNKNOWN: "gpu_state_unknown",
-    Outcome.LOAD: "load",
-    Outcome.ACCEPTANCE: "acceptance",
-    Outcome.HOST: "host_cpu",
-    Outcome.CONFIG: "configuration",
-    None: "not_judged",
-}
-"""The verdict's ``cause`` label values (``not_judged``: warming up, idle, collecting)."""
-PHASES = ("waiting", "warmup", "reference", "idle", "benchmark", "judged")
+PHASES = ("waiting", "warmup", "reference", "idle", "benchmark", "profiling", "judged")
 MAX_POSITIONS = 16
 """Per-position acceptance beyond this draft position is not exported (bounded cardinality)."""
 SERVER_LABELS = ("server", "model", "dialect")
@@ -144,6 +132,33 @@ class SessionCollector(Collector):
             plain / eff if plain and eff else None,
         )
         put("specwatch_requests_running", "Requests running", s, w.requests_running)
+        self._energy(s, put)
+
+    def _energy(self, s: ServerView, put: _Put) -> None:
+        e = s.energy
+        if e is None:
+            return
+        what = "over the window, GPU power summed over every GPU read"
+        put(
+            "specwatch_tokens_per_joule",
+            f"Generated tokens per joule {what}",
+            s,
+            e.tokens_per_joule,
+        )
+        put(
+            "specwatch_joules_per_token",
+            f"Joules per generated token {what}",
+            s,
+            e.joules_per_token,
+        )
+        put("specwatch_energy_gpu_power_watts", f"Mean power {what}", s, e.power_w)
+        rejected = e.rejected_joules
+        put(
+            "specwatch_rejected_draft_power_watts",
+            "Power spent on rejected draft positions: rejected / (drafted + 1) of a verify step",
+            s,
+            None if rejected is None or e.seconds <= 0 else rejected / e.seconds,
+        )
 
     def _verdict(self, s: ServerView, put: _Put) -> None:
         state = s.verdict

@@ -5,7 +5,10 @@ shows a stale verdict or window as current).
 A server is up while its newest ``/metrics`` scrape succeeded: a scrape past its deadline, an
 answer that is not Prometheus text or one without any of the dialect's series (the watcher
 says so in ``notes["error"]``) puts it down at once and counts one error, as does each failed
-wait; the poller's own, slower decision that the server is lost only adds to that. A successful
+wait once the server has been ready (before that, a server refusing connections or saying it is
+loading is starting, not failing: ``up`` 0 says so, and a sidecar started beside a server that
+loads for minutes would otherwise count an error a second); the poller's own, slower decision
+that the server is lost only adds to that. A successful
 detection alone does not make it up (something answering 200 with random bytes on every path
 is detected as a generic server), except where metrics are off and detection is all there is.
 
@@ -20,10 +23,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from specwatch.core.energy import Energy, PowerLog
 from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.core.host import HostSpan
 from specwatch.core.sanitize import sanitize_line
-from specwatch.core.server import MetricsWindow, ServerInfo
+from specwatch.core.server import MetricsWindow, ServerInfo, SpecConfig
 from specwatch.session import events as ev
 from specwatch.session.verdict_state import LiveVerdictState
 from specwatch.sources.http.endpoint import Endpoint, redact
@@ -51,6 +55,9 @@ class ServerView:
     """The newest ``/metrics`` window (``None`` while down: dropped, not kept stale)."""
     verdict: LiveVerdictState | None = None
     """The live verdict (the session's first server only; ``None`` while down)."""
+    energy: Energy | None = None
+    """Energy per token over :attr:`window` (a session of one server only: GPUs read are not
+    split between servers; ``None`` while down)."""
     errors: int = 0
     """Failed reads of it: failed scrapes, failed waits, losses (none against a healthy one)."""
     last_success: float | None = None
@@ -97,8 +104,13 @@ class Readings:
         self._connected = [False for _ in endpoints]
         """Ready and not lost since: a verdict arriving otherwise was judged on readings from
         before the loss."""
+        self._was_ready = [False for _ in endpoints]
+        """Ready at least once: from then on a wait is a failed read of a server that was up."""
         self._gpus = GpuView()
         self._host: HostSpan | None = None
+        self._power = PowerLog()
+        self._spec: SpecConfig | None = None
+        """The first server's speculative setup (its draft length, for the rejected share)."""
 
     def __call__(self, event: ev.SessionEvent) -> None:
         """Take one session event."""
@@ -117,7 +129,12 @@ class Readings:
             self._kept[index] = (None, None)
             self._connected[index] = False
         self._set(
-            index, up=False, window=None, verdict=None, errors=self._servers[index].errors + 1
+            index,
+            up=False,
+            window=None,
+            verdict=None,
+            energy=None,
+            errors=self._servers[index].errors + 1,
         )
 
     def _scraped(self, index: int, window: MetricsWindow) -> None:
@@ -128,11 +145,18 @@ class Readings:
             self._failed(index, lost=False)
             return
         kept, verdict = self._kept[index]
+        energy = self._servers[index].energy
         # A window of no width (the first scrape) measured nothing: keep the one before.
         if window.dt > 0:
             kept = window
+            inv = self._gpus.inventory
+            no_gpus = inv.reason if inv is not None and not inv.available else None
+            one = len(self._servers) == 1
+            energy = self._power.energy(window, no_gpus, self._spec) if one else None
         self._kept[index] = (kept, verdict)
-        self._set(index, up=True, last_success=self._wall(), window=kept, verdict=verdict)
+        self._set(
+            index, up=True, last_success=self._wall(), window=kept, verdict=verdict, energy=energy
+        )
 
     def _take(self, event: ev.SessionEvent) -> None:
         if isinstance(event, ev.MetricsScraped):
@@ -141,7 +165,7 @@ class Readings:
             self._ready(event.server, event.info)
         elif isinstance(event, ev.ServerWaiting):
             if event.state != "ready":  # the attempt that found it ready is no failure
-                self._failed(event.server, lost=True)
+                self._waiting(event.server, event.state)
         elif isinstance(event, ev.ServerLost):
             self._failed(event.server, lost=True)
         elif isinstance(event, ev.VerdictChanged):
@@ -151,6 +175,7 @@ class Readings:
                 if self._servers[s].up:
                     self._set(s, verdict=event.state)
         elif isinstance(event, ev.GpuTicked):
+            self._power.add(event.tick)
             g = self._gpus
             if event.tick.error:  # the GPUs' last figures are no longer current: dropped
                 self._gpus = replace(g, tick=None, errors=g.errors + 1)
@@ -163,10 +188,19 @@ class Readings:
             g = self._gpus
             self._gpus = replace(g, inventory=event.inventory, errors=g.errors + bad)
 
+    def _waiting(self, index: int, state: str) -> None:
+        if not 0 <= index < len(self._servers):
+            return
+        if self._was_ready[index] or state not in ("refused", "loading"):
+            self._failed(index, lost=True)
+
     def _ready(self, index: int, info: ServerInfo) -> None:
         if not 0 <= index < len(self._servers):
             return
         self._connected[index] = True
+        if index == 0:
+            self._spec = info.spec
+        self._was_ready[index] = True
         names = {"model": label(info.model), "dialect": label(str(info.dialect.value))}
         if info.metrics_enabled is False:  # no scrape will say: answering detection is up
             self._set(index, up=True, last_success=self._wall(), **names)

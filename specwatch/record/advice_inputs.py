@@ -63,8 +63,9 @@ def recorded_windows(text: str) -> RecordedWindows:
         if spec is not None and path == spec.path:
             end_wall = reader.wall(span[1])
             try:
-                t0 = reader.session_t(parse_time(spec.start, end_wall))
-                t1 = reader.session_t(parse_time(spec.end, end_wall))
+                start_wall = reader.wall(span[0])
+                t0 = reader.session_t(parse_time(spec.start, end_wall, start_wall=start_wall))
+                t1 = reader.session_t(parse_time(spec.end, end_wall, start_wall=start_wall))
             except ValueError as e:
                 raise RecordingError(f"{text}: {e}") from None
             if t1 <= t0:

@@ -33,6 +33,8 @@ EVENT_TYPES: dict[str, type[Any]] = {
         ev.HostSampled,
         ev.BenchProgress,
         ev.BenchFinished,
+        ev.ProfileProgress,
+        ev.ProfileFinished,
         ev.RecordingStopped,
         ev.VerdictChanged,
     )

@@ -77,8 +77,9 @@ def load_range(spec: RangeSpec) -> Snapshot:
             raise RecordingError(f"{spec.path}: the recording is empty")
         end_wall = reader.wall(span[1])
         try:
-            wall0 = parse_time(spec.start, end_wall)
-            wall1 = parse_time(spec.end, end_wall)
+            start_wall = reader.wall(span[0])
+            wall0 = parse_time(spec.start, end_wall, start_wall=start_wall)
+            wall1 = parse_time(spec.end, end_wall, start_wall=start_wall)
         except ValueError as e:
             raise RecordingError(f"{spec.path}@{spec.start}/{spec.end}: {e}") from None
         if wall1 <= wall0:

@@ -1,8 +1,11 @@
 """A recording as a tidy time series: one row per (time, source, server or GPU, field, value).
 
 Streamed row by row, so a day-long recording exports in constant memory. The time is ISO 8601
-with the zone offset; ``source`` is ``gpu``, ``server`` or ``bench``; ``subject`` is the GPU
-index or the server's address.
+with the zone offset; ``source`` is ``gpu``, ``server``, ``energy`` (each window's energy per
+token, as the GPU pane shows it), ``verdict`` or ``bench``; ``subject``
+is the GPU index or the server's address. A list-valued figure (per-position acceptance) is one
+row per element, its field named ``name.position``; a benchmark's runs are rows at each run's
+end, their fields ``run_...`` (docs/record.md lists the fields).
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ from typing import TextIO
 
 import orjson
 
+from specwatch.core.energy import Energy, PowerLog
 from specwatch.core.gpu import GpuSample, GpuStatic
+from specwatch.core.outcomes import CAUSES
 from specwatch.core.sanitize import sanitize_line
-from specwatch.core.server import MetricsWindow
+from specwatch.core.server import MetricsWindow, SpecConfig
 from specwatch.record.reader import Reader
 from specwatch.record.store import local_iso
 from specwatch.session import events as ev
@@ -42,6 +47,19 @@ STATIC_FIELDS = _numbers(GpuStatic, "index")
 Value = float | int | str | None
 Row = tuple[str, str, str, str, Value]
 
+RUN_FIELDS = (
+    "completion_tokens",
+    "prompt_tokens",
+    "wall_s",
+    "decode_tok_s",
+    "ttft_s",
+    "step_latency_mean_s",
+    "accept_length",
+    "draft_acceptance_rate",
+)
+"""A measured run's figures exported beside its tok/s (``run_`` + the name)."""
+TEXT_LIMIT = 200
+
 
 def tidy_rows(
     reader: Reader, wall0: float | None = None, wall1: float | None = None
@@ -51,10 +69,24 @@ def tidy_rows(
     t0 = None if wall0 is None else reader.session_t(wall0)
     t1 = None if wall1 is None else reader.session_t(wall1)
     zone = dt.datetime.now().astimezone().tzinfo
+    power = PowerLog()
+    spec: dict[int, SpecConfig | None] = {}
     for rec in reader.events(t0, t1):
         when = local_iso(rec.wall, zone)
         server = servers.get(rec.server, str(rec.server))
-        yield from _event_rows(when, server, rec.event)
+        e = rec.event
+        if isinstance(e, ev.BenchFinished):
+            yield from _bench_rows(when, server, e, zone)
+            continue
+        yield from _event_rows(when, server, e)
+        if isinstance(e, ev.GpuTicked):
+            power.add(e.tick)
+        elif isinstance(e, ev.ServerReady):
+            spec[rec.server] = e.info.spec
+        elif isinstance(e, ev.MetricsScraped) and e.window.dt > 0:
+            yield from _energy_rows(
+                when, server, power.energy(e.window, None, spec.get(rec.server))
+            )
 
 
 def _servers(reader: Reader) -> dict[int, str]:
@@ -83,6 +115,8 @@ def _event_rows(when: str, server: str, e: ev.SessionEvent) -> Iterator[Row]:
             v = getattr(w, name)
             if v is not None:
                 yield when, "server", server, name, v
+        for i, rate in enumerate(w.per_position_acceptance or ()):
+            yield when, "server", server, f"position_acceptance_rate.{i}", rate
         if w.restarted:
             yield when, "server", server, "restarted", 1
     elif isinstance(e, ev.GpuInventoryChanged):
@@ -101,6 +135,81 @@ def _event_rows(when: str, server: str, e: ev.SessionEvent) -> Iterator[Row]:
         if e.tok_s is not None:
             yield when, "bench", server, "run_tok_s", e.tok_s
         yield when, "bench", server, "event", sanitize_line(e.kind, 40)
+    elif isinstance(e, ev.VerdictChanged):
+        yield from _verdict_rows(when, server, e)
+
+
+def _energy_rows(when: str, server: str, e: Energy) -> Iterator[Row]:
+    """A window's energy per token (the live GPU pane's figure), where it is known."""
+    figures: tuple[tuple[str, Value], ...] = (
+        ("tokens_per_joule", e.tokens_per_joule),
+        ("joules_per_token", e.joules_per_token),
+        ("gpu_power_w", e.power_w),
+        ("rejected_draft_share", e.rejected_share),
+    )
+    for name, v in figures:
+        if v is not None:
+            yield when, "energy", server, name, v
+
+
+def _verdict_rows(when: str, server: str, e: ev.VerdictChanged) -> Iterator[Row]:
+    """The verdict as it changed: its phase and cause, the figures it judged, its first reason."""
+    state = e.state
+    yield when, "verdict", server, "phase", sanitize_line(state.phase, 40)
+    yield when, "verdict", server, "cause", CAUSES.get(state.outcome, "not_judged")
+    ref = state.reference
+    if ref is not None:
+        yield when, "verdict", server, "reference", sanitize_line(ref.label, TEXT_LIMIT)
+    figures: list[tuple[str, Value]] = [
+        ("tok_s_reference", ref.figures.mean_tok_s if ref is not None else None),
+        ("tok_s_current", state.current.mean_tok_s if state.current is not None else None),
+    ]
+    j = state.judgement
+    if j is not None:
+        figures += [
+            ("change", j.change),
+            ("change_low", j.change_low),
+            ("change_high", j.change_high),
+            ("clock_predicted_ratio", j.expected_ratio),
+            ("reason", sanitize_line(j.reasons[0], TEXT_LIMIT) if j.reasons else None),
+        ]
+    elif state.detail:
+        figures.append(("detail", sanitize_line(state.detail, TEXT_LIMIT)))
+    for name, v in figures:
+        if v is not None:
+            yield when, "verdict", server, name, v
+
+
+def _bench_rows(
+    when: str, server: str, e: ev.BenchFinished, zone: dt.tzinfo | None
+) -> Iterator[Row]:
+    """A benchmark's end (its outcome, mean tok/s, snapshot) and each measured run at its end."""
+    yield when, "bench", server, "outcome", sanitize_line(e.outcome, 40)
+    result = e.result
+    if result is not None:
+        yield when, "bench", server, "runs", len(result.runs)
+        mean = result.overall.tok_s.mean
+        if mean is not None:
+            yield when, "bench", server, "mean_tok_s", mean
+        for run in result.runs:
+            at = _iso_or(result.started_at + run.t_end, zone, when)
+            yield at, "bench", server, "run", run.index
+            for name in RUN_FIELDS:
+                v = getattr(run, name)
+                if v is not None:
+                    yield at, "bench", server, f"run_{name}", v
+            if run.error:
+                yield at, "bench", server, "run_error", sanitize_line(run.error, TEXT_LIMIT)
+    if e.snapshot_path is not None:
+        yield when, "bench", server, "snapshot", sanitize_line(str(e.snapshot_path), TEXT_LIMIT)
+
+
+def _iso_or(wall: float, zone: dt.tzinfo | None, fallback: str) -> str:
+    """``wall`` as ISO 8601, or ``fallback`` where no clock can show it (a damaged recording)."""
+    try:
+        return local_iso(wall, zone)
+    except (OverflowError, OSError, ValueError):
+        return fallback
 
 
 def write_csv(rows: Iterator[Row], out: TextIO) -> int:
@@ -126,6 +235,7 @@ def write_json_lines(rows: Iterator[Row], out: TextIO) -> int:
 __all__ = [
     "COLUMNS",
     "GPU_FIELDS",
+    "RUN_FIELDS",
     "STATIC_FIELDS",
     "WINDOW_FIELDS",
     "Row",

@@ -1,6 +1,6 @@
-"""Durations (``2h``, ``1h55m``, ``90s``) and times (ISO 8601, local zone by default, or
-relative to the end of a recording: ``-2h``) as the record, export and compare commands take
-them."""
+"""Durations (``2h``, ``1h55m``, ``90s``) and times (ISO 8601, local zone by default; relative
+to the end of a recording: ``-2h``; or its ``start`` and ``end``) as the record, export and
+compare commands take them."""
 
 from __future__ import annotations
 
@@ -38,21 +38,33 @@ def parse_duration(text: str) -> float:
     return total
 
 
-def parse_time(text: str, end_wall: float, zone: dt.tzinfo | None = None) -> float:
-    """Unix seconds of ``text``: ISO 8601 (without a zone: ``zone``, default local) or ``-2h``
-    (before ``end_wall``, the end of the recording).
+def parse_time(
+    text: str,
+    end_wall: float,
+    zone: dt.tzinfo | None = None,
+    start_wall: float | None = None,
+) -> float:
+    """Unix seconds of ``text``: ISO 8601 (without a zone: ``zone``, default local), ``-2h``
+    (before ``end_wall``, the end of the recording), ``end``, or ``start`` (``start_wall``, the
+    recording's first moment, where the caller knows it).
 
     Raises:
-        ValueError: Neither (one line).
+        ValueError: None of these (one line).
     """
     s = text.strip()
+    word = s.lower()
+    if word == "end":
+        return end_wall
+    if word == "start" and start_wall is not None:
+        return start_wall
     if s.startswith("-"):
         return end_wall - parse_duration(s[1:])
     try:
         moment = dt.datetime.fromisoformat(s)
     except ValueError:
         raise ValueError(
-            f"not a time: {text!r} (ISO 8601 like 2026-12-01T14:00, or -2h before the end)"
+            f"not a time: {text!r} (ISO 8601 like 2026-12-01T14:00, -2h before the end, "
+            "start or end)"
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=zone) if zone is not None else moment.astimezone()

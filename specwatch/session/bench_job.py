@@ -20,7 +20,7 @@ from specwatch.session.events import BenchFinished, BenchProgress, SessionEvent
 from specwatch.sources.http.endpoint import Endpoint
 
 if TYPE_CHECKING:
-    from specwatch.bench.events import BenchEvent
+    from specwatch.bench.runner import BenchEvent
     from specwatch.core.snapshot_records import BenchConfig, BenchResult
     from specwatch.sources.gpu_reader import GpuReader
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from specwatch.core.gpu import GpuInventory
 from specwatch.core.redaction import strip_userinfo
 from specwatch.session.gpu_source import NvmlGpuSource, ReaderGpuSource
-from specwatch.sources.dcgm.origin import dcgm_origin
 from specwatch.sources.dcgm.parse import dcgm_url
+from specwatch.sources.dcgm.source import dcgm_origin
 
 if TYPE_CHECKING:
     from specwatch.sources.dcgm.source import Fetch

@@ -13,6 +13,7 @@ from pathlib import Path
 from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.core.host import HostSpan
 from specwatch.core.identity import ServerIdentity
+from specwatch.core.profile import ProfileSummary
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.core.snapshot_records import BenchResult
 from specwatch.session.verdict_state import LiveVerdictState
@@ -122,6 +123,32 @@ class BenchFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class ProfileProgress:
+    """Where a profile taken from the live monitor stands: ``phase`` is one of
+    ``sources.profile.trigger.PHASES`` (asking, armed, capturing, writing, reading)."""
+
+    t: float
+    phase: str
+    words: str
+    files: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileFinished:
+    """A profile ended: ``outcome`` is ``finished``, ``refused`` (the server cannot be
+    profiled as asked), ``stopped`` or ``failed``; ``failure`` says why in one line."""
+
+    t: float
+    outcome: str
+    verdict: str
+    summary: ProfileSummary | None
+    path: Path | None
+    save_error: str | None
+    failure: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class RecordingStopped:
     """The session's recorder stopped on an error (a full disk); ``reason`` is one line."""
 
@@ -154,6 +181,8 @@ SessionEvent = (
     | HostSampled
     | BenchProgress
     | BenchFinished
+    | ProfileProgress
+    | ProfileFinished
     | RecordingStopped
     | VerdictChanged
 )

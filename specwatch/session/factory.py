@@ -63,7 +63,7 @@ def gpu_source(
         return DcgmExporterGpuSource(options.dcgm, options.interval_s)
     if options.prometheus is not None and server_url is not None:
         from specwatch.core.fleet import parse_node_pair
-        from specwatch.session.fleet_gpus import PrometheusGpuSource
+        from specwatch.session.gpu_source import PrometheusGpuSource
         from specwatch.sources.prometheus.api import prometheus_endpoint
         from specwatch.sources.prometheus.gpus import PrometheusGpuSampler, gpus_of_server
 

@@ -33,6 +33,7 @@ from specwatch.sources.identity.server_identity import identify as identify_serv
 if TYPE_CHECKING:
     from specwatch.core.server import MetricsWindow
     from specwatch.core.snapshot_records import BenchConfig
+    from specwatch.session.profile_job import ProfileJob, ProfileOptions
 
 Subscriber = Callable[[SessionEvent], object]
 Identify = Callable[[str, ServerInfo], ServerIdentity]
@@ -45,8 +46,14 @@ VERDICT_INPUTS = (
     ev.ServerReady,
     ev.BenchProgress,
     ev.BenchFinished,
+    ev.ProfileProgress,
+    ev.ProfileFinished,
 )
 """The events the live verdict reads."""
+
+
+PROFILE_STOP_S = 5.0
+"""How long stopping the session waits for a profile job to tell vLLM to stop profiling."""
 
 
 class Stoppable(Protocol):
@@ -111,6 +118,10 @@ class LiveSession:
         ]
         self.bench: BenchJob | None = None
         """The latest benchmark job (running or done)."""
+        self.profile: ProfileJob | None = None
+        """The latest profile job (running or done)."""
+        self._step_s: dict[int, float] = {}
+        """Each server's latest windowed step time (kept beside a profile taken live)."""
         self.verdict: LiveVerdict | None = LiveVerdict(reference)
         """The live verdict of :attr:`verdict_server` (``None``: not judged here, e.g. a replay
         of recorded verdicts)."""
@@ -141,6 +152,8 @@ class LiveSession:
         (nothing after :meth:`stop`)."""
         if self._stopped.is_set():
             return
+        if isinstance(event, ev.MetricsScraped) and event.window.step_latency_s is not None:
+            self._step_s[event.server] = event.window.step_latency_s
         self._deliver(event)
         if (
             isinstance(event, VERDICT_INPUTS)
@@ -221,6 +234,10 @@ class LiveSession:
         self._stopped.set()
         if self.bench is not None:
             self.bench.cancel()
+        if self.profile is not None and self.profile.running:
+            # A vLLM profiling session stays open until told: let the job send its stop.
+            self.profile.cancel()
+            self.profile.join(PROFILE_STOP_S)
         for task in self._tasks:
             # The loop may already be closed (after the app exited): nothing left to cancel.
             with contextlib.suppress(RuntimeError):
@@ -287,6 +304,37 @@ class LiveSession:
         self.bench = job
         job.start()
         return job
+
+    @property
+    def profile_running(self) -> bool:
+        """Whether a profile job is in progress."""
+        return self.profile is not None and self.profile.running
+
+    def start_profile(self, options: ProfileOptions, server: int = 0) -> ProfileJob | None:
+        """Ask a connected server's profiler for steps, on a thread of its own; ``None`` when
+        no server is ready or a profile already runs."""
+        from specwatch.session.profile_job import ProfileJob
+
+        info = self.server_info(server)
+        if info is None or self.profile_running:
+            return None
+        step = self._step_s.get(server)
+        job = ProfileJob(
+            self.endpoints[server],
+            info,
+            options,
+            self.emit,
+            clock=self.clock,
+            live_step_ms=lambda: step * 1000.0 if step is not None else None,
+        )
+        self.profile = job
+        job.start()
+        return job
+
+    def cancel_profile(self) -> None:
+        """Stop the profile in progress (a vLLM profiling session is stopped too)."""
+        if self.profile is not None:
+            self.profile.cancel()
 
     def cancel_benchmark(self) -> None:
         """Stop the benchmark after its run in flight, keeping the finished runs."""

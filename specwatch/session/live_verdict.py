@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from specwatch.core import gpu_rules, reasons
+from specwatch.core import gpu_rules
 from specwatch.session.verdict_state import WAITING, LiveVerdictState, Reference
 
 if TYPE_CHECKING:
@@ -122,8 +122,8 @@ def gpu_point(tick: GpuTick, max_clock: Mapping[int, float]) -> GpuPoint:
     active = frozenset(
         r.short
         for s in busy
-        for r in reasons.decode(s.clock_event_reasons)
-        if r.bit != reasons.IDLE_BIT
+        for r in gpu_rules.decode(s.clock_event_reasons)
+        if r.bit != gpu_rules.IDLE_BIT
     )
     clock = slow.sm_clock_mhz if slow is not None else None
     top = max_clock.get(slow.index) if slow is not None else None
@@ -190,9 +190,11 @@ class LiveVerdict:
         self._warmup_prev: float | None = None
         self._steady_t0: float | None = None
         self._mark_pending: float | None = None
-        self._own_load: deque[list[float | None]] = deque(maxlen=8)
-        """The session's own benchmarks, ``[start, end or None while it runs]``: their load is
-        not the server's usual one, so no window holding them is judged or taken as reference."""
+        self._own_load: deque[tuple[str, list[float | None]]] = deque(maxlen=8)
+        """The session's own work on the server, ``(what, [start, end or None while it runs])``
+        (``benchmark`` or ``profile``): the load of a benchmark is not the server's usual one,
+        and profiled steps are slower than unprofiled ones, so no window holding either is
+        judged or taken as reference."""
         self._mark_after_own = False
         self._now = 0.0
         self._state = WAITING
@@ -219,27 +221,39 @@ class LiveVerdict:
             self.own_load_started(event.t)
         elif isinstance(event, ev.BenchFinished):
             self.own_load_ended(self._now)
+        elif isinstance(event, ev.ProfileProgress) and event.phase == "armed":
+            self.own_load_started(event.t, "profile")
+        elif isinstance(event, ev.ProfileFinished):
+            self.own_load_ended(max(self._now, event.t), "profile")
 
-    def own_load_started(self, t: float) -> None:
-        """The session's own benchmark started: its load is not the server's usual one."""
-        self._own_load.append([t, None])
+    def own_load_started(self, t: float, what: str = "benchmark") -> None:
+        """The session's own benchmark (or profile) started: the server's steps are not its
+        usual ones."""
+        self._own_load.append((what, [t, None]))
         self._update(max(self._now, t))
 
-    def own_load_ended(self, t: float) -> None:
-        """The session's own benchmark ended at ``t``."""
-        for span in self._own_load:
-            if span[1] is None:
+    def own_load_ended(self, t: float, what: str = "benchmark") -> None:
+        """The session's own benchmark (or profile) ended at ``t``."""
+        for kind, span in self._own_load:
+            if kind == what and span[1] is None:
                 span[1] = t
         if self._mark_after_own:
             self._mark_after_own = False
             self._mark_pending = t
         self._update(max(self._now, t))
 
+    def _own_what(self) -> str:
+        """What of the session's own is running or ran last: ``benchmark`` or ``profile``."""
+        running = [what for what, (_, end) in self._own_load if end is None]
+        if running:
+            return running[-1]
+        return self._own_load[-1][0] if self._own_load else "benchmark"
+
     def _own_load_in(self, t0: float, t1: float) -> float | None:
         """When the window ``(t0, t1]`` is clear of the session's own benchmarks: ``None`` if it
         already is, ``inf`` while one still runs, else the end of the last one in it."""
         clear: float | None = None
-        for start, end in self._own_load:
+        for _, (start, end) in self._own_load:
             assert start is not None
             if start <= t1 and (end is None or end > t0):
                 clear = max(clear or 0.0, end if end is not None else float("inf"))
@@ -388,7 +402,7 @@ class LiveVerdict:
         if self._fixed and self.reference is not None:
             return ""
         if self._mark_after_own:
-            return "reference from the mark: after your benchmark ends"
+            return f"reference from the mark: after your {self._own_what()} ends"
         if self._mark_pending is not None:
             t0 = self._mark_pending
             figures = self._figures(t0, t0 + REFERENCE_S) if t >= t0 + REFERENCE_S else None
@@ -404,7 +418,7 @@ class LiveVerdict:
         if clear is not None:
             if clear != float("inf"):
                 self._steady_t0 = clear
-            return "reference after your benchmark ends"
+            return f"reference after your {self._own_what()} ends"
         if t >= t0 + REFERENCE_S:
             figures = self._figures(t0, t0 + REFERENCE_S)
             if figures is not None:
@@ -442,8 +456,15 @@ class LiveVerdict:
             current = self._figures(t - CURRENT_S, t)
             own = self._own_load_in(t - CURRENT_S, t)
             if own is not None:
-                detail = f"your benchmark is the load: judged again {CURRENT_S:.0f} s after it ends"
-                new = LiveVerdictState("benchmark", detail, self.reference, current)
+                what = self._own_what()
+                if what == "profile":
+                    detail = f"profiling the server: judged again {CURRENT_S:.0f} s after it ends"
+                    new = LiveVerdictState("profiling", detail, self.reference, current)
+                else:
+                    detail = (
+                        f"your benchmark is the load: judged again {CURRENT_S:.0f} s after it ends"
+                    )
+                    new = LiveVerdictState("benchmark", detail, self.reference, current)
             elif self._warmup_t0 is not None:
                 new = LiveVerdictState("warmup", "server warming up", self.reference, current)
             elif current is None:

@@ -36,8 +36,8 @@ class LiveVerdictState:
 
     phase: str
     """``"waiting"`` (no server yet), ``"warmup"``, ``"reference"`` (collecting one),
-    ``"idle"`` (no traffic to judge), ``"benchmark"`` (the session's own benchmark is the load)
-    or ``"judged"``."""
+    ``"idle"`` (no traffic to judge), ``"benchmark"`` (the session's own benchmark is the load),
+    ``"profiling"`` (the session asked the server's profiler for steps) or ``"judged"``."""
     detail: str = ""
     """Progress or why nothing is judged (``"reference 12/30 s"``)."""
     reference: Reference | None = None

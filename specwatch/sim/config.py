@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from specwatch.core.server import Dialect
-from specwatch.core.versions import version_tuple
+from specwatch.core.server import Dialect, version_tuple
 
 LLAMACPP_SPEC_COUNTERS_BUILD = 6500
 """llama.cpp builds from this number on have the ``spec_decode_*`` counters and
@@ -72,6 +71,11 @@ class SimConfig:
     decode_log_interval: int = 40
     """SGLang: decode iterations between gauge updates."""
     max_model_len: int = 32768
+    kv_capacity_tokens: int = 500_000
+    """Tokens the KV cache holds (vLLM ``cache_config_info``: blocks × ``kv_block_size``)."""
+    kv_block_size: int = 16
+    prefix_caching: bool = True
+    """vLLM ``--enable-prefix-caching`` as ``cache_config_info`` says it."""
     background_prompt_tokens: tuple[int, int] = (32, 1024)
     background_max_tokens: tuple[int, int] = (32, 512)
     background_think_s: tuple[float, float] = (0.05, 1.0)
@@ -94,8 +98,8 @@ class SimConfig:
     """``(batch, factor)``: speculative steps at exactly that running batch take ``factor``
     times as long (no CUDA graph captured for that shape)."""
     verify_eager: bool = False
-    """The verify path cannot use CUDA graphs (the seed's EAGLE-3): profiled verify steps run
-    eager, ``verify_eager_factor`` times as long as in graphs."""
+    """The verify path cannot use CUDA graphs (the seed's EAGLE-3): verify steps run eager,
+    ``verify_eager_factor`` times as long as in graphs (in the metrics and in profiles)."""
     verify_eager_factor: float = 29.3 / 12.0
     profiler_dir: str | None = None
     """vLLM ``--profiler-config``'s ``torch_profiler_dir``: ``/start_profile`` is mounted only
@@ -144,12 +148,14 @@ class SimConfig:
         for at, factor in self.verify_cliffs:
             if at == batch:
                 ms *= factor
-        return ms
+        return ms * self.verify_eager_factor if self.verify_eager else ms
 
     def cuda_graph_at(self, batch: int) -> bool:
         """Whether a decode step of ``batch`` requests runs in a captured CUDA graph: not at
         a verify cliff (no graph for that shape) nor above ``CUDA_GRAPH_MAX_BS``."""
         if batch > CUDA_GRAPH_MAX_BS:
+            return False
+        if self.spec_enabled and self.verify_eager:
             return False
         return not (self.spec_enabled and any(at == batch for at, _ in self.verify_cliffs))
 

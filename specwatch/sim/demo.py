@@ -3,8 +3,10 @@
 A scenario replays the story fast (``--demo-scenario``): the GPUs are held cold until the live
 verdict has a reference, then ``drift`` warms them (the boost clock falls about 8% with no
 clock-event reason set, as in the story) and ``regression`` slows the verify step by 8% with
-the clocks unchanged (a code regression); ``memcap`` runs a memory-bound decode (80% of a step
-waits on HBM) and then lowers the memory clock 9% as a power cap does, the SM clock steady.
+the clocks unchanged (a code regression); ``eager`` makes the verify step lose its CUDA graphs
+(the seed's 29 ms against 12 ms: a code change, and ``P`` shows why); ``memcap`` runs a
+memory-bound decode (80% of a step waits on HBM) and then lowers the memory clock 9% as a power
+cap does, the SM clock steady.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ DEMO_GPU = SimGpuSpec(dynamic_power_w=520.0)
 """An H100 at its real 700 W limit that decodes at about 590 W at full boost: a decode step
 does not press on the power limit, so the cold state has no clock-event reason set."""
 
-SCENARIOS = ("drift", "regression", "memcap")
+SCENARIOS = ("drift", "regression", "eager", "memcap")
 SCENARIO_CHANGE_S = 50.0
 """Seconds after the model loaded when a scenario's change happens (warmup, then the live
 verdict's 30 s reference, fit before it)."""
@@ -62,6 +64,8 @@ class Scenario:
             world.gpus.set_temperature(HOT_C, pin=True)
         elif self.name == "memcap":
             world.gpus.set_memory_clock(MEMCAP_MHZ)
+        elif self.name == "eager":
+            world.engine.config = replace(world.engine.config, verify_eager=True)
         else:
             cfg = world.engine.config
             world.engine.config = replace(

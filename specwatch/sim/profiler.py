@@ -198,7 +198,6 @@ class SimProfiler:
     """``/start_profile`` and ``/stop_profile`` of one simulated server."""
 
     def __init__(self, cfg: SimConfig, world: SimWorld) -> None:
-        self.cfg = cfg
         self.world = world
         self.engine = "vllm" if cfg.dialect is Dialect.VLLM else "sglang"
         self.active = False
@@ -206,6 +205,11 @@ class SimProfiler:
         self.steps: list[SimStep] = []
         self.target: tuple[Path, str] | None = None
         self.written = False
+
+    @property
+    def cfg(self) -> SimConfig:
+        """The engine's configuration now (a demo scenario changes it as it runs)."""
+        return self.world.engine.config
 
     def mount(self, app: web.Application) -> None:
         """SGLang: always; vLLM: only when simulated with a profiler directory."""
@@ -222,9 +226,9 @@ class SimProfiler:
                 "DECODE", batch, batch, cfg.decode_step_ms(batch), cfg.cuda_graph_at(batch)
             )
         k = cfg.drafts_per_step
-        graph = cfg.cuda_graph_at(batch) and not cfg.verify_eager
-        wall = cfg.decode_step_ms(batch) * (cfg.verify_eager_factor if cfg.verify_eager else 1.0)
-        return SimStep("VERIFY", batch, batch * (k + 1), wall, graph)
+        return SimStep(
+            "VERIFY", batch, batch * (k + 1), cfg.decode_step_ms(batch), cfg.cuda_graph_at(batch)
+        )
 
     async def _capture(self, n: int) -> None:
         while len(self.steps) < n:

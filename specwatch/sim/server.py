@@ -237,7 +237,11 @@ class SimServer(LoopThread):
             world.truth.add_scrape(t)
             running = list(world.engine.running)
             waiting = len(world.engine.waiting)
-            kv = min(1.0, sum(r.prompt_tokens + r.generated for r in running) / 500_000)
+            kv = min(
+                1.0,
+                sum(r.prompt_tokens + r.generated for r in running)
+                / world.config.kv_capacity_tokens,
+            )
             body = world.telemetry.exposition(
                 running, waiting, t, world.unix_time(world.started_at), kv
             )

@@ -46,9 +46,9 @@ SCAN_INTERVAL_S = 5.0
 NO_CPUFREQ = "n/a: no cpufreq on this host (a VM or container hides it)"
 
 
-def _read(path: Path, limit: int = SMALL_LIMIT) -> str | None:
+def _read(path: str | Path, limit: int = SMALL_LIMIT) -> str | None:
     try:
-        with path.open("rb") as f:
+        with open(path, "rb") as f:
             return f.read(limit).decode("ascii", "replace")
     except OSError:
         return None
@@ -195,7 +195,7 @@ class HostSampler:
             except OSError:
                 continue
             for tid in tids:
-                text = _read(self.proc / str(pid) / "task" / tid / "schedstat")
+                text = _read(os.path.join(self.proc, str(pid), "task", tid, "schedstat"))
                 parsed = parse_schedstat(text) if text is not None else None
                 if parsed is None:
                     waited = False
@@ -214,7 +214,9 @@ class HostSampler:
         for name in names:
             if not name.isdigit():
                 continue
-            text = _read(self.proc / name / "stat")
+            # a string, not a Path: pathlib interns every part, and the ever-new pids of a
+            # busy host grew the interpreter's table of interned strings (seen under tracemalloc)
+            text = _read(os.path.join(self.proc, name, "stat"))
             parsed = parse_pid_stat(text) if text is not None else None
             if parsed is not None:
                 out.append(ProcessCpu(int(name), parsed[0], parsed[1]))

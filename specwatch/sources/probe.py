@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specwatch import __version__
+from specwatch.core.config_health import config_health, health_json
 from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.core.host import HostSpan
 from specwatch.core.identity import ServerIdentity
@@ -36,12 +37,13 @@ DEFAULT_PROMPT = (
     "with a short example in Python."
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Version of the JSON document: 2 added ``schema_version`` and one GPU entry shape for NVML
 and dcgm-exporter (``node``, ``source``, every key present, nulls explained in ``missing``);
 3 added ``verdict``, the live verdict the probe's readings give; 4 added ``host`` (this
 host's CPU over the stream or the passive window) and each GPU's ``dram_active`` and
-``tensor_active``."""
+``tensor_active``; 5 added ``health``, the configuration rules on the metrics window
+(``metrics`` gained ``kv_capacity_tokens``, ``finished_in_window`` and ``latency_cdf``)."""
 
 EXIT_OK = 0
 EXIT_UNREACHABLE = 1
@@ -367,6 +369,9 @@ def probe_to_dict(result: ProbeResult, verdict: dict[str, Any] | None = None) ->
         "gpus_reason": gpus_reason,
         "host": None if result.host is None else to_jsonable(result.host),
         "verdict": verdict,
+        "health": (
+            None if result.window is None else health_json(config_health(info, result.window))
+        ),
     }
 
 

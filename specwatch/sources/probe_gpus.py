@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from specwatch.core.clock_policy import policy_of
 from specwatch.core.gpu import GpuInventory, GpuOrigin, GpuSample, GpuStatic, GpuTick
-from specwatch.core.reasons import decode
+from specwatch.core.gpu_rules import decode
 from specwatch.core.values import to_jsonable
 
 if TYPE_CHECKING:
@@ -72,8 +72,7 @@ def read_gpus(nvml: object | None = None, dcgm: Sequence[str] = ()) -> GpuSnapsh
     reader: GpuReader
     origin: Callable[[], GpuOrigin] | None = None
     if dcgm:
-        from specwatch.sources.dcgm.origin import dcgm_origin
-        from specwatch.sources.dcgm.source import DcgmGpuSource
+        from specwatch.sources.dcgm.source import DcgmGpuSource, dcgm_origin
 
         exporters = DcgmGpuSource(dcgm)
         reader = exporters

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from specwatch.core.acceptance import windows_words
 from specwatch.core.advice_sweep import measured_lines, merge_sweep
 from specwatch.core.advice_text import advice_lines
 from specwatch.core.draft_advisor import advise, flat_baseline
@@ -49,7 +50,8 @@ def advice_body(
         return "no /metrics window yet"
     plain = None
     head = [
-        f"{len(windows)} windows, the last {windows[-1].t - windows[0].t + windows[0].dt:.0f} s"
+        f"{windows_words(len(windows))}, the last "
+        f"{windows[-1].t - windows[0].t + windows[0].dt:.0f} s"
     ]
     if baseline_ms is not None:
         where = baseline_source or "the monitor's baseline"

@@ -2,17 +2,18 @@
 
 The app renders what its headless :class:`~specwatch.session.LiveSession` emits. The session
 calls :meth:`SpecwatchApp.receive` from its threads and tasks; every event waits in an
-:class:`EventInbox`, in the order it happened. GPU ticks, ``/metrics`` windows and the verdicts
-they lead to (a few a second, every second) wait for the next redraw, which is when they would
-first show: posting each as a message would wake the event loop and run Textual's dispatch for
-every one. Any other event posts one :class:`Drain`, and the app empties the inbox at once.
+:class:`~specwatch.ui.model.EventInbox`, in the order it happened. GPU ticks, ``/metrics``
+windows and the verdicts they lead to (a few a second, every second) wait for the next redraw,
+which is when they would first show: posting each as a message would wake the event loop and
+run Textual's dispatch for every one. Any other event posts one :class:`Drain`, and the app
+empties the inbox at once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, ClassVar
 
@@ -26,7 +27,7 @@ from textual.widgets import Footer
 
 from specwatch.core.sanitize import sanitize_line
 from specwatch.ui import hangup
-from specwatch.ui.model import WINDOWS, MonitorModel
+from specwatch.ui.model import WINDOWS, EventInbox, MonitorModel
 from specwatch.ui.panes.base import ModelPane
 from specwatch.ui.panes.bench_bar import BenchBar
 from specwatch.ui.panes.gpus import GpusPane
@@ -53,6 +54,18 @@ CPU_EVERY_S = 5.0
 TALL_ENOUGH_FOR_STRIPS = 22
 WIDE_ENOUGH_FOR_PALETTE = 72
 """Below this width the footer drops its command-palette hint (Ctrl+P still works)."""
+WIDE_ENOUGH_FOR_MORE_KEYS = 100
+"""From this width the footer also names :data:`MORE_KEYS` (help lists them at any width)."""
+WIDE_ENOUGH_FOR_MORE_KEYS_AND_PALETTE = 112
+"""With :data:`MORE_KEYS` listed, the palette hint returns from this width."""
+MORE_KEYS = (
+    ("r", "mark_reference", "Ref"),
+    ("a", "advice", "Advice"),
+    ("m", "sources", "Sources"),
+    ("s", "save_svg", "Shot"),
+    ("o", "bench_report", "Result"),
+)
+"""``(key, action, footer words)`` of the keys a newcomer needs beyond the always-listed ones."""
 LEFT_WAIT_S = 2.0
 """How long leaving waits for a stopped benchmark's snapshot (under SIGHUP's 2.5 s backstop)."""
 
@@ -63,33 +76,6 @@ class Drain(Message):
     def can_replace(self, message: Message) -> bool:
         """One drain still queued empties the inbox for every event behind it."""
         return isinstance(message, Drain)
-
-
-class EventInbox:
-    """Session events for the app in the order they happened; any thread puts, the app takes.
-
-    ``deque.append`` and ``popleft`` are atomic, so no lock is needed.
-    """
-
-    def __init__(self) -> None:
-        self._items: deque[SessionEvent | Callable[[], object]] = deque()
-
-    def put(self, item: SessionEvent | Callable[[], object]) -> None:
-        """Add ``item`` behind those waiting."""
-        self._items.append(item)
-
-    def take(self) -> list[SessionEvent | Callable[[], object]]:
-        """Every waiting item, oldest first; the inbox is then empty."""
-        out: list[SessionEvent | Callable[[], object]] = []
-        pop = self._items.popleft
-        while True:
-            try:
-                out.append(pop())
-            except IndexError:
-                return out
-
-    def __len__(self) -> int:
-        return len(self._items)
 
 
 class SpecwatchApp(App[int]):
@@ -124,6 +110,7 @@ class SpecwatchApp(App[int]):
     leaving: str = "on quitting"
     """How the app was left, for the benchmark line (a signal's name overrides it)."""
     bench_report: tuple[str, str] | None = None
+    profile_report: tuple[str, str] | None = None
     """The last benchmark's result, ``(title, text)``, for ``o``."""
 
     CSS_PATH = "app.tcss"
@@ -147,13 +134,12 @@ class SpecwatchApp(App[int]):
         Binding("i", "cycle_interval", "Interval"),
         Binding("w", "cycle_window", "Window"),
         Binding("b", "benchmark", "Bench"),
-        Binding("r", "mark_reference", "Mark ref", show=False),
-        Binding("m", "sources", "Sources", show=False),
-        Binding("a", "advice", "Advice", show=False),
-        Binding("o", "bench_report", "Result", show=False),
-        # Listed in help and the palette; left out of the footer so that help and quit still
-        # fit in the footer of a 60-column terminal.
-        Binding("s", "save_svg", "Screenshot", show=False),
+        # The footer lists these from WIDE_ENOUGH_FOR_MORE_KEYS columns (through
+        # action_listed); narrower, the unlisted twins below take the keys, so that help and
+        # quit still fit in the footer of a 60-column terminal.
+        *(Binding(key, f"listed({action!r})", words) for key, action, words in MORE_KEYS),
+        *(Binding(key, action, words, show=False) for key, action, words in MORE_KEYS),
+        Binding("P", "profile", "Profile", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("f1", "help", "Help", show=False),
         Binding("q", "quit", "Quit"),
@@ -248,7 +234,11 @@ class SpecwatchApp(App[int]):
     def on_resize(self, event: Resize) -> None:
         """Drop the clock and heat strips on short terminals; redraw everything at the new size."""
         self.rate_pane.strips = event.size.height >= TALL_ENOUGH_FOR_STRIPS
-        self.query_one(Footer).show_command_palette = event.size.width >= WIDE_ENOUGH_FOR_PALETTE
+        width = event.size.width
+        more = width >= WIDE_ENOUGH_FOR_MORE_KEYS
+        palette = WIDE_ENOUGH_FOR_MORE_KEYS_AND_PALETTE if more else WIDE_ENOUGH_FOR_PALETTE
+        self.query_one(Footer).show_command_palette = width >= palette
+        self.refresh_bindings()
         for pane in self._panes:
             pane.force_sync()
 
@@ -374,6 +364,12 @@ class SpecwatchApp(App[int]):
                 apply = lambda: m.bench_event(t, kind, index, total, text, tok_s)  # noqa: E731
             case ev.BenchFinished():
                 name, apply = "bench_finished", lambda: self._show_bench_result(event)
+            case ev.ProfileProgress(t, phase, words):
+                name, apply = "profile_progress", lambda: m.profile_event(t, phase, words)
+            case ev.ProfileFinished():
+                from specwatch.ui.profile_glue import show_finished
+
+                name, apply = "profile_finished", lambda: show_finished(self, event)
             case ev.RecordingStopped(reason=reason):
                 name = "recording_stopped"
                 apply = lambda: self.notify(  # noqa: E731
@@ -398,7 +394,7 @@ class SpecwatchApp(App[int]):
         A finished one is said in a notice over the live screen (``o`` opens the whole result);
         one that failed or was cut short opens at once, since it needs reading.
         """
-        from specwatch.ui.bench_glue import result_text
+        from specwatch.ui.bench_glue import finished_notice, result_text
         from specwatch.ui.modals import TextModal
 
         if event.result is None:
@@ -414,9 +410,7 @@ class SpecwatchApp(App[int]):
         if event.outcome != "finished" or event.snapshot_error:
             self.push_screen(TextModal(*self.bench_report))
             return
-        overall = [line.strip() for line in body.splitlines() if "Overall:" in line]
-        saved = f" · saved {event.snapshot_path.name}" if event.snapshot_path is not None else ""
-        summary = (overall[0] if overall else "done") + saved + " · o: the whole result"
+        summary = finished_notice(body, event.snapshot_path)
         self.notify(sanitize_line(summary, 300), title="benchmark finished", timeout=12)
 
     def action_bench_report(self) -> None:
@@ -464,7 +458,14 @@ class SpecwatchApp(App[int]):
             return not self.model.paused
         if action == "resume":
             return self.model.paused
+        if action == "listed":
+            wide = self.size.width >= WIDE_ENOUGH_FOR_MORE_KEYS
+            return wide and self.check_action(str(parameters[0]), ())
         return True
+
+    async def action_listed(self, action: str) -> None:
+        """A key the wide footer lists (:data:`MORE_KEYS`): run its own action."""
+        await self.run_action(action)
 
     def action_resume(self) -> None:
         """Resume drawing."""
@@ -545,6 +546,12 @@ class SpecwatchApp(App[int]):
             return
         self.bench_bar.add_class("-active")
 
+    def action_profile(self) -> None:
+        """Ask, then profile the server's steps with its own profiler (again: stop it)."""
+        from specwatch.ui.profile_glue import ask_profile
+
+        ask_profile(self)
+
     def action_compare(self) -> None:
         """Compare the two latest snapshots and show the verdict."""
         from specwatch.ui.bench_glue import compare_latest
@@ -569,39 +576,10 @@ class SpecwatchApp(App[int]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:  # type: ignore[type-arg]
         """The command palette: the app's own commands, then Textual's (each once)."""
-        yield SystemCommand(
-            "Compare snapshots…",
-            f"Code or GPU? Compare the two latest snapshots in {self.settings.snapshot_dir}",
-            self.action_compare,
-        )
-        yield SystemCommand("Benchmark", "Start (or stop) a benchmark", self.action_benchmark)
-        yield SystemCommand(
-            "Benchmark result", "The last benchmark's runs and results", self.action_bench_report
-        )
-        yield SystemCommand("Metric sources", "Where each number comes from", self.action_sources)
-        yield SystemCommand(
-            "Draft advisor", "Which draft length pays, at which batch size", self.action_advice
-        )
-        yield SystemCommand(
-            "Resume" if self.model.paused else "Pause",
-            "Pause or resume drawing (sampling continues)",
-            self.action_toggle_pause,
-        )
-        yield SystemCommand(
-            "Mark reference",
-            "Judge the live verdict against the last 30 s",
-            self.action_mark_reference,
-        )
-        yield SystemCommand(
-            "Next theme", "Switch to the next specwatch theme", self.action_cycle_theme
-        )
-        yield SystemCommand("Help", "Keys and what each word on the screen means", self.action_help)
-        where = self.settings.screenshot_dir or default_screenshot_dir()
-        yield SystemCommand("Screenshot", f"Save an SVG in {where}", self.action_save_svg)
-        yield SystemCommand("Quit", "Leave specwatch", self.action_quit)
-        from specwatch.ui.help_text import textual_commands
+        from specwatch.ui.help_text import palette_commands, textual_commands
 
+        yield from palette_commands(self)
         yield from textual_commands(super().get_system_commands(screen))
 
 
-__all__ = ["INTERVALS", "Drain", "EventInbox", "SpecwatchApp"]
+__all__ = ["INTERVALS", "Drain", "SpecwatchApp"]

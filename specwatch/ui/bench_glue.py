@@ -22,10 +22,23 @@ def result_text(result: BenchResult) -> str:
     return "\n".join([*run_lines(result), *results_lines(result)])
 
 
+def finished_notice(body: str, snapshot: Path | None) -> str:
+    """The notice of a finished benchmark: its overall line, where the snapshot went (file and
+    folder: a folder left to the default is not where a newcomer looks), and ``o``."""
+    overall = [line.strip() for line in body.splitlines() if "Overall:" in line]
+    saved = f" · saved {snapshot.name} in {snapshot.parent}" if snapshot is not None else ""
+    return (overall[0] if overall else "done") + saved + " · o: the whole result"
+
+
 def latest_snapshots(directory: Path, n: int = 2) -> list[Path]:
-    """The ``n`` newest ``*.json`` files in ``directory``, oldest first."""
+    """The ``n`` newest benchmark snapshots (``*.json``, not the profiles kept beside them) in
+    ``directory``, oldest first."""
     try:
-        files = [p for p in directory.glob("*.json") if p.is_file()]
+        files = [
+            p
+            for p in directory.glob("*.json")
+            if p.is_file() and not p.name.endswith("-profile.json")
+        ]
     except OSError:
         return []
     files.sort(key=lambda p: (p.stat().st_mtime, p.name))
@@ -63,4 +76,4 @@ def compare_latest(directory: Path) -> tuple[str, str]:
     return (f"compare: {c.wording}", comparison_text(c, a, b))
 
 
-__all__: Sequence[str] = ["compare_latest", "comparison_text", "result_text"]
+__all__: Sequence[str] = ["compare_latest", "comparison_text", "finished_notice", "result_text"]

@@ -87,7 +87,7 @@ def drill_gpus(
     """The node's GPUs: from Prometheus (exactly the joined ones), or from their exporters
     (``source.dcgm``, those of the chosen server's node)."""
     if options.prometheus is not None:
-        from specwatch.session.fleet_gpus import PrometheusGpuSource
+        from specwatch.session.gpu_source import PrometheusGpuSource
         from specwatch.sources.prometheus.api import prometheus_endpoint
         from specwatch.sources.prometheus.gpus import PrometheusGpuSampler, gpus_with_keys
 

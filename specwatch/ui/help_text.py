@@ -4,12 +4,12 @@ command palette's share of Textual's own commands."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
 
-from specwatch.core.reasons import REASONS
+from specwatch.core.gpu_rules import REASONS
 
 if TYPE_CHECKING:
     from textual.app import SystemCommand
@@ -23,6 +23,7 @@ KEYS: Rows = (
     ("w", "next graph window: 1m, 5m, 15m, 1h"),
     ("b", "benchmark with the current settings (again: stop it)"),
     ("o", "the last benchmark's whole result (a finished one is only noted on the screen)"),
+    ("P", "profile the server's steps with its own profiler: where the verify step's time goes"),
     ("r", "mark the reference: the live verdict judges against the last 30 s from now on"),
     ("m", "metric sources: where each number comes from, and the formulas"),
     ("a", "draft advisor: which draft length pays at which batch, with intervals"),
@@ -83,6 +84,7 @@ GRAPH_MARKS: Rows = (
     ("┄ down #N", "server refused or unreachable for 5 s or more: attempt N (short: D#N, D)"),
     ("· warmup", "from ready until two windows agree within 15% (short: W)"),
     ("━ B1…", "benchmark runs started with b"),
+    ("┅ profile", "the server's profiler armed with P, until the profile is read"),
     ("R / ✕", "server restarted (counters went back) / connection lost"),
     ("clk% / hot°C", "mean SM clock as % of max / hottest GPU, on the token-rate graph"),
 )
@@ -171,6 +173,48 @@ def textual_commands(commands: Iterable[SystemCommand]) -> Iterable[SystemComman
     return (c for c in commands if c.title not in TEXTUAL_COMMANDS_LEFT_OUT)
 
 
+def palette_commands(app: Any) -> Iterable[SystemCommand]:
+    """The app's own commands in the command palette, before Textual's (``app``: the
+    :class:`~specwatch.ui.app.SpecwatchApp`, typed loosely as the app imports this room)."""
+    from textual.app import SystemCommand
+
+    from specwatch.ui.settings import default_screenshot_dir
+
+    yield SystemCommand(
+        "Compare snapshots…",
+        f"Code or GPU? Compare the two latest snapshots in {app.settings.snapshot_dir}",
+        app.action_compare,
+    )
+    yield SystemCommand("Benchmark", "Start (or stop) a benchmark", app.action_benchmark)
+    yield SystemCommand(
+        "Benchmark result", "The last benchmark's runs and results", app.action_bench_report
+    )
+    yield SystemCommand(
+        "Profile the server",
+        "Where the verify step's time goes: the server's own profiler, asked first",
+        app.action_profile,
+    )
+    yield SystemCommand("Metric sources", "Where each number comes from", app.action_sources)
+    yield SystemCommand(
+        "Draft advisor", "Which draft length pays, at which batch size", app.action_advice
+    )
+    yield SystemCommand(
+        "Resume" if app.model.paused else "Pause",
+        "Pause or resume drawing (sampling continues)",
+        app.action_toggle_pause,
+    )
+    yield SystemCommand(
+        "Mark reference",
+        "Judge the live verdict against the last 30 s",
+        app.action_mark_reference,
+    )
+    yield SystemCommand("Next theme", "Switch to the next specwatch theme", app.action_cycle_theme)
+    yield SystemCommand("Help", "Keys and what each word on the screen means", app.action_help)
+    where = app.settings.screenshot_dir or default_screenshot_dir()
+    yield SystemCommand("Screenshot", f"Save an SVG in {where}", app.action_save_svg)
+    yield SystemCommand("Quit", "Leave specwatch", app.action_quit)
+
+
 __all__ = [
     "CLOCK_EVENTS",
     "FLEET_KEYS",
@@ -180,5 +224,6 @@ __all__ = [
     "SECTIONS",
     "TEXTUAL_COMMANDS_LEFT_OUT",
     "help_renderable",
+    "palette_commands",
     "textual_commands",
 ]

@@ -1,4 +1,5 @@
-"""Modal screens fitted to their content: the help, and a text modal (results, comparisons)."""
+"""Modal screens fitted to their content: the help, a text modal (results, comparisons) and a
+yes-or-no question."""
 
 from __future__ import annotations
 
@@ -147,4 +148,47 @@ class TextModal(ScrollModal):
         return fitted_width(self.body, available)
 
 
-__all__ = ["HelpScreen", "ScrollModal", "TextModal", "fitted_width", "is_table_row"]
+class ConfirmModal(ModalScreen[bool]):
+    """A question answered with y (yes) or n / esc (no)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Yes"),
+        Binding("n,escape,q", "answer(False)", "No"),
+    ]
+
+    DEFAULT_CSS = """
+    ConfirmModal { align: center middle; }
+    ConfirmModal > Static {
+        width: auto;
+        max-width: 90%;
+        height: auto;
+        background: $surface;
+        border: round $warning;
+        padding: 0 1;
+    }
+    """
+
+    def __init__(self, title: str, question: str) -> None:
+        super().__init__()
+        self.question = question
+        self.title_text = title
+
+    def compose(self) -> ComposeResult:
+        """The question, and the keys that answer it."""
+        body = Static(Text(f"{self.question}\n\ny: yes   n / esc: no"))
+        body.border_title = self.title_text
+        yield body
+
+    def action_answer(self, yes: bool) -> None:
+        """Close with the answer."""
+        self.dismiss(yes)
+
+
+__all__ = [
+    "ConfirmModal",
+    "HelpScreen",
+    "ScrollModal",
+    "TextModal",
+    "fitted_width",
+    "is_table_row",
+]

@@ -1,4 +1,5 @@
-"""What the TUI shows, as plain data: bounded histories, marks and the latest readings.
+"""What the TUI shows, as plain data: bounded histories, marks and the latest readings; and the
+inbox session events wait in until the app applies them to the model.
 
 The app applies its session's events to this model (GPU ticks, metrics windows, server status,
 benchmark events, the live verdict the session computed); the panes read it when they redraw.
@@ -12,11 +13,12 @@ import dataclasses
 import functools
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from specwatch.core import gpu_rules
+from specwatch.core.energy import Energy, PowerLog
 from specwatch.core.ring import TimeSeries
 from specwatch.core.window_mean import HeldLatest, SteadyMean
 from specwatch.core.windows import WINDOWS as WINDOWS
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
     from specwatch.core.identity import ServerIdentity
     from specwatch.core.server import LatencyBucket, MetricsWindow, ServerInfo
+    from specwatch.session.events import SessionEvent
 
 HISTORY = 4000
 """Points kept per series: over an hour at the default 1 s rate."""
@@ -135,7 +138,8 @@ class Mark:
     """A labelled span (or point, when ``t1 == t0``) on the token-rate time axis."""
 
     kind: str
-    """``"down"``, ``"loading"``, ``"warmup"``, ``"restart"``, ``"bench"`` or ``"lost"``."""
+    """``"down"``, ``"loading"``, ``"warmup"``, ``"restart"``, ``"bench"``, ``"profile"`` or
+    ``"lost"``."""
     t0: float
     t1: float | None
     """``None`` while the span is still open."""
@@ -154,6 +158,7 @@ class Timeline:
         self._loading: Mark | None = None
         self._bench_run: Mark | None = None
         self._bench_warm: Mark | None = None
+        self._profile: Mark | None = None
 
     def waiting(self, t: float, state: str, attempt: int, elapsed_s: float) -> None:
         """The server is not ready: a ``loading`` mark once it says it is loading (HTTP 503),
@@ -232,6 +237,15 @@ class Timeline:
                 self._bench_run.t1 = t
                 self._bench_run = None
 
+    def profile(self, t: float, phase: str) -> None:
+        """A profile's events: its span, from the armed profiler to its end."""
+        if phase == "armed":
+            self._profile = Mark("profile", t, None, "profile")
+            self.marks.append(self._profile)
+        elif phase == "ended" and self._profile is not None:
+            self._profile.t1 = t
+            self._profile = None
+
     def _close_bench_warmup(self, t: float) -> None:
         if self._bench_warm is not None:
             self._bench_warm.t1 = t
@@ -265,6 +279,16 @@ class BenchState:
         return self.phase in ("starting", "warmup", "running")
 
 
+@dataclass
+class ProfileState:
+    """A profile asked for from the TUI (``P``), as its events report it."""
+
+    phase: str
+    """One of the trigger's phases (asking, armed, capturing, writing, reading), or ``ended``."""
+    words: str
+    active: bool = True
+
+
 straggler = gpu_rules.sample_straggler
 """Index of the GPU the pane marks as setting the pace: the rule ``compare`` applies too."""
 
@@ -282,6 +306,9 @@ class MonitorModel:
         self.sm_clock: dict[int, TimeSeries] = {}
         """Each GPU's SM clock over time (its trend spans the graph's window)."""
         self._last_busy: dict[int, GpuSample] = {}
+        self.power = PowerLog()
+        self.energy: Energy | None = None
+        """Energy per token over the latest window (the GPU pane's last line)."""
         self.tok_s = TimeSeries(HISTORY)
         self.clock_pct = TimeSeries(HISTORY)
         self.hottest_c = TimeSeries(HISTORY)
@@ -323,6 +350,7 @@ class MonitorModel:
         self.interval_s = 1.0
         """The GPU sampling interval, shown in the status line."""
         self.bench: BenchState | None = None
+        self.profile: ProfileState | None = None
         self.replay_label: str | None = None
         """``REPLAY`` and the recorded time while replaying a recording; ``None`` when live."""
         self.now = 0.0
@@ -360,6 +388,7 @@ class MonitorModel:
             ValueError: The tick is malformed (nothing is changed).
         """
         check_tick(tick)
+        self.power.add(tick)  # as read: an idle spell's held busy sample drew no such power
         for s in tick.samples:
             if gpu_rules.sample_busy(s):
                 self._last_busy[s.index] = s
@@ -455,7 +484,8 @@ class MonitorModel:
             self.timeline.restarted(w.t)
         if w.dt > 0:
             self.window = w
-            self.windows.append(w)
+            # the advice reads no latency CDF: an hour of them would be most of the history
+            self.windows.append(replace(w, latency_cdf={}) if w.latency_cdf else w)
             if w.restarted:
                 self.held.clear()
                 self.latency.clear()
@@ -470,6 +500,11 @@ class MonitorModel:
                 steady.add(w.t, w.dt, getattr(w, name))
             self.latency.add(w.t, w.latency_buckets)
             self.timeline.rate(w.t, w.gen_tok_s)
+            inv = self.inventory
+            no_gpus = inv.reason if inv is not None and not inv.available else None
+            spec = self.server.spec if self.server is not None else None
+            self.energy = self.power.energy(w, no_gpus, spec)
+            self.gpu_version += 1
         if "error" in w.notes and self.connection_ok:
             self.connection = f"scrape error: {w.notes['error']}"
         elif self.connection_ok:
@@ -525,6 +560,14 @@ class MonitorModel:
         self.rate_version += 1
         self.status_version += 1
 
+    def profile_event(self, t: float, phase: str, words: str) -> None:
+        """Follow a profile's progress (``phase`` ``ended`` once it is over)."""
+        self._advance(t)
+        self.profile = ProfileState(phase, words, active=phase != "ended")
+        self.timeline.profile(t, phase)
+        self.rate_version += 1
+        self.status_version += 1
+
     # --- misc -----------------------------------------------------------------------------------
 
     def set_verdict(self, state: LiveVerdictState) -> None:
@@ -545,3 +588,30 @@ class MonitorModel:
     def marks_since(self, t0: float) -> Iterable[Mark]:
         """Marks that overlap ``(t0, now]``."""
         return self.timeline.since(t0, self.now)
+
+
+class EventInbox:
+    """Session events for the app in the order they happened; any thread puts, the app takes.
+
+    ``deque.append`` and ``popleft`` are atomic, so no lock is needed.
+    """
+
+    def __init__(self) -> None:
+        self._items: deque[SessionEvent | Callable[[], object]] = deque()
+
+    def put(self, item: SessionEvent | Callable[[], object]) -> None:
+        """Add ``item`` behind those waiting."""
+        self._items.append(item)
+
+    def take(self) -> list[SessionEvent | Callable[[], object]]:
+        """Every waiting item, oldest first; the inbox is then empty."""
+        out: list[SessionEvent | Callable[[], object]] = []
+        pop = self._items.popleft
+        while True:
+            try:
+                out.append(pop())
+            except IndexError:
+                return out
+
+    def __len__(self) -> int:
+        return len(self._items)

@@ -80,9 +80,9 @@ class ReplayApp(SpecwatchApp):
         Binding("minus", "replay_speed(-1)", "Slower", show=False),
         Binding("g", "replay_jump", "Jump"),
     ]
-    LIVE_ONLY = frozenset({"benchmark", "cycle_interval", "toggle_pause", "resume"})
-    """Actions of the live monitor that mean nothing on a recording: a benchmark needs the
-    server, the sampling interval was the recording's, and space already pauses."""
+    LIVE_ONLY = frozenset({"benchmark", "profile", "cycle_interval", "toggle_pause", "resume"})
+    """Actions of the live monitor that mean nothing on a recording: a benchmark or a profile
+    needs the server, the sampling interval was the recording's, and space already pauses."""
 
     def __init__(self, settings: AppSettings, replay: ReplaySession) -> None:
         super().__init__(settings, replay)

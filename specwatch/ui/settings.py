@@ -41,6 +41,8 @@ class AppSettings:
     bench_config: object | None = None
     """A ``specwatch.bench.runner.BenchConfig`` for the ``b`` key; ``None``: bench defaults."""
     sweep: Sweep | None = None
+    profile_steps: int = 20
+    """Decode steps the ``P`` key asks the server's profiler for (``--profile-steps``)."""
     """``--sweep``'s snapshots: the advisor view (``a``) shows them beside its prediction."""
 
 

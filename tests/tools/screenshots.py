@@ -4,7 +4,9 @@
     .venv/bin/python tests/tools/screenshots.py            # SVG + PNG for every theme, and 80x24
 
 It also draws the story (``specwatch-story``): the demo's ``drift`` scenario after the drift,
-the live verdict saying the GPU state explains the slowdown.
+the live verdict saying the GPU state explains the slowdown; and the third story
+(``specwatch-profile``, ``--profile-only`` for it alone): ``P`` on a simulated SGLang whose
+verify step runs eager, the profile read from the simulator's Kineto trace.
 
 The simulator (8 GPUs, SGLang dialect, EAGLE-3, seed 0) runs on a ManualClock: the script moves
 the clock one second at a time, samples the fake NVML and scrapes ``/metrics`` over HTTP exactly
@@ -30,8 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from specwatch.bench.events import BenchEvent  # noqa: E402
-from specwatch.bench.runner import run_benchmark  # noqa: E402
+from specwatch.bench.runner import BenchEvent, run_benchmark  # noqa: E402
 from specwatch.core.gpu import GpuTick  # noqa: E402
 from specwatch.core.snapshot_records import BenchConfig  # noqa: E402
 from specwatch.sim.demo import demo_world  # noqa: E402
@@ -177,6 +178,45 @@ async def shoot(
     return out
 
 
+async def profile_shot(out: Path) -> Path:
+    """The live app on a simulated SGLang whose verify runs eager, after ``P`` and ``y``: the
+    profile's figures and verdict over the live screen."""
+    import tempfile
+
+    from specwatch.ui.modals import TextModal
+    from tests.session_world import drive_until, manual_sim
+
+    with (
+        tempfile.TemporaryDirectory() as snapshots,
+        manual_sim(
+            verify_eager=True, base_step_ms=12.0, plain_step_ms=12.0, gpu_count=8, seed=0
+        ) as sim,
+    ):
+        settings = AppSettings(
+            watch_terminal=False,
+            live_cpu=False,
+            show_overhead=False,
+            redraw_s=0.1,
+            snapshot_dir=Path(snapshots),
+        )
+        app = SpecwatchApp(settings, sim.session())
+        async with app.run_test(size=(120, 36)) as pilot:
+
+            async def pause() -> None:
+                await pilot.pause(0.05)
+
+            await drive_until(sim, lambda: app.model.connection_ok, 20, 0.5, pause)
+            await drive_until(sim, lambda: app.model.now > START + 60, 60, 0.5, pause)
+            await pilot.press("P")
+            await pilot.press("y")
+            await drive_until(sim, lambda: isinstance(app.screen, TextModal), 60, 0.05, pause)
+            await pilot.pause()
+            svg = app.export_screenshot(title="specwatch --demo, then P  (dark, 120x36)")
+    # the profile file's temporary folder is not the reader's: name the usual one
+    out.write_text(svg.replace(snapshots, "specwatch-snapshots"), encoding="utf-8")
+    return out
+
+
 def to_png(svg: Path) -> Path | None:
     """Convert with rsvg-convert (spaces preserved, which rsvg otherwise collapses)."""
     exe = shutil.which("rsvg-convert")
@@ -206,8 +246,13 @@ def main() -> int:
         default=120,
         help="simulated seconds of the drift scenario (the drift comes 50 s after loading)",
     )
+    p.add_argument("--profile-only", action="store_true", help="draw only specwatch-profile")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    profile = asyncio.run(profile_shot(args.out / "specwatch-profile.svg"))
+    print(profile.relative_to(ROOT), "+ png" if to_png(profile) else "(SVG only)")
+    if args.profile_only:
+        return 0
     bench_at = -1 if args.no_bench else 230
     model = asyncio.run(record(args.seconds, restart_at=150, bench_at=bench_at))
     shots = [(theme, (120, 36), f"specwatch-{theme}") for theme in BUILTIN_ORDER]

@@ -129,7 +129,7 @@ def scheduler_families(
         view = RankView(
             running=written[r],
             queued=queued[r],
-            used_tokens=int(usage * 500_000),
+            used_tokens=int(usage * cfg.kv_capacity_tokens),
             token_usage=usage,
             gen_throughput=tm.gen_throughput_now(t) / ranks,
             cache_hit_rate=0.0,

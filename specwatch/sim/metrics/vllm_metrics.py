@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prometheus_client.core import Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from specwatch.sim.config import SimConfig
 from specwatch.sim.engine import SimRequest
@@ -212,4 +212,22 @@ class VllmTelemetry(Telemetry):
         engines = [
             ({"engine": str(i), "model_name": model}, ec) for i, ec in enumerate(self.engines)
         ]
-        return write(FAMILIES, self.config, engines, created_unix)
+        return [*write(FAMILIES, self.config, engines, created_unix), self._cache_config()]
+
+    def _cache_config(self) -> Metric:
+        """``cache_config_info``: the cache settings vLLM shows as labels of one gauge."""
+        cfg = self.config
+        info = GaugeMetricFamily(
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig",
+            labels=("block_size", "cache_dtype", "enable_prefix_caching", "engine",
+                    "gpu_memory_utilization", "num_gpu_blocks"),
+        )  # fmt: skip
+        blocks = cfg.kv_capacity_tokens // max(1, cfg.kv_block_size) // max(1, cfg.dp_engines)
+        for i in range(max(1, cfg.dp_engines)):
+            info.add_metric(
+                (str(cfg.kv_block_size), "auto", str(cfg.prefix_caching), str(i), "0.9",
+                 str(blocks)),
+                1.0,
+            )  # fmt: skip
+        return info

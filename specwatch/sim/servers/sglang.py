@@ -105,7 +105,11 @@ class SglangDialect(OpenAiDialect):
         assert isinstance(tm, SglangTelemetry)
         state: dict[str, Any] = {
             "last_gen_throughput": tm.gen_throughput,
-            "memory_usage": {"weight": 15.2, "kvcache": 52.1, "token_capacity": 500000},
+            "memory_usage": {
+                "weight": 15.2,
+                "kvcache": 52.1,
+                "token_capacity": cfg.kv_capacity_tokens,
+            },
             "world_size": cfg.tp_size,
             "effective_max_running_requests_per_dp": cfg.max_running,
         }
@@ -136,7 +140,8 @@ class SglangDialect(OpenAiDialect):
             "speculative_accept_threshold_single": 1.0,
             "speculative_accept_threshold_acc": 1.0,
             "api_key": None,
-            "max_total_num_tokens": 500000,
+            "max_total_num_tokens": cfg.kv_capacity_tokens,
+            "disable_radix_cache": not cfg.prefix_caching,
             "launch_command": self._launch_command(),
             "startup_time": self.world.unix_time(self.world.started_at),
             "internal_states": states,

@@ -10,7 +10,8 @@ The exporter's collection interval is inferred from how often the values change 
 (:mod:`specwatch.sources.dcgm.collection`); a collection coarser than the view gives
 :attr:`DcgmGpuSource.collection_warning`. A throttle that came and went between two
 collections still shows in the growth of its violation counter: its reason bit is added to
-``clock_event_reasons`` until the next collection (``fold_violations``).
+``clock_event_reasons`` until the next collection (``fold_violations``). :func:`dcgm_origin` is
+what a front end says about these GPUs: their nodes and the gaps.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick, SystemInfo
+from specwatch.core.gpu import GpuInventory, GpuOrigin, GpuSample, GpuStatic, GpuTick, SystemInfo
 from specwatch.core.redaction import strip_userinfo
-from specwatch.core.ring import Ring
 from specwatch.sources.dcgm.collection import CollectionTracker, coarse_warning
 from specwatch.sources.dcgm.convert import extras, not_exported, to_sample, to_static
 from specwatch.sources.dcgm.fetch import (
@@ -34,7 +34,7 @@ from specwatch.sources.dcgm.fetch import (
 from specwatch.sources.dcgm.fields import VIOLATION_BITS
 from specwatch.sources.dcgm.gpu_records import DcgmEndpointState, DcgmGpuExtra, DcgmGpuInfo
 from specwatch.sources.dcgm.parse import MAX_GPUS, DcgmGpu, DcgmReader, dcgm_url, url_host
-from specwatch.sources.gpu_reader import TickLoop
+from specwatch.sources.gpu_reader import GpuTickHistory, TickLoop
 
 Fetch = Callable[[str, float, int], str]
 """``(url, timeout_s, max_bytes) -> body``; raises :class:`DcgmFetchError` (tests inject one)."""
@@ -100,7 +100,7 @@ class DcgmGpuSource(TickLoop):
         self._fetcher = DcgmFetcher()
         """Kept-alive clients of the exporters (when no ``fetch`` is given)."""
         self._fold = fold_violations
-        self._history: Ring[GpuTick] = Ring(history)
+        self._history: GpuTickHistory = GpuTickHistory(history)
         self._slots: list[tuple[int, str]] = []
         self._statics: list[GpuStatic] = []
         self._poll_lock = threading.Lock()
@@ -146,7 +146,7 @@ class DcgmGpuSource(TickLoop):
             self._fetcher.close()
 
     @property
-    def history(self) -> Ring[GpuTick]:
+    def history(self) -> GpuTickHistory:
         """The bounded tick history, oldest first."""
         return self._history
 
@@ -336,4 +336,18 @@ def _all_sample_fields(reason: str) -> dict[str, str]:
     return dict.fromkeys(sorted(names), reason)
 
 
-__all__ = ["DcgmGpuSource", "Fetch"]
+def dcgm_origin(source: DcgmGpuSource) -> GpuOrigin:
+    """Where ``source``'s GPUs are, what its exporters leave out, how coarsely they collect."""
+    not_sent = sorted({name for info in source.gpu_info for name in info.not_exported})
+    interval = source.collection_interval_s if source.collection_warning else None
+    return GpuOrigin(
+        source="dcgm",
+        nodes=tuple(info.node for info in source.gpu_info),
+        not_exported=tuple(not_sent),
+        # Two significant digits: a jittery estimate must not re-emit the inventory every tick.
+        collection_interval_s=None if interval is None else float(f"{interval:.2g}"),
+        view_interval_s=source.interval_s,
+    )
+
+
+__all__ = ["DcgmGpuSource", "Fetch", "dcgm_origin"]

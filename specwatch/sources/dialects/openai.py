@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
 from specwatch.core.values import as_int
-from specwatch.sources.dialects.base import ServerDialect, StreamPlan, StreamRequest
+from specwatch.sources.dialects.base import (
+    ONE_CHUNK_PER_STEP,
+    ServerDialect,
+    StreamPlan,
+    StreamRequest,
+)
 from specwatch.sources.identity.server_queries import scrape_metrics
 from specwatch.sources.streams.accumulator import StreamAccumulator
 
@@ -41,6 +46,28 @@ def completions_request(
     if request.ignore_eos and ignore_eos_field:
         body["ignore_eos"] = True
     return body
+
+
+class ContinuousUsageStreams:
+    """Streams of ``/v1/completions`` with continuous usage stats, as vLLM and TensorRT-LLM
+    (which serves vLLM's protocol) answer them: one chunk per engine step, each with the
+    cumulative ``usage.completion_tokens``."""
+
+    def stream_plan(self, info: ServerInfo, request: StreamRequest) -> StreamPlan:
+        """``/v1/completions`` with continuous usage stats."""
+        body = completions_request(info, request, continuous=True, ignore_eos_field=True)
+        return StreamPlan(
+            attempts=(("/v1/completions", body),),
+            count_source="usage.completion_tokens (continuous_usage_stats)",
+        )
+
+    def parse_chunk(self, acc: StreamAccumulator, obj: Mapping[str, Any], t: float) -> None:
+        """An OpenAI chunk (vLLM 0.33 adds ``metrics`` with per-request metrics)."""
+        parse_openai_chunk(acc, obj, t)
+
+    def step_note(self) -> str | None:
+        """One chunk per engine step."""
+        return ONE_CHUNK_PER_STEP
 
 
 def parse_openai_chunk(acc: StreamAccumulator, obj: Mapping[str, Any], t: float) -> None:

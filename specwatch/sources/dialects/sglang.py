@@ -197,6 +197,8 @@ class SGLangDialect(ServerDialect):
             "e2e_request_latency_seconds",
             "queue_time_seconds",
             "token_usage",
+            "num_used_tokens",
+            "max_total_num_tokens",
             "cache_hit_rate",
         )
     )

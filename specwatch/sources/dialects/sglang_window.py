@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from specwatch.core.server import ServerInfo
-from specwatch.core.versions import version_tuple
+from specwatch.core.server import ServerInfo, version_tuple
+from specwatch.core.values import as_float
 from specwatch.sources.metrics.prom import (
     Scrape,
     count,
@@ -48,6 +48,22 @@ def draft_per_round(info: ServerInfo) -> int | None:
     return info.spec.num_steps
 
 
+def set_kv_capacity(b: WindowBuilder, cur: Scrape, info: ServerInfo) -> None:
+    """KV tokens over every rank: the ``max_total_num_tokens`` gauge, else ``/server_info``'s
+    figure, else the used tokens over the usage share (each rank the same pool size)."""
+    top = _S + "max_total_num_tokens"
+    if b.set("kv_capacity_tokens", cur.total(top), f"{top} (summed over ranks)"):
+        return
+    launch = info.launch_args or {}
+    given = as_float(launch.get("max_total_num_tokens"))
+    if given and given > 0:
+        b.set("kv_capacity_tokens", given, "/server_info max_total_num_tokens")
+        return
+    used, usage = cur.total(_S + "num_used_tokens"), ratio_mean(cur, _S + "token_usage")
+    if used and usage and usage > 0:
+        b.set("kv_capacity_tokens", used / usage, f"{_S}num_used_tokens / {_S}token_usage")
+
+
 _LATENCY = {
     "ttft": _S + "time_to_first_token_seconds",
     "tpot": _S + "request_time_per_output_token_seconds",
@@ -75,6 +91,7 @@ def derive_sglang(
     # per-request token histograms: only with --collect-tokens-histogram
     set_largest_context(b, cur, _S + "prompt_tokens_histogram", _S + "generation_tokens_histogram")
     b.set("kv_cache_usage", ratio_mean(cur, _S + "token_usage"), _S + "token_usage (mean of ranks)")
+    set_kv_capacity(b, cur, info)
     b.set(
         "prefix_cache_hit_rate",
         ratio_mean(cur, _S + "cache_hit_rate"),

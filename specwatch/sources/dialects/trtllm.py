@@ -18,18 +18,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from specwatch.core.sanitize import sanitize_line
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
 from specwatch.core.values import as_int
 from specwatch.sources.dialects.base import (
-    ONE_CHUNK_PER_STEP,
     ServerDialect,
-    StreamPlan,
-    StreamRequest,
 )
-from specwatch.sources.dialects.openai import completions_request, parse_openai_chunk
+from specwatch.sources.dialects.openai import ContinuousUsageStreams
 from specwatch.sources.identity.server_queries import scrape_metrics, str_or_none, try_json
 from specwatch.sources.metrics.window_builder import (
     WindowBuilder,
@@ -39,7 +36,6 @@ from specwatch.sources.metrics.window_builder import (
     ratio,
     set_load,
 )
-from specwatch.sources.streams.accumulator import StreamAccumulator
 
 if TYPE_CHECKING:
     from specwatch.sources.http.client import ServerClient
@@ -293,7 +289,7 @@ def _verify_step(
     b.note("step_latency_s", "no decode steps counted in this window")
 
 
-class TrtllmDialect(ServerDialect):
+class TrtllmDialect(ContinuousUsageStreams, ServerDialect):
     """TensorRT-LLM (``trtllm-serve``)."""
 
     dialect = Dialect.TRTLLM
@@ -366,22 +362,6 @@ class TrtllmDialect(ServerDialect):
         return {"metrics": f"{PROMETHEUS_PATH} has no trtllm_* series"}
 
     derive_window = staticmethod(derive_trtllm)
-
-    def stream_plan(self, info: ServerInfo, request: StreamRequest) -> StreamPlan:
-        """``/v1/completions`` with continuous usage stats."""
-        body = completions_request(info, request, continuous=True, ignore_eos_field=True)
-        return StreamPlan(
-            attempts=(("/v1/completions", body),),
-            count_source="usage.completion_tokens (continuous_usage_stats)",
-        )
-
-    def parse_chunk(self, acc: StreamAccumulator, obj: Mapping[str, Any], t: float) -> None:
-        """An OpenAI chunk."""
-        parse_openai_chunk(acc, obj, t)
-
-    def step_note(self) -> str | None:
-        """One chunk per engine step."""
-        return ONE_CHUNK_PER_STEP
 
     def no_spec_stats(self, notes: dict[str, str]) -> None:
         """Streams carry no speculative stats."""

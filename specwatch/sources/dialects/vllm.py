@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from specwatch.core.sanitize import sanitize_line
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
 from specwatch.sources.dialects.base import (
-    ONE_CHUNK_PER_STEP,
     ServerDialect,
-    StreamPlan,
-    StreamRequest,
 )
-from specwatch.sources.dialects.openai import completions_request, parse_openai_chunk
+from specwatch.sources.dialects.openai import ContinuousUsageStreams
 from specwatch.sources.identity.server_queries import (
     redact_launch_args,
     scrape_metrics,
@@ -39,7 +36,6 @@ from specwatch.sources.metrics.window_builder import (
     spec_names,
     spec_window,
 )
-from specwatch.sources.streams.accumulator import StreamAccumulator
 
 if TYPE_CHECKING:
     from specwatch.sources.http.client import ServerClient
@@ -52,6 +48,8 @@ REASON_METRICS = "vLLM was started with --disable-log-stats (/metrics has no vll
 _V = "vllm:"
 
 
+MAX_ENGINES = 64
+"""``cache_config_info`` series read (one per data-parallel engine)."""
 MAX_INFO_LABELS = 64
 """Labels kept from ``vllm:cache_config_info`` (vLLM 0.33 has about 20)."""
 
@@ -64,6 +62,27 @@ def vllm_cache_config(scrape: Scrape) -> dict[str, str]:
         return {}
     labels = sorted(found[0].labels.items())[:MAX_INFO_LABELS]
     return {k: v for k, v in labels if k != "engine"}
+
+
+KV_CAPACITY_SOURCE = f"{_V}cache_config_info num_gpu_blocks × block_size (summed over engines)"
+
+
+def vllm_kv_capacity(scrape: Scrape) -> float | None:
+    """KV-cache tokens over every engine: ``num_gpu_blocks × block_size`` of each engine's
+    ``cache_config_info`` (``None`` where a label is missing or not a number)."""
+    total = 0.0
+    for series in scrape.select(_V + "cache_config_info")[:MAX_ENGINES]:
+        blocks = _label_count(series.labels.get("num_gpu_blocks"))
+        size = _label_count(series.labels.get("block_size"))
+        if not blocks or not size:
+            return None
+        total += blocks * size
+    return total or None
+
+
+def _label_count(text: str | None) -> int | None:
+    # a label is text of any length: only a short run of digits is a count
+    return int(text) if text and text.isascii() and text.isdigit() and len(text) <= 12 else None
 
 
 def vllm_spec_from_metrics(scrape: Scrape) -> SpecConfig:
@@ -114,6 +133,7 @@ def derive_vllm(
     if finished:
         b.values["finished_by_reason"] = finished
         b.sources["finished_by_reason"] = f"{_V}request_success_total by finished_reason"
+    b.set("kv_capacity_tokens", vllm_kv_capacity(cur), KV_CAPACITY_SOURCE)
     preempted = _V + "num_preemptions_total"
     b.set("preemptions_total", cur.total(preempted), f"{preempted} (since start)")
     set_largest_context(b, cur, _LATENCY["prompt_tokens"], _LATENCY["generation_tokens"])
@@ -122,6 +142,12 @@ def derive_vllm(
         itl_name = _V + "time_per_output_token_seconds"  # vLLM <= 0.11 name of the same series
     if prev is None:
         return
+    if finished:
+        before = prev.by_label(_V + "request_success_total", "finished_reason")
+        b.values["finished_in_window"] = {
+            reason: max(0.0, n - before.get(reason, 0.0)) for reason, n in finished.items()
+        }
+        b.sources["finished_in_window"] = f"Δ{_V}request_success_total by finished_reason"
     gen = delta(cur, prev, _V + "generation_tokens_total")
     b.set("tokens", gen, f"Δ{_V}generation_tokens_total")
     b.set("gen_tok_s", ratio(gen, dt), f"Δ{_V}generation_tokens_total / Δt")
@@ -155,7 +181,7 @@ def derive_vllm(
     b.set("preemptions_per_s", ratio(delta(cur, prev, preempted), dt), f"Δ{preempted} / Δt")
 
 
-class VllmDialect(ServerDialect):
+class VllmDialect(ContinuousUsageStreams, ServerDialect):
     """vLLM."""
 
     dialect = Dialect.VLLM
@@ -185,6 +211,7 @@ class VllmDialect(ServerDialect):
             "gpu_cache_usage_perc",
             "prefix_cache_",
             "gpu_prefix_cache_",
+            "cache_config_info",
         )
     )
 
@@ -237,22 +264,6 @@ class VllmDialect(ServerDialect):
         return {} if scrape.has_prefix(_V) else {"metrics": REASON_METRICS}
 
     derive_window = staticmethod(derive_vllm)
-
-    def stream_plan(self, info: ServerInfo, request: StreamRequest) -> StreamPlan:
-        """``/v1/completions`` with continuous usage stats."""
-        body = completions_request(info, request, continuous=True, ignore_eos_field=True)
-        return StreamPlan(
-            attempts=(("/v1/completions", body),),
-            count_source="usage.completion_tokens (continuous_usage_stats)",
-        )
-
-    def parse_chunk(self, acc: StreamAccumulator, obj: Mapping[str, Any], t: float) -> None:
-        """An OpenAI chunk (with ``metrics`` from 0.33 with per-request metrics)."""
-        parse_openai_chunk(acc, obj, t)
-
-    def step_note(self) -> str | None:
-        """One chunk per engine step."""
-        return ONE_CHUNK_PER_STEP
 
     def no_spec_stats(self, notes: dict[str, str]) -> None:
         """Per-request stats need two flags."""

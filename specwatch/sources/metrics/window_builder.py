@@ -17,6 +17,8 @@ from specwatch.sources.metrics.prom import Histogram, LabelMatch, Scrape
 
 QUANTILES = (0.5, 0.9, 0.99)
 """The step-latency quantiles a window carries."""
+CDF_KEYS = ("ttft", "tpot")
+"""The latency histograms whose bucket counts a window keeps whole (goodput reads them)."""
 
 
 @dataclass(slots=True)
@@ -32,14 +34,15 @@ class WindowBuilder:
     prev_progress: Any = None
     """The same, read with the window's first scrape."""
 
-    def set(self, name: str, value: Any, source: str) -> None:
-        """Set ``name`` from ``source``; ``None`` and non-finite values are left out."""
+    def set(self, name: str, value: Any, source: str) -> bool:
+        """Set ``name`` from ``source``; ``None`` and non-finite values are left out (``False``)."""
         if value is None:
-            return
+            return False
         if isinstance(value, float) and not math.isfinite(value):
-            return
+            return False
         self.values[name] = value
         self.sources[name] = source
+        return True
 
     def note(self, name: str, text: str) -> None:
         """Say why ``name`` is missing, unless it is set or already explained."""
@@ -131,6 +134,9 @@ def set_load(
             continue
         if key == "e2e":
             b.set("requests_per_s", ratio(hist.count, dt), f"Δ{name}_count / Δt")
+        if key in CDF_KEYS and hist.count > 0:
+            b.values.setdefault("latency_cdf", {})[key] = hist.buckets
+            b.sources[f"latency_cdf.{key}"] = f"Δ{name} buckets (cumulative)"
         found = tuple(x for x in (bucket_of(hist, q) for q in QUANTILES) if x is not None)
         if found:
             buckets[key] = found

@@ -14,6 +14,11 @@ once, and then samples every GPU on its own daemon thread (the reads themselves 
 With no driver, ``open()`` returns ``GpuInventory(available=False, reason=...)`` and every
 tick carries no samples and that reason.
 
+The history keeps each tick packed with :mod:`struct`
+(:class:`~specwatch.sources.gpu_reader.GpuTickHistory`, which every GPU reader keeps; the
+figures are in ``docs/costs.md``); ticks come back as the same frozen dataclasses when read,
+which only a benchmark summary does (the live panes use the newest tick, kept as it came).
+
 Tests and the demo pass ``nvml=FakeNvml(...)`` (``specwatch.sim.fake_nvml``).
 """
 
@@ -27,8 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick, SystemInfo
-from specwatch.core.tick_history import GpuTickHistory
-from specwatch.sources.gpu_reader import TickLoop
+from specwatch.sources.gpu_reader import GpuTickHistory, TickLoop
 from specwatch.sources.nvml.binding import as_text, describe, real_nvml
 from specwatch.sources.nvml.reads import SLOW_REFRESH_S, GpuState, NvmlReader
 

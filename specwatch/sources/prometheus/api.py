@@ -8,12 +8,15 @@ cost. Requests go through :class:`ServerClient` (its deadline, size limit and on
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 import re
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -23,7 +26,6 @@ from specwatch.core.sanitize import LABEL_LIMIT, clean_labels, sanitize_line
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import Endpoint, parse_endpoint
 from specwatch.sources.http.server_errors import ServerError
-from specwatch.sources.off_loop import off_loop
 
 DEFAULT_PORT = 9090
 MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -336,6 +338,37 @@ class PrometheusClient:
         return PrometheusError(str(err), kind=err.kind, url=err.url)
 
 
+# Work that must not hold an event loop a screen is drawn on (a parse of a huge answer) runs on
+# a daemon thread: unlike asyncio.to_thread (the loop's executor, whose threads the interpreter
+# waits for at exit), it does not keep the process alive after `q`; work in flight is abandoned.
+_T = TypeVar("_T")
+
+
+async def off_loop(fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` on a daemon thread, awaited; its exception is raised here."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[_T] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if done.done():  # cancelled meanwhile
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(value)
+
+    def work() -> None:
+        try:
+            value, error = fn(*args), None
+        except BaseException as exc:  # handed to the awaiting task, raised there
+            value, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=work, name="specwatch-off-loop", daemon=True).start()
+    return await done
+
+
 __all__ = [
     "DEFAULT_PORT",
     "MAX_BODY_BYTES",
@@ -346,6 +379,7 @@ __all__ = [
     "RangeSeries",
     "Target",
     "VectorSample",
+    "off_loop",
     "parse_duration",
     "prometheus_endpoint",
 ]

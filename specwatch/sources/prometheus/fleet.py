@@ -21,13 +21,13 @@ from specwatch.core.fleet import (
     join_gpus,
 )
 from specwatch.core.sanitize import sanitize_line
-from specwatch.sources.off_loop import off_loop
 from specwatch.sources.prometheus.api import (
     CUT_WHY,
     MAX_SERIES,
     PrometheusClient,
     RangeSeries,
     VectorSample,
+    off_loop,
 )
 from specwatch.sources.prometheus.model_names import ModelNames, target_address
 from specwatch.sources.prometheus.queries import (

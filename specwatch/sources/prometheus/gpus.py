@@ -21,10 +21,9 @@ from typing import TypeVar
 
 from specwatch.core.fleet import FleetGpu, FleetServer, join_gpus, target_of
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick
-from specwatch.core.ring import Ring
 from specwatch.core.sanitize import sanitize_line
 from specwatch.core.server import Dialect, MetricsWindow
-from specwatch.sources.gpu_reader import TickLoop
+from specwatch.sources.gpu_reader import GpuTickHistory, TickLoop
 from specwatch.sources.http.endpoint import Endpoint
 from specwatch.sources.prometheus.api import PrometheusClient
 from specwatch.sources.prometheus.queries import derive_gpus, gpu_query, label_matcher
@@ -83,7 +82,7 @@ class PrometheusGpuSampler(TickLoop):
         self.clock = clock
         self.inventory: GpuInventory | None = None
         self.latest: GpuTick | None = None
-        self.history: Ring[GpuTick] = Ring(history)
+        self.history: GpuTickHistory = GpuTickHistory(history)
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: PrometheusClient | None = None

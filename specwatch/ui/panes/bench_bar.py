@@ -1,4 +1,5 @@
-"""A one-line benchmark progress bar, shown while a benchmark started with ``b`` runs."""
+"""A one-line progress bar, shown while a benchmark started with ``b`` (or a profile asked for
+with ``P``) runs."""
 
 from __future__ import annotations
 
@@ -18,6 +19,13 @@ def bench_text(model: MonitorModel, width: int, s: dict[str, Style]) -> Text:
     """The progress line (pure; ``s`` maps ``text``/``bar``/``dim``)."""
     b = model.bench
     out = Text(no_wrap=True, overflow="ellipsis", end="")
+    p = model.profile
+    if p is not None and (p.active or b is None or not b.active):
+        out.append("profile ", s["text"])
+        out.append(p.words, s["text"] if p.active else s["dim"])
+        if p.active:
+            out.append("  (P: stop)", s["dim"])
+        return out
     if b is None:
         return out
     out.append("benchmark ", s["text"])

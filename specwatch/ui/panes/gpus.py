@@ -13,7 +13,7 @@ from rich.segment import Segment
 
 from specwatch.core import gpu_rules
 from specwatch.core.clock_policy import policy_of
-from specwatch.core.reasons import harmful, short_names
+from specwatch.core.gpu_rules import harmful, short_names
 from specwatch.core.ring import bucket_sorted
 from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes.base import ModelPane
@@ -21,6 +21,7 @@ from specwatch.ui.renderables.gpu_table import SPAN, Cell, GpuSummary, GpuTable,
 from specwatch.ui.renderables.text import fit, sparkline
 
 if TYPE_CHECKING:
+    from specwatch.core.energy import Energy
     from specwatch.core.gpu import GpuSample, GpuStatic
 
 GIB = 1024**3
@@ -281,6 +282,9 @@ def summary_lines(model: MonitorModel) -> list[list[Cell]]:
     if hot is not None:
         first += [Cell("hottest ", "dim"), Cell(f"GPU {hot.index} ")]
         first.append(Cell(f"{hot.temp_c}°C", "temp"))
+    energy = model.energy  # on the first line: the second is cut first on a narrow screen
+    if energy is not None and energy.tokens_per_joule is not None:
+        first.append(Cell(f"  {energy.tokens_per_joule:.3g} tok/J"))
     lost = [s.index for s in tick.samples if s.lost]
     if lost:
         first.append(Cell("  lost: GPU " + ", ".join(map(str, lost)), "bad"))
@@ -299,6 +303,15 @@ def summary_lines(model: MonitorModel) -> list[list[Cell]]:
     if slow_links:
         second.append(Cell("  PCIe below max: GPU " + ", ".join(map(str, slow_links)), "bad"))
     return [first, second]
+
+
+def energy_segments(energy: Energy, width: int, st: TableStyles) -> list[Segment]:
+    """``energy 2.91 tok/J · 0.344 J/tok · 812 W over GPUs 0–7 (all read) · …``, or why not."""
+    known = energy.tokens_per_joule is not None
+    return [
+        Segment("energy ", st.dim),
+        Segment(fit(energy.words(), max(0, width - 7)), st.normal if known else st.dim),
+    ]
 
 
 def _deficit(s: GpuSample, st: GpuStatic | None) -> list[Cell]:
@@ -388,7 +401,7 @@ class GpusPane(ModelPane):
         # Counted, not built: with many GPUs the rows are only built when they are shown.
         m = self.model
         rows = (len(m.tick.samples) if m.tick is not None else 0) + node_heading_count(m)
-        return rows + 1 + (1 if origin_note(m) else 0)
+        return rows + 1 + (1 if origin_note(m) else 0) + (1 if m.energy is not None else 0)
 
     def summarised(self) -> bool:
         """Whether the rows collapse to a summary: the graph would get too few tok/s rows.
@@ -486,4 +499,6 @@ class GpusPane(ModelPane):
         note = origin_note(model)
         if note:
             lines.append([Segment(fit(note, width), st.dim)])
+        if model.energy is not None:
+            lines.append(energy_segments(model.energy, width, st))
         return lines

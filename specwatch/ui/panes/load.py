@@ -15,6 +15,7 @@ from rich.console import RenderableType
 from rich.style import Style
 from rich.text import Text
 
+from specwatch.core.config_health import config_health, firing, kv_words
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.base import TextPane
 
@@ -99,6 +100,9 @@ def load_lines(model: MonitorModel) -> list[list[Piece]] | None:
     first.append((0, [("  waiting ", "label"), (_num(w.requests_waiting, ".0f"), "value")]))
     first += _peak(model.peak(model.waiting))
     first.append((1, [("  kv ", "label"), (_num(w.kv_cache_usage, ".0f", 100.0, "%"), "value")]))
+    held = kv_words(w)
+    if held is not None:
+        first.append((2, [(f" {held}", "dim")]))
     if w.prefix_cache_hit_rate is not None:
         hit = _num(w.prefix_cache_hit_rate, ".0f", 100.0, "%")
         first.append((2, [("  prefix hit ", "label"), (hit, "value")]))
@@ -113,11 +117,19 @@ def load_lines(model: MonitorModel) -> list[list[Piece]] | None:
             *_finished(w.finished_by_reason),
         ],
     ]
+    found = firing(config_health(model.server, w))
+    if found:  # above the latency rows: a short pane keeps its first lines
+        lines.append(
+            [
+                (i, [(f"{f.text()[0]} ", "warn"), (f"{f.short}  ", "value")])
+                for i, f in enumerate(found)
+            ]
+        )
     for key, label in LATENCY_ROWS:
-        held = model.latency.at(now, key)
-        if held is None or not held[0]:
+        bucket_held = model.latency.at(now, key)
+        if bucket_held is None or not bucket_held[0]:
             continue
-        buckets, age = held
+        buckets, age = bucket_held
         row: list[Piece] = [(0, [(f"{label:<5}", "label")])]
         for i, b in enumerate(buckets):
             row.append((i, [(f" p{b.q * 100:g} ", "dim"), (bucket_words(b), "value")]))
@@ -196,7 +208,7 @@ def load_text(model: MonitorModel, s: dict[str, Style], width: int = 10_000) -> 
             out.append("\n")
         for _, runs in _fit_line(line, width):
             for text, tone in runs:
-                out.append(text, s[tone])
+                out.append(text, s.get(tone, s["value"]))
     return out
 
 
@@ -206,12 +218,18 @@ class LoadPane(TextPane):
     VERSION = "spec_version"
     TITLE = "Server load"
 
-    COMPONENT_CLASSES: ClassVar[set[str]] = {"load--label", "load--value", "load--dim"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "load--label",
+        "load--value",
+        "load--dim",
+        "load--warn",
+    }
 
     DEFAULT_CSS = """
     LoadPane > .load--label { color: $text-muted; }
     LoadPane > .load--value { color: $text; text-style: bold; }
     LoadPane > .load--dim { color: $text-muted; }
+    LoadPane > .load--warn { color: $warning; text-style: bold; }
     """
 
     def render_pane(self) -> RenderableType:

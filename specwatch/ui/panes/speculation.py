@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import ClassVar
 
 from rich.console import RenderableType
@@ -13,6 +14,8 @@ from specwatch.ui.panes.base import TextPane
 from specwatch.ui.renderables.text import sparkline
 
 TREND = 8
+HEAD = 16
+"""Cells of a reading's label and value (``accept len 2.29 ``)."""
 SOURCES_HINT = "m: where each number comes from"
 
 
@@ -49,16 +52,20 @@ def speculation_text(
     life_al = latest.lifetime_accept_length if latest is not None else None
     life_ar = latest.lifetime_acceptance_rate if latest is not None else None
 
-    show_trend = width >= 36
-
     def line(label: str, value: str, age: float | None, trend: str, life: str) -> None:
+        held = "" if age is None else f"  held {age:.0f}s"
+        life_text = f" life {life}"
+        # The age of a held reading is cut last: the trend goes first, then the lifetime value.
+        room = width - HEAD - len(held)
+        show_life = len(life_text) <= room
+        show_trend = show_life and TREND + len(life_text) <= room
         out.append(f"{label:<10}", s["label"])
         out.append(f"{value:>5} ", s["value"] if age is None else s["dim"])
         if show_trend:
             out.append(trend, s["trend"])
-        out.append(f" life {life}", s["dim"])
-        if age is not None:
-            out.append(f"  held {age:.0f}s", s["dim"])
+        if show_life:
+            out.append(life_text, s["dim"])
+        out.append(held, s["dim"])
         out.append("\n")
 
     line(
@@ -88,7 +95,15 @@ def speculation_text(
         out.append("\n")
         src = w or scrape
         note = next(iter(src.notes.values()), None) if src is not None else None
-        out.append(f"note: {note}" if note else SOURCES_HINT, s["dim"])
+        if not note:
+            out.append(SOURCES_HINT, s["dim"])
+            return out
+        # A note too long for the pane goes on over the rows below rather than being cut.
+        rows = textwrap.wrap(f"note: {note}", max(width, 1), break_long_words=False)
+        shown = rows[: max(height - 3, 1)]
+        if len(shown) < len(rows):
+            shown[-1] = shown[-1][: max(width - 1, 0)] + "…"
+        out.append("\n".join(shown), s["dim"])
     return out
 
 

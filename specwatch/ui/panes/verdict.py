@@ -15,7 +15,7 @@ from rich.text import Text
 
 from specwatch.session.live_verdict import CURRENT_S
 from specwatch.ui.panes.base import ModelPane
-from specwatch.ui.panes.status import parts_line
+from specwatch.ui.panes.status import SEP, fit_parts, parts_line
 
 if TYPE_CHECKING:
     from specwatch.core.judge import Figures
@@ -64,8 +64,10 @@ def outcome_words(outcome: Outcome, noise: float | None, term: str = "SM clock")
     return outcome.wording
 
 
-def verdict_parts(state: LiveVerdictState) -> list[tuple[int, str, str]]:
-    """``(priority, text, tone)`` in display order; lower priority is kept longer."""
+def verdict_parts(state: LiveVerdictState, short: bool = False) -> list[tuple[int, str, str]]:
+    """``(priority, text, tone)`` in display order; lower priority is kept longer. ``short``
+    words the verdict by its head alone (``not explained by GPU state``), without the advice
+    after the colon."""
     if state.judgement is None or state.current is None:
         text = f"verdict: {state.detail or state.phase}"
         parts = [(0, text, "dim")]
@@ -77,6 +79,8 @@ def verdict_parts(state: LiveVerdictState) -> list[tuple[int, str, str]]:
     ref = state.reference.figures
     outcome: Outcome = j.outcome
     words = outcome_words(outcome, j.noise, j.term)
+    if short:
+        words = words.split(":", 1)[0]
     parts = [(0, f" {words} ", TONES.get(outcome.name, "text"))]
     tok = _pair(ref.mean_tok_s, cur.mean_tok_s, ".0f")
     if tok is not None:
@@ -103,8 +107,16 @@ def verdict_parts(state: LiveVerdictState) -> list[tuple[int, str, str]]:
 
 
 def verdict_text(state: LiveVerdictState, s: dict[str, Style], width: int = 10_000) -> Text:
-    """The line, dropping the least important parts until it fits ``width`` (pure)."""
-    return parts_line(verdict_parts(state), s, width)
+    """The line, dropping the least important parts until it fits ``width`` (pure).
+
+    Where the whole wording leaves no room for the tok/s figures behind it, the verdict is
+    worded by its head alone: the figures say more than the advice after the colon.
+    """
+    parts = verdict_parts(state)
+    kept = fit_parts(parts, width, len(SEP))
+    if any(p[0] == 1 for p in parts) and not any(p[0] == 1 for p in kept):
+        parts = verdict_parts(state, short=True)
+    return parts_line(parts, s, width)
 
 
 class VerdictLine(ModelPane):

@@ -88,7 +88,8 @@ def verify_text(
     windows (a window in which no verify step finished keeps them; a longer gap holds them,
     dimmed, with their age), so they hold still while they are read. A line too wide for the
     pane is abbreviated so its values stay visible; with fewer than four rows the plain line
-    gives way, so the verdict is never the line that is cut off.
+    gives way, so the verdict is never the line that is cut off. On a server that does not
+    speculate the step shown is the plain step, and the plain line says so.
     """
     out = Text(no_wrap=True, overflow="ellipsis")
     w = model.window
@@ -101,6 +102,9 @@ def verify_text(
         return out
     step = model.steady["step_latency_s"].at(model.now)
     accept = model.steady["accept_length"].at(model.now)
+    info = model.server
+    if info is not None and info.spec.enabled is False and step.value is not None:
+        return _plain_server(out, s, width, height, w, step)
     for piece, key in _fitting(width, _step_line(w, step, False), _step_line(w, step, True)):
         out.append(piece, s[key])
     step_ms = None if step.value is None else step.value * 1000
@@ -138,6 +142,25 @@ def verify_text(
     out.append(text, tone)
     if judged.plain_ms_per_token is not None and model.baseline_source:
         out.append(f"  (plain: {model.baseline_source})", s["dim"])
+    return out
+
+
+def _plain_server(
+    out: Text, s: dict[str, Style], width: int, height: int, w: MetricsWindow, step: Steady
+) -> Text:
+    """A server that does not speculate: its step is the plain step, one token a request."""
+    for piece, key in _fitting(width, _step_line(w, step, False), _step_line(w, step, True)):
+        out.append(piece, s[key])
+    ms = _ms(step.value)
+    out.append("\ntok/step ", s["label"])
+    out.append("1", s["value"])
+    out.append(" (no drafts)", s["dim"])
+    if height >= 4:
+        out.append("\nplain ", s["label"])
+        out.append(f"{ms} ms/tok", s["value"] if step.age_s is None else s["dim"])
+        out.append("  the step above", s["dim"])
+    out.append("\nspeculation off: ", s["dim"])
+    out.append(f"--baseline-itl {ms} for a speculating run", s["dim"])
     return out
 
 

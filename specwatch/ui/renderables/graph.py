@@ -49,9 +49,25 @@ class GraphMark:
     label: str
 
 
-LABEL_ORDER = {"bench": 0, "restart": 1, "lost": 1, "loading": 2, "down": 2, "warmup": 3}
+LABEL_ORDER = {
+    "bench": 0,
+    "profile": 0,
+    "restart": 1,
+    "lost": 1,
+    "loading": 2,
+    "down": 2,
+    "warmup": 3,
+}
 """Which labels claim room on the mark row first."""
-MARK_GLYPH = {"loading": "╌", "down": "┄", "warmup": "·", "bench": "━", "restart": "│", "lost": "│"}
+MARK_GLYPH = {
+    "loading": "╌",
+    "down": "┄",
+    "warmup": "·",
+    "bench": "━",
+    "profile": "┅",
+    "restart": "│",
+    "lost": "│",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +81,7 @@ class MarkStyles:
 
     def of(self, kind: str | None) -> Style:
         """The style of a mark kind (``None``: an empty cell)."""
-        if kind == "bench":
+        if kind in ("bench", "profile"):
             return self.bench
         if kind in ("restart", "lost"):
             return self.alert

