@@ -135,6 +135,13 @@ def _gpu_sample(i: int, t: float, heat: float, load: float, rng: random.Random) 
     )
 
 
+_TTFT_SHARES = ((0.06, 0.5), (0.1, 0.9), (0.25, 0.99), (0.75, 0.995), (2.5, 1.0), (math.inf, 1.0))
+_TPOT_SHARES = ((0.01, 0.5), (0.025, 0.97), (0.05, 0.985), (0.075, 1.0), (math.inf, 1.0))
+SCENE_CDF = {
+    # 0.8 requests a window; the TTFT objective (1 s) falls between two bounds: shown as a range
+    "ttft": tuple((le, 0.8 * f) for le, f in _TTFT_SHARES),
+    "tpot": tuple((le, 0.8 * f) for le, f in _TPOT_SHARES),
+}
 SCENE_LATENCY = {
     "ttft": (
         LatencyBucket(0.5, 0.04, 0.06),
@@ -223,6 +230,7 @@ def build_scene(
                 kv_cache_usage=0.42,
                 prefix_cache_hit_rate=0.31,
                 latency_buckets=SCENE_LATENCY,
+                latency_cdf=SCENE_CDF,
                 sources={
                     "accept_length": "Δsglang:spec_accept_length (gauge, mean over window)",
                     "draft_acceptance_rate": "(accept_length − 1) / num_steps",

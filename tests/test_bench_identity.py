@@ -42,7 +42,7 @@ def test_bench_records_the_commit_and_no_secret(tmp_path_factory: pytest.TempPat
     assert f"commit {commit[:10]} (uncommitted changes)" in out.getvalue()
     [path] = list(Path(out_dir).glob("*.json"))
     raw = read_snapshot(path)
-    assert raw["schema_version"] == 4
+    assert raw["schema_version"] == 5
     process = raw["server"]["process"]
     assert process["pid"] == proc.pid
     assert process["checkout"]["commit"] == commit and process["checkout"]["dirty"] is True

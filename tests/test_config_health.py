@@ -115,7 +115,7 @@ def _levels(doc: dict[str, Any]) -> dict[str, str]:
 @pytest.mark.parametrize("dialect", ["vllm", "sglang"])
 async def test_the_simulator_fires_each_rule_on_its_scenario(dialect: str) -> None:
     healthy = await _passive_probe(dialect, background_concurrency=2)
-    assert healthy["schema_version"] == 5
+    assert healthy["schema_version"] == 6
     assert healthy["metrics"]["kv_capacity_tokens"] == pytest.approx(500_000, rel=0.01)
     assert _levels(healthy)["queue"] == "clear" and _levels(healthy)["kv_pressure"] == "clear"
     # tight KV, one running slot, many users, prefix caching off: pressure, backlog, off

@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 from specwatch.core.acceptance import HISTOGRAM_KEYS, drafts_histogram
+from specwatch.core.goodput import tpot_of
 from specwatch.core.gpu import GpuTick
 from specwatch.core.server import StreamResult
 from specwatch.core.snapshot_records import Overall, RunResult, SeriesGpu, SeriesPoint
@@ -97,6 +98,8 @@ def combine_streams(
         server_stats=_run_stats(results),
         error="; ".join(errors) if errors else None,
         notes=dict(first.notes),
+        stream_ttft_s=tuple(r.ttft_s for r in results),
+        stream_tpot_s=tuple(tpot_of(r.completion_tokens, r.decode_s) for r in results),
     )
 
 

@@ -63,6 +63,7 @@ def results_lines(result: BenchResult) -> list[str]:
     lines.append(f"  Decode (without TTFT): {_fmt_summary(o.decode_tok_s, ' tok/s')}")
     # Latencies are skewed and positive: a symmetric t interval would reach below zero.
     lines.append(f"  TTFT: {_fmt_summary(o.ttft_s, ' ms', 1000.0, '.0f', ci=False)}")
+    lines.append(f"  Goodput: {result.goodput.words()}")
     step = _fmt_summary(o.step_latency_s, " ms", 1000.0, ".2f", ci=False)
     lines.append(f"  Step latency: {step}")
     if o.tokens_per_step.mean is not None:

@@ -12,7 +12,9 @@ Schema versions: 1, then 2 (a GPU summary's ``sm_clock_max_mhz``, the board's ma
 ``board_max_sm_clock_mhz``), then 3 (``server.process``: the server process's code identity, or
 ``null`` and ``server.process_note``; ``runs[].load`` and the overall ``running_requests`` and
 ``prompt_tok_s``, from the server's counters around each run), then 4 (``host_cpu`` and
-``runs[].host_cpu``: this host's CPU during the runs, ``specwatch.core.host``). Every change to
+``runs[].host_cpu``: this host's CPU during the runs, ``specwatch.core.host``), then 5
+(``config.slo_ttft_s`` and ``slo_tpot_s``, goodput's objectives, and ``runs[].stream_ttft_s`` /
+``stream_tpot_s``, each request's figures, so goodput is counted per request). Every change to
 what a snapshot holds bumps ``SCHEMA_VERSION``; older versions keep being read. Building a
 snapshot from a benchmark's result is :mod:`specwatch.bench.snapshot_build`.
 No API key ever lands in a snapshot: the command line is stripped of ``--api-key`` and every

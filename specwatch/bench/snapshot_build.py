@@ -35,7 +35,7 @@ from specwatch.core.snapshot_records import (
 )
 from specwatch.core.values import to_jsonable
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The version new snapshots are written with (see ``snapshot.schema.json``)."""
 
 

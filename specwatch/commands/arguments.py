@@ -37,6 +37,8 @@ SHARED_HELP = {
     "--max-tokens": "tokens to generate per request",
     "--out": "directory the files go into (bench: snapshots; profile: profiles, SGLang's traces)",
     "--record": "also record the session into FILE (replay it with: specwatch replay FILE)",
+    "--slo-ttft": "goodput's objective for the time to first token, ms (0: none)",
+    "--slo-tpot": "goodput's objective for the time per output token after the first, ms (0: none)",
 }
 """One wording per concept: every command taking one of these options says it in these words,
 then ``(default: X)`` where it has one (``tests/test_cli_wording.py``)."""
@@ -179,6 +181,23 @@ class ArgumentHolder(Protocol):
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
         """As :meth:`argparse.ArgumentParser.add_argument`."""
         ...
+
+
+SLO_DEFAULTS_MS = {"--slo-ttft": 1000, "--slo-tpot": 50}
+"""vllmstat's goodput objectives (``specwatch.core.goodput.DEFAULT_SLO``, in ms)."""
+
+
+def add_slo_arguments(p: ArgumentHolder) -> None:
+    """``--slo-ttft MS`` and ``--slo-tpot MS``: goodput's objectives (``None`` when not given,
+    so the config file can set them; the defaults are :data:`SLO_DEFAULTS_MS`)."""
+    for option, default in SLO_DEFAULTS_MS.items():
+        p.add_argument(
+            option,
+            type=float,
+            default=None,
+            metavar="MS",
+            help=shared_help(option, default),
+        )
 
 
 def add_api_key(p: ArgumentHolder) -> None:

@@ -22,6 +22,7 @@ from specwatch.commands.arguments import (
     add_dcgm_argument,
     add_fleet_arguments,
     add_server_arguments,
+    add_slo_arguments,
     concurrencies,
     count,
     positive,
@@ -89,6 +90,7 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
         " memory clock goes to its default",
     )
     p.add_argument("--label", default=None, help="a name for this benchmark (in the file name)")
+    add_slo_arguments(p)
     p.add_argument(
         "-c",
         "--concurrency",
@@ -339,6 +341,7 @@ def run_bench(
     """
     import dataclasses
 
+    from specwatch.core.goodput import slo_from_ms
     from specwatch.core.snapshot_records import BenchConfig
 
     # sys.stdout is None when the process started with its stdout closed (``>&-``)
@@ -349,6 +352,7 @@ def run_bench(
     if len(levels) > 1 and args.json:
         print("specwatch bench: --json prints one snapshot: give one concurrency", file=err)
         return EXIT_USAGE
+    slo = slo_from_ms(getattr(args, "slo_ttft", None), getattr(args, "slo_tpot", None))
     config = BenchConfig(
         runs=args.runs,
         warmup=args.warmup,
@@ -361,6 +365,8 @@ def run_bench(
         steady=args.steady,
         steady_limit_s=args.steady_limit,
         steady_window_s=args.steady_window,
+        slo_ttft_s=slo.ttft_s,
+        slo_tpot_s=slo.tpot_s,
     )
 
     if isinstance(args.url, list):  # repeatable for a fleet; a benchmark takes one server

@@ -12,6 +12,7 @@ from specwatch.commands.arguments import (
     add_dcgm_argument,
     add_fleet_arguments,
     add_server_arguments,
+    add_slo_arguments,
     say_error,
     shared_help,
 )
@@ -66,6 +67,7 @@ def add_probe_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="fleet: also stream one completion per server (default: passive, none sent)",
     )
+    add_slo_arguments(p)
     add_fleet_arguments(p)
     add_dcgm_argument(p)
 
@@ -120,6 +122,10 @@ def run_probe(args: argparse.Namespace) -> int:
         print("specwatch probe: --deadline must be positive", file=sys.stderr)
         return EXIT_USAGE
 
+    from specwatch.core.goodput import slo_from_ms
+
+    slo = slo_from_ms(getattr(args, "slo_ttft", None), getattr(args, "slo_tpot", None))
+
     def status(line: str) -> None:
         say_error("specwatch probe", line)
 
@@ -140,11 +146,11 @@ def run_probe(args: argparse.Namespace) -> int:
     if args.json:
         from specwatch.session.verdict_report import probe_verdict_json
 
-        doc = probe_to_dict(result, probe_verdict_json(result))
+        doc = probe_to_dict(result, probe_verdict_json(result), slo)
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
         sys.stdout.write("\n")
     else:
-        print(render_text(result))
+        print(render_text(result, slo))
     if result.error and not args.json:
         say_error("specwatch probe", result.error)
     return result.exit_code

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from specwatch.core.config_health import config_health, kv_words
+from specwatch.core.goodput import DEFAULT_SLO, Slo, histogram_goodput
 from specwatch.core.gpu import GpuInventory
 from specwatch.core.gpu_rules import short_names
 from specwatch.core.sanitize import sanitize_line
@@ -21,7 +22,7 @@ def _f(value: float | None, fmt: str, scale: float = 1.0, unit: str = "") -> str
     return f"{value * scale:{fmt}}{unit}"
 
 
-def render_text(result: ProbeResult) -> str:
+def render_text(result: ProbeResult, slo: Slo = DEFAULT_SLO) -> str:
     """A short human-readable report."""
     lines = [f"specwatch probe  {result.base_url}"]
     info = result.info
@@ -96,6 +97,8 @@ def render_text(result: ProbeResult) -> str:
         for finding in config_health(info, window):
             if finding.fires:
                 lines.append(f"  health   {finding.text()}")
+        if window.latency_cdf:
+            lines.append(f"  goodput  {histogram_goodput(window.latency_cdf, slo).words()}")
     inventory = result.inventory
     if inventory is None:
         lines.append("  gpus     not read")

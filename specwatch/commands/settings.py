@@ -10,6 +10,8 @@ The config file is read, never written. It may set::
     reference = "before.json"       # the live verdict's reference snapshot (--reference)
     interval = 1.0                  # seconds between GPU samples (-i/--interval)
     metrics_interval = 1.0          # seconds between /metrics scrapes
+    slo_ttft = 1000                 # goodput: ms to the first token (--slo-ttft; 0: none)
+    slo_tpot = 50                   # goodput: ms per output token after the first (--slo-tpot)
 
 Each key is a field of :class:`Config` whose metadata names the reader that checks its value, so
 one loader reads the file. Without a server on the command line (nor ``--demo`` or
@@ -73,6 +75,13 @@ def _seconds(key: str, value: object, base: Path) -> float:
     return seconds
 
 
+def _slo_ms(key: str, value: object, base: Path) -> float:
+    ms = _number(value)
+    if ms is None or ms < 0:
+        raise ValueError(f"{key} must be a number of ms (0: no objective), not {value!r}")
+    return ms
+
+
 def _baseline(key: str, value: object, base: Path) -> float | Path:
     if isinstance(value, str):
         return _file(key, value, base)
@@ -95,6 +104,9 @@ class Config:
     reference: Path | None = field(default=None, metadata={"read": _file})
     interval: float | None = field(default=None, metadata={"read": _seconds})
     metrics_interval: float | None = field(default=None, metadata={"read": _seconds})
+    slo_ttft: float | None = field(default=None, metadata={"read": _slo_ms})
+    slo_tpot: float | None = field(default=None, metadata={"read": _slo_ms})
+    """Goodput's objectives, ms (the command line's ``--slo-ttft`` / ``--slo-tpot`` win)."""
     path: Path | None = None
     """The file read (``None``: there was none)."""
 
@@ -218,6 +230,9 @@ def settle(
     if command not in CONFIG_COMMANDS:
         return args
     config = load_config(env) if config is None else config
+    for key in ("slo_ttft", "slo_tpot"):
+        if hasattr(args, key) and getattr(args, key) is None:
+            setattr(args, key, getattr(config, key))
     if command in URL_COMMANDS:
         urls, args.url_source = _urls(args, env, config)
         args.url = (urls[0] if urls else None) if command == "record" else urls

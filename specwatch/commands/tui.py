@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from specwatch.commands.arguments import (
     add_api_key,
+    add_slo_arguments,
     add_source_arguments,
     interval,
     positive,
@@ -128,6 +129,7 @@ def add_tui_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="decode steps the P key profiles (default: 20)",
     )
+    add_slo_arguments(g)
     g.add_argument(
         "--window",
         choices=tuple(WINDOWS),
@@ -264,10 +266,12 @@ def build_settings(
     sweep: Sweep | None = None,
 ) -> AppSettings:
     """The app's settings from the command line."""
+    from specwatch.core.goodput import slo_from_ms
     from specwatch.ui.settings import AppSettings
 
     fill_defaults(args)
     return AppSettings(
+        slo=slo_from_ms(getattr(args, "slo_ttft", None), getattr(args, "slo_tpot", None)),
         sweep=sweep,
         theme=args.theme,
         window=args.window,

@@ -376,6 +376,7 @@ def result_rows(a: Snapshot, b: Snapshot, beyond_noise: bool) -> list[Row]:
     row("tokens per step", "tokens_per_step", 1.0, ".2f", "", False)
     row("accept length", "accept_length", 1.0, ".2f", "", True)
     row("tokens per run", "completion_tokens", 1.0, ".0f", "", False)
+    rows.extend(goodput_rows(a, b))
     for name, key, spec in (
         ("running requests (mean)", "running_requests", ".1f"),
         ("prompt tok/s (server)", "prompt_tok_s", ".0f"),
@@ -386,6 +387,23 @@ def result_rows(a: Snapshot, b: Snapshot, beyond_noise: bool) -> list[Row]:
         ta, tb = _fmt(va, spec), _fmt(vb, spec)
         rows.append(Row("load", name, ta, tb, ta != tb and _apart(va, vb), True, va, vb))
     return rows
+
+
+def goodput_rows(a: Snapshot, b: Snapshot) -> list[Row]:
+    """Goodput, each side against the SLO it was run with (named when the two differ); none
+    when neither snapshot kept per-request figures (schema 5)."""
+    ga, gb = a.goodput, b.goodput
+    if ga is None and gb is None:
+        return []
+    va = None if ga is None else ga.share()
+    vb = None if gb is None else gb.share()
+    words = {g.slo.words() for g in (ga, gb) if g is not None}
+    name = f"goodput ({words.pop()})" if len(words) == 1 else "goodput (each side's SLO)"
+    sa, sb = (
+        _fmt(None if va is None else va * 100, ".1f", "%"),
+        _fmt(None if vb is None else vb * 100, ".1f", "%"),
+    )
+    return [Row("result", name, sa, sb, sa != sb and _apart(va, vb, abs_tol=0.02), False, va, vb)]
 
 
 def code_rows(a: Snapshot, b: Snapshot) -> list[Row]:

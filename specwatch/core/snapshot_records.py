@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from specwatch.core import identity as identity_json
+from specwatch.core.goodput import DEFAULT_SLO, RequestGoodput, Slo, request_goodput
 from specwatch.core.gpu import GpuInventory, GpuStatic
 from specwatch.core.gpu_summary import GpuRunSummary
 from specwatch.core.host import HostSpan, combine_spans
@@ -32,6 +33,18 @@ from specwatch.core.server import ServerInfo, SpecConfig
 from specwatch.core.stats import Summary, summarize
 from specwatch.core.steady import WINDOW_S, Steadiness
 from specwatch.core.values import from_plain, to_jsonable
+
+
+def runs_goodput(runs: Iterable[RunResult], slo: Slo) -> RequestGoodput:
+    """Goodput over every stream of ``runs`` (each stream is one request)."""
+    return request_goodput(
+        (pair for r in runs for pair in zip(r.stream_ttft_s, r.stream_tpot_s, strict=False)), slo
+    )
+
+
+def _slo_s(v: object) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else None
+
 
 NO_FIGURE = summarize([])
 """A figure over no runs (mean ``None``)."""
@@ -65,6 +78,15 @@ class BenchConfig:
     """The longest ``steady`` waits before measuring anyway."""
     steady_window_s: float = WINDOW_S
     """The window over which the steady-state slopes are taken."""
+    slo_ttft_s: float | None = 1.0
+    """Goodput's objective for the time to first token (``None``: none; schema 5)."""
+    slo_tpot_s: float | None = 0.05
+    """Goodput's objective for the time per output token after the first (``None``: none)."""
+
+    @property
+    def slo(self) -> Slo:
+        """The goodput objectives the benchmark is judged against."""
+        return Slo(self.slo_ttft_s, self.slo_tpot_s)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,6 +141,10 @@ class RunResult:
     """The server's load during the run (``specwatch.core.load``); set when it is snapshotted."""
     host_cpu: HostSpan | None = None
     """This host's CPU during the run (``specwatch.core.host``; schema 4)."""
+    stream_ttft_s: tuple[float | None, ...] = ()
+    """Each stream's time to first token, in stream order (schema 5: goodput per request)."""
+    stream_tpot_s: tuple[float | None, ...] = ()
+    """Each stream's time per output token after the first (``None``: a one-token stream)."""
 
     def progress_line(self, total: int) -> str:
         """``Run 1/5: 2048 tokens in 24.85s = 82.4 tok/s (prompt: 32 toks)``, as in the story."""
@@ -206,6 +232,11 @@ class BenchResult:
     def host_cpu(self) -> HostSpan | None:
         """This host's CPU over the measured runs (``None``: not read)."""
         return combine_spans([r.host_cpu for r in self.runs if r.host_cpu is not None])
+
+    @property
+    def goodput(self) -> RequestGoodput:
+        """Share of the measured runs' requests within the configured SLO."""
+        return runs_goodput(self.runs, self.config.slo)
 
     @property
     def ok(self) -> bool:
@@ -339,6 +370,18 @@ class Snapshot:
     """The steady-state gate (``None``: not recorded, older snapshots)."""
     host_cpu: HostSpan | None = None
     """This host's CPU over the measured runs (schema 4; ``None``: not read, older snapshots)."""
+
+    @property
+    def goodput(self) -> RequestGoodput | None:
+        """Share of the runs' requests within the SLO the benchmark was run with (``None``:
+        a snapshot from before schema 5, which kept no per-request figures)."""
+        if not any(r.stream_ttft_s for r in self.runs):
+            return None
+        slo = Slo(
+            _slo_s(self.config.get("slo_ttft_s", DEFAULT_SLO.ttft_s)),
+            _slo_s(self.config.get("slo_tpot_s", DEFAULT_SLO.tpot_s)),
+        )
+        return runs_goodput(self.runs, slo)
 
     @property
     def run_tok_s(self) -> list[float]:

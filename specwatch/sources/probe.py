@@ -16,6 +16,7 @@ from typing import Any
 
 from specwatch import __version__
 from specwatch.core.config_health import config_health, health_json
+from specwatch.core.goodput import DEFAULT_SLO, Slo, histogram_goodput
 from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.core.host import HostSpan
 from specwatch.core.identity import ServerIdentity
@@ -37,13 +38,14 @@ DEFAULT_PROMPT = (
     "with a short example in Python."
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Version of the JSON document: 2 added ``schema_version`` and one GPU entry shape for NVML
 and dcgm-exporter (``node``, ``source``, every key present, nulls explained in ``missing``);
 3 added ``verdict``, the live verdict the probe's readings give; 4 added ``host`` (this
 host's CPU over the stream or the passive window) and each GPU's ``dram_active`` and
 ``tensor_active``; 5 added ``health``, the configuration rules on the metrics window
-(``metrics`` gained ``kv_capacity_tokens``, ``finished_in_window`` and ``latency_cdf``)."""
+(``metrics`` gained ``kv_capacity_tokens``, ``finished_in_window`` and ``latency_cdf``); 6
+added ``goodput``, the share of the window's requests within ``--slo-ttft`` / ``--slo-tpot``."""
 
 EXIT_OK = 0
 EXIT_UNREACHABLE = 1
@@ -328,13 +330,16 @@ def _window_dict(window: MetricsWindow | None) -> dict[str, Any] | None:
     return plain
 
 
-def probe_to_dict(result: ProbeResult, verdict: dict[str, Any] | None = None) -> dict[str, Any]:
+def probe_to_dict(
+    result: ProbeResult, verdict: dict[str, Any] | None = None, slo: Slo = DEFAULT_SLO
+) -> dict[str, Any]:
     """The JSON document of a probe (``null`` values carry a reason nearby).
 
     Args:
         result: What the probe found.
         verdict: The live verdict of the probe's readings, as JSON
             (:func:`specwatch.session.verdict_report.probe_verdict_json`; the CLI gives it).
+        slo: Goodput's objectives (``--slo-ttft`` / ``--slo-tpot``).
     """
     info = result.info
     server: dict[str, Any] | None = None
@@ -371,6 +376,11 @@ def probe_to_dict(result: ProbeResult, verdict: dict[str, Any] | None = None) ->
         "verdict": verdict,
         "health": (
             None if result.window is None else health_json(config_health(info, result.window))
+        ),
+        "goodput": (
+            None
+            if result.window is None
+            else histogram_goodput(result.window.latency_cdf, slo).to_json()
         ),
     }
 

@@ -140,6 +140,7 @@ class SpecwatchApp(App[int]):
         *(Binding(key, f"listed({action!r})", words) for key, action, words in MORE_KEYS),
         *(Binding(key, action, words, show=False) for key, action, words in MORE_KEYS),
         Binding("P", "profile", "Profile", show=False),
+        Binding("z", "reset_session", "Reset", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("f1", "help", "Help", show=False),
         Binding("q", "quit", "Quit"),
@@ -170,6 +171,7 @@ class SpecwatchApp(App[int]):
             self.theme = self.theme_names[0]
         self.model = model or MonitorModel(self.settings.baseline_ms, self.settings.baseline_source)
         self.model.interval_s = self.settings.interval_s
+        self.model.slo = self.settings.slo
         self.model.show_overhead = self.settings.show_overhead
         self.session = session
         if session is not None:
@@ -508,6 +510,12 @@ class SpecwatchApp(App[int]):
         rate = self.rate_pane
         keys = list(WINDOWS)
         rate.window = keys[(keys.index(rate.window) + 1) % len(keys)]
+
+    def action_reset_session(self) -> None:
+        """Count the session figures (busy/idle, requests, goodput) from now."""
+        self.model.reset_session()
+        self.notify("session figures reset: counting from now", timeout=3)
+        self.redraw()
 
     def action_help(self) -> None:
         """Keys and the clock-event legend."""

@@ -27,6 +27,7 @@ KEYS: Rows = (
     ("r", "mark the reference: the live verdict judges against the last 30 s from now on"),
     ("m", "metric sources: where each number comes from, and the formulas"),
     ("a", "draft advisor: which draft length pays at which batch, with intervals"),
+    ("z", "reset the session figures (goodput, busy/idle, requests): count from now"),
     ("s", "save an SVG screenshot (~/.local/share/specwatch/screenshots, or --screenshot-dir)"),
     ("? / F1", "this help"),
     ("ctrl+p", "command palette (compare snapshots, next theme…)"),
@@ -102,6 +103,15 @@ PANE_WORDS: Rows = (
     ("running/waiting", "requests being decoded / queued; max: the most over the graph's window"),
     ("max ctx", "largest request since start, prompt + generated tokens (≤: a histogram bound)"),
     ("kv / prefix hit", "KV-cache use / prefix-cache hit rate"),
+    (
+        "goodput",
+        "share of requests within --slo-ttft / --slo-tpot since start or z (97–99%: "
+        "the SLO falls inside a histogram bucket)",
+    ),
+    (
+        "session",
+        "since start or z: busy/idle time, requests finished, tokens per request, tok/s while busy",
+    ),
     ("prompt / gen", "prompt (prefill) and generated tokens per second; req/s: finished requests"),
     ("TTFT / TPOT", "time to first token / time per output token"),
     ("e2e", "whole request, end to end"),

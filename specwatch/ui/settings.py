@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from specwatch.core.goodput import DEFAULT_SLO, Slo
+
 if TYPE_CHECKING:
     from specwatch.core.draft_sweep import Sweep
 
@@ -41,9 +43,11 @@ class AppSettings:
     bench_config: object | None = None
     """A ``specwatch.bench.runner.BenchConfig`` for the ``b`` key; ``None``: bench defaults."""
     sweep: Sweep | None = None
+    """``--sweep``'s snapshots: the advisor view (``a``) shows them beside its prediction."""
     profile_steps: int = 20
     """Decode steps the ``P`` key asks the server's profiler for (``--profile-steps``)."""
-    """``--sweep``'s snapshots: the advisor view (``a``) shows them beside its prediction."""
+    slo: Slo = DEFAULT_SLO
+    """Goodput's objectives (``--slo-ttft`` / ``--slo-tpot``, or the config file)."""
 
 
 def default_screenshot_dir() -> Path:

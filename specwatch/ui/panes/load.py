@@ -16,6 +16,7 @@ from rich.style import Style
 from rich.text import Text
 
 from specwatch.core.config_health import config_health, firing, kv_words
+from specwatch.core.session_figures import span_words
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.base import TextPane
 
@@ -136,7 +137,29 @@ def load_lines(model: MonitorModel) -> list[list[Piece]] | None:
         if age >= HELD_AFTER_S:
             row.append((3, [(f"  {age:.0f}s ago", "dim")]))
         lines.append(row)
+    lines.extend(_session_lines(model))
     lines.extend(_where_and_shape(model, now, w.largest_context))
+    return lines
+
+
+def _session_lines(model: MonitorModel) -> list[list[Piece]]:
+    """Goodput against the SLO and the session's busy/idle split, requests and tokens, since
+    the monitor started or the ``z`` key reset them."""
+    summary = model.session_summary()
+    lines: list[list[Piece]] = []
+    good = summary.goodput
+    if good.ttft is not None or good.tpot is not None:
+        row: list[Piece] = [(0, [("goodput ", "label")])]
+        row += [(i, [(f"{part}  ", "value")]) for i, part in enumerate(good.parts())]
+        lines.append(row)
+    elapsed = model.now - summary.since
+    if elapsed > 0 and summary.busy_s + summary.idle_s > 0:
+        head: Piece = (0, [("session ", "label"), (f"{span_words(elapsed)}  ", "dim")])
+        parts = summary.parts()
+        # the busy/idle split gives way before the requests and the rates
+        order = [1, len(parts), *range(2, len(parts))][: len(parts)]
+        body = [(order[i], [(f"{part}  ", "value")]) for i, part in enumerate(parts)]
+        lines.append([head, *body])
     return lines
 
 
