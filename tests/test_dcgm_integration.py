@@ -211,7 +211,8 @@ def test_bench_records_remote_gpus_and_compare_judges_them(
         assert runs and all(len(r["gpus"]) == 2 for r in runs)
         assert all(g["sm_clock_mean_mhz"] > 0 and g["samples"] for r in runs for g in r["gpus"])
     # The same GPUs both times: the GPU state is known, so the verdict is not "unknown" (5).
-    assert main(["compare", str(paths[0]), str(paths[1])]) in (0, 3, 4)
+    # (9, host CPU contention, is what a loaded CI machine may rightly get.)
+    assert main(["compare", str(paths[0]), str(paths[1])]) in (0, 3, 4, 9)
 
 
 def test_bench_refuses_dcgm_with_no_gpu(capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from specwatch.commands.record import run_export
 from specwatch.core.energy import PowerLog
+from specwatch.core.goodput import DEFAULT_SLO, histogram_goodput
 from specwatch.core.outcomes import CAUSES
 from specwatch.core.snapshot_records import BenchConfig
 from specwatch.record import Recorder
@@ -28,7 +29,9 @@ from tests.sim_testing import FAST
 
 def _export(path: Path) -> list[dict[str, str]]:
     out = io.StringIO()
-    args = argparse.Namespace(file=path, csv=True, json=False, start=None, end=None)
+    args = argparse.Namespace(
+        file=path, csv=True, json=False, start=None, end=None, slo_ttft=None, slo_tpot=None
+    )
     assert run_export(args, out=out, err=io.StringIO()) == 0
     return list(csv.DictReader(io.StringIO(out.getvalue())))
 
@@ -116,3 +119,15 @@ async def test_a_recording_exports_its_verdict_changes_benchmark_runs_and_positi
     ]
     watts = [float(v) for v in of("energy", "gpu_power_w")]
     assert min(summed) * 0.5 <= sum(watts) / len(watts) <= max(summed) * 1.5
+    # Goodput: each window with finished requests, against the default SLO, as the load pane
+    # reads it from the same buckets.
+    cdfs = [e.window.latency_cdf for e in seen.of(MetricsScraped) if e.window.latency_cdf]
+    assert cdfs
+    shares = [histogram_goodput(c, DEFAULT_SLO).ttft for c in cdfs]
+    assert [float(v) for v in of("goodput", "ttft_share_low")] == [
+        s.low for s in shares if s is not None
+    ]
+    assert [float(v) for v in of("goodput", "ttft_requests")] == [
+        s.requests for s in shares if s is not None
+    ]
+    assert set(of("goodput", "ttft_slo_s")) == {"1.0"}

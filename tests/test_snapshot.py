@@ -45,7 +45,7 @@ def test_round_trip_through_the_schema(tmp_path: Path) -> None:
     assert path.name == "specwatch-20261129T194500Z-old-commit-bba2fc4.json"
     back = read_snapshot(path)
     assert back == orjson.loads(orjson.dumps(snap))
-    assert back["schema_version"] == SCHEMA_VERSION == 4
+    assert back["schema_version"] == SCHEMA_VERSION == 5
     assert back["tool"]["name"] == "specwatch"
     assert back["created"] == "2026-11-29T19:45:00Z"
     assert back["host"] == "gpu-box"

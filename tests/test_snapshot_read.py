@@ -64,7 +64,7 @@ def test_every_version_compares_against_the_newest(tmp_path: Path) -> None:
 def test_new_snapshots_name_the_board_maximum_and_bump_the_version(tmp_path: Path) -> None:
     path = write_snapshot(build_snapshot(synthetic_result(STORY_AFTER)), tmp_path)
     raw = read_snapshot(path)
-    assert raw["schema_version"] == SCHEMA_VERSION == 4
+    assert raw["schema_version"] == SCHEMA_VERSION == 5
     gpu = raw["overall"]["gpus"][0]
     assert gpu["board_max_sm_clock_mhz"] == 1980 and "sm_clock_max_mhz" not in gpu
     assert load_snapshot(path).overall_gpus[0].board_max_sm_clock_mhz == 1980
@@ -173,7 +173,7 @@ def test_a_directory_and_an_empty_file_are_one_line_each(tmp_path: Path) -> None
 
 def test_a_version_3_snapshot_must_say_whether_it_knows_the_process() -> None:
     d = build_snapshot(synthetic_result(STORY_AFTER))
-    assert d["schema_version"] == 4
+    assert d["schema_version"] == 5
     assert d["server"]["process"] is None and d["server"]["process_note"] == "not collected"
     del d["server"]["process"]
     with pytest.raises(SnapshotError, match="'process' is a required property"):

@@ -14,6 +14,7 @@ from typing import TextIO, cast
 
 from specwatch.commands.arguments import (
     add_server_arguments,
+    add_slo_arguments,
     add_source_arguments,
     duration,
     duration_interval,
@@ -88,6 +89,7 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
         help="ISO 8601 (local zone unless given), -2h before the recording's end, start or end",
     )
     p.add_argument("--to", dest="end", default=None, metavar="T", help="as --from")
+    add_slo_arguments(p)
 
 
 def default_output(now: float | None = None) -> Path:
@@ -203,7 +205,10 @@ def run_export(
         t1 = None if wall1 is None else reader.session_t(wall1)
         written = CountingWriter(out)
         progress = ExportProgress(err, reader, reader.id_span(t0, t1), written)
-        rows = progress.watch(tidy_rows(reader, wall0, wall1))
+        from specwatch.core.goodput import slo_from_ms
+
+        slo = slo_from_ms(getattr(args, "slo_ttft", None), getattr(args, "slo_tpot", None))
+        rows = progress.watch(tidy_rows(reader, wall0, wall1, slo))
         try:
             (write_csv if args.csv else write_json_lines)(rows, cast(TextIO, written))
         except BrokenPipeError:  # `| head`: the reader has all it wants

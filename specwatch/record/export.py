@@ -2,7 +2,8 @@
 
 Streamed row by row, so a day-long recording exports in constant memory. The time is ISO 8601
 with the zone offset; ``source`` is ``gpu``, ``server``, ``energy`` (each window's energy per
-token, as the GPU pane shows it), ``verdict`` or ``bench``; ``subject``
+token, as the GPU pane shows it), ``goodput`` (each window's requests within the SLO),
+``verdict`` or ``bench``; ``subject``
 is the GPU index or the server's address. A list-valued figure (per-position acceptance) is one
 row per element, its field named ``name.position``; a benchmark's runs are rows at each run's
 end, their fields ``run_...`` (docs/record.md lists the fields).
@@ -19,6 +20,7 @@ from typing import TextIO
 import orjson
 
 from specwatch.core.energy import Energy, PowerLog
+from specwatch.core.goodput import DEFAULT_SLO, HistogramGoodput, Slo, histogram_goodput
 from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.core.outcomes import CAUSES
 from specwatch.core.sanitize import sanitize_line
@@ -62,9 +64,13 @@ TEXT_LIMIT = 200
 
 
 def tidy_rows(
-    reader: Reader, wall0: float | None = None, wall1: float | None = None
+    reader: Reader,
+    wall0: float | None = None,
+    wall1: float | None = None,
+    slo: Slo = DEFAULT_SLO,
 ) -> Iterator[Row]:
-    """Rows of the events between Unix seconds ``wall0`` and ``wall1`` (both included)."""
+    """Rows of the events between Unix seconds ``wall0`` and ``wall1`` (both included);
+    goodput rows against ``slo``."""
     servers = _servers(reader)
     t0 = None if wall0 is None else reader.session_t(wall0)
     t1 = None if wall1 is None else reader.session_t(wall1)
@@ -87,6 +93,8 @@ def tidy_rows(
             yield from _energy_rows(
                 when, server, power.energy(e.window, None, spec.get(rec.server))
             )
+            if e.window.latency_cdf:
+                yield from _goodput_rows(when, server, histogram_goodput(e.window.latency_cdf, slo))
 
 
 def _servers(reader: Reader) -> dict[int, str]:
@@ -150,6 +158,21 @@ def _energy_rows(when: str, server: str, e: Energy) -> Iterator[Row]:
     for name, v in figures:
         if v is not None:
             yield when, "energy", server, name, v
+
+
+def _goodput_rows(when: str, server: str, good: HistogramGoodput) -> Iterator[Row]:
+    """A window's share of requests within each objective: ``low`` and ``high`` (equal at a
+    histogram bound), and the requests it counts."""
+    for key, limit, share in (
+        ("ttft", good.slo.ttft_s, good.ttft),
+        ("tpot", good.slo.tpot_s, good.tpot),
+    ):
+        if limit is None or share is None:
+            continue
+        yield when, "goodput", server, f"{key}_slo_s", limit
+        yield when, "goodput", server, f"{key}_share_low", share.low
+        yield when, "goodput", server, f"{key}_share_high", share.high
+        yield when, "goodput", server, f"{key}_requests", share.requests
 
 
 def _verdict_rows(when: str, server: str, e: ev.VerdictChanged) -> Iterator[Row]:
