@@ -16,10 +16,9 @@ from specwatch.core.server import MetricsWindow, ServerInfo, SpecConfig
 from specwatch.sim.config import SimConfig
 from specwatch.sim.presets import preset
 from specwatch.sim.world import SimWorld
-from specwatch.sources.dialects.base import dialect_for
+from specwatch.sources.dialects.base import WindowBuilder, dialect_for
 from specwatch.sources.metrics.parse import parse_metrics
 from specwatch.sources.metrics.prom import Scrape
-from specwatch.sources.metrics.window_builder import WindowBuilder
 from tests.sim_fixtures import ManualClock
 
 STEADY: dict[str, Any] = {

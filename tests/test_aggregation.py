@@ -10,10 +10,9 @@ from __future__ import annotations
 import pytest
 
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
-from specwatch.sources.dialects.base import dialect_for
+from specwatch.sources.dialects.base import WindowBuilder, dialect_for
 from specwatch.sources.metrics import prom as agg
 from specwatch.sources.metrics.parse import parse_metrics
-from specwatch.sources.metrics.window_builder import WindowBuilder
 
 
 def test_rule_counts_ratios_breakdowns_and_series_set_apart() -> None:

@@ -24,7 +24,7 @@ from specwatch.session import events as ev
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.gpus import energy_segments, summary_lines
-from specwatch.ui.renderables.gpu_table import TableStyles
+from specwatch.ui.renderables import TableStyles
 from tests.session_world import Collector, drive_until, manual_sim
 from tests.test_compare import gpu_summary, synthetic_result
 from tests.test_exporter import _scrape

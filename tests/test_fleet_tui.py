@@ -23,7 +23,7 @@ from specwatch.sources.prometheus.fleet import FleetReading
 from specwatch.ui.fleet_app import FleetApp, FleetChoice
 from specwatch.ui.fleet_run import BACK, DrillApp, run_fleet_async
 from specwatch.ui.fleet_table import FleetTable
-from specwatch.ui.renderables.text import fmt_num
+from specwatch.ui.renderables import fmt_num
 from specwatch.ui.settings import AppSettings
 from specwatch.ui.themes import repo_theme_dir
 from tests.fleet_world import SimFleet, sim_fleet, sim_nodes

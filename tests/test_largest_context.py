@@ -5,9 +5,9 @@ without them there is no figure rather than a guess."""
 from __future__ import annotations
 
 from specwatch.core.server import Dialect, LatencyBucket, ServerInfo, SpecConfig
-from specwatch.sources.dialects.sglang_window import derive_sglang
+from specwatch.sources.dialects.base import WindowBuilder
+from specwatch.sources.dialects.sglang import derive_sglang
 from specwatch.sources.metrics.parse import parse_metrics
-from specwatch.sources.metrics.window_builder import WindowBuilder
 
 LABELS = 'model_name="m",engine_type="unified"'
 INFO = ServerInfo(

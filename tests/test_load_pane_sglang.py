@@ -13,11 +13,11 @@ from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
 from specwatch.sources.detect import detect
-from specwatch.sources.dialects.sglang_window import derive_sglang
+from specwatch.sources.dialects.base import WindowBuilder
+from specwatch.sources.dialects.sglang import derive_sglang
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.metrics.parse import parse_metrics
-from specwatch.sources.metrics.window_builder import WindowBuilder
 from specwatch.sources.watch.watcher import MetricsWatcher
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.load import load_text

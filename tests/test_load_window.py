@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from specwatch.sources.dialects.base import bucket_of
 from specwatch.sources.metrics.prom import Histogram
-from specwatch.sources.metrics.window_builder import bucket_of
 from tests.conftest import running_sim
 from tests.test_metrics_sim import _passive
 

@@ -8,10 +8,9 @@ import pytest
 
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
 from specwatch.sim.presets import preset
-from specwatch.sources.dialects.base import all_dialects, dialect_for
+from specwatch.sources.dialects.base import WindowBuilder, all_dialects, dialect_for
 from specwatch.sources.metrics.parse import MetricsReader, parse_metrics
 from specwatch.sources.metrics.prom import Scrape
-from specwatch.sources.metrics.window_builder import WindowBuilder
 from tests.exposition_cases import EXPOSITION_CASES, big_vllm_exposition, sim_exposition
 
 Window = tuple[dict[str, Any], dict[str, str], dict[str, str]]

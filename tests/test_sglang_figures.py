@@ -31,11 +31,10 @@ from specwatch.record import Recorder
 from specwatch.session import events as ev
 from specwatch.sim.presets import preset
 from specwatch.sources.detect import detect
-from specwatch.sources.dialects.base import SIDE_EVERY_S
+from specwatch.sources.dialects.base import SIDE_EVERY_S, WindowBuilder
 from specwatch.sources.dialects.sglang import DIALECT
 from specwatch.sources.http.endpoint import Endpoint
 from specwatch.sources.metrics.parse import parse_metrics
-from specwatch.sources.metrics.window_builder import WindowBuilder
 from specwatch.sources.watch.watcher import MetricsWatcher
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.status import spec_summary

@@ -16,9 +16,8 @@ from __future__ import annotations
 import pytest
 
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig, version_tuple
-from specwatch.sources.dialects.base import dialect_for
+from specwatch.sources.dialects.base import WindowBuilder, dialect_for
 from specwatch.sources.metrics.parse import parse_metrics
-from specwatch.sources.metrics.window_builder import WindowBuilder
 
 PASS_S = 0.029
 ACCEPT = 2.8

@@ -20,9 +20,9 @@ from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
 from specwatch.sources.detect import detect
+from specwatch.sources.dialects.base import WindowBuilder
 from specwatch.sources.dialects.trtllm import DIALECT, derive_trtllm, trtllm_spec
 from specwatch.sources.metrics.parse import parse_metrics
-from specwatch.sources.metrics.window_builder import WindowBuilder
 from specwatch.sources.watch.watcher import MetricsWatcher
 from tests.conftest import Sim, running_sim
 from tests.session_world import Collector, drive_until, manual_sim

@@ -13,8 +13,14 @@ from specwatch.core.window_mean import STEADY_HOLD_S
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.gpus import deficit_cell, sm_trends, summary_lines
 from specwatch.ui.panes.speculation import SOURCES_HINT, speculation_text
-from specwatch.ui.panes.token_rate import AxisHold, graph_for
-from specwatch.ui.renderables.graph import GraphMark, Reading, TokenRateGraph, place_labels
+from specwatch.ui.panes.token_rate import (
+    AxisHold,
+    GraphMark,
+    Reading,
+    TokenRateGraph,
+    graph_for,
+    place_labels,
+)
 from tests.scene import build_scene, scene_inventory, scene_server
 from tests.test_ui_render import render_text
 

@@ -23,7 +23,7 @@ from specwatch.ui.fleet_table import FLEET_COLUMNS
 from specwatch.ui.help_text import help_renderable
 from specwatch.ui.modals import HelpScreen, ScrollModal, TextModal, fitted_width, is_table_row
 from specwatch.ui.panes.load import LATENCY_ROWS
-from specwatch.ui.renderables.gpu_table import GPU_COLUMNS
+from specwatch.ui.renderables import GPU_COLUMNS
 from specwatch.ui.replay_app import JumpModal
 from specwatch.ui.settings import AppSettings
 from specwatch.ui.themes import load_themes, repo_theme_dir

@@ -11,8 +11,8 @@ from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.help_text import help_renderable
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.speculation import SpeculationPane
+from specwatch.ui.panes.token_rate import Reading, TokenRateGraph
 from specwatch.ui.panes.verify import VerifyPane, verify_text
-from specwatch.ui.renderables.graph import Reading, TokenRateGraph
 from specwatch.ui.settings import AppSettings
 from tests.scene import build_scene, scene_server
 from tests.test_ui_render import render_text

@@ -7,9 +7,18 @@ import io
 from rich.console import Console
 
 from specwatch.core.ring import bucket_sorted
-from specwatch.ui.renderables.gpu_table import GPU_COLUMNS, Cell, GpuTable, choose_columns
-from specwatch.ui.renderables.graph import GraphMark, TokenRateGraph
-from specwatch.ui.renderables.text import area_rows, column_of, hbar, nice_ceiling, sparkline
+from specwatch.ui.panes.token_rate import GraphMark, TokenRateGraph
+from specwatch.ui.renderables import (
+    GPU_COLUMNS,
+    Cell,
+    GpuTable,
+    area_rows,
+    choose_columns,
+    column_of,
+    hbar,
+    nice_ceiling,
+    sparkline,
+)
 
 
 def render_text(renderable: object, width: int) -> list[str]:

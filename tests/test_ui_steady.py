@@ -9,8 +9,7 @@ from specwatch.core.gpu_rules import IDLE_BIT
 from specwatch.core.server import MetricsWindow
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.gpus import GpusPane
-from specwatch.ui.panes.token_rate import TokenRatePane, graph_for
-from specwatch.ui.renderables.graph import CLOCK_RANGE
+from specwatch.ui.panes.token_rate import CLOCK_RANGE, TokenRatePane, graph_for
 from tests.test_ui_app import make_app, text_of
 
 MAX = 1980

@@ -7,8 +7,8 @@ from __future__ import annotations
 from rich.style import Style
 
 from specwatch.core.server import MetricsWindow
+from specwatch.sources.dialects.base import WindowBuilder, set_latency_quantiles
 from specwatch.sources.metrics.prom import Histogram
-from specwatch.sources.metrics.window_builder import WindowBuilder, set_latency_quantiles
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.verify import verify_text
 from tests.scene import scene_server

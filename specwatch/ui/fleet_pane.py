@@ -12,7 +12,7 @@ from textual.widget import Widget
 from specwatch.core.fleet import FleetTotals
 from specwatch.core.fleet_rows import FleetRow
 from specwatch.ui.fleet_table import FleetStyles, FleetTable
-from specwatch.ui.renderables.gpu_table import TableStyles
+from specwatch.ui.renderables import TableStyles
 
 MAX_DRAWN_ROWS = 200
 """Rows drawn at once; taller than any terminal, so a fleet that fits is drawn whole."""

@@ -17,8 +17,7 @@ from rich.style import Style
 from specwatch.core.fleet import FleetTotals
 from specwatch.core.fleet_rows import FleetRow
 from specwatch.core.sanitize import sanitize_line
-from specwatch.ui.renderables.gpu_table import Cell, Column, TableStyles, choose_columns
-from specwatch.ui.renderables.text import fit, fmt_num
+from specwatch.ui.renderables import Cell, Column, TableStyles, choose_columns, fit, fmt_num
 
 FLEET_COLUMNS: tuple[Column, ...] = (
     Column("instance", "server", 15, 0, "left"),

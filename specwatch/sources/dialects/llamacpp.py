@@ -18,14 +18,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from specwatch.core.server import Dialect, LatencyBucket, ServerInfo, SpecConfig
 from specwatch.core.values import as_int
-from specwatch.sources.dialects.base import ServerDialect, StreamPlan, StreamRequest
-from specwatch.sources.dialects.llamacpp_timings import spec_from_timings
-from specwatch.sources.identity.server_queries import (
-    redact_launch_args,
-    str_or_none,
-    try_json,
-)
-from specwatch.sources.metrics.window_builder import (
+from specwatch.sources.dialects.base import (
+    ServerDialect,
+    StreamPlan,
+    StreamRequest,
     WindowBuilder,
     accept_length_from,
     delta,
@@ -33,6 +29,12 @@ from specwatch.sources.metrics.window_builder import (
     spec_lifetime,
     spec_names,
     spec_window,
+)
+from specwatch.sources.dialects.llamacpp_timings import spec_from_timings
+from specwatch.sources.identity.server_queries import (
+    redact_launch_args,
+    str_or_none,
+    try_json,
 )
 from specwatch.sources.streams.accumulator import StreamAccumulator
 

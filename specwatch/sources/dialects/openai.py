@@ -21,9 +21,9 @@ from specwatch.sources.identity.server_queries import scrape_metrics
 from specwatch.sources.streams.accumulator import StreamAccumulator
 
 if TYPE_CHECKING:
+    from specwatch.sources.dialects.base import WindowBuilder
     from specwatch.sources.http.client import ServerClient
     from specwatch.sources.metrics.prom import Scrape
-    from specwatch.sources.metrics.window_builder import WindowBuilder
 
 _NOT_UNDERSTOOD = "a generic OpenAI-compatible server's metrics are not understood"
 

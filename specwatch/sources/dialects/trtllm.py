@@ -25,10 +25,6 @@ from specwatch.core.server import Dialect, ServerInfo, SpecConfig
 from specwatch.core.values import as_int
 from specwatch.sources.dialects.base import (
     ServerDialect,
-)
-from specwatch.sources.dialects.openai import ContinuousUsageStreams
-from specwatch.sources.identity.server_queries import scrape_metrics, str_or_none, try_json
-from specwatch.sources.metrics.window_builder import (
     WindowBuilder,
     delta,
     hist_delta,
@@ -36,6 +32,8 @@ from specwatch.sources.metrics.window_builder import (
     ratio,
     set_load,
 )
+from specwatch.sources.dialects.openai import ContinuousUsageStreams
+from specwatch.sources.identity.server_queries import scrape_metrics, str_or_none, try_json
 
 if TYPE_CHECKING:
     from specwatch.sources.http.client import ServerClient

@@ -15,15 +15,6 @@ from specwatch.core.sanitize import sanitize_line
 from specwatch.core.server import Dialect, ServerInfo, SpecConfig
 from specwatch.sources.dialects.base import (
     ServerDialect,
-)
-from specwatch.sources.dialects.openai import ContinuousUsageStreams
-from specwatch.sources.identity.server_queries import (
-    redact_launch_args,
-    scrape_metrics,
-    try_json,
-)
-from specwatch.sources.metrics.prom import count, ratio_mean
-from specwatch.sources.metrics.window_builder import (
     WindowBuilder,
     accept_length_from,
     delta,
@@ -36,6 +27,13 @@ from specwatch.sources.metrics.window_builder import (
     spec_names,
     spec_window,
 )
+from specwatch.sources.dialects.openai import ContinuousUsageStreams
+from specwatch.sources.identity.server_queries import (
+    redact_launch_args,
+    scrape_metrics,
+    try_json,
+)
+from specwatch.sources.metrics.prom import count, ratio_mean
 
 if TYPE_CHECKING:
     from specwatch.sources.http.client import ServerClient

@@ -18,13 +18,12 @@ from typing import Any
 
 from specwatch.core.sanitize import clean_notes
 from specwatch.core.server import MetricsWindow, ServerInfo
-from specwatch.sources.dialects.base import SIDE_EVERY_S, dialect_for
+from specwatch.sources.dialects.base import SIDE_EVERY_S, WindowBuilder, dialect_for
 from specwatch.sources.http.client import METRICS_LIMIT_BYTES, REQUEST_DEADLINE_S, ServerClient
 from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.identity.server_queries import not_prometheus
 from specwatch.sources.metrics.parse import MetricsReader, parse_metrics
 from specwatch.sources.metrics.prom import Sample, Scrape, series_key
-from specwatch.sources.metrics.window_builder import WindowBuilder
 
 _COUNTER_SUFFIXES = ("_total", "_count", "_sum")
 _BREAKDOWN_LABELS = ("mode", "position", "token_position")

@@ -12,7 +12,7 @@ from rich.text import Text
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.base import ModelPane
 from specwatch.ui.panes.status import fit_parts
-from specwatch.ui.renderables.text import hbar
+from specwatch.ui.renderables import hbar
 
 
 def bench_text(model: MonitorModel, width: int, s: dict[str, Style]) -> Text:

@@ -17,8 +17,7 @@ from specwatch.core.gpu_rules import harmful, short_names
 from specwatch.core.ring import bucket_sorted
 from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes.base import ModelPane
-from specwatch.ui.renderables.gpu_table import SPAN, Cell, GpuSummary, GpuTable, TableStyles
-from specwatch.ui.renderables.text import fit, sparkline
+from specwatch.ui.renderables import SPAN, Cell, GpuSummary, GpuTable, TableStyles, fit, sparkline
 
 if TYPE_CHECKING:
     from specwatch.core.energy import Energy

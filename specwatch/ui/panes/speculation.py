@@ -11,7 +11,7 @@ from rich.text import Text
 
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.base import TextPane
-from specwatch.ui.renderables.text import sparkline
+from specwatch.ui.renderables import sparkline
 
 TREND = 8
 HEAD = 16
