@@ -15,7 +15,7 @@ from specwatch.commands.bench import add_bench_arguments, run_bench
 from specwatch.commands.probe_text import render_text
 from specwatch.core.server import MetricsWindow
 from specwatch.session.events import MetricsScraped, ServerReady, SessionEvent
-from specwatch.session.server_poller import ServerPoller
+from specwatch.session.live import ServerPoller
 from specwatch.sim.hostile import hostile_server
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.probe import probe, probe_to_dict

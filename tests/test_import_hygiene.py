@@ -110,7 +110,6 @@ NOT_BEFORE_FIRST_FRAME = (
     "specwatch.session.live",
     "specwatch.session.events",
     "specwatch.session.gpu_source",
-    "specwatch.session.server_poller",
     "specwatch.session.bench_job",
     "specwatch.session.dcgm_source",
     "specwatch.sources.http.client",

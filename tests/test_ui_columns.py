@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from specwatch.core.ring import bucket_sorted, fill_gaps
+from specwatch.ui.renderables import bucket_sorted, fill_gaps
 
 
 def bucket(

@@ -7,7 +7,6 @@ import itertools
 from rich.style import Style
 
 from specwatch.core.gpu import GpuSample, GpuTick
-from specwatch.core.ring import bucket_sorted
 from specwatch.core.server import MetricsWindow
 from specwatch.core.window_mean import STEADY_HOLD_S
 from specwatch.ui.model import MonitorModel
@@ -21,6 +20,7 @@ from specwatch.ui.panes.token_rate import (
     graph_for,
     place_labels,
 )
+from specwatch.ui.renderables import bucket_sorted
 from tests.scene import build_scene, scene_inventory, scene_server
 from tests.test_ui_render import render_text
 

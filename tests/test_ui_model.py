@@ -2,24 +2,48 @@
 
 from __future__ import annotations
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from specwatch.core.gpu import GpuSample, GpuTick
-from specwatch.core.ring import TimeSeries
 from specwatch.core.server import MetricsWindow
-from specwatch.ui.model import MonitorModel, straggler
+from specwatch.ui.model import MonitorModel, TimeSeries, straggler
 from tests.scene import build_scene, scene_inventory, scene_server
 
 
-def test_series_since_and_last() -> None:
+def test_series_keeps_the_newest_points() -> None:
     s = TimeSeries(3)
+    assert s.latest is None and s.first is None and s.last() is None
     for t in range(5):
         s.append(float(t), float(t) * 10)
-    assert len(s) == 3
-    assert s.since(2.0) == [(3.0, 30.0), (4.0, 40.0)]
-    assert s.last() == 40.0
+    assert len(s) == 3 and s.maxlen == 3
+    assert s.after(2.0) == [(3.0, 30.0), (4.0, 40.0)]
+    assert s.last() == 40.0 and s.latest == (4.0, 40.0) and s.first == (2.0, 20.0)
     assert s.values(2) == [30.0, 40.0]
-    assert s.values() == [20.0, 30.0, 40.0]
-    assert list(s) == [(2.0, 20.0), (3.0, 30.0), (4.0, 40.0)]
+    assert s.values(0) == []
+    assert s.values(9) == s.values() == [20.0, 30.0, 40.0]
+    assert s.points() == [(2.0, 20.0), (3.0, 30.0), (4.0, 40.0)]
+    s.append(5.0, None)
+    assert s.last() is None and s.values() == [30.0, 40.0, None]
+    s.clear()
+    assert len(s) == 0 and s.latest is None
     assert isinstance(MonitorModel().tok_s, TimeSeries)
+    with pytest.raises(ValueError):
+        TimeSeries(0)
+
+
+@given(
+    times=st.lists(st.integers(0, 50), max_size=60).map(sorted),
+    t0=st.integers(-1, 51),
+    maxlen=st.integers(1, 40),
+)
+def test_after_is_the_tail_past_t0(times: list[int], t0: int, maxlen: int) -> None:
+    """By bisection, equal to the plain scan, on a full series that dropped its oldest too."""
+    ts = TimeSeries(maxlen)
+    for i, t in enumerate(times):
+        ts.append(float(t), None if i % 5 == 4 else float(i))
+    assert ts.after(float(t0)) == [p for p in ts.points() if p[0] > t0]
 
 
 def test_straggler_is_lowest_clock_then_hottest() -> None:
@@ -101,6 +125,6 @@ def test_lost_marks_once_and_says_why() -> None:
 
 def test_scene_is_deterministic() -> None:
     a, b = build_scene(seed=3), build_scene(seed=3)
-    assert list(a.tok_s) == list(b.tok_s)
+    assert a.tok_s.points() == b.tok_s.points() != []
     assert a.tick == b.tick
     assert {mk.kind for mk in a.marks} >= {"loading", "warmup", "restart", "lost", "bench"}

@@ -6,13 +6,13 @@ import io
 
 from rich.console import Console
 
-from specwatch.core.ring import bucket_sorted
 from specwatch.ui.panes.token_rate import GraphMark, TokenRateGraph
 from specwatch.ui.renderables import (
     GPU_COLUMNS,
     Cell,
     GpuTable,
     area_rows,
+    bucket_sorted,
     choose_columns,
     column_of,
     hbar,

@@ -9,8 +9,10 @@ with deterministic data.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
+import itertools
 import math
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -20,7 +22,6 @@ from typing import TYPE_CHECKING
 from specwatch.core import gpu_rules
 from specwatch.core.energy import Energy, PowerLog
 from specwatch.core.goodput import DEFAULT_SLO
-from specwatch.core.ring import TimeSeries
 from specwatch.core.session_figures import SessionSummary, SessionTotals
 from specwatch.core.window_mean import HeldLatest, SteadyMean
 from specwatch.core.windows import WINDOWS as WINDOWS
@@ -46,6 +47,76 @@ STEADY = ("step_latency_s", "accept_length", "prompt_tok_s", "requests_per_s")
 (``specwatch.core.window_mean``)."""
 NVML_SMOOTHING = 0.2
 """Weight of the newest tick in the smoothed NVML cost."""
+
+
+# --- the graphs' series ----------------------------------------------------------------------
+
+
+class TimeSeries:
+    """The newest ``maxlen`` points ``(t, value)`` of one reading; ``None`` marks a gap. Only
+    the app's thread touches the model, so it needs no lock.
+
+    Args:
+        maxlen: How many points to keep.
+    """
+
+    def __init__(self, maxlen: int) -> None:
+        if maxlen < 1:
+            raise ValueError(f"maxlen must be at least 1, got {maxlen}")
+        self._points: deque[tuple[float, float | None]] = deque(maxlen=maxlen)
+
+    @property
+    def maxlen(self) -> int:
+        """The capacity."""
+        return self._points.maxlen or 0
+
+    def append(self, t: float, value: float | None) -> None:
+        """Add a point at time ``t`` (times should not go backwards)."""
+        self._points.append((t, value))
+
+    def clear(self) -> None:
+        """Drop every point."""
+        self._points.clear()
+
+    def __len__(self) -> int:
+        return len(self._points)
+
+    def points(self) -> list[tuple[float, float | None]]:
+        """Every point, oldest first."""
+        return list(self._points)
+
+    def values(self, n: int | None = None) -> list[float | None]:
+        """Every value (or the newest ``n``), oldest first (gaps as ``None``)."""
+        points = self._points
+        start = 0 if n is None else max(0, len(points) - n)
+        return [v for _, v in itertools.islice(points, start, None)]
+
+    def after(self, t0: float) -> list[tuple[float, float | None]]:
+        """Points with ``t > t0``, oldest first: by bisection, since times never go backwards,
+        and only they are copied (a graph asks for its window of an hour's series)."""
+        points = self._points
+        lo = bisect.bisect_right(points, t0, key=_time)
+        out = list(itertools.islice(reversed(points), len(points) - lo))
+        out.reverse()
+        return out
+
+    @property
+    def latest(self) -> tuple[float, float | None] | None:
+        """The newest point, or ``None`` when empty."""
+        return self._points[-1] if self._points else None
+
+    @property
+    def first(self) -> tuple[float, float | None] | None:
+        """The oldest point, or ``None`` when empty."""
+        return self._points[0] if self._points else None
+
+    def last(self) -> float | None:
+        """The newest value, or ``None`` (when empty, or when the newest point is a gap)."""
+        return self._points[-1][1] if self._points else None
+
+
+def _time(point: tuple[float, float | None]) -> float:
+    return point[0]
 
 
 # --- checks: a malformed window or tick is refused, never drawn ------------------------------

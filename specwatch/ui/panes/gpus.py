@@ -14,10 +14,18 @@ from rich.segment import Segment
 from specwatch.core import gpu_rules
 from specwatch.core.clock_policy import policy_of
 from specwatch.core.gpu_rules import harmful, short_names
-from specwatch.core.ring import bucket_sorted
 from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes.base import ModelPane
-from specwatch.ui.renderables import SPAN, Cell, GpuSummary, GpuTable, TableStyles, fit, sparkline
+from specwatch.ui.renderables import (
+    SPAN,
+    Cell,
+    GpuSummary,
+    GpuTable,
+    TableStyles,
+    bucket_sorted,
+    fit,
+    sparkline,
+)
 
 if TYPE_CHECKING:
     from specwatch.core.energy import Energy

@@ -12,10 +12,17 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.reactive import reactive
 
-from specwatch.core.ring import bucket_sorted
 from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes.base import ModelPane
-from specwatch.ui.renderables import area_rows, column_of, fit, fmt_num, nice_ceiling, sparkline
+from specwatch.ui.renderables import (
+    area_rows,
+    bucket_sorted,
+    column_of,
+    fit,
+    fmt_num,
+    nice_ceiling,
+    sparkline,
+)
 
 NO_STYLE = Style()
 
@@ -194,7 +201,7 @@ class TokenRateGraph:
     time axis below it, and a row of marks (loading, warmup, restarts, benchmark runs).
 
     Values are already bucketed into columns (see
-    :func:`~specwatch.core.ring.bucket_sorted`); the chart is
+    :func:`~specwatch.ui.renderables.bucket_sorted`); the chart is
     ``width - GUTTER - LABEL`` columns wide. Each strip prints its newest reading and the range
     its blocks span (``91% 0–100``: the clock's is fixed, the heat's follows its readings).
     """
@@ -401,7 +408,7 @@ def graph_for(
 
 def history_span(model: MonitorModel) -> float | None:
     """Seconds of token-rate history held (``None``: none yet)."""
-    first = next(iter(model.tok_s), None)
+    first = model.tok_s.first
     return None if first is None else max(0.0, model.now - first[0])
 
 
