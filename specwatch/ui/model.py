@@ -87,9 +87,11 @@ class TimeSeries:
 
     def values(self, n: int | None = None) -> list[float | None]:
         """Every value (or the newest ``n``), oldest first (gaps as ``None``)."""
-        points = self._points
-        start = 0 if n is None else max(0, len(points) - n)
-        return [v for _, v in itertools.islice(points, start, None)]
+        if n is None:
+            return [v for _, v in self._points]
+        newest = [v for _, v in itertools.islice(reversed(self._points), max(n, 0))]
+        newest.reverse()
+        return newest
 
     def after(self, t0: float) -> list[tuple[float, float | None]]:
         """Points with ``t > t0``, oldest first: by bisection, since times never go backwards,
