@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import io
 import json
+import math
 import re
 import shutil
 import signal
@@ -21,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from specwatch.commands.arguments import parse_listen
 from specwatch.commands.exporter import expressions, run_dashboard
+from specwatch.core.goodput import Slo
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.host import Competitor, HostSpan
 from specwatch.core.judge import Figures as WindowFigures
@@ -383,3 +385,42 @@ def test_promtool_finds_no_problem_in_the_exposition() -> None:
         ["promtool", "check", "metrics"], input=text, capture_output=True, check=False
     )
     assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr
+
+
+def test_goodput_counts_each_windows_requests_against_the_objectives() -> None:
+    """Counters since the exporter started: exact at a bucket bound, the two shares around an
+    objective between bounds; a restart's window and a window without requests add nothing,
+    and a lost server keeps its counts."""
+    readings = Readings([parse_endpoint(URL)], slo=Slo(ttft_s=1.0, tpot_s=0.03))
+    readings(ev.ServerReady(1.0, ServerInfo(URL, Dialect.VLLM, model="m")))
+    ttft = ((0.5, 6.0), (1.0, 9.0), (math.inf, 10.0))
+    tpot = ((0.025, 3.0), (0.05, 8.0), (math.inf, 10.0))
+    window = MetricsWindow(t=2.0, dt=1.0, latency_cdf={"ttft": ttft, "tpot": tpot})
+    readings(ev.MetricsScraped(window))
+    readings(ev.MetricsScraped(dataclasses.replace(window, t=3.0)))
+    readings(ev.MetricsScraped(dataclasses.replace(window, t=4.0, restarted=True)))
+    readings(ev.MetricsScraped(MetricsWindow(t=5.0, dt=1.0)))
+    readings(ev.ServerLost(6.0, "connection refused"))
+    got = _scrape(readings)
+    timed = {lb["objective"]: v for lb, v in got["specwatch_goodput_requests_total"]}
+    assert timed == {"ttft": 20.0, "tpot": 20.0}
+    met = {
+        (lb["objective"], lb["bound"]): v for lb, v in got["specwatch_goodput_met_requests_total"]
+    }
+    assert met == {
+        ("ttft", "low"): 18.0,
+        ("ttft", "high"): 18.0,
+        ("tpot", "low"): 6.0,
+        ("tpot", "high"): 16.0,
+    }
+    limits = {lb["objective"]: v for lb, v in got["specwatch_goodput_objective_seconds"]}
+    assert limits == {"ttft": 1.0, "tpot": 0.03}
+    assert got["specwatch_server_up"][0][1] == 0.0
+
+
+def test_goodput_objectives_turned_off_export_no_counters() -> None:
+    readings = Readings([parse_endpoint(URL)], slo=Slo(ttft_s=None, tpot_s=None))
+    readings(ev.ServerReady(1.0, ServerInfo(URL, Dialect.VLLM)))
+    got = _scrape(readings)
+    assert "specwatch_goodput_requests_total" not in got
+    assert "specwatch_goodput_objective_seconds" not in got

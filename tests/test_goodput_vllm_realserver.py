@@ -16,11 +16,16 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 from rich.style import Style
 
 from specwatch.commands.main import main
 from specwatch.core.goodput import Slo, histogram_goodput
-from specwatch.core.server import MetricsWindow
+from specwatch.core.server import Dialect, MetricsWindow, ServerInfo
+from specwatch.exporter.families import SessionCollector
+from specwatch.exporter.readings import Readings
+from specwatch.session import events as ev
 from specwatch.sources.detect import detect
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import parse_endpoint
@@ -88,6 +93,23 @@ def test_goodput_and_the_session_from_the_servers_own_histograms(
     good = histogram_goodput(window.latency_cdf, Slo(bound, None))
     assert good.ttft is not None and good.ttft.low == good.ttft.high
     assert good.ttft.low == (b1[bound] - b0.get(bound, 0.0)) / REQUESTS
+    # The exporter's counters over the same windows: the server's own bucket delta at the bound.
+    readings = Readings([parse_endpoint(url, env={})], slo=Slo(bound, None))
+    readings(ev.ServerReady(0.0, ServerInfo(url, Dialect.VLLM)))
+    readings(ev.MetricsScraped(first))
+    readings(ev.MetricsScraped(window))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SessionCollector(readings.view))
+    exported = {
+        (s.name, s.labels.get("bound", "")): s.value
+        for fam in text_string_to_metric_families(generate_latest(registry).decode())
+        for s in fam.samples
+        if s.name.startswith("specwatch_goodput_") and s.labels.get("objective") == "ttft"
+    }
+    met = b1[bound] - b0.get(bound, 0.0)
+    assert exported[("specwatch_goodput_requests_total", "")] == REQUESTS
+    assert exported[("specwatch_goodput_met_requests_total", "low")] == met
+    assert exported[("specwatch_goodput_met_requests_total", "high")] == met
     model = MonitorModel()
     model.add_window(first)
     model.add_window(window)

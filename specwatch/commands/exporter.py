@@ -14,6 +14,7 @@ from typing import TextIO
 
 from specwatch.commands.arguments import (
     add_server_arguments,
+    add_slo_arguments,
     add_source_arguments,
     duration,
     listen,
@@ -63,6 +64,7 @@ def add_exporter_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="export a simulated server with 8 simulated GPUs instead of URL",
     )
+    add_slo_arguments(p)
     p.add_argument("--duration", type=duration, default=None, help=argparse.SUPPRESS)
     add_source_arguments(p)
 
@@ -84,8 +86,11 @@ def run_exporter(args: argparse.Namespace, err: TextIO | None = None) -> int:
     except ValueError as e:
         print(f"specwatch exporter: {e}", file=err)
         return EXIT_USAGE
+    from specwatch.core.goodput import slo_from_ms
+
     plain_s = args.baseline_itl / 1000.0 if args.baseline_itl else None
-    exporter = Exporter.of(session, plain_s)
+    slo = slo_from_ms(getattr(args, "slo_ttft", None), getattr(args, "slo_tpot", None))
+    exporter = Exporter.of(session, plain_s, slo)
     recorder = None
     if args.record is not None:
         from specwatch.record.recorder import Recorder

@@ -80,16 +80,42 @@ class SessionCollector(Collector):
             fam = fams.get(name) or fams.setdefault(name, _gauge(name, doc, keys))
             fam.add_metric([s.server, s.model, s.dialect, *extra[1::2]], value)
 
+        timed = CounterMetricFamily(
+            "specwatch_goodput_requests",
+            "Requests the server's histograms timed against a goodput objective",
+            labels=[*SERVER_LABELS, "objective"],
+        )
+        met = CounterMetricFamily(
+            "specwatch_goodput_met_requests",
+            "Of those, the requests that met the objective: at least (bound=low) and at most "
+            "(bound=high); equal when the objective is a bucket bound",
+            labels=[*SERVER_LABELS, "objective", "bound"],
+        )
         for s in servers:
             up.add_metric([s.server, s.model, s.dialect], 1.0 if s.up else 0.0)
             errors.add_metric([s.server, "server"], s.errors)
             if s.last_success is not None:
                 last.add_metric([s.server, "server"], s.last_success)
+            for g in s.goodput:
+                keys = [s.server, s.model, s.dialect, g.objective]
+                timed.add_metric(keys, g.requests)
+                met.add_metric([*keys, "low"], g.met_low)
+                met.add_metric([*keys, "high"], g.met_high)
+                put(
+                    "specwatch_goodput_objective_seconds",
+                    "A goodput objective (--slo-ttft, --slo-tpot)",
+                    s,
+                    g.limit_s,
+                    "objective",
+                    g.objective,
+                )
             self._window(s, put)
             self._verdict(s, put)
         yield up
         yield errors
         yield last
+        yield timed
+        yield met
         yield from fams.values()
 
     def _window(self, s: ServerView, put: _Put) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from specwatch.core.energy import Energy, PowerLog
+from specwatch.core.goodput import DEFAULT_SLO, Slo, cdf_share
 from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.core.host import HostSpan
 from specwatch.core.sanitize import sanitize_line
@@ -62,6 +63,47 @@ class ServerView:
     """Failed reads of it: failed scrapes, failed waits, losses (none against a healthy one)."""
     last_success: float | None = None
     """Unix seconds of the newest successful scrape."""
+    goodput: tuple[GoodputCount, ...] = ()
+    """Requests timed against each objective set, since the exporter started (counters: kept
+    while the server is down)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GoodputCount:
+    """Requests the server's histograms timed against one objective, and how many met it: at
+    least ``met_low``, at most ``met_high`` (equal when the objective is a bucket bound)."""
+
+    objective: str
+    """``ttft`` or ``tpot``."""
+    limit_s: float
+    requests: float = 0.0
+    met_low: float = 0.0
+    met_high: float = 0.0
+
+    def plus(self, requests: float, low: float, high: float) -> GoodputCount:
+        """These counts with one window's added."""
+        return replace(
+            self,
+            requests=self.requests + requests,
+            met_low=self.met_low + low * requests,
+            met_high=self.met_high + high * requests,
+        )
+
+
+def _goodput_counts(slo: Slo) -> tuple[GoodputCount, ...]:
+    limits = (("ttft", slo.ttft_s), ("tpot", slo.tpot_s))
+    return tuple(GoodputCount(name, limit) for name, limit in limits if limit is not None)
+
+
+def _add_goodput(
+    counts: tuple[GoodputCount, ...], window: MetricsWindow
+) -> tuple[GoodputCount, ...]:
+    out = []
+    for c in counts:
+        cdf = window.latency_cdf.get(c.objective)
+        share = cdf_share(cdf, c.limit_s) if cdf else None
+        out.append(c if share is None else c.plus(share.requests, share.low, share.high))
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +132,21 @@ class Readings:
     Args:
         endpoints: The session's servers, by index.
         wall: Unix seconds (for the last-success series).
+        slo: Goodput's objectives (``--slo-ttft`` / ``--slo-tpot``).
     """
 
-    def __init__(self, endpoints: Sequence[Endpoint], wall: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        endpoints: Sequence[Endpoint],
+        wall: Callable[[], float] = time.time,
+        slo: Slo = DEFAULT_SLO,
+    ):
         self._wall = wall
         self._lock = threading.Lock()
-        self._servers = [ServerView(label(redact(e.base_url, e))) for e in endpoints]
+        counts = _goodput_counts(slo)
+        self._servers = [
+            ServerView(label(redact(e.base_url, e)), goodput=counts) for e in endpoints
+        ]
         self._kept: list[tuple[MetricsWindow | None, LiveVerdictState | None]] = [
             (None, None) for _ in endpoints
         ]
@@ -146,6 +197,7 @@ class Readings:
             return
         kept, verdict = self._kept[index]
         energy = self._servers[index].energy
+        goodput = self._servers[index].goodput
         # A window of no width (the first scrape) measured nothing: keep the one before.
         if window.dt > 0:
             kept = window
@@ -153,9 +205,17 @@ class Readings:
             no_gpus = inv.reason if inv is not None and not inv.available else None
             one = len(self._servers) == 1
             energy = self._power.energy(window, no_gpus, self._spec) if one else None
+            if not window.restarted:  # a restart's window is no delta of requests
+                goodput = _add_goodput(goodput, window)
         self._kept[index] = (kept, verdict)
         self._set(
-            index, up=True, last_success=self._wall(), window=kept, verdict=verdict, energy=energy
+            index,
+            up=True,
+            last_success=self._wall(),
+            window=kept,
+            verdict=verdict,
+            energy=energy,
+            goodput=goodput,
         )
 
     def _take(self, event: ev.SessionEvent) -> None:
@@ -213,4 +273,4 @@ class Readings:
             return View(tuple(self._servers), self._gpus, self._host)
 
 
-__all__ = ["LABEL_LIMIT", "GpuView", "Readings", "ServerView", "View", "label"]
+__all__ = ["LABEL_LIMIT", "GoodputCount", "GpuView", "Readings", "ServerView", "View", "label"]

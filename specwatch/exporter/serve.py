@@ -24,6 +24,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.process_collector import ProcessCollector
 
+from specwatch.core.goodput import DEFAULT_SLO, Slo
 from specwatch.exporter.families import SessionCollector
 from specwatch.exporter.readings import Readings
 
@@ -66,10 +67,12 @@ class Exporter:
     registry: CollectorRegistry
 
     @classmethod
-    def of(cls, session: LiveSession, plain_s: float | None = None) -> Exporter:
+    def of(
+        cls, session: LiveSession, plain_s: float | None = None, slo: Slo = DEFAULT_SLO
+    ) -> Exporter:
         """Subscribe to ``session`` and register its series, plus this process's own CPU and
-        memory (``process_cpu_seconds_total``)."""
-        readings = Readings(session.endpoints)
+        memory (``process_cpu_seconds_total``); goodput is counted against ``slo``."""
+        readings = Readings(session.endpoints, slo=slo)
         session.subscribe(readings)
         registry = CollectorRegistry(auto_describe=False)
         collector = SessionCollector(readings.view, plain_s)
