@@ -26,6 +26,7 @@ from specwatch.core.session_figures import SessionSummary, SessionTotals
 from specwatch.core.window_mean import HeldLatest, SteadyMean
 from specwatch.core.windows import WINDOWS as WINDOWS
 from specwatch.session.verdict_state import WAITING, LiveVerdictState
+from specwatch.ui.renderables import Point, point_time
 from specwatch.ui.timeline import DOWN_MARK_S as DOWN_MARK_S
 from specwatch.ui.timeline import Mark, Timeline
 
@@ -63,7 +64,7 @@ class TimeSeries:
     def __init__(self, maxlen: int) -> None:
         if maxlen < 1:
             raise ValueError(f"maxlen must be at least 1, got {maxlen}")
-        self._points: deque[tuple[float, float | None]] = deque(maxlen=maxlen)
+        self._points: deque[Point] = deque(maxlen=maxlen)
 
     @property
     def maxlen(self) -> int:
@@ -81,7 +82,7 @@ class TimeSeries:
     def __len__(self) -> int:
         return len(self._points)
 
-    def points(self) -> list[tuple[float, float | None]]:
+    def points(self) -> list[Point]:
         """Every point, oldest first."""
         return list(self._points)
 
@@ -93,32 +94,28 @@ class TimeSeries:
         newest.reverse()
         return newest
 
-    def after(self, t0: float) -> list[tuple[float, float | None]]:
+    def after(self, t0: float) -> list[Point]:
         """Points with ``t > t0``, oldest first: by bisection, since times never go backwards,
         and only they are copied (a graph asks for its window of an hour's series)."""
         points = self._points
-        lo = bisect.bisect_right(points, t0, key=_time)
+        lo = bisect.bisect_right(points, t0, key=point_time)
         out = list(itertools.islice(reversed(points), len(points) - lo))
         out.reverse()
         return out
 
     @property
-    def latest(self) -> tuple[float, float | None] | None:
+    def latest(self) -> Point | None:
         """The newest point, or ``None`` when empty."""
         return self._points[-1] if self._points else None
 
     @property
-    def first(self) -> tuple[float, float | None] | None:
+    def first(self) -> Point | None:
         """The oldest point, or ``None`` when empty."""
         return self._points[0] if self._points else None
 
     def last(self) -> float | None:
         """The newest value, or ``None`` (when empty, or when the newest point is a gap)."""
         return self._points[-1][1] if self._points else None
-
-
-def _time(point: tuple[float, float | None]) -> float:
-    return point[0]
 
 
 # --- checks: a malformed window or tick is refused, never drawn ------------------------------

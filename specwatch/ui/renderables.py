@@ -38,7 +38,8 @@ Point = tuple[float, float | None]
 """A series' point: its time and its value (``None``: a gap)."""
 
 
-def _time(point: Point) -> float:
+def point_time(point: Point) -> float:
+    """A point's time (the key both the series and its column means bisect by)."""
     return point[0]
 
 
@@ -73,8 +74,8 @@ def bucket_sorted(
         return []
     t0 = t_end - span_s
     scale = width / span_s
-    lo = bisect_right(points, t0, key=_time)  # points[:lo] are at or before t0
-    hi = bisect_right(points, t_end, lo=lo, key=_time)  # points[hi:] are after t_end
+    lo = bisect_right(points, t0, key=point_time)  # points[:lo] are at or before t0
+    hi = bisect_right(points, t_end, lo=lo, key=point_time)  # points[hi:] are after t_end
     if (hi - lo) < width * DENSE:
         means, newest = _dense(points[lo:hi], t0, scale, width)
     else:
