@@ -72,8 +72,9 @@ class ShareBounds:
         return f"{self.low * 100:.1f}–{self.high * 100:.1f}%"
 
 
-def cdf_share(cdf: Cdf, limit: float) -> ShareBounds | None:
-    """Share of the requests in ``cdf`` at or under ``limit`` (``None`` with no requests)."""
+def cdf_counts(cdf: Cdf, limit: float) -> tuple[float, float, float] | None:
+    """``(at least, at most, requests)``: how many of the requests in ``cdf`` were at or under
+    ``limit`` (the two are equal at a bucket bound); ``None`` with no requests."""
     if not cdf:
         return None
     total = cdf[-1][1]
@@ -82,11 +83,20 @@ def cdf_share(cdf: Cdf, limit: float) -> ShareBounds | None:
     below = 0.0
     for le, cumulative in cdf:
         if le == limit:
-            return ShareBounds(cumulative / total, cumulative / total, total)
+            return cumulative, cumulative, total
         if le > limit:
-            return ShareBounds(below / total, cumulative / total, total)
+            return below, cumulative, total
         below = cumulative
-    return ShareBounds(1.0, 1.0, total)
+    return total, total, total
+
+
+def cdf_share(cdf: Cdf, limit: float) -> ShareBounds | None:
+    """Share of the requests in ``cdf`` at or under ``limit`` (``None`` with no requests)."""
+    counts = cdf_counts(cdf, limit)
+    if counts is None:
+        return None
+    low, high, total = counts
+    return ShareBounds(low / total, high / total, total)
 
 
 def add_cdfs(a: Cdf, b: Cdf) -> Cdf:
@@ -233,6 +243,7 @@ __all__ = [
     "ShareBounds",
     "Slo",
     "add_cdfs",
+    "cdf_counts",
     "cdf_share",
     "histogram_goodput",
     "request_goodput",

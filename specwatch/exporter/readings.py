@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from specwatch.core.energy import Energy, PowerLog
-from specwatch.core.goodput import DEFAULT_SLO, Slo, cdf_share
+from specwatch.core.goodput import DEFAULT_SLO, Slo, cdf_counts
 from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.core.host import HostSpan
 from specwatch.core.sanitize import sanitize_line
@@ -80,13 +80,13 @@ class GoodputCount:
     met_low: float = 0.0
     met_high: float = 0.0
 
-    def plus(self, requests: float, low: float, high: float) -> GoodputCount:
-        """These counts with one window's added."""
+    def plus(self, low: float, high: float, requests: float) -> GoodputCount:
+        """These counts with one window's added (:func:`~specwatch.core.goodput.cdf_counts`)."""
         return replace(
             self,
             requests=self.requests + requests,
-            met_low=self.met_low + low * requests,
-            met_high=self.met_high + high * requests,
+            met_low=self.met_low + low,
+            met_high=self.met_high + high,
         )
 
 
@@ -101,8 +101,8 @@ def _add_goodput(
     out = []
     for c in counts:
         cdf = window.latency_cdf.get(c.objective)
-        share = cdf_share(cdf, c.limit_s) if cdf else None
-        out.append(c if share is None else c.plus(share.requests, share.low, share.high))
+        got = cdf_counts(cdf, c.limit_s) if cdf else None
+        out.append(c if got is None else c.plus(*got))
     return tuple(out)
 
 
