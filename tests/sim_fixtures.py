@@ -1,4 +1,5 @@
-"""The simulator's test-only parts: a clock a test moves by hand, and faults it injects.
+"""The simulator's test-only parts: a clock a test moves by hand, one run faster than the wall
+clock, and faults it injects.
 
 Faults are what real servers do to monitors on bad days. Every knob is thread-safe: tests set
 faults from their own thread while the server runs on its loop. A fault either applies to the
@@ -11,9 +12,41 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from dataclasses import dataclass
 
 from specwatch.sim.world import SimWorld
+
+
+class ScaledClock:
+    """Monotonic wall time run ``factor`` times faster: minutes of a simulated story in seconds.
+
+    Everything that reads the same clock (the world, the session's timestamps) sees one
+    consistent time; only what is measured on the real clock (HTTP round trips) is not sped up.
+    """
+
+    free_running = True
+
+    def __init__(self, factor: float, start: float | None = None) -> None:
+        if not factor > 0:
+            raise ValueError("factor must be positive")
+        self.factor = factor
+        self._m0 = time.monotonic()
+        self._t0 = self._m0 if start is None else start
+
+    def now(self) -> float:
+        """Simulated seconds."""
+        return self._t0 + (time.monotonic() - self._m0) * self.factor
+
+    def real_s(self, simulated_s: float) -> float:
+        """Real seconds that ``simulated_s`` simulated seconds take."""
+        return simulated_s / self.factor
+
+    async def sleep_until(self, t: float) -> None:
+        """Sleep on the running loop until simulated ``t``."""
+        delay = (t - self.now()) / self.factor
+        if delay > 0:
+            await asyncio.sleep(delay)
 
 
 class ManualClock:

@@ -66,12 +66,10 @@ def test_the_simulator_help_does_not_load_the_simulated_server() -> None:
 
 
 def test_the_simulator_options_offer_what_the_simulator_has() -> None:
-    from specwatch.commands.sim import DCGM_DEFAULT_PORT, DEFAULT_VERSIONS, HOSTILE_CASES
-    from specwatch.sim.hostile import CASES
+    from specwatch.commands.sim import DCGM_DEFAULT_PORT, DEFAULT_VERSIONS
     from specwatch.sim.presets import DEFAULT_VERSIONS as SIM_VERSIONS
     from specwatch.sources.dcgm.parse import DEFAULT_PORT
 
-    assert HOSTILE_CASES == CASES
     assert DCGM_DEFAULT_PORT == DEFAULT_PORT
     assert {d.value: v for d, v in SIM_VERSIONS.items()} == DEFAULT_VERSIONS
 

@@ -1,5 +1,5 @@
 """``probe --dcgm`` and ``bench --dcgm`` against a dcgm-exporter that drips its headers a byte a
-second (``specwatch sim --hostile dcgm-trickle``): each request ends at its wall-clock deadline,
+second (``python -m tests.hostile dcgm-trickle``): each request ends at its wall-clock deadline,
 and SIGTERM or Ctrl-C stops the command while a request trickles (issue 28 item 7; a per-read
 timeout alone once let it hang for 817 s, deaf to both)."""
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from specwatch.sim.hostile import HostileServer, hostile_server
 from specwatch.sim.presets import preset
+from tests.hostile import HostileServer, hostile_server
 from tests.sim_testing import FAST, serving
 
 ROOT = Path(__file__).resolve().parent.parent

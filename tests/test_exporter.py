@@ -248,7 +248,7 @@ def test_the_command_serves_metrics_and_ends_cleanly_on_sigterm(tmp_path: Path) 
 @pytest.mark.parametrize("case", ["banner", "escape", "huge-metrics", "loading"])
 async def test_a_hostile_server_shows_as_health_series_never_a_crash(case: str) -> None:
     from specwatch.session.live import LiveSession
-    from specwatch.sim.hostile import HOSTILE, hostile_server
+    from tests.hostile import HOSTILE, hostile_server
 
     with hostile_server(case, trickle_s=0.05) as hostile:
         session = LiveSession([parse_endpoint(hostile.url)], None, 0.1, timeout_s=0.5)

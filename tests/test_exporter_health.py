@@ -27,11 +27,11 @@ from specwatch.exporter.readings import Readings
 from specwatch.exporter.serve import Exporter
 from specwatch.session.events import MetricsScraped, ServerWaiting
 from specwatch.session.live import LiveSession
-from specwatch.sim.hostile import hostile_server
 from specwatch.sources.http.client import POLL_DEADLINE_S
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.identity.code_origin import Deadline
 from specwatch.sources.identity.process import listening_sockets, socket_owners
+from tests.hostile import hostile_server
 from tests.realserver import running_llama_server
 from tests.session_world import Collector, drive_until, manual_sim
 

@@ -25,8 +25,8 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from specwatch.sim.hostile_prometheus import prometheus_answer
 from tests.child_peak import run_specwatch
+from tests.hostile_prometheus import prometheus_answer
 from tests.loopback_http import QuietHandler, serving
 
 SERIES = 100_000

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from specwatch.sim.hostile import hostile_server
 from specwatch.ui.hangup import HANGUP_EXIT, TERM_EXIT
+from tests.hostile import hostile_server
 from tests.test_ui_hangup import read_to_exit, read_until, spawn_in_pty
 
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 
 from specwatch.commands.bench import add_bench_arguments, run_bench
@@ -16,11 +20,12 @@ from specwatch.commands.probe_text import render_text
 from specwatch.core.server import MetricsWindow
 from specwatch.session.events import MetricsScraped, ServerReady, SessionEvent
 from specwatch.session.live import ServerPoller
-from specwatch.sim.hostile import hostile_server
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.probe import probe, probe_to_dict
+from tests.hostile import hostile_server
 
 ESC = "\x1b"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _no_controls(text: str) -> None:
@@ -210,3 +215,56 @@ async def test_poller_gives_up_on_a_trickle_within_its_deadline() -> None:
     assert time.monotonic() - t < 5
     details = [getattr(e, "detail", "") for e in events]
     assert any("1 s deadline" in d for d in details), details
+
+
+def test_the_fixture_serves_one_case_from_the_command_line_until_stopped() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.hostile", "escape", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "hostile case escape" in line
+        url = line.split(" at ")[1].split()[0]
+        model = httpx.get(url + "/v1/models").json()["data"][0]["id"]
+        assert "\x1b]0;PWNED" in model
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+
+
+def test_the_banner_case_speaks_ssh() -> None:
+    import socket
+
+    from tests.hostile import HostileServer
+
+    server = HostileServer("banner")
+    server.start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+            assert s.recv(64).startswith(b"SSH-2.0-")
+    finally:
+        server.stop()
+
+
+def test_the_fixture_reports_a_busy_port() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.hostile", "endless", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=ROOT,
+        )
+    assert done.returncode == 1
+    assert "cannot serve" in done.stderr

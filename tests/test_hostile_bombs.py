@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from specwatch.sim.hostile_prometheus import gzip_bomb
 from tests.child_peak import PEAK_LIMIT_MIB, run_specwatch
+from tests.hostile_prometheus import gzip_bomb
 from tests.loopback_http import QuietHandler, serving
 from tests.record_world import record_story, story
 

@@ -166,7 +166,7 @@ def _printable(text: str) -> None:
 
 @contextmanager
 def hostile_prometheus(case: str) -> Iterator[str]:
-    from specwatch.sim.hostile import hostile_server
+    from tests.hostile import hostile_server
 
     with hostile_server(case) as server:
         yield server.url

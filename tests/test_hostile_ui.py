@@ -13,11 +13,11 @@ from textual.screen import Screen
 from textual.widget import Widget
 
 from specwatch.session import LiveSession
-from specwatch.sim.hostile import hostile_server
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.modals import TextModal
 from specwatch.ui.settings import AppSettings
+from tests.hostile import hostile_server
 
 
 def _bad_chars(text: str) -> list[str]:

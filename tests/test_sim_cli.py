@@ -88,57 +88,6 @@ def test_sim_serves_a_dcgm_exporter_for_its_gpus() -> None:
     assert proc.returncode == 0, err
 
 
-def test_sim_hostile_serves_one_case_until_stopped() -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CODE, "--hostile", "escape", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "hostile case escape" in line
-        url = line.split(" at ")[1].split()[0]
-        model = httpx.get(url + "/v1/models").json()["data"][0]["id"]
-        assert "\x1b]0;PWNED" in model
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _out, err = proc.communicate(timeout=10)
-    assert proc.returncode == 0, err
-
-
-def test_sim_hostile_banner_speaks_ssh() -> None:
-    import socket
-
-    from specwatch.sim.hostile import HostileServer
-
-    server = HostileServer("banner")
-    server.start()
-    try:
-        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
-            assert s.recv(64).startswith(b"SSH-2.0-")
-    finally:
-        server.stop()
-
-
-def test_sim_hostile_reports_a_busy_port() -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        port = s.getsockname()[1]
-        done = subprocess.run(
-            [sys.executable, "-c", CODE, "--hostile", "endless", "--port", str(port)],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    assert done.returncode == 1
-    assert "cannot serve" in done.stderr
-
-
 def test_a_taken_exporter_port_leaves_the_url_line_first() -> None:
     # The default exporter port (9400) taken: the server still serves, its URL line first.
     import socket

@@ -29,12 +29,12 @@ from textual.widget import Widget
 
 from specwatch.session import LiveSession
 from specwatch.session.gpu_source import NvmlGpuSource
-from specwatch.sim.clock import ScaledClock
 from specwatch.sim.demo import SCENARIO_CHANGE_S, start_demo
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.settings import AppSettings
+from tests.sim_fixtures import ScaledClock
 
 FACTOR = 4.0
 """Simulated seconds per real second."""

@@ -51,29 +51,6 @@ DCGM_DEFAULT_PORT = 9400
 """dcgm-exporter's own default port (``sources.dcgm.parse.DEFAULT_PORT``, spelt out so that
 ``--help`` stays light)."""
 
-HOSTILE_CASES = (
-    "escape",
-    "endless",
-    "quiet",
-    "trickle",
-    "dcgm-trickle",
-    "huge-metrics",
-    "huge-event",
-    "huge-json",
-    "banner",
-    "redirect",
-    "loading",
-    "unauthorised",
-    "garbage",
-    "prom-labels",
-    "prom-values",
-    "prom-type",
-    "prom-error",
-    "prom-gzip",
-    "prom-series",
-)
-"""``sim.hostile.CASES``, spelt out (a test keeps the two equal)."""
-
 
 def add_sim_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``specwatch sim``."""
@@ -161,21 +138,6 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
         help="the simulated exporter's collection interval, seconds (default: 1; real: 30)",
     )
     p.add_argument(
-        "--hostile",
-        default=None,
-        metavar="CASE",
-        choices=HOSTILE_CASES,
-        help="serve a hostile server instead, one fault per case (for testing clients): "
-        + ", ".join(HOSTILE_CASES),
-    )
-    p.add_argument(
-        "--trickle",
-        type=float,
-        default=1.0,
-        metavar="S",
-        help="with --hostile trickle or dcgm-trickle: seconds between two bytes (default: 1)",
-    )
-    p.add_argument(
         "--api-key-env",
         default=None,
         metavar="VAR",
@@ -191,9 +153,6 @@ def run_sim(args: argparse.Namespace) -> int:
     from specwatch.sim.presets import preset
     from specwatch.sim.server import SimServer
     from specwatch.sim.world import SimWorld
-
-    if args.hostile is not None:
-        return _run_hostile(args.hostile, args.host, args.port, args.trickle)
 
     overrides: dict[str, object] = {
         "seed": args.seed,
@@ -295,23 +254,6 @@ def _node_name(host: str) -> str:
     return host
 
 
-def _run_hostile(case: str, host: str, port: int, trickle_s: float) -> int:
-    from specwatch.sim.hostile import HostileServer
-
-    server = HostileServer(case, trickle_s=trickle_s, port=port, host=host)
-    try:
-        url = server.start()
-    except OSError as exc:
-        say_error("specwatch sim", f"cannot serve on {host}:{port}: {exc}")
-        return 1
-    print(f"specwatch sim: hostile case {case} at {url}  (Ctrl-C to stop)", flush=True)
-    try:
-        _serve_until_stopped()
-    finally:
-        server.stop()
-    return 0
-
-
 def _serve_until_stopped() -> None:
     """Block until SIGINT or SIGTERM."""
     done = threading.Event()
@@ -330,7 +272,6 @@ __all__ = [
     "DCGM_DEFAULT_PORT",
     "DEFAULT_BACKGROUND",
     "DEFAULT_VERSIONS",
-    "HOSTILE_CASES",
     "add_sim_arguments",
     "run_sim",
 ]

@@ -1,4 +1,5 @@
-"""A hostile server, for tests over real sockets and ``specwatch sim --hostile CASE``.
+"""A hostile server, for tests over real sockets; ``python -m tests.hostile CASE`` from a checkout
+serves one case until Ctrl-C, to try any client against it.
 
 Raw asyncio, no framework: each case is one way a server (or something that is not one) can
 hurt a client. Apart from its fault, a case answers like a small vLLM, so detection gets as far
@@ -20,7 +21,7 @@ Cases:
     loading:      HTTP 503 everywhere
     unauthorised: HTTP 401 everywhere
     garbage:      HTTP 200 with random bytes on every path
-    prom-*:       a hostile Prometheus HTTP API (:mod:`specwatch.sim.hostile_prometheus`)
+    prom-*:       a hostile Prometheus HTTP API (:mod:`tests.hostile_prometheus`)
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ import asyncio
 import contextlib
 import json
 import random
+import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
-from specwatch.sim.hostile_prometheus import PROMETHEUS_CASES, prometheus_answer
+from tests.hostile_prometheus import PROMETHEUS_CASES, prometheus_answer
 
 HOSTILE = "\x1b]0;PWNED\x07\x1b[2J\x1b[31mred\u202eevil\x9b1m"
 """An OSC title change, a screen wipe, a colour, a bidi override and a C1 CSI."""
@@ -346,3 +348,39 @@ def hostile_server(case: str, trickle_s: float = 1.0) -> Iterator[HostileServer]
         yield server
     finally:
         server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.hostile CASE [--port N] [--host H] [--trickle S]``: serve one case."""
+    import argparse
+    import signal
+
+    p = argparse.ArgumentParser(prog="python -m tests.hostile", description=main.__doc__)
+    p.add_argument("case", choices=CASES)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0, help="0 (the default): any free port")
+    p.add_argument(
+        "--trickle", type=float, default=1.0, metavar="S", help="trickle cases: seconds a byte"
+    )
+    args = p.parse_args(argv)
+    server = HostileServer(args.case, trickle_s=args.trickle, port=args.port, host=args.host)
+    try:
+        url = server.start()
+    except OSError as exc:
+        print(f"tests.hostile: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    print(f"hostile case {args.case} at {url}  (Ctrl-C to stop)", flush=True)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    try:
+        while not done.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

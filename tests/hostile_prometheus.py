@@ -1,4 +1,4 @@
-"""A hostile Prometheus HTTP API: the answers of ``specwatch sim --hostile prom-*``.
+"""A hostile Prometheus HTTP API: the answers of ``tests.hostile``'s ``prom-*`` cases.
 
 Pure: :func:`prometheus_answer` turns one request (path and query) into a status, headers and
 a body, so tests can serve it through ``httpx.MockTransport`` and the hostile server over a
