@@ -10,7 +10,10 @@ What runs where:
   on a fake NVML over simulated GPUs under load, ``/metrics`` every second;
 * **bare**: the same live session in a child with no UI (its events dropped);
 * **serve**: a replay server streaming a recorded vLLM completion at a fixed chunk rate, faster
-  than the simulator's own engine steps, for the benchmark client's chunk rate.
+  than the simulator's own engine steps, for the benchmark client's chunk rate;
+* **trace-make**, **trace-read**, **trace-stdlib**: the simulator's eager profile trace written
+  to a size, then read by ``read_rank`` (streaming, ijson's C backend) or ``json.load``, each in
+  a child of its own so that its peak RSS is its own (a child starts from its parent's at fork).
 
 Each measured child reports its own CPU time (``time.process_time``: user and system, all
 threads) over the measured window after a warm-up, and its peak RSS. FakeNvml asks the
@@ -343,10 +346,43 @@ def serve(template: Path, chunks: int, rate: float) -> None:
     asyncio.run(main())
 
 
+def make_trace(path: Path, mb: float) -> int:
+    """The simulator's eager trace (600 kernels a verify step, about 1,800 events), repeated
+    until it is ``mb`` MB uncompressed; prints the number of steps."""
+    from specwatch.sim.profiler import SimStep, write_trace
+
+    probe = path.with_name("probe.trace.json")
+    one = SimStep("VERIFY", 4, 16, 29.3, False)
+    write_trace(probe, engine="sglang", rank=0, tp=2, steps=[one])
+    steps = max(1, int(mb * 1e6 / probe.stat().st_size))
+    probe.unlink()
+    write_trace(path, engine="sglang", rank=0, tp=2, steps=(one for _ in range(steps)))
+    return steps
+
+
+def read_trace(mode: str, path: Path) -> dict[str, float]:
+    """Read ``path`` (``trace-read``: streaming; ``trace-stdlib``: ``json.load``); its figures."""
+    t0 = time.perf_counter()
+    if mode == "trace-read":
+        from specwatch.sources.profile.trace import read_rank
+
+        rank = read_rank(path, engine="sglang")
+        n = rank.kinds[0].n if rank.kinds else 0
+    else:
+        with open(path, "rb") as f:
+            doc = json.load(f)
+        n = sum(1 for e in doc["traceEvents"] if e.get("cat") == "user_annotation")
+    seconds = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"seconds": seconds, "peak_mib": peak, "steps": n}
+
+
 def main() -> int:
     """Run one child (called by this module's own ``run_child`` and ``start_replay``)."""
     p = argparse.ArgumentParser(description="a process cost_report.py measures")
-    p.add_argument("mode", choices=("app", "bare", "serve"))
+    p.add_argument(
+        "mode", choices=("app", "bare", "serve", "trace-make", "trace-read", "trace-stdlib")
+    )
     p.add_argument("--url")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--report", type=Path)
@@ -354,8 +390,14 @@ def main() -> int:
     p.add_argument("--template", type=Path)
     p.add_argument("--chunks", type=int, default=20_000)
     p.add_argument("--rate", type=float, default=20_000.0)
+    p.add_argument("--trace", type=Path)
+    p.add_argument("--mb", type=float, default=100.0)
     args = p.parse_args()
-    if args.mode == "serve":
+    if args.mode == "trace-make":
+        print(make_trace(args.trace, args.mb))
+    elif args.mode.startswith("trace-"):
+        print(json.dumps(read_trace(args.mode, args.trace)))
+    elif args.mode == "serve":
         serve(args.template, args.chunks, args.rate)
     elif args.mode == "app":
         child_app(args.url, args.seconds, args.report, args.gpus)

@@ -15,7 +15,8 @@ The exit status is 1 when a gate misses (``--strict``: when any figure misses).
 The parts: sampling without the UI, the app with 64 GPUs, the ``/metrics`` read beside
 ``prometheus_client``'s full parse, a dcgm-exporter poll beside a full parse, RSS growth over
 10^6 GPU samples on a stepped clock, ``--help`` and the first frame beside ``python -c pass``,
-and the benchmark client's chunk rate beside a bare httpx + orjson loop.
+the benchmark client's chunk rate beside a bare httpx + orjson loop, and the profile trace's
+streaming read beside ``json.load`` (``--only trace``; 100 MB, 20 MB with ``--quick``).
 
 Absolute figures move between machines and with other load on them; read the ratios across
 machines and the absolute figures within one run. ``--repeat N`` runs the CPU modes and the
@@ -490,6 +491,37 @@ def rss_hour_rows(marks_min: Sequence[float]) -> list[Row]:
     ]
 
 
+def trace_rows(quick: bool) -> list[Row]:
+    """Reading a profile trace: ``read_rank`` beside ``json.load`` of the same file, in one run."""
+    mb = 20.0 if quick else 100.0
+    child = [kids.PYTHON, kids.__file__]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "cost-TP-0.trace.json"
+        argv = [*child, "trace-make", "--trace", str(path), "--mb", str(mb)]
+        steps = int(subprocess.run(argv, check=True, capture_output=True, text=True).stdout)
+        size = path.stat().st_size / 1e6
+        read = {
+            mode: json.loads(
+                subprocess.run(
+                    [*child, mode, "--trace", str(path)], check=True, capture_output=True, text=True
+                ).stdout
+            )
+            for mode in ("trace-read", "trace-stdlib")
+        }
+    ours, std = read["trace-read"], read["trace-stdlib"]
+    return [
+        Row(
+            f"profile trace read, {size:.0f} MB, {steps} eager steps",
+            f"{size / ours['seconds']:.1f} MB/s, peak {ours['peak_mib']:.0f} MiB (json.load "
+            f"{size / std['seconds']:.1f} MB/s, peak {std['peak_mib']:.0f} MiB: "
+            f"{std['seconds'] / ours['seconds']:.2f}x the speed, "
+            f"{ours['peak_mib'] / std['peak_mib']:.2f}x the memory)",
+            "(for reference)",
+            None,
+        )
+    ]
+
+
 def runtime_python() -> str:
     """A Python whose venv holds specwatch's runtime dependencies and nothing else (built once
     per dependency list); the measured children import specwatch from this tree."""
@@ -542,6 +574,7 @@ STEPS: dict[str, Callable[[argparse.Namespace, float], list[Row]]] = {
     "memory": lambda a, seconds: memory_rows(a.quick),
     "start": lambda a, seconds: start_rows(a.quick),
     "chunk": lambda a, seconds: chunk_rows(a.quick),
+    "trace": lambda a, seconds: trace_rows(a.quick),
     "hour": lambda a, seconds: rss_hour_rows(a.rss_at),
 }
 """``--only`` name -> the rows it measures, after the CPU modes, in this order; ``hour`` runs
