@@ -132,6 +132,12 @@ async def test_the_story_reaches_the_webhook_through_prometheus_and_alertmanager
                 await _step(sim, seen)
             empty = [e for e in expressions() if not _query(prom.url, _concrete(e), 60.0)]
             assert empty == [], empty
+            # The goodput panel's shares are shares: both objectives, each in [0, 1].
+            (goodput,) = [e for e in expressions() if "goodput_met" in e and '"low"' in e]
+            shares = _query(prom.url, _concrete(goodput).replace("10s", "60s"))
+            assert {r["metric"]["objective"] for r in shares} == {"ttft", "tpot"}  # type: ignore[index]
+            values = [float(r["value"][1]) for r in shares]  # type: ignore[index]
+            assert all(0.0 <= v <= 1.0 for v in values if v == v) and any(v == v for v in values)
             # The server goes away: up is 0 and the "cannot reach" alert is delivered.
             server.stop()
             end = time.monotonic() + DEADLINE_S
