@@ -9,11 +9,10 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from specwatch.sim.clock import Clock
 from specwatch.sim.config import SimConfig
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.server import SimServer
-from specwatch.sim.world import SimWorld
+from specwatch.sim.world import Clock, SimWorld
 
 T = TypeVar("T")
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from specwatch.sim.clock import Clock, RealClock
 from specwatch.sim.dcgm_exporter import SimDcgmExporter
 from specwatch.sim.gpus import SimGpus, SimGpuSpec, with_overrides
 from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
-from specwatch.sim.world import SimWorld
+from specwatch.sim.world import Clock, RealClock, SimWorld
 
 DEMO_LOAD_TIME_S = 3.0
 DEMO_BACKGROUND_USERS = 3

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specwatch.sim.clock import RealClock
 from specwatch.sim.demo import DEMO_GPU
 from specwatch.sim.gpus import SimGpus, with_overrides
 from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
-from specwatch.sim.world import SimWorld
+from specwatch.sim.world import RealClock, SimWorld
 
 GPU_STATES = ("cold", "hot", "warming")
 

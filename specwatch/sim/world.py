@@ -7,18 +7,51 @@ same steps, the same tokens and the same ground truth.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from specwatch.sim.clock import Clock, RealClock
 from specwatch.sim.config import SimConfig
 from specwatch.sim.engine import Engine, SimRequest, TokenEvent, request_truth
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.metrics import telemetry_class
 from specwatch.sim.truth import GroundTruth
+
+
+class Clock(Protocol):
+    """What the simulator needs of time."""
+
+    free_running: bool
+    """Whether time passes by itself (``False``: only a test moves it, so the server keeps no
+    background ticker and answers carry reproducible Unix times)."""
+
+    def now(self) -> float:
+        """Seconds on this clock."""
+        ...
+
+    async def sleep_until(self, t: float) -> None:
+        """Return once ``now() >= t``."""
+        ...
+
+
+class RealClock:
+    """Monotonic wall time."""
+
+    free_running = True
+
+    def now(self) -> float:
+        """Seconds from ``time.monotonic``."""
+        return time.monotonic()
+
+    async def sleep_until(self, t: float) -> None:
+        """Sleep on the running loop until ``t``."""
+        delay = t - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
 
 MANUAL_UNIX_BASE = 1_780_000_000.0
 """Unix time of zero on a clock that only a test moves, so that timestamps in answers are
@@ -208,4 +241,4 @@ class SimWorld:
         return self._lock
 
 
-__all__ = ["MANUAL_UNIX_BASE", "Faults", "SimWorld"]
+__all__ = ["MANUAL_UNIX_BASE", "Clock", "Faults", "RealClock", "SimWorld"]
