@@ -9,7 +9,7 @@ import pytest
 
 from specwatch.core.server import ChunkArrival, Dialect, ServerInfo, SpecConfig, StreamResult
 from specwatch.sources.http.client import TooLarge, bounded_lines
-from specwatch.sources.streams.figures import (
+from specwatch.sources.stream_steps import (
     CUT_STEP_NOTE,
     TOKENS_PER_STEP_NOTE,
     UNKNOWN_STEP_TOKENS,

@@ -112,7 +112,7 @@ async def test_vllm_merged_chunks_counted_exactly() -> None:
 async def test_vllm_counts_the_cut_last_step_in_full_and_the_stream_says_so() -> None:
     """Like a real vLLM: one chunk per engine step, the prefill token alone in the first, and
     the last step cut by max_tokens while the server counts all the drafts it accepted."""
-    from specwatch.sources.streams.figures import CUT_STEP_NOTE
+    from specwatch.sources.stream_steps import CUT_STEP_NOTE
     from specwatch.sources.watch.watcher import MetricsWatcher
 
     # every draft accepted: steps of k + 1 tokens, so the cut is known exactly

@@ -13,7 +13,7 @@ A server's strings are sanitised once, where they enter: :func:`clean_info` wher
 benchmark, snapshots and every TUI pane see only sanitised text; errors where
 :class:`~specwatch.sources.http.server_errors.ServerError` is built, metrics notes
 (:func:`clean_notes`) in the watcher and stream results in
-:mod:`specwatch.sources.streams.figures`.
+:mod:`specwatch.sources.stream_steps`.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from specwatch.sources.metrics.prom import Histogram, LabelMatch, Scrape
 
 if TYPE_CHECKING:
     from specwatch.sources.http.client import ServerClient
-    from specwatch.sources.streams.accumulator import StreamAccumulator
+    from specwatch.sources.stream_steps import StreamAccumulator
 
 
 ONE_CHUNK_PER_STEP = (

@@ -36,7 +36,7 @@ from specwatch.sources.identity.server_queries import (
     str_or_none,
     try_json,
 )
-from specwatch.sources.streams.accumulator import StreamAccumulator
+from specwatch.sources.stream_steps import StreamAccumulator
 
 if TYPE_CHECKING:
     from specwatch.sources.http.client import ServerClient

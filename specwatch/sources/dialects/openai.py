@@ -18,7 +18,7 @@ from specwatch.sources.dialects.base import (
     StreamRequest,
 )
 from specwatch.sources.identity.server_queries import scrape_metrics
-from specwatch.sources.streams.accumulator import StreamAccumulator
+from specwatch.sources.stream_steps import StreamAccumulator
 
 if TYPE_CHECKING:
     from specwatch.sources.dialects.base import WindowBuilder

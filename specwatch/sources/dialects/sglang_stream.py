@@ -13,7 +13,7 @@ from typing import Any
 from specwatch.core.server import ServerInfo
 from specwatch.core.values import as_float, as_int
 from specwatch.sources.dialects.base import StreamRequest
-from specwatch.sources.streams.accumulator import StreamAccumulator, finish_type
+from specwatch.sources.stream_steps import StreamAccumulator, finish_type
 
 _SPEC_PREFIX = "spec_"
 

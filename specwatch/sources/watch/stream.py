@@ -29,17 +29,15 @@ from specwatch.sources.http.client import (
 )
 from specwatch.sources.http.endpoint import redact
 from specwatch.sources.http.server_errors import ServerError
-from specwatch.sources.streams.accumulator import StreamAccumulator
-from specwatch.sources.streams.figures import (
+from specwatch.sources.stream_steps import (
     TOKENS_PER_STEP_NOTE,
+    StreamAccumulator,
     clean_result,
-    stream_spec_figures,
-    token_cap,
-)
-from specwatch.sources.streams.steps import (
     estimate_counts,
     group_bursts,
     quantile,
+    stream_spec_figures,
+    token_cap,
 )
 
 _Handler = Callable[[StreamAccumulator, Mapping[str, Any], float], None]

@@ -1,1 +1,0 @@
-"""One streamed completion: the request, its steps, accumulator and figures."""
