@@ -22,7 +22,7 @@ import pytest
 from specwatch.core.server import ChunkArrival, Dialect, ServerInfo, StreamResult
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import Endpoint
-from specwatch.sources.watch.stream import stream_completion
+from specwatch.sources.stream import stream_completion
 
 Handler = Callable[[httpx.Request], httpx.Response]
 

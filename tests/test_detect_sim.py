@@ -9,7 +9,7 @@ from specwatch.core.server import Dialect
 from specwatch.sources.detect import WaitStatus, detect, wait_ready
 from specwatch.sources.dialects.sglang import FORBIDDEN_PATHS as FORBIDDEN_SGLANG_PATHS
 from specwatch.sources.http.server_errors import ServerError
-from specwatch.sources.watch.stream import stream_completion
+from specwatch.sources.stream import stream_completion
 from tests.conftest import drive_stream, running_sim
 from tests.sim_fixtures import faults_of
 
@@ -68,7 +68,7 @@ async def test_detects_dialect_version_model_and_spec(
 
 async def test_sglang_health_never_called_across_a_session(no_env_proxy: None) -> None:
     """Detect, wait, scrape and stream: the SGLang /health generation never runs."""
-    from specwatch.sources.watch.watcher import MetricsWatcher
+    from specwatch.sources.watcher import MetricsWatcher
 
     with running_sim("sglang", "0.5.23", background_concurrency=2) as sim:
         async with sim.client() as client:

@@ -19,7 +19,7 @@ from specwatch.core.server import MetricsWindow, SpecConfig
 from specwatch.core.step_cost import plain_steps
 from specwatch.sim.config import SimConfig
 from specwatch.sources.detect import detect
-from specwatch.sources.watch.watcher import MetricsWatcher
+from specwatch.sources.watcher import MetricsWatcher
 from tests.advisor_sim import (
     held_batch_windows,
     info_of,

@@ -29,7 +29,7 @@ from specwatch.session import events as ev
 from specwatch.sources.detect import detect
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import parse_endpoint
-from specwatch.sources.watch.watcher import MetricsWatcher
+from specwatch.sources.watcher import MetricsWatcher
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.load import load_text
 from tests.realserver import running_vllm_cpu

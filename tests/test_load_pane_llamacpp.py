@@ -14,7 +14,7 @@ from specwatch.sim.presets import preset
 from specwatch.sources.detect import detect
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import parse_endpoint
-from specwatch.sources.watch.watcher import MetricsWatcher
+from specwatch.sources.watcher import MetricsWatcher
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.load import load_text
 from tests.scene import scene_server

@@ -18,7 +18,7 @@ from specwatch.sources.dialects.sglang import derive_sglang
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.metrics.parse import parse_metrics
-from specwatch.sources.watch.watcher import MetricsWatcher
+from specwatch.sources.watcher import MetricsWatcher
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.load import load_text
 from tests.scene import scene_server

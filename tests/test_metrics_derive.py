@@ -10,7 +10,7 @@ import pytest
 from specwatch.core.server import Dialect, MetricsWindow, ServerInfo, SpecConfig, version_tuple
 from specwatch.sources.dialects.llamacpp import REASON_METRICS as REASON_LLAMACPP_METRICS
 from specwatch.sources.dialects.sglang import REASON_METRICS as REASON_SGLANG_METRICS
-from specwatch.sources.watch.watcher import MetricsWatcher, summed_counters
+from specwatch.sources.watcher import MetricsWatcher, summed_counters
 from tests.conftest import FakeServer, text_response
 
 URL = "http://127.0.0.1:8000"

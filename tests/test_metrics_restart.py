@@ -6,7 +6,7 @@ import itertools
 import random
 
 from specwatch.sources.metrics.prom import Sample, Scrape, make_series_key
-from specwatch.sources.watch.watcher import _restarted, _restarted_by_key, _Snapshot, _went_back
+from specwatch.sources.watcher import _restarted, _restarted_by_key, _Snapshot, _went_back
 
 NAMES = ("a_total", "a_created", "g", "h_bucket", "h_count", "h_sum", "c_total")
 

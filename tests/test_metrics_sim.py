@@ -7,7 +7,7 @@ import pytest
 from specwatch.core.server import MetricsWindow
 from specwatch.sources.detect import detect
 from specwatch.sources.http.client import ServerClient
-from specwatch.sources.watch.watcher import MetricsWatcher
+from specwatch.sources.watcher import MetricsWatcher
 from tests.conftest import Sim, drive_stream, running_sim
 from tests.sim_fixtures import faults_of
 
@@ -184,7 +184,7 @@ async def test_llamacpp_mid_stream_window_is_live_from_slots() -> None:
             await watcher.scrape()
             import asyncio
 
-            from specwatch.sources.watch.stream import stream_completion
+            from specwatch.sources.stream import stream_completion
 
             task = asyncio.create_task(
                 stream_completion(client, info, "p", 400, clock=sim.clock.now)

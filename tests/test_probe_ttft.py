@@ -17,7 +17,7 @@ import pytest
 from specwatch.core.server import StreamResult
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.probe import probe
-from specwatch.sources.watch.stream import stream_completion
+from specwatch.sources.stream import stream_completion
 from tests.test_probe import real_time_sim
 
 PROBES = 5

@@ -17,8 +17,8 @@ from specwatch.core.server import Dialect
 from specwatch.sources.detect import detect
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import parse_endpoint
-from specwatch.sources.watch.stream import stream_completion
-from specwatch.sources.watch.watcher import MetricsWatcher
+from specwatch.sources.stream import stream_completion
+from specwatch.sources.watcher import MetricsWatcher
 from tests.realserver import built_commit, running_llama_server
 
 # One llama-server at a time, as in a serial run: under pytest-xdist the realserver

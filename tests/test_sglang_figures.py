@@ -35,7 +35,7 @@ from specwatch.sources.dialects.base import SIDE_EVERY_S, WindowBuilder
 from specwatch.sources.dialects.sglang import DIALECT
 from specwatch.sources.http.endpoint import Endpoint
 from specwatch.sources.metrics.parse import parse_metrics
-from specwatch.sources.watch.watcher import MetricsWatcher
+from specwatch.sources.watcher import MetricsWatcher
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.status import spec_summary
 from specwatch.ui.panes.verify import verify_text

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from specwatch.sources.detect import detect
-from specwatch.sources.watch.watcher import MetricsWatcher
+from specwatch.sources.watcher import MetricsWatcher
 from tests.conftest import running_sim
 
 

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specwatch.core.server import ChunkArrival, Dialect, ServerInfo, SpecConfig, StreamResult
+from specwatch.sources.stream import stream_completion
 from specwatch.sources.stream_steps import group_bursts, quantile
-from specwatch.sources.watch.stream import stream_completion
 from tests.conftest import FakeServer, json_response
 
 URL = "http://127.0.0.1:8000"

@@ -90,7 +90,7 @@ async def test_vllm_merged_chunks_counted_exactly() -> None:
             info = await detect(client)
             import asyncio
 
-            from specwatch.sources.watch.stream import stream_completion
+            from specwatch.sources.stream import stream_completion
 
             task = asyncio.create_task(
                 stream_completion(client, info, "p", 64, clock=sim.clock.now)
@@ -113,7 +113,7 @@ async def test_vllm_counts_the_cut_last_step_in_full_and_the_stream_says_so() ->
     """Like a real vLLM: one chunk per engine step, the prefill token alone in the first, and
     the last step cut by max_tokens while the server counts all the drafts it accepted."""
     from specwatch.sources.stream_steps import CUT_STEP_NOTE
-    from specwatch.sources.watch.watcher import MetricsWatcher
+    from specwatch.sources.watcher import MetricsWatcher
 
     # every draft accepted: steps of k + 1 tokens, so the cut is known exactly
     with running_sim("vllm", warmup_requests=0, acceptance=(1.0, 1.0, 1.0)) as sim:

@@ -23,7 +23,7 @@ from specwatch.sources.detect import detect
 from specwatch.sources.dialects.base import WindowBuilder
 from specwatch.sources.dialects.trtllm import DIALECT, derive_trtllm, trtllm_spec
 from specwatch.sources.metrics.parse import parse_metrics
-from specwatch.sources.watch.watcher import MetricsWatcher
+from specwatch.sources.watcher import MetricsWatcher
 from tests.conftest import Sim, running_sim
 from tests.session_world import Collector, drive_until, manual_sim
 

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from specwatch.sources.gpu_reader import GpuReader
     from specwatch.sources.host import HostSampler
     from specwatch.sources.http.client import ServerClient
-    from specwatch.sources.watch.watcher import MetricsWatcher
+    from specwatch.sources.watcher import MetricsWatcher
 
 
 EVENT_KINDS = (
@@ -233,7 +233,7 @@ class _Benchmark:
         self, prompts: Sequence[str], max_tokens: int, warmup: bool
     ) -> list[StreamResult] | None:
         """Stream every prompt at once; ``None`` when cancelled."""
-        from specwatch.sources.watch.stream import stream_completion
+        from specwatch.sources.stream import stream_completion
 
         seen = [0] * len(prompts)
         mid: list[asyncio.Future[None]] = []
@@ -350,7 +350,7 @@ async def run_benchmark(
     else:
         prompts_source = f"builtin (seed {config.seed})"
     if metrics is None and info.metrics_enabled:
-        from specwatch.sources.watch.watcher import MetricsWatcher
+        from specwatch.sources.watcher import MetricsWatcher
 
         metrics = MetricsWatcher(client, info, only_used=False)
     recorder = GpuRecorder(sampler, config.gpu_interval_s)

@@ -19,7 +19,7 @@ from specwatch.sources.detect import detect
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import Endpoint
 from specwatch.sources.identity.server_identity import identify as identify_server
-from specwatch.sources.watch.watcher import MetricsWatcher
+from specwatch.sources.watcher import MetricsWatcher
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from specwatch.core.snapshot_records import BenchConfig
     from specwatch.session.profile_job import ProfileJob, ProfileOptions
     from specwatch.sources.detect import WaitStatus
-    from specwatch.sources.watch.watcher import MetricsWatcher
+    from specwatch.sources.watcher import MetricsWatcher
 
 Subscriber = Callable[[SessionEvent], object]
 Identify = Callable[[str, ServerInfo], ServerIdentity]
@@ -179,7 +179,7 @@ class ServerPoller:
 
     async def _scrape_loop(self, client: object, info: ServerInfo) -> str:
         from specwatch.sources.detect import detect
-        from specwatch.sources.watch.watcher import MetricsWatcher
+        from specwatch.sources.watcher import MetricsWatcher
 
         watcher = self._watcher
         if watcher is None or watcher.info.dialect is not info.dialect:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from specwatch.sources.dcgm.source import DcgmGpuSource
     from specwatch.sources.http.client import ServerClient
     from specwatch.sources.http.endpoint import Endpoint
-    from specwatch.sources.watch.watcher import MetricsWatcher
+    from specwatch.sources.watcher import MetricsWatcher
 
 DIRECT_JOB = "direct"
 """The ``job`` of a server read directly (Prometheus gives its scrape job's name)."""
@@ -131,7 +131,7 @@ class DirectFleetSource:
     async def _one(self, server: _Server, errors: list[str]) -> FleetServer | None:
         from specwatch.sources.detect import detect
         from specwatch.sources.http.client import ServerClient
-        from specwatch.sources.watch.watcher import MetricsWatcher
+        from specwatch.sources.watcher import MetricsWatcher
 
         if server.client is None:
             server.client = ServerClient(server.endpoint, timeout_s=self.timeout_s)

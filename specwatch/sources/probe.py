@@ -30,8 +30,8 @@ from specwatch.sources.http.client import PROBE_DEADLINE_S, ServerClient
 from specwatch.sources.http.endpoint import Endpoint
 from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.identity.server_identity import identify as identify_server
-from specwatch.sources.watch.stream import stream_completion
-from specwatch.sources.watch.watcher import MetricsWatcher
+from specwatch.sources.stream import stream_completion
+from specwatch.sources.watcher import MetricsWatcher
 
 DEFAULT_PROMPT = (
     "Write a detailed, step-by-step explanation of how a hash map handles collisions, "

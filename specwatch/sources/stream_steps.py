@@ -1,6 +1,6 @@
 """One streamed completion's arithmetic: what arrived so far (filled by a dialect's chunk
 parser), the steps its bursts of events make, and its figures after the fact (the token cap,
-the cut last step, sanitised text). ``watch/stream.py`` runs the stream on top of it.
+the cut last step, sanitised text). ``sources/stream.py`` runs the stream on top of it.
 
 Why the stream's accept length differs from the server's counters (vLLM, 2.80 vs 2.835 over one
 request): the server counts every verify step in full, accepted tokens included, but the last

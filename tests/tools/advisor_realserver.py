@@ -465,7 +465,7 @@ async def _watch_until(url: str, load: threading.Thread) -> Watched:
     """Watch ``/metrics`` while ``load`` runs (and one interval after)."""
     from specwatch.sources.detect import detect
     from specwatch.sources.http.client import ServerClient
-    from specwatch.sources.watch.watcher import MetricsWatcher
+    from specwatch.sources.watcher import MetricsWatcher
 
     windows = []
     async with ServerClient(parse_endpoint(url, env={})) as client:

@@ -372,7 +372,7 @@ async def _bench_client(url: str, chunks: int) -> int:
     from specwatch.core.server import Dialect, ServerInfo, SpecConfig
     from specwatch.sources.http.client import ServerClient
     from specwatch.sources.http.endpoint import parse_endpoint
-    from specwatch.sources.watch.stream import stream_completion
+    from specwatch.sources.stream import stream_completion
 
     spec = SpecConfig(enabled=False)
     info = ServerInfo(

@@ -45,7 +45,7 @@ from specwatch.sources.http.client import ServerClient  # noqa: E402
 from specwatch.sources.http.endpoint import parse_endpoint  # noqa: E402
 from specwatch.sources.http.server_errors import ServerError  # noqa: E402
 from specwatch.sources.nvml.sampler import GpuSampler  # noqa: E402
-from specwatch.sources.watch.watcher import MetricsWatcher  # noqa: E402
+from specwatch.sources.watcher import MetricsWatcher  # noqa: E402
 from specwatch.ui.app import SpecwatchApp  # noqa: E402
 from specwatch.ui.model import MonitorModel  # noqa: E402
 from specwatch.ui.settings import AppSettings  # noqa: E402

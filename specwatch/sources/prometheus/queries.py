@@ -9,7 +9,7 @@ A refresh costs a constant number of queries, however many servers and GPUs ther
 - GPUs: one ``{__name__=~"DCGM_FI_..."}`` selector.
 
 The windowed names are those of :class:`~specwatch.core.server.MetricsWindow`; the formulas
-follow ``specwatch.sources.watch.watcher``.
+follow ``specwatch.sources.watcher``.
 """
 
 from __future__ import annotations
