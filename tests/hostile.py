@@ -353,7 +353,8 @@ def hostile_server(case: str, trickle_s: float = 1.0) -> Iterator[HostileServer]
 def main(argv: list[str] | None = None) -> int:
     """``python -m tests.hostile CASE [--port N] [--host H] [--trickle S]``: serve one case."""
     import argparse
-    import signal
+
+    from specwatch.commands.sim import serve_until_stopped
 
     p = argparse.ArgumentParser(prog="python -m tests.hostile", description=main.__doc__)
     p.add_argument("case", choices=CASES)
@@ -370,13 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tests.hostile: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
     print(f"hostile case {args.case} at {url}  (Ctrl-C to stop)", flush=True)
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
     try:
-        while not done.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        pass
+        serve_until_stopped()
     finally:
         server.stop()
     return 0

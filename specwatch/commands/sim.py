@@ -237,7 +237,7 @@ def run_sim(args: argparse.Namespace) -> int:
     elif no_exporter:  # after the URL line, which scripts read first
         print(no_exporter, flush=True)
     try:
-        _serve_until_stopped()
+        serve_until_stopped()
     finally:
         if exporter is not None:
             exporter.stop()
@@ -254,7 +254,7 @@ def _node_name(host: str) -> str:
     return host
 
 
-def _serve_until_stopped() -> None:
+def serve_until_stopped() -> None:
     """Block until SIGINT or SIGTERM."""
     done = threading.Event()
     previous = signal.getsignal(signal.SIGTERM)
@@ -274,4 +274,5 @@ __all__ = [
     "DEFAULT_VERSIONS",
     "add_sim_arguments",
     "run_sim",
+    "serve_until_stopped",
 ]
