@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ from specwatch.bench.snapshot import load_snapshot
 from specwatch.core.advice_text import advice_lines
 from specwatch.core.draft_advisor import advise, flat_baseline
 from specwatch.core.draft_sweep import sweep
-from specwatch.core.server import MetricsWindow
+from specwatch.core.server import LatencyBucket, MetricsWindow
 from specwatch.ui.advice_view import NO_BASELINE, advice_body
 from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.help_text import KEYS
@@ -83,6 +84,26 @@ def test_the_model_keeps_a_bounded_history_of_windows() -> None:
     for i in range(ADVICE_WINDOWS + 5):
         model.add_window(MetricsWindow(t=w.t + i, dt=1.0))
     assert len(model.windows) == ADVICE_WINDOWS and model.windows[0].t == w.t + 5
+
+
+def test_the_history_keeps_what_the_advice_reads_and_the_panes_the_newest_window_whole() -> None:
+    model = MonitorModel()
+    bucket = LatencyBucket(0.5, 0.01, 0.02)
+    full = [
+        dataclasses.replace(
+            w, latency_buckets={"step": (bucket,)}, latency_cdf={"ttft": ((0.5, 3.0), (1.0, 4.0))}
+        )
+        for w in _windows()
+    ]
+    for w in full:
+        model.add_window(w)
+    kept = tuple(model.windows)
+    assert all((k.latency_buckets, k.latency_cdf) == ({}, {}) for k in kept)
+    assert [dataclasses.replace(k, latency_buckets={}, latency_cdf={}) for k in full] == list(kept)
+    body = advice_body(info_of(CONFIG), kept, PLAIN_MS)
+    assert body == advice_body(info_of(CONFIG), tuple(full), PLAIN_MS)
+    assert "k=" in body  # a recommendation, not a "not yet"
+    assert model.window is full[-1] and model.window.latency_buckets["step"] == (bucket,)
 
 
 async def test_with_a_sweep_the_view_shows_the_measured_points_beside_the_predicted(

@@ -436,8 +436,10 @@ class MonitorModel:
             self.timeline.restarted(w.t)
         if w.dt > 0:
             self.window = w
-            # the advice reads no latency CDF: an hour of them would be most of the history
-            self.windows.append(replace(w, latency_cdf={}) if w.latency_cdf else w)
+            # The advice reads neither the latency CDF nor the latency buckets (the panes read
+            # the newest window's): kept for 1,800 windows they would be most of the history.
+            slim = w.latency_cdf or w.latency_buckets
+            self.windows.append(replace(w, latency_cdf={}, latency_buckets={}) if slim else w)
             if w.restarted:
                 self.held.clear()
                 self.latency.clear()
