@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 from specwatch.core.sanitize import sanitize_line
 
 if TYPE_CHECKING:
+    from specwatch.core.goodput import Slo
     from specwatch.session.factory import SourceOptions
 
 ERROR_LIMIT = 400
@@ -200,6 +201,14 @@ def add_slo_arguments(p: ArgumentHolder) -> None:
         )
 
 
+def slo_of(args: argparse.Namespace) -> Slo:
+    """Goodput's objectives from the parsed ``--slo-ttft`` / ``--slo-tpot`` (the defaults for a
+    parser without them)."""
+    from specwatch.core.goodput import slo_from_ms
+
+    return slo_from_ms(getattr(args, "slo_ttft", None), getattr(args, "slo_tpot", None))
+
+
 def add_api_key(p: ArgumentHolder) -> None:
     """``--api-key``: every command that talks to a server takes it alike."""
     p.add_argument("--api-key", default=None, help=API_KEY_HELP)
@@ -358,5 +367,6 @@ __all__ = [
     "positive_int",
     "say_error",
     "shared_help",
+    "slo_of",
     "source_options",
 ]

@@ -29,6 +29,7 @@ from specwatch.commands.arguments import (
     positive_int,
     say_error,
     shared_help,
+    slo_of,
 )
 from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE
 
@@ -341,7 +342,6 @@ def run_bench(
     """
     import dataclasses
 
-    from specwatch.core.goodput import slo_from_ms
     from specwatch.core.snapshot_records import BenchConfig
 
     # sys.stdout is None when the process started with its stdout closed (``>&-``)
@@ -352,7 +352,7 @@ def run_bench(
     if len(levels) > 1 and args.json:
         print("specwatch bench: --json prints one snapshot: give one concurrency", file=err)
         return EXIT_USAGE
-    slo = slo_from_ms(getattr(args, "slo_ttft", None), getattr(args, "slo_tpot", None))
+    slo = slo_of(args)
     config = BenchConfig(
         runs=args.runs,
         warmup=args.warmup,

@@ -19,6 +19,7 @@ from specwatch.commands.arguments import (
     duration,
     listen,
     shared_help,
+    slo_of,
     source_options,
 )
 
@@ -86,10 +87,9 @@ def run_exporter(args: argparse.Namespace, err: TextIO | None = None) -> int:
     except ValueError as e:
         print(f"specwatch exporter: {e}", file=err)
         return EXIT_USAGE
-    from specwatch.core.goodput import slo_from_ms
 
     plain_s = args.baseline_itl / 1000.0 if args.baseline_itl else None
-    slo = slo_from_ms(getattr(args, "slo_ttft", None), getattr(args, "slo_tpot", None))
+    slo = slo_of(args)
     exporter = Exporter.of(session, plain_s, slo)
     recorder = None
     if args.record is not None:

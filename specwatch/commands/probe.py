@@ -15,6 +15,7 @@ from specwatch.commands.arguments import (
     add_slo_arguments,
     say_error,
     shared_help,
+    slo_of,
 )
 from specwatch.sources.http.endpoint import parse_endpoint
 
@@ -122,9 +123,7 @@ def run_probe(args: argparse.Namespace) -> int:
         print("specwatch probe: --deadline must be positive", file=sys.stderr)
         return EXIT_USAGE
 
-    from specwatch.core.goodput import slo_from_ms
-
-    slo = slo_from_ms(getattr(args, "slo_ttft", None), getattr(args, "slo_tpot", None))
+    slo = slo_of(args)
 
     def status(line: str) -> None:
         say_error("specwatch probe", line)

@@ -20,6 +20,7 @@ from specwatch.commands.arguments import (
     duration_interval,
     say_error,
     shared_help,
+    slo_of,
     source_options,
 )
 
@@ -205,9 +206,8 @@ def run_export(
         t1 = None if wall1 is None else reader.session_t(wall1)
         written = CountingWriter(out)
         progress = ExportProgress(err, reader, reader.id_span(t0, t1), written)
-        from specwatch.core.goodput import slo_from_ms
 
-        slo = slo_from_ms(getattr(args, "slo_ttft", None), getattr(args, "slo_tpot", None))
+        slo = slo_of(args)
         rows = progress.watch(tidy_rows(reader, wall0, wall1, slo))
         try:
             (write_csv if args.csv else write_json_lines)(rows, cast(TextIO, written))

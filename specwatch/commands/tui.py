@@ -21,6 +21,7 @@ from specwatch.commands.arguments import (
     positive_int,
     say_error,
     shared_help,
+    slo_of,
     source_options,
 )
 from specwatch.core.windows import WINDOWS
@@ -266,12 +267,11 @@ def build_settings(
     sweep: Sweep | None = None,
 ) -> AppSettings:
     """The app's settings from the command line."""
-    from specwatch.core.goodput import slo_from_ms
     from specwatch.ui.settings import AppSettings
 
     fill_defaults(args)
     return AppSettings(
-        slo=slo_from_ms(getattr(args, "slo_ttft", None), getattr(args, "slo_tpot", None)),
+        slo=slo_of(args),
         sweep=sweep,
         theme=args.theme,
         window=args.window,
