@@ -57,9 +57,13 @@ def _query(prom_url: str, expr: str, over_s: float | None = None) -> list[object
     return list(body["data"]["result"])
 
 
-def _concrete(expr: str) -> str:
+def _concrete(expr: str, rate_interval: str = "10s") -> str:
     """A dashboard expression with Grafana's variables as a user would have them."""
-    return expr.replace("$server", ".*").replace("$job", JOB).replace("$__rate_interval", "10s")
+    return (
+        expr.replace("$server", ".*")
+        .replace("$job", JOB)
+        .replace("$__rate_interval", rate_interval)
+    )
 
 
 @pytest.mark.parametrize(
@@ -134,7 +138,7 @@ async def test_the_story_reaches_the_webhook_through_prometheus_and_alertmanager
             assert empty == [], empty
             # The goodput panel's shares are shares: both objectives, each in [0, 1].
             (goodput,) = [e for e in expressions() if "goodput_met" in e and '"low"' in e]
-            shares = _query(prom.url, _concrete(goodput).replace("10s", "60s"))
+            shares = _query(prom.url, _concrete(goodput, rate_interval="60s"))
             assert {r["metric"]["objective"] for r in shares} == {"ttft", "tpot"}  # type: ignore[index]
             values = [float(r["value"][1]) for r in shares]  # type: ignore[index]
             assert all(0.0 <= v <= 1.0 for v in values if v == v) and any(v == v for v in values)

@@ -348,7 +348,7 @@ def serve(template: Path, chunks: int, rate: float) -> None:
 
 def make_trace(path: Path, mb: float) -> int:
     """The simulator's eager trace (600 kernels a verify step, about 1,800 events), repeated
-    until it is ``mb`` MB uncompressed; prints the number of steps."""
+    until it is ``mb`` MB uncompressed; returns the number of steps."""
     from specwatch.sim.profiler import SimStep, write_trace
 
     probe = path.with_name("probe.trace.json")

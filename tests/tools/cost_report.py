@@ -494,20 +494,16 @@ def rss_hour_rows(marks_min: Sequence[float]) -> list[Row]:
 def trace_rows(quick: bool) -> list[Row]:
     """Reading a profile trace: ``read_rank`` beside ``json.load`` of the same file, in one run."""
     mb = 20.0 if quick else 100.0
-    child = [kids.PYTHON, kids.__file__]
+
+    def child(mode: str, *more: str) -> str:
+        argv = [kids.PYTHON, kids.__file__, mode, "--trace", str(path), *more]
+        return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cost-TP-0.trace.json"
-        argv = [*child, "trace-make", "--trace", str(path), "--mb", str(mb)]
-        steps = int(subprocess.run(argv, check=True, capture_output=True, text=True).stdout)
+        steps = int(child("trace-make", "--mb", str(mb)))
         size = path.stat().st_size / 1e6
-        read = {
-            mode: json.loads(
-                subprocess.run(
-                    [*child, mode, "--trace", str(path)], check=True, capture_output=True, text=True
-                ).stdout
-            )
-            for mode in ("trace-read", "trace-stdlib")
-        }
+        read = {mode: json.loads(child(mode)) for mode in ("trace-read", "trace-stdlib")}
     ours, std = read["trace-read"], read["trace-stdlib"]
     return [
         Row(
