@@ -140,13 +140,17 @@ def test_every_figure_of_the_window_is_the_servers_own_counters() -> None:
     model.add_window(w)
     styles = {k: Style() for k in ("label", "value", "dim", "trend", "warn", "good", "bad")}
     spec = speculation_text(model, styles).plain
-    assert f"accept len{w.accept_length:>5.2f}" in spec, spec
-    assert f"acceptance{f'{w.draft_acceptance_rate * 100:.0f}%':>5}" in spec, spec
-    assert "per pos   " + " ".join(f"{p * 100:.0f}%" for p in w.per_position_acceptance) in spec, (
-        spec
+    rate, per_pos_shares, step = (
+        w.draft_acceptance_rate,
+        w.per_position_acceptance,
+        w.step_latency_s,
     )
+    assert rate is not None and per_pos_shares is not None and step is not None
+    assert f"accept len{w.accept_length:>5.2f}" in spec, spec
+    assert f"acceptance{f'{rate * 100:.0f}%':>5}" in spec, spec
+    assert "per pos   " + " ".join(f"{p * 100:.0f}%" for p in per_pos_shares) in spec, spec
     verify = verify_text(model, styles).plain
-    assert f"step {w.step_latency_s * 1000:.1f} ms" in verify, verify
+    assert f"step {step * 1000:.1f} ms" in verify, verify
     assert f"tok/step {w.accept_length:.2f}" in verify, verify
     load = load_text(model, styles).plain
     assert f"gen {w.gen_tok_s:.0f}" in load, load
