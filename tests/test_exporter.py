@@ -113,6 +113,7 @@ def test_every_series_of_a_judged_server_and_its_gpus() -> None:
     assert got["specwatch_effective_token_seconds"][0][1] == 0.01
     assert abs(got["specwatch_break_even_accept_length"][0][1] - 0.025 / 0.012) < 1e-12
     assert abs(got["specwatch_speculative_gain_ratio"][0][1] - 1.2) < 1e-12
+    assert got["specwatch_tokens_per_step"][0][1] == 2.5  # no steps counted: the accept length
     positions = {labels["position"]: v for labels, v in got["specwatch_position_acceptance_rate"]}
     assert positions == {"0": 0.8, "1": 0.5, "2": 0.2}
     assert got["specwatch_gpu_sm_clock_hertz"] == [({"node": "", "gpu": "0"}, 1830e6)]
@@ -125,6 +126,20 @@ def test_every_series_of_a_judged_server_and_its_gpus() -> None:
     assert "specwatch_source_last_success_timestamp_seconds" in got
     assert got["specwatch_gpu_dram_active_ratio"] == [({"node": "", "gpu": "0"}, 0.8)]
     assert got["specwatch_gpu_tensor_active_ratio"] == [({"node": "", "gpu": "0"}, 0.15)]
+
+
+def test_steps_that_drafted_nothing_lower_the_effective_token_time_not_the_accept_length() -> None:
+    readings = Readings([parse_endpoint(URL)])
+    readings(ev.ServerReady(1.0, ServerInfo(URL, Dialect.VLLM)))
+    window = MetricsWindow(
+        t=2.0, dt=1.0, accept_length=3.0, tokens_per_step=2.0, step_latency_s=0.03
+    )
+    readings(ev.MetricsScraped(window))
+    got = _scrape(readings, plain_s=0.012)
+    assert got["specwatch_accept_length"][0][1] == 3.0
+    assert got["specwatch_tokens_per_step"][0][1] == 2.0
+    assert got["specwatch_effective_token_seconds"][0][1] == 0.015
+    assert abs(got["specwatch_speculative_gain_ratio"][0][1] - 0.8) < 1e-12
 
 
 def test_the_hosts_cpu_is_exported_with_its_competitors_named_safely() -> None:

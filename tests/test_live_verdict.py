@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from pathlib import Path
 
@@ -113,6 +114,20 @@ def test_a_shorter_accept_length_is_acceptance_changed_in_compares_words() -> No
     assert state.outcome is Outcome.ACCEPTANCE
     assert state.judgement is not None
     assert "accept length 2.50 → 2.00 (-20.0%) accounts for it" in state.judgement.reason
+
+
+def test_fewer_drafted_steps_at_the_same_accept_length_is_acceptance_changed() -> None:
+    # the drafted steps accept as before, but a fifth of the steps now draft nothing
+    # (an n-gram that stopped matching): tok/s follows the tokens per step
+    v = LiveVerdict()
+    t = _steady(v)
+    for i in range(30):
+        v.add_tick(_tick(t + i, MAX))
+        w = _window(t + i, 800.0 * 0.8 + (-1.0) ** i * 3.2)
+        v.add_window(dataclasses.replace(w, tokens_per_step=2.0, decode_steps=100.0))
+    state = v.state()
+    assert state.outcome is Outcome.ACCEPTANCE, state.judgement
+    assert state.judgement is not None and "2.50 → 2.00" in state.judgement.reason
 
 
 def test_a_mark_makes_the_last_window_the_reference() -> None:

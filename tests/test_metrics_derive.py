@@ -411,6 +411,35 @@ async def test_vllm_windowed_across_versions_and_dp(
     assert not w.restarted
 
 
+async def test_vllm_steps_without_a_draft_lower_tokens_per_step_not_accept_length(
+    fake_server: FakeServer,
+) -> None:
+    # 300 drafted steps of 500 (an n-gram that found no match in 200): the accept length is
+    # the drafted steps' own; tokens per step count every step the latency was paid for
+    more = {**VB, "itl_n": VA["itl_n"] + 500, "itl_sum": VA["itl_sum"] + 7.5}
+    _, w = await _two(
+        fake_server,
+        _info(Dialect.VLLM, "0.33.0"),
+        vllm_text(VA, "0.33.0", 1),
+        vllm_text(more, "0.33.0", 1),
+        4.0,
+    )
+    assert w.accept_length == pytest.approx(1 + 750 / 300)
+    assert w.decode_steps == 500 and w.spec_drafts == 300
+    assert w.tokens_per_step == pytest.approx(1 + 750 / 500)
+    assert w.step_tokens == w.tokens_per_step
+    assert "decode steps" in w.sources["tokens_per_step"]
+    # every step drafted: the two agree
+    _, same = await _two(
+        fake_server,
+        _info(Dialect.VLLM, "0.33.0"),
+        vllm_text(VA, "0.33.0", 1),
+        vllm_text(VB, "0.33.0", 1),
+        4.0,
+    )
+    assert same.tokens_per_step == pytest.approx(same.accept_length)
+
+
 async def test_vllm_spec_off_notes(fake_server: FakeServer) -> None:
     text = (
         '# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{engine="0"} 10\n'
@@ -424,6 +453,7 @@ async def test_vllm_spec_off_notes(fake_server: FakeServer) -> None:
     )
     assert w.gen_tok_s == 20.0
     assert w.accept_length is None and "off" in w.notes["accept_length"]
+    assert w.tokens_per_step is None and w.step_tokens is None  # no steps counted here
 
 
 async def test_vllm_disable_log_stats(fake_server: FakeServer) -> None:

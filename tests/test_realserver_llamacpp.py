@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import httpx
 import orjson
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from specwatch.commands.main import main
 from specwatch.core.server import Dialect
@@ -80,6 +81,55 @@ async def test_stream_counts_and_rates_equal_the_servers_timings(llama_url: str)
     assert window.per_position_acceptance is not None
     # /slots now names the speculative type that ran
     assert after.spec.algorithm is not None and "draft" in after.spec.algorithm
+
+
+def _counters(url: str) -> dict[str, float]:
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    return {
+        s.name: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if not s.labels
+    }
+
+
+async def test_the_window_counts_every_step_the_latency_was_paid_for(llama_url: str) -> None:
+    # llama.cpp skips a draft it is not confident in: those steps yield one token and still
+    # cost a step, so the tokens per step fall below the accept length of the drafted ones
+    body = {"prompt": PROMPT, "n_predict": 256, "temperature": 0}
+    async with _client(llama_url) as client:
+        info = await detect(client)
+        watcher = MetricsWatcher(client, info)
+        await watcher.scrape()
+        before = _counters(llama_url)
+        timings = httpx.post(f"{llama_url}/completion", json=body, timeout=120).json()["timings"]
+        after = _counters(llama_url)
+        w = await watcher.scrape()
+    d = {name: after[name] - before.get(name, 0.0) for name in after}
+    drafts = d["llamacpp:spec_decode_num_drafts_total"]
+    accepted = timings["draft_n_accepted"]
+    assert w.tokens == timings["predicted_n"] == 256
+    assert (
+        w.spec_drafts == drafts and accepted == d["llamacpp:spec_decode_num_accepted_tokens_total"]
+    )
+    steps, length, per_step, step = (
+        w.decode_steps,
+        w.accept_length,
+        w.tokens_per_step,
+        w.step_latency_s,
+    )
+    assert steps is not None and length is not None and per_step is not None and step is not None
+    # the steps: the server's own decode calls, less the prompt's one
+    assert steps == d["llamacpp:n_decode_total"] - 1 == 256 - 1 - accepted
+    assert 0 < drafts < steps, (drafts, steps)
+    assert length == pytest.approx(1 + accepted / drafts)
+    assert per_step == pytest.approx((256 - 1) / steps)
+    assert per_step < length
+    assert "tokens_per_step" in w.notes["request_end"]  # of the request that ended, whole
+    assert step == pytest.approx(d["llamacpp:tokens_predicted_seconds_total"] / steps)
+    # the effective time per token is the server's own, but for the first token
+    assert step / per_step == pytest.approx(timings["predicted_ms"] / 1000 / (256 - 1), rel=1e-3)
+    assert step / per_step == pytest.approx(timings["predicted_per_token_ms"] / 1000, rel=0.01)
 
 
 async def test_the_servers_build_commit_is_recorded(llama_url: str) -> None:

@@ -56,6 +56,28 @@ def test_tok_step_never_blanks_between_verify_steps() -> None:
     assert max(steps) - min(steps) <= 0.5 and abs(sum(steps) / len(steps) - 13.7) < 0.1, steps
 
 
+def test_tok_step_counts_the_steps_that_drafted_nothing() -> None:
+    # 2 in 5 steps drafted nothing: 3.5 tokens per drafted step, 2.5 per step paid for
+    model = MonitorModel(baseline_ms=12.0, baseline_source="--baseline-itl")
+    model.set_ready(0.0, scene_server())
+    for t in range(1, 12):
+        model.add_window(
+            MetricsWindow(
+                t=float(t),
+                dt=1.0,
+                accept_length=3.5,
+                tokens_per_step=2.5,
+                step_latency_s=0.015,
+                decode_steps=50.0,
+                spec_drafts=30.0,
+            )
+        )
+    lines = verify_text(model, TONES).plain.splitlines()
+    assert lines[1] == "tok/step 2.50  effective 6.0 ms/tok", lines
+    assert "break-even 1.25" in lines[2], lines
+    assert "speculation gains 100%" in lines[3], lines
+
+
 async def test_the_pane_says_its_figures_are_a_window_mean() -> None:
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:

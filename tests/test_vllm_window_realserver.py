@@ -121,6 +121,8 @@ def test_every_figure_of_the_window_is_the_servers_own_counters() -> None:
     assert w.step_latency_s == pytest.approx(itl_sum / itl_n)
     assert w.itl_s == w.step_latency_s
     assert REQUESTS + itl_n + accepted - REQUESTS * (K - 1) <= gen <= REQUESTS + itl_n + accepted
+    # every step drafted here, so the tokens per step are the accept length
+    assert w.tokens_per_step == pytest.approx(1 + accepted / itl_n) == w.accept_length
     ttft_n = d("time_to_first_token_seconds_count")
     assert ttft_n == REQUESTS
     assert w.ttft_s == pytest.approx(d("time_to_first_token_seconds_sum") / ttft_n)

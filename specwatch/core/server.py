@@ -103,7 +103,8 @@ class MetricsWindow:
     """Seconds between the two scrapes (0.0 for the very first scrape)."""
     gen_tok_s: float | None = None
     accept_length: float | None = None
-    """Windowed mean tokens per verify step, bonus token included."""
+    """Windowed mean tokens per verify step that carried a draft, bonus token included
+    (``1 + accepted / drafts``, the servers' own accept length)."""
     draft_acceptance_rate: float | None = None
     """Windowed accepted drafts / proposed drafts (bonus excluded)."""
     per_position_acceptance: tuple[float, ...] | None = None
@@ -116,6 +117,11 @@ class MetricsWindow:
     decode_steps: float | None = None
     """Request decode steps, one per request per step, with a draft or not (vLLM: the count of
     the inter-token-latency histogram); ``spec_drafts / decode_steps`` is the draft-hit share."""
+    tokens_per_step: float | None = None
+    """Windowed tokens per decode step, with a draft or not (``1 + accepted / decode_steps``):
+    below ``accept_length`` when some steps drafted nothing (llama.cpp skipping a weak draft,
+    vLLM's n-gram finding no match), and what the step latency is paid for. ``None`` where the
+    server does not count its steps; :attr:`step_tokens` then falls back on the accept length."""
     step_latency_s: float | None = None
     """Windowed mean verify-step (decode step) latency."""
     step_latency_p50_s: float | None = None
@@ -185,6 +191,12 @@ class MetricsWindow:
                 for k, v in self.latency_cdf.items()
             }
             object.__setattr__(self, "latency_cdf", cdf)
+
+    @property
+    def step_tokens(self) -> float | None:
+        """Tokens a decode step yields: :attr:`tokens_per_step`, else the accept length (a
+        server that does not count its steps drafts in every one: SGLang's EAGLE)."""
+        return self.accept_length if self.tokens_per_step is None else self.tokens_per_step
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,7 +123,18 @@ class SessionCollector(Collector):
         if w is None:
             return
         put("specwatch_generation_tokens_per_second", "Windowed generated tok/s", s, w.gen_tok_s)
-        put("specwatch_accept_length", "Windowed tokens per verify step", s, w.accept_length)
+        put(
+            "specwatch_accept_length",
+            "Windowed tokens per drafted verify step (1 + accepted / drafts)",
+            s,
+            w.accept_length,
+        )
+        put(
+            "specwatch_tokens_per_step",
+            "Windowed tokens per decode step, with a draft or not",
+            s,
+            w.step_tokens,
+        )
         put(
             "specwatch_draft_acceptance_rate",
             "Windowed accepted / proposed draft tokens",
@@ -141,13 +152,13 @@ class SessionCollector(Collector):
             )
         step = w.step_latency_s
         put("specwatch_verify_step_seconds", "Windowed mean verify (decode) step", s, step)
-        length = w.accept_length
+        length = w.step_tokens
         eff = step / length if step and length and step > 0 and length > 0 else None
-        put("specwatch_effective_token_seconds", "Verify step / accept length", s, eff)
+        put("specwatch_effective_token_seconds", "Verify step / tokens per step", s, eff)
         plain = self.plain_s
         put(
             "specwatch_break_even_accept_length",
-            "Accept length at which speculation matches plain decoding",
+            "Tokens per step at which speculation matches plain decoding",
             s,
             break_even_accept_length(step, plain),
         )

@@ -113,7 +113,8 @@ def range_snapshot(reader: Reader, wall0: float, wall1: float, label: str) -> Sn
     slice_gpus = [TickSummary() for _ in range(n)]
     all_gpus = TickSummary()
     slice_host: list[list[HostSpan]] = [[] for _ in range(n)]
-    ttft, step, accept, running = _Running(), _Running(), _Running(), _Running()
+    ttft, step, accept, per_step = _Running(), _Running(), _Running(), _Running()
+    running = _Running()
     windows = 0
     for rec in reader.events(t0, t1):
         e = rec.event
@@ -147,6 +148,7 @@ def range_snapshot(reader: Reader, wall0: float, wall1: float, label: str) -> Sn
             ttft.add(w.ttft_s)
             step.add(w.step_latency_s)
             accept.add(w.accept_length)
+            per_step.add(w.step_tokens)
             running.add(w.requests_running)
     if not windows:
         raise RecordingError(f"{label}: no token rate recorded in this range")
@@ -183,6 +185,7 @@ def range_snapshot(reader: Reader, wall0: float, wall1: float, label: str) -> Sn
             tok_s=_figure([r.tok_s for r in runs]),
             ttft_s=ttft.figure(),
             step_latency_s=step.figure(),
+            tokens_per_step=per_step.figure(),
             accept_length=accept.figure(),
             total_tokens=0,
             gpus=all_gpus.result(inventory),

@@ -297,7 +297,9 @@ class LiveVerdict:
         if (w.requests_running or 0) > 0:
             self._last_traffic = w.t
         if w.dt > 0 and w.gen_tok_s is not None:
-            accept = None if "accept_length" in _request_end(w) else w.accept_length
+            # tokens per step, drafted or not (what tok/s scales with, and what a benchmark's
+            # streams count), not the drafted steps' accept length
+            accept = None if "accept_length" in _request_end(w) else w.step_tokens
             self._intervals.append(
                 Interval(w.t, w.dt, w.gen_tok_s, w.requests_running, w.prompt_tok_s, accept)
             )

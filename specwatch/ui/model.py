@@ -43,7 +43,7 @@ ADVICE_WINDOWS = 1800
 """Windows kept for the draft advisor (``a``): half an hour at one scrape a second."""
 HELD = ("gen_tok_s", "accept_length", "draft_acceptance_rate")
 """The window readings that are held (dimmed, with their age) when a window lacks them."""
-STEADY = ("step_latency_s", "accept_length", "prompt_tok_s", "requests_per_s")
+STEADY = ("step_latency_s", "step_tokens", "prompt_tok_s", "requests_per_s")
 """The window readings the verify and load panes show as a steady mean
 (``specwatch.core.window_mean``)."""
 NVML_SMOOTHING = 0.2

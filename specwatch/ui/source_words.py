@@ -25,6 +25,7 @@ SCREEN_NAMES: dict[str, str] = {
     "kv_cache_usage": "KV cache",
     "largest_context": "max ctx (the largest request's prompt + generated tokens)",
     "decode_steps": "decode steps",
+    "tokens_per_step": "tok/step",
     "tokens": "tokens",
 }
 """The screen's name of each window figure (the panes' labels)."""

@@ -416,6 +416,26 @@ def spec_window(b: WindowBuilder, cur: Scrape, prev: Scrape, prefix: str) -> flo
     return drafts
 
 
+def set_tokens_per_step(b: WindowBuilder) -> None:
+    """``tokens_per_step`` where the dialect counted the window's decode steps: one token each,
+    plus the drafts accepted (``(accept length − 1) × drafts``), over every step, drafted or not.
+    A step count below the drafts comes from counters of different requests: left out then."""
+    steps = b.values.get("decode_steps")
+    drafts = b.values.get("spec_drafts") or 0.0
+    length = b.values.get("accept_length")
+    if not steps or steps <= 0 or drafts > steps:
+        return
+    if drafts > 0 and length is None:
+        return
+    accepted = 0.0 if length is None else (length - 1.0) * drafts
+    b.set(
+        "tokens_per_step",
+        1.0 + accepted / steps,
+        "1 + accepted drafts / decode steps, with a draft or not "
+        f"(accepted = (accept length − 1) × {b.sources.get('spec_drafts', 'drafts')})",
+    )
+
+
 def accept_length_from(
     deltas: Mapping[str, float], num: str, den: str, offset: float, minus_name: str = ""
 ) -> float | None:
@@ -464,6 +484,7 @@ __all__ = [
     "set_largest_context",
     "set_latency_quantiles",
     "set_load",
+    "set_tokens_per_step",
     "spec_lifetime",
     "spec_names",
     "spec_window",

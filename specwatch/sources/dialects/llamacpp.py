@@ -26,6 +26,7 @@ from specwatch.sources.dialects.base import (
     accept_length_from,
     delta,
     ratio,
+    set_tokens_per_step,
     spec_lifetime,
     spec_names,
     spec_window,
@@ -53,7 +54,13 @@ MAX_SLOTS = 4096
 """Slots read of one ``/slots`` answer."""
 
 _L = "llamacpp:"
-_AT_REQUEST_END = ("accept_length", "draft_acceptance_rate", "step_latency_s", "decode_steps")
+_AT_REQUEST_END = (
+    "accept_length",
+    "draft_acceptance_rate",
+    "step_latency_s",
+    "decode_steps",
+    "tokens_per_step",
+)
 _LIVE = (
     f"{_L}tokens_predicted_total (requests that ended) + /slots next_token.n_decoded "
     "(requests running), read just before it"
@@ -215,6 +222,7 @@ def derive_llamacpp(
     elif spec_window(b, cur, prev, _L) <= 0:
         b.note("accept_length", f"{END_ONLY}; no speculative request finished")
         b.note("draft_acceptance_rate", f"{END_ONLY}; no speculative request finished")
+    set_tokens_per_step(b)
     held = [n for n in _AT_REQUEST_END if n in b.values]
     if held and ended > 0:
         b.notes[REQUEST_END] = (

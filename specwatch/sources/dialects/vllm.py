@@ -23,6 +23,7 @@ from specwatch.sources.dialects.base import (
     set_largest_context,
     set_latency_quantiles,
     set_load,
+    set_tokens_per_step,
     spec_lifetime,
     spec_names,
     spec_window,
@@ -177,6 +178,7 @@ def derive_vllm(
     )
     set_load(b, cur, prev, dt, _V, _LATENCY)
     b.set("preemptions_per_s", ratio(delta(cur, prev, preempted), dt), f"Δ{preempted} / Δt")
+    set_tokens_per_step(b)
 
 
 class VllmDialect(ContinuousUsageStreams, ServerDialect):

@@ -101,7 +101,7 @@ def verify_text(
             out.append("waiting for a window of decode steps…", s["dim"])
         return out
     step = model.steady["step_latency_s"].at(model.now)
-    accept = model.steady["accept_length"].at(model.now)
+    accept = model.steady["step_tokens"].at(model.now)
     info = model.server
     if info is not None and info.spec.enabled is False and step.value is not None:
         return _plain_server(out, s, width, height, w, step)
