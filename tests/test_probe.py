@@ -13,6 +13,7 @@ import pytest
 
 from specwatch.commands.main import main
 from specwatch.commands.probe_text import render_text
+from specwatch.core.server import Dialect, MetricsWindow, ServerInfo
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus
 from specwatch.sim.presets import preset
@@ -22,6 +23,7 @@ from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.probe import (
     EXIT_STREAM_FAILED,
     EXIT_UNREACHABLE,
+    ProbeResult,
     probe,
     probe_to_dict,
 )
@@ -95,6 +97,24 @@ async def test_probe_json_fields(dialect: str) -> None:
     assert orjson.loads(orjson.dumps(doc)) == doc
     text = render_text(result)
     assert f"{dialect} {world.config.version}" in text and "48 tokens" in text
+
+
+def test_the_window_line_names_tokens_per_step_only_where_steps_drafted_nothing() -> None:
+    info = ServerInfo("http://h:1", Dialect.LLAMACPP)
+    drafted = MetricsWindow(t=2.0, dt=1.0, accept_length=2.6, tokens_per_step=2.43)
+    every = MetricsWindow(t=2.0, dt=1.0, accept_length=2.6, tokens_per_step=2.6)
+    lines = [
+        next(
+            line
+            for line in render_text(
+                ProbeResult(info.base_url, info, None, w, None, None)
+            ).splitlines()
+            if line.startswith("  window")
+        )
+        for w in (drafted, every)
+    ]
+    assert "accept length 2.60 (2.43 a step, drafted or not)" in lines[0], lines
+    assert "accept length 2.60 · acceptance" in lines[1], lines
 
 
 async def test_probe_without_nvml_says_why() -> None:

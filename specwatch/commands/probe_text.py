@@ -13,6 +13,7 @@ from specwatch.core.sanitize import sanitize_line
 from specwatch.sources.identity.server_identity import code_summary
 
 if TYPE_CHECKING:
+    from specwatch.core.server import MetricsWindow
     from specwatch.sources.probe import ProbeResult
 
 
@@ -20,6 +21,15 @@ def _f(value: float | None, fmt: str, scale: float = 1.0, unit: str = "") -> str
     if value is None:
         return "n/a"
     return f"{value * scale:{fmt}}{unit}"
+
+
+def _per_step(window: MetricsWindow) -> str:
+    """The tokens a step yields, where steps that drafted nothing bring them below the accept
+    length."""
+    per_step, length = window.tokens_per_step, window.accept_length
+    if per_step is None or length is None or abs(per_step - length) < 0.005:
+        return ""
+    return f" ({per_step:.2f} a step, drafted or not)"
 
 
 def render_text(result: ProbeResult, slo: Slo = DEFAULT_SLO) -> str:
@@ -82,7 +92,7 @@ def render_text(result: ProbeResult, slo: Slo = DEFAULT_SLO) -> str:
         if window.dt > 0:
             lines.append(
                 f"  window   {window.dt:.2f} s · gen {_f(window.gen_tok_s, '.1f', unit=' tok/s')}"
-                f" · accept length {_f(window.accept_length, '.2f')}"
+                f" · accept length {_f(window.accept_length, '.2f')}{_per_step(window)}"
                 f" · acceptance {_f(window.draft_acceptance_rate, '.1%')}"
                 f" · step {_f(window.step_latency_s, '.2f', 1e3, ' ms')}"
                 f" · running {_f(window.requests_running, '.0f')}"
