@@ -114,8 +114,16 @@ async def test_window_around_streams_matches_truth(dialect: str, version: str | 
         # and the window's, from the counters: one request's free first token assumed where
         # three finished, so two steps too many
         assert truth.mean_step_latency_s is not None
-        assert w.decode_steps == sum(len(t.step_latencies_s) for t in reqs) + 2
+        steps = sum(len(t.step_latencies_s) for t in reqs)
+        assert w.decode_steps == steps + 2
         assert w.step_latency_s == pytest.approx(truth.mean_step_latency_s, abs=STEP_TOL_S)
+        # steps that dropped their draft yield one token: the tokens per step, not the accept
+        # length of the drafted ones, are what a step buys (two steps too many, as above)
+        assert sum(t.drafted_steps for t in reqs) < steps
+        per_step = (truth.tokens - len(reqs)) / steps
+        assert w.tokens_per_step == pytest.approx(per_step, rel=0.02)
+        assert w.tokens_per_step is not None and w.accept_length is not None
+        assert w.tokens_per_step < w.accept_length - 0.05
 
 
 HELD = "no verify step finished in this window"

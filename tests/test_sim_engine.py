@@ -202,11 +202,23 @@ def test_without_ignore_eos_some_requests_stop_early_deterministically() -> None
 
 
 def test_llamacpp_drafts_no_further_than_remaining_tokens() -> None:
-    world = _run(preset("llamacpp", warmup_requests=0), 30.0, requests=1, max_tokens=200)
+    world = _run(
+        preset("llamacpp", warmup_requests=0, draft_skip_share=0.0),
+        30.0,
+        requests=1,
+        max_tokens=200,
+    )
     r = world.truth.requests()[0]
     assert r.completion_tokens == 200
     assert r.proposed_drafts < 3 * r.steps or r.steps == 0
     assert r.proposed_drafts >= 3 * (r.steps - 1)
+
+
+def test_llamacpp_drops_the_draft_of_about_one_step_in_ten() -> None:
+    world = _run(preset("llamacpp", warmup_requests=0), 30.0, requests=1, max_tokens=2000)
+    r = world.truth.requests()[0]
+    assert 0.8 * r.steps <= r.drafted_steps <= 0.96 * r.steps, (r.drafted_steps, r.steps)
+    assert r.steps == r.completion_tokens - 1 - r.accepted_drafts
 
 
 def test_max_running_queues_the_rest() -> None:

@@ -86,7 +86,10 @@ def test_counters_move_only_when_the_request_ends() -> None:
         assert metric_value(end.text, "llamacpp:spec_decode_num_accepted_tokens_total") == (
             truth.accepted_drafts
         )
-        assert metric_value(end.text, "llamacpp:spec_decode_num_drafts_total") == truth.steps
+        # as a real llama-server, some steps drop their draft: fewer drafted steps than steps
+        drafts = metric_value(end.text, "llamacpp:spec_decode_num_drafts_total")
+        assert drafts == truth.drafted_steps and 0 < drafts < truth.steps
+        assert truth.steps == 300 - 1 - truth.accepted_drafts  # each step one token + accepted
         assert (
             metric_value(end.text, "llamacpp:spec_decode_num_accepted_tokens_per_pos_total")
             == truth.accepted_drafts

@@ -106,6 +106,10 @@ class SimConfig:
     with it (SGLang's always is)."""
     slow_rank: int = -1
     """A TP rank whose kernels run slower (``-1``: none)."""
+    draft_skip_share: float = 0.0
+    """Share of decode steps that carry no draft: llama.cpp drops a draft its draft model is not
+    confident in (``--spec-draft-p-min``), so such a step verifies one token (a real
+    llama-server skipped 11 of 105)."""
 
     @property
     def spec_enabled(self) -> bool:

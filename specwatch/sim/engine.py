@@ -275,9 +275,12 @@ class Engine:
         # Read once per step: each property asks the server registry.
         drafts, max_accepted = cfg.drafts_per_step, cfg.max_accepted
         capped, in_full = cfg.drafts_capped_by_remaining, cfg.counts_cut_step_in_full
+        skip = cfg.draft_skip_share if drafts else 0.0
         for req in step.decode:
             remaining = req.stop_at - req.generated
             proposed = drafts
+            if skip and self.rng.random() < skip:
+                proposed = 0
             if capped:
                 proposed = min(proposed, max(0, remaining - 1))
             limit = min(max_accepted, proposed)
@@ -397,4 +400,5 @@ def request_truth(req: SimRequest) -> RequestTruth:
         finish_reason=req.finish_reason or "length",
         accepted_per_position=tuple(req.accepted_per_pos),
         endpoint=req.endpoint,
+        drafted_steps=req.drafted_steps,
     )

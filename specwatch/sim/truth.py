@@ -76,6 +76,8 @@ class RequestTruth:
     """``"length"``, ``"stop"`` or ``"abort"`` (dropped by a restart)."""
     accepted_per_position: tuple[int, ...] = ()
     endpoint: str = ""
+    drafted_steps: int = 0
+    """Decode steps that carried a draft (llama.cpp drops some: see ``draft_skip_share``)."""
 
 
 class GroundTruth:

@@ -45,6 +45,7 @@ class LlamaCppDialect(SimDialect):
         "num_steps": 3,
         "num_draft_tokens": 3,
         "max_running": 4,
+        "draft_skip_share": 0.1,
         "model": "sim-llama-3.1-8b-instruct-q4_k_m.gguf",
     }
     owned_by = "llamacpp"
