@@ -63,10 +63,20 @@ def test_cold_against_warm_gpus_is_explained_by_gpu_state(tmp_path: Path) -> Non
     assert c.change is not None and -0.12 < c.change < -0.04
 
 
+def _without_host(snap: dict[str, Any]) -> dict[str, Any]:
+    """``snap`` without its host CPU readings: in a test run they describe the suite's own
+    workers beside the simulator (a run queue of 4 on 2 cores in one benchmark and 1.4 in the
+    other was judged host contention, rightly), which this test does not control."""
+    runs = [{k: v for k, v in run.items() if k != "host_cpu"} for run in snap["runs"]]
+    return {**{k: v for k, v in snap.items() if k != "host_cpu"}, "runs": runs}
+
+
 @pytest.mark.slow
 def test_same_gpus_slower_step_is_the_code(tmp_path: Path) -> None:
-    cold = read_snapshot(_bench(tmp_path, "--demo", "cold", *FAST))
-    slower = read_snapshot(_bench(tmp_path, "--demo", "cold", "--demo-step-factor", "0.345"))
+    cold_path, cold_truth = _bench_on(tmp_path, "--demo", "cold", *FAST)
+    slower_path, slower_truth = _bench_on(tmp_path, "--demo", "cold", "--demo-step-factor", "0.345")
+    cold = _without_host(server_timed(read_snapshot(cold_path), cold_truth))
+    slower = _without_host(server_timed(read_snapshot(slower_path), slower_truth))
     c = compare(Snapshot.from_dict(cold), Snapshot.from_dict(slower))
     assert c.verdict == VERDICT_CODE, c.reason
 
