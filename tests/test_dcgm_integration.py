@@ -18,9 +18,8 @@ from textual.widget import Widget
 
 from specwatch.commands.main import build_parser, main
 from specwatch.commands.tui import build_session
-from specwatch.core import gpu_rules
-from specwatch.core.gpu import GpuInventory, GpuOrigin, GpuSample, GpuStatic, GpuTick
-from specwatch.core.gpu_rules import harmful
+from specwatch.core import gpu as rules
+from specwatch.core.gpu import GpuInventory, GpuOrigin, GpuSample, GpuStatic, GpuTick, harmful
 from specwatch.session import DcgmExporterGpuSource, NvmlGpuSource
 from specwatch.session.events import GpuInventoryChanged, GpuTicked
 from specwatch.sim.dcgm_exporter import SimDcgmExporter, render_dcgm
@@ -71,7 +70,7 @@ def _host_port(url: str) -> str:
 def _straggling(tick: GpuTick) -> bool:
     hot = tick.samples[HOT]
     return (
-        gpu_rules.sample_straggler(tick.samples) == HOT
+        rules.sample_straggler(tick.samples) == HOT
         and hot.clock_event_reasons is not None
         and harmful(hot.clock_event_reasons)
     )

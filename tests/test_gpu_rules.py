@@ -5,10 +5,9 @@ from __future__ import annotations
 from specwatch.bench.runner import busy_view
 from specwatch.bench.snapshot import validate
 from specwatch.bench.snapshot_build import build_snapshot
-from specwatch.core import gpu_rules
+from specwatch.core import gpu as rules
 from specwatch.core.compare import compare
-from specwatch.core.gpu import GpuSample, GpuTick
-from specwatch.core.gpu_rules import IDLE_BIT
+from specwatch.core.gpu import IDLE_BIT, GpuSample, GpuTick
 from specwatch.core.snapshot_records import Snapshot
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.gpus import STRAGGLER, gpu_rows
@@ -20,22 +19,22 @@ PWRCAP = 0x004
 
 def test_busy_trusts_the_idle_reason_first_then_utilisation_then_pstate() -> None:
     s = GpuSample(index=0, t=0)
-    assert gpu_rules.sample_busy(s)  # nothing says idle
-    assert not gpu_rules.sample_busy(GpuSample(index=0, t=0, clock_event_reasons=IDLE_BIT))
+    assert rules.sample_busy(s)  # nothing says idle
+    assert not rules.sample_busy(GpuSample(index=0, t=0, clock_event_reasons=IDLE_BIT))
     # The driver's own idle reason wins over a stale utilisation reading.
-    assert not gpu_rules.sample_busy(
+    assert not rules.sample_busy(
         GpuSample(index=0, t=0, clock_event_reasons=IDLE_BIT, util_gpu_pct=3)
     )
-    assert gpu_rules.sample_busy(GpuSample(index=0, t=0, clock_event_reasons=PWRCAP))
-    assert not gpu_rules.sample_busy(GpuSample(index=0, t=0, util_gpu_pct=0, pstate=0))
-    assert gpu_rules.sample_busy(GpuSample(index=0, t=0, util_gpu_pct=40))
-    assert not gpu_rules.sample_busy(GpuSample(index=0, t=0, pstate=8))
-    assert not gpu_rules.sample_busy(GpuSample(index=0, t=0, lost=True))
+    assert rules.sample_busy(GpuSample(index=0, t=0, clock_event_reasons=PWRCAP))
+    assert not rules.sample_busy(GpuSample(index=0, t=0, util_gpu_pct=0, pstate=0))
+    assert rules.sample_busy(GpuSample(index=0, t=0, util_gpu_pct=40))
+    assert not rules.sample_busy(GpuSample(index=0, t=0, pstate=8))
+    assert not rules.sample_busy(GpuSample(index=0, t=0, lost=True))
 
 
 def test_run_summaries_are_busy_when_idle_at_most_half_the_run() -> None:
-    assert gpu_rules.summary_busy(gpu_summary(0, 1900.0, reasons={"idle": 0.5}))
-    assert not gpu_rules.summary_busy(gpu_summary(0, 1900.0, reasons={"idle": 0.51}))
+    assert rules.summary_busy(gpu_summary(0, 1900.0, reasons={"idle": 0.5}))
+    assert not rules.summary_busy(gpu_summary(0, 1900.0, reasons={"idle": 0.51}))
 
 
 def test_the_runner_drops_idle_ticks_by_the_same_rule() -> None:
@@ -52,10 +51,10 @@ def test_straggler_ignores_idle_gpus_and_ties() -> None:
     hot = GpuSample(index=0, t=0, sm_clock_mhz=1800, temp_c=80, util_gpu_pct=99)
     cool = GpuSample(index=1, t=0, sm_clock_mhz=1900, temp_c=60, util_gpu_pct=99)
     idle = GpuSample(index=2, t=0, sm_clock_mhz=345, temp_c=30, util_gpu_pct=0)
-    assert gpu_rules.sample_straggler([hot, cool, idle]) == 0
-    assert gpu_rules.sample_straggler([hot]) is None
-    assert gpu_rules.sample_straggler([hot, hot]) is None
-    pace = gpu_rules.slowest(gpu_rules.pace_of_samples([hot]))
+    assert rules.sample_straggler([hot, cool, idle]) == 0
+    assert rules.sample_straggler([hot]) is None
+    assert rules.sample_straggler([hot, hot]) is None
+    pace = rules.slowest(rules.pace_of_samples([hot]))
     assert pace is not None and pace.sm_clock_mhz == 1800.0
 
 
@@ -91,19 +90,19 @@ def test_pane_and_compare_name_the_same_straggler() -> None:
     )
     c = compare(a, b)
     assert marked == [f"2{STRAGGLER}"]
-    assert c.attribution.straggler_a == 2 == gpu_rules.sample_straggler(samples)
+    assert c.attribution.straggler_a == 2 == rules.sample_straggler(samples)
     assert c.attribution.clock_a_mhz is not None and round(c.attribution.clock_a_mhz) == 1830
 
 
 def test_clock_deficit_link_and_power_rules() -> None:
-    assert gpu_rules.clock_deficit(1485, 1980) == 0.25
-    assert gpu_rules.clock_deficit(None, 1980) is None
-    assert gpu_rules.clock_fraction(1980, None) is None
+    assert rules.clock_deficit(1485, 1980) == 0.25
+    assert rules.clock_deficit(None, 1980) is None
+    assert rules.clock_fraction(1980, None) is None
     # A narrower link always counts; a lower generation only under load.
-    assert gpu_rules.link_degraded(5, 8, 5, 16, busy=False)
-    assert not gpu_rules.link_degraded(1, 16, 5, 16, busy=False)
-    assert gpu_rules.link_degraded(4, 16, 5, 16, busy=True)
-    assert not gpu_rules.link_degraded(5, 16, 5, 16, busy=True)
-    assert gpu_rules.near_power_limit(390.0, 400.0)
-    assert not gpu_rules.near_power_limit(380.0, 400.0)
-    assert not gpu_rules.near_power_limit(390.0, None)
+    assert rules.link_degraded(5, 8, 5, 16, busy=False)
+    assert not rules.link_degraded(1, 16, 5, 16, busy=False)
+    assert rules.link_degraded(4, 16, 5, 16, busy=True)
+    assert not rules.link_degraded(5, 16, 5, 16, busy=True)
+    assert rules.near_power_limit(390.0, 400.0)
+    assert not rules.near_power_limit(380.0, 400.0)
+    assert not rules.near_power_limit(390.0, None)

@@ -116,9 +116,8 @@ NOT_BEFORE_FIRST_FRAME = (
     "specwatch.sources.nvml",
     "specwatch.sources.metrics",
     "specwatch.sources.identity.server_identity",
-    # The samples' classes arrive with the first samples; snapshots, benchmarks and
-    # recordings only when asked for.
-    "specwatch.core.gpu",
+    # The samples' classes arrive with the first samples (the GPU's, with the rules the GPU
+    # pane draws with, come before them); snapshots, benchmarks and recordings only when asked.
     "specwatch.core.server",
     "specwatch.core.identity",
     "specwatch.core.snapshot_records",

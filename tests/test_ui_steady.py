@@ -3,9 +3,8 @@ graph's scales hold still (clk% fixed at 0–100, a tok/s axis that only grows).
 
 from __future__ import annotations
 
-from specwatch.core import gpu_rules
-from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
-from specwatch.core.gpu_rules import IDLE_BIT
+from specwatch.core import gpu as rules
+from specwatch.core.gpu import IDLE_BIT, GpuInventory, GpuSample, GpuStatic, GpuTick
 from specwatch.core.server import MetricsWindow
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.gpus import GpusPane
@@ -37,23 +36,23 @@ def _tick(t: float, idle: bool) -> GpuTick:
 
 
 def test_one_idle_sample_after_a_busy_one_is_held() -> None:
-    assert gpu_rules.held_busy(_idle(0, 2.0), _busy(0, 1.0)) == _busy(0, 1.0)
-    long_idle = _idle(0, 1.0 + gpu_rules.BUSY_HOLD_S)
-    assert gpu_rules.held_busy(long_idle, _busy(0, 1.0)) == long_idle
+    assert rules.held_busy(_idle(0, 2.0), _busy(0, 1.0)) == _busy(0, 1.0)
+    long_idle = _idle(0, 1.0 + rules.BUSY_HOLD_S)
+    assert rules.held_busy(long_idle, _busy(0, 1.0)) == long_idle
     lost = GpuSample(0, 2.0, lost=True)
-    assert gpu_rules.held_busy(lost, _busy(0, 1.0)) == lost
-    assert gpu_rules.held_busy(_idle(0, 2.0), None) == _idle(0, 2.0)
+    assert rules.held_busy(lost, _busy(0, 1.0)) == lost
+    assert rules.held_busy(_idle(0, 2.0), None) == _idle(0, 2.0)
 
 
 def test_the_model_shows_no_blink_and_the_clock_band_no_notch() -> None:
     m = _model()
     for t in range(1, 30):
         m.add_tick(_tick(float(t), idle=t % 7 == 0))  # one idle sample between batches
-    assert m.tick is not None and all(gpu_rules.sample_busy(s) for s in m.tick.samples)
+    assert m.tick is not None and all(rules.sample_busy(s) for s in m.tick.samples)
     assert min(v for _, v in m.clock_pct.after(0.0) if v is not None) == 100.0
     for t in range(30, 36):  # really idle: shown once it has lasted BUSY_HOLD_S
         m.add_tick(_tick(float(t), idle=True))
-    assert m.tick is not None and not any(gpu_rules.sample_busy(s) for s in m.tick.samples)
+    assert m.tick is not None and not any(rules.sample_busy(s) for s in m.tick.samples)
 
 
 async def test_a_gpu_row_does_not_blink_to_idle_under_load() -> None:

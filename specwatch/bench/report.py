@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from specwatch.core import gpu_rules
+from specwatch.core import gpu as rules
 from specwatch.core.sanitize import sanitize_line
 
 if TYPE_CHECKING:
@@ -104,13 +104,13 @@ def _gpu_lines(result: BenchResult) -> list[str]:
         return ["  GPUs: not read (--no-gpu)"]
     if not inv.available:
         return [f"  GPUs: {inv.reason or 'unavailable'}"]
-    busy = gpu_rules.busy_summaries(result.gpus)
-    pace = gpu_rules.slowest(gpu_rules.pace_of_summaries(busy))
+    busy = rules.busy_summaries(result.gpus)
+    pace = rules.slowest(rules.pace_of_summaries(busy))
     if pace is None:
         return ["  GPUs: no readings during the runs"]
     slow = next(g for g in busy if g.index == pace.index)
     temps = [g.temp_max_c for g in busy if g.temp_max_c is not None]
-    names = sorted({n for g in busy for n in g.reason_fractions if n not in gpu_rules.IDLE_REASONS})
+    names = sorted({n for g in busy for n in g.reason_fractions if n not in rules.IDLE_REASONS})
     worst = {n: max(g.reason_fractions.get(n, 0.0) for g in busy) for n in names}
     reasons = ", ".join(f"{n} {f:.0%}" for n, f in worst.items() if f > 0)
     top = f" of {slow.board_max_sm_clock_mhz}" if slow.board_max_sm_clock_mhz else ""
@@ -130,7 +130,7 @@ def energy_line(result: BenchResult) -> str:
     from specwatch.core.energy import draft_length, run_energy
 
     energy = run_energy(
-        gpu_rules.busy_summaries(result.gpus),
+        rules.busy_summaries(result.gpus),
         sum(r.wall_s for r in result.runs),
         result.overall.accept_length.mean,
         draft_length(result.server.spec),

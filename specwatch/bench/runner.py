@@ -27,8 +27,7 @@ from specwatch.bench.gpu_recorder import GpuRecorder
 from specwatch.bench.host_recorder import HostRecorder
 from specwatch.bench.prompts import load_prompts
 from specwatch.bench.steady_gate import steady_after, steady_gate
-from specwatch.core.gpu import GpuSample, GpuTick
-from specwatch.core.gpu_rules import sample_busy
+from specwatch.core.gpu import GpuSample, GpuTick, sample_busy
 from specwatch.core.server import ChunkArrival, ServerInfo, StreamResult
 from specwatch.core.snapshot_records import (
     BenchConfig,

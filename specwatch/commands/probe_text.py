@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING
 
 from specwatch.core.config_health import config_health, kv_words
 from specwatch.core.goodput import DEFAULT_SLO, Slo, histogram_goodput
-from specwatch.core.gpu import GpuInventory
-from specwatch.core.gpu_rules import short_names
+from specwatch.core.gpu import GpuInventory, short_names
 from specwatch.core.sanitize import sanitize_line
 from specwatch.sources.identity.server_identity import code_summary
 

@@ -11,7 +11,7 @@ recorded the server process's code identity (schema 3), the explanation starts w
 explanation never says "same code": the code may be the same, the comparison is not.
 
 The verdicts, their wording and exit codes are :class:`specwatch.core.outcomes.Outcome`; which
-GPUs count as busy and which one is the straggler is :mod:`specwatch.core.gpu_rules`.
+GPUs count as busy and which one is the straggler is :mod:`specwatch.core.gpu`.
 Everything here is pure: validated :class:`~specwatch.core.snapshot_records.Snapshot` objects
 in, a :class:`Comparison` out.
 """
@@ -63,7 +63,7 @@ class Attribution:
     clock_a_mhz: float | None
     clock_b_mhz: float | None
     straggler_a: int | None
-    """Index of the GPU that was most often the straggler in A (``gpu_rules.straggler``)."""
+    """Index of the GPU most often the straggler in A (:func:`~specwatch.core.gpu.straggler`)."""
     straggler_b: int | None
     expected_ratio: float | None
     """``clock_b / clock_a``: the tok/s ratio if decode followed the SM clock."""

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specwatch.core import gpu_rules
+from specwatch.core import gpu as rules
 from specwatch.core.config_differences import config_differences
 from specwatch.core.energy import EnergyChange, energy_change
 from specwatch.core.gpu_summary import GpuRunSummary
@@ -31,7 +31,7 @@ from specwatch.core.snapshot_figures import overall_gpus
 from specwatch.core.snapshot_records import Snapshot
 from specwatch.core.stats import Summary, mean
 
-_IDLE_REASONS = gpu_rules.IDLE_REASONS
+_IDLE_REASONS = rules.IDLE_REASONS
 
 
 @dataclass(frozen=True, slots=True)

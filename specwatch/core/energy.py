@@ -307,7 +307,7 @@ def snapshot_energy(snap: Snapshot) -> Energy:
 def run_joules_per_token(snap: Snapshot) -> list[float]:
     """Each measured run's joules per token, summed over its busy GPUs (runs lacking one are
     skipped): the samples a change in energy per token is judged on."""
-    from specwatch.core.gpu_rules import busy_summaries
+    from specwatch.core.gpu import busy_summaries
 
     out: list[float] = []
     for run in snap.runs:

@@ -12,8 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from specwatch.core.fleet import FleetGpu, FleetServer, NodeJoin
-from specwatch.core.gpu import GpuSample
-from specwatch.core.gpu_rules import clock_fraction, held_busy, sample_busy
+from specwatch.core.gpu import GpuSample, clock_fraction, held_busy, sample_busy
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +45,7 @@ def node_pace(gpus: Sequence[FleetGpu]) -> tuple[float | None, float | None]:
 
 def held_gpus(gpus: Sequence[FleetGpu], last_busy: dict[str, GpuSample]) -> list[FleetGpu]:
     """``gpus`` with a short idle spell shown as each GPU's last busy sample, as the
-    single-server GPU pane shows it (:func:`~specwatch.core.gpu_rules.held_busy`): one idle
+    single-server GPU pane shows it (:func:`~specwatch.core.gpu.held_busy`): one idle
     sample between batches is not the node's pace. ``last_busy`` (by GPU key) is updated."""
     out: list[FleetGpu] = []
     for g in gpus:

@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from specwatch.core import gpu_rules as R
-from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick
-from specwatch.core.gpu_rules import sample_busy
+from specwatch.core import gpu as R
+from specwatch.core.gpu import GpuInventory, GpuSample, GpuStatic, GpuTick, sample_busy
 
 EMPTY_FRACTIONS: Mapping[str, float] = {}
 

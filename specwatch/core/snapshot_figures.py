@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from specwatch.core import gpu_rules
+from specwatch.core import gpu as rules
 from specwatch.core.gpu_summary import GpuRunSummary
 from specwatch.core.judge import Figures
 from specwatch.core.launch_config import server_launch_config
@@ -25,8 +25,8 @@ def run_tok_s(snap: Snapshot) -> list[float]:
 def straggler_clock(snap: Snapshot) -> tuple[float | None, int | None]:
     """Mean SM clock of the pace-setting GPU, weighted by run wall time, and the straggler.
 
-    The clock is that of the slowest busy GPU of each run (``gpu_rules.slowest``: with one GPU,
-    that GPU); the index is the GPU most often named straggler (``gpu_rules.straggler``, the
+    The clock is that of the slowest busy GPU of each run (``rules.slowest``: with one GPU,
+    that GPU); the index is the GPU most often named straggler (``rules.straggler``, the
     rule the live pane marks), ``None`` when no run had one. Why the slowest GPU and not the
     mean: in tensor parallelism every step ends in an all-reduce, so each rank waits for the
     last one; the step runs at the pace of the slowest GPU, and one hot board drags the whole
@@ -35,45 +35,45 @@ def straggler_clock(snap: Snapshot) -> tuple[float | None, int | None]:
     total, weight = 0.0, 0.0
     who: Counter[int] = Counter()
     for run in snap.runs:
-        pace = gpu_rules.pace_of_summaries(run.gpus)
-        slow = gpu_rules.slowest(pace)
+        pace = rules.pace_of_summaries(run.gpus)
+        slow = rules.slowest(pace)
         w = run.wall_s or 1.0
         if slow is None or w <= 0:
             continue
         total += slow.sm_clock_mhz * w
         weight += w
-        lag = gpu_rules.straggler(pace)
+        lag = rules.straggler(pace)
         if lag is not None:
             who[lag] += 1
     if weight > 0:
         return total / weight, who.most_common(1)[0][0] if who else None
-    pace = gpu_rules.pace_of_summaries(snap.overall_gpus)
-    slow = gpu_rules.slowest(pace)
+    pace = rules.pace_of_summaries(snap.overall_gpus)
+    slow = rules.slowest(pace)
     if slow is not None:
-        return slow.sm_clock_mhz, gpu_rules.straggler(pace)
+        return slow.sm_clock_mhz, rules.straggler(pace)
     return None, None
 
 
 def overall_gpus(snap: Snapshot) -> list[GpuRunSummary]:
     """The busy GPUs over all runs (each run's GPUs when there is no overall summary)."""
-    gpus = gpu_rules.busy_summaries(snap.overall_gpus)
+    gpus = rules.busy_summaries(snap.overall_gpus)
     if gpus:
         return gpus
     # No overall summary (older or partial snapshot): use every run's GPUs.
-    return gpu_rules.busy_summaries(g for r in snap.runs for g in r.gpus)
+    return rules.busy_summaries(g for r in snap.runs for g in r.gpus)
 
 
 def figures(snap: Snapshot) -> Figures:
     """The figures of a snapshot that the verdict rule compares."""
     clock, _ = straggler_clock(snap)
     busy = overall_gpus(snap)
-    pace = gpu_rules.slowest(gpu_rules.pace_of_summaries(busy))
+    pace = rules.slowest(rules.pace_of_summaries(busy))
     slow = next((g for g in busy if pace is not None and g.index == pace.index), None)
     reasons = frozenset(
         name
         for g in busy
         for name, fraction in g.reason_fractions.items()
-        if fraction > 0 and name not in gpu_rules.IDLE_REASONS
+        if fraction > 0 and name not in rules.IDLE_REASONS
     )
     return Figures(
         tok_s=tuple(snap.run_tok_s),

@@ -14,7 +14,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from specwatch import __version__
-from specwatch.core.gpu_rules import REASONS, decode
+from specwatch.core.gpu import REASONS, decode
 from specwatch.core.host import HostSpan
 from specwatch.core.outcomes import CAUSES
 from specwatch.core.spec_payoff import break_even_accept_length

@@ -17,8 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from specwatch.core.gpu import GpuInventory, GpuTick
-from specwatch.core.gpu_rules import sample_busy
+from specwatch.core.gpu import GpuInventory, GpuTick, sample_busy
 from specwatch.core.gpu_summary import TickSummary
 from specwatch.core.host import HostSpan, combine_spans
 from specwatch.core.identity import ServerIdentity

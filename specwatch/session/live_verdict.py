@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from specwatch.core import gpu_rules
+from specwatch.core import gpu as rules
 from specwatch.session.verdict_state import WAITING, LiveVerdictState, Reference
 
 if TYPE_CHECKING:
@@ -117,13 +117,13 @@ def _pool(intervals: list[Interval]) -> list[float]:
 def gpu_point(tick: GpuTick, max_clock: Mapping[int, float]) -> GpuPoint:
     """One GPU tick: the slowest busy GPU's clock (and its board's maximum in ``max_clock``),
     the busy GPUs' lowest memory clock, their DRAM activity and their active reasons."""
-    busy = [s for s in tick.samples if gpu_rules.sample_busy(s)]
-    slow = gpu_rules.slowest(gpu_rules.pace_of_samples(busy))
+    busy = [s for s in tick.samples if rules.sample_busy(s)]
+    slow = rules.slowest(rules.pace_of_samples(busy))
     active = frozenset(
         r.short
         for s in busy
-        for r in gpu_rules.decode(s.clock_event_reasons)
-        if r.bit != gpu_rules.IDLE_BIT
+        for r in rules.decode(s.clock_event_reasons)
+        if r.bit != rules.IDLE_BIT
     )
     clock = slow.sm_clock_mhz if slow is not None else None
     top = max_clock.get(slow.index) if slow is not None else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from specwatch.core import gpu_rules
+from specwatch.core import gpu as rules
 
 if TYPE_CHECKING:
     from specwatch.core.judge import Figures, Judgement
@@ -71,7 +71,7 @@ def snapshot_reference(snap: Snapshot, name: str) -> Reference:
     from specwatch.core.snapshot_figures import dram_per_token_of, straggler_clock
 
     clock, _ = straggler_clock(snap)
-    busy = gpu_rules.busy_summaries(snap.overall_gpus)
+    busy = rules.busy_summaries(snap.overall_gpus)
     slow = min(
         (g for g in busy if g.sm_clock_mean_mhz is not None),
         key=lambda g: g.sm_clock_mean_mhz or 0.0,
@@ -82,7 +82,7 @@ def snapshot_reference(snap: Snapshot, name: str) -> Reference:
         r
         for g in busy
         for r, share in g.reason_fractions.items()
-        if r not in gpu_rules.IDLE_REASONS and share >= SNAPSHOT_REASON_SHARE
+        if r not in rules.IDLE_REASONS and share >= SNAPSHOT_REASON_SHARE
     )
     figures = Figures(
         tok_s=tuple(snap.run_tok_s),

@@ -11,7 +11,7 @@ import random
 import threading
 from dataclasses import dataclass, replace
 
-from specwatch.core import gpu_rules as R
+from specwatch.core import gpu as R
 
 _SUBSTEP_S = 0.25
 

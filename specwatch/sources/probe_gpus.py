@@ -12,8 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from specwatch.core.clock_policy import policy_of
-from specwatch.core.gpu import GpuInventory, GpuOrigin, GpuSample, GpuStatic, GpuTick
-from specwatch.core.gpu_rules import decode
+from specwatch.core.gpu import GpuInventory, GpuOrigin, GpuSample, GpuStatic, GpuTick, decode
 from specwatch.core.values import to_jsonable
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 from rich.text import Text
 
-from specwatch.core.gpu_rules import REASONS
+from specwatch.core.gpu import REASONS
 
 if TYPE_CHECKING:
     from textual.app import SystemCommand

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from specwatch.core import gpu_rules
+from specwatch.core import gpu as rules
 from specwatch.core.energy import Energy, PowerLog
 from specwatch.core.goodput import DEFAULT_SLO
 from specwatch.core.session_figures import SessionSummary, SessionTotals
@@ -227,7 +227,7 @@ class ProfileState:
     active: bool = True
 
 
-straggler = gpu_rules.sample_straggler
+straggler = rules.sample_straggler
 """Index of the GPU the pane marks as setting the pace: the rule ``compare`` applies too."""
 
 
@@ -333,7 +333,7 @@ class MonitorModel:
 
     def add_tick(self, tick: GpuTick) -> None:
         """Take one GPU tick into the histories (a short idle spell shows the last busy sample:
-        ``gpu_rules.held_busy``).
+        ``rules.held_busy``).
 
         Raises:
             ValueError: The tick is malformed (nothing is changed).
@@ -341,9 +341,9 @@ class MonitorModel:
         check_tick(tick)
         self.power.add(tick)  # as read: an idle spell's held busy sample drew no such power
         for s in tick.samples:
-            if gpu_rules.sample_busy(s):
+            if rules.sample_busy(s):
                 self._last_busy[s.index] = s
-        held = tuple(gpu_rules.held_busy(s, self._last_busy.get(s.index)) for s in tick.samples)
+        held = tuple(rules.held_busy(s, self._last_busy.get(s.index)) for s in tick.samples)
         tick = replace(tick, samples=held)
         self.tick = tick
         self._advance(tick.t)
@@ -355,7 +355,7 @@ class MonitorModel:
             if series is None:
                 series = self.sm_clock[s.index] = TimeSeries(HISTORY)
             series.append(tick.t, None if s.sm_clock_mhz is None else float(s.sm_clock_mhz))
-            frac = gpu_rules.clock_fraction(s.sm_clock_mhz, max_clock.get(s.index))
+            frac = rules.clock_fraction(s.sm_clock_mhz, max_clock.get(s.index))
             if frac is not None:
                 pcts.append(100.0 * frac)
             if s.temp_c is not None:

@@ -26,8 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from specwatch.core.clock_policy import policy_of
-from specwatch.core.gpu import GpuInventory, GpuTick
-from specwatch.core.gpu_rules import short_names
+from specwatch.core.gpu import GpuInventory, GpuTick, short_names
 from specwatch.core.gpu_summary import summarize_ticks
 from specwatch.core.steady import window_slopes
 from specwatch.core.values import to_jsonable

@@ -152,7 +152,7 @@ VIOLATION_BITS: dict[str, int] = {
     "DCGM_FI_DEV_RELIABILITY_VIOLATION": 0x400,
     "DCGM_FI_DEV_LOW_UTIL_VIOLATION": 0x001,
 }
-"""Violation counter -> the clock-event reason bit it stands for (``specwatch.core.gpu_rules``)."""
+"""Violation counter -> the clock-event reason bit it stands for (``specwatch.core.gpu``)."""
 
 
 __all__ = ["BY_NAME", "FIELDS", "MIB", "OLD_NAMES", "VIOLATION_BITS", "FieldMap"]

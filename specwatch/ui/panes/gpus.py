@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, ClassVar
 
 from rich.segment import Segment
 
-from specwatch.core import gpu_rules
+from specwatch.core import gpu as rules
 from specwatch.core.clock_policy import policy_of
-from specwatch.core.gpu_rules import harmful, short_names
+from specwatch.core.gpu import harmful, short_names
 from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes.base import ModelPane
 from specwatch.ui.renderables import (
@@ -54,7 +54,7 @@ def deficit_cell(s: GpuSample, st: GpuStatic | None) -> Cell:
     maximum on a busy GPU with no clock-event reason set: nothing the driver admits to explains
     it (the story's case).
     """
-    deficit = gpu_rules.clock_deficit(s.sm_clock_mhz, st.max_sm_clock_mhz if st else None)
+    deficit = rules.clock_deficit(s.sm_clock_mhz, st.max_sm_clock_mhz if st else None)
     if deficit is None:
         return Cell("–", "dim")
     if deficit < 0.005:
@@ -70,7 +70,7 @@ def unexplained_deficit(s: GpuSample, deficit: float | None) -> bool:
         deficit is not None
         and deficit >= MIN_CHANGE
         and s.clock_event_reasons == 0
-        and gpu_rules.sample_busy(s)
+        and rules.sample_busy(s)
     )
 
 
@@ -84,8 +84,8 @@ def pcie_cell(s: GpuSample, st: GpuStatic | None) -> Cell:
     text = f"{s.pcie_gen}x{s.pcie_width}"
     if st is None:
         return Cell(text + " ")
-    busy = gpu_rules.sample_busy(s)
-    if gpu_rules.link_degraded(s.pcie_gen, s.pcie_width, st.max_pcie_gen, st.max_pcie_width, busy):
+    busy = rules.sample_busy(s)
+    if rules.link_degraded(s.pcie_gen, s.pcie_width, st.max_pcie_gen, st.max_pcie_width, busy):
         return Cell(text + "!", "bad")
     return Cell(text + " ")  # the flag's cell kept blank, so the links line up
 
@@ -129,7 +129,7 @@ def gpu_row(
         row["power"] = Cell("–", "dim")
     else:
         text = f"{s.power_w:.0f}/{limit:.0f}" if limit else f"{s.power_w:.0f}"
-        row["power"] = Cell(text, "warn" if gpu_rules.near_power_limit(s.power_w, limit) else "")
+        row["power"] = Cell(text, "warn" if rules.near_power_limit(s.power_w, limit) else "")
     flag = policy_of(st).flag if st else ""  # lock / app / cap: clocks not free to boost
     row["pstate"] = Cell("–", "dim") if s.pstate is None else Cell(f"P{s.pstate} {flag}".strip())
     row["pcie"] = pcie_cell(s, st)
@@ -161,7 +161,7 @@ def gpu_rows(model: MonitorModel) -> list[dict[str, Cell]]:
     if tick is None:
         return []
     statics = _static(model)
-    lag = gpu_rules.sample_straggler(tick.samples)
+    lag = rules.sample_straggler(tick.samples)
     trends = sm_trends(model)
     values = [v for t in trends.values() for v in t if v is not None]
     # One scale for every GPU's trend, so a board sagging below its neighbours shows; at least
@@ -274,8 +274,8 @@ def summary_lines(model: MonitorModel) -> list[list[Cell]]:
     inv = model.inventory
     statics: dict[int, GpuStatic] = {g.index: g for g in inv.gpus} if inv is not None else {}
     live = [s for s in tick.samples if not s.lost]
-    pace = gpu_rules.slowest(gpu_rules.pace_of_samples(live))
-    lag = gpu_rules.sample_straggler(live)
+    pace = rules.slowest(rules.pace_of_samples(live))
+    lag = rules.sample_straggler(live)
     first: list[Cell] = []
     if pace is not None:
         s = next(x for x in live if x.index == pace.index)
@@ -339,10 +339,8 @@ def _harmful(s: GpuSample) -> bool:
 def _link_degraded(s: GpuSample, st: GpuStatic | None) -> bool:
     if st is None:
         return False
-    busy = gpu_rules.sample_busy(s)
-    return gpu_rules.link_degraded(
-        s.pcie_gen, s.pcie_width, st.max_pcie_gen, st.max_pcie_width, busy
-    )
+    busy = rules.sample_busy(s)
+    return rules.link_degraded(s.pcie_gen, s.pcie_width, st.max_pcie_gen, st.max_pcie_width, busy)
 
 
 class GpusPane(ModelPane):
