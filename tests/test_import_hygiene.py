@@ -111,7 +111,6 @@ NOT_BEFORE_FIRST_FRAME = (
     "specwatch.session.events",
     "specwatch.session.gpu_source",
     "specwatch.session.bench_job",
-    "specwatch.session.dcgm_source",
     "specwatch.sources.http.client",
     "specwatch.sources.nvml",
     "specwatch.sources.metrics",

@@ -15,14 +15,19 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from specwatch.session.baseline import Baseline, load_baseline
-    from specwatch.session.dcgm_source import DcgmExporterGpuSource
-    from specwatch.session.gpu_source import GpuSource, NoGpus, NvmlGpuSource, ReaderGpuSource
+    from specwatch.session.gpu_source import (
+        DcgmExporterGpuSource,
+        GpuSource,
+        NoGpus,
+        NvmlGpuSource,
+        ReaderGpuSource,
+    )
     from specwatch.session.live import LiveSession
 
 _HOMES = {
     "Baseline": "baseline",
     "load_baseline": "baseline",
-    "DcgmExporterGpuSource": "dcgm_source",
+    "DcgmExporterGpuSource": "gpu_source",
     "GpuSource": "gpu_source",
     "NoGpus": "gpu_source",
     "NvmlGpuSource": "gpu_source",

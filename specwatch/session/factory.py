@@ -58,7 +58,7 @@ def gpu_source(
     if options.no_gpu:
         return NoGpus("GPUs not read (--no-gpu)")
     if options.dcgm:
-        from specwatch.session.dcgm_source import DcgmExporterGpuSource
+        from specwatch.session.gpu_source import DcgmExporterGpuSource
 
         return DcgmExporterGpuSource(options.dcgm, options.interval_s)
     if options.prometheus is not None and server_url is not None:
@@ -79,7 +79,7 @@ def gpu_source(
     if server_url is not None and nvml is None:
         from urllib.parse import urlsplit
 
-        from specwatch.session.dcgm_source import NvmlOrNodeExporter
+        from specwatch.session.gpu_source import NvmlOrNodeExporter
         from specwatch.sources.http.endpoint import parse_endpoint
 
         host = urlsplit(parse_endpoint(server_url).base_url).hostname
@@ -133,7 +133,7 @@ def _demo_session(options: SourceOptions) -> LiveSession:
     try:
         gpus: GpuSource
         if demo.dcgm_url:
-            from specwatch.session.dcgm_source import DcgmExporterGpuSource
+            from specwatch.session.gpu_source import DcgmExporterGpuSource
 
             gpus = DcgmExporterGpuSource([demo.dcgm_url], options.interval_s)
         else:
