@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from specwatch.commands.probe_text import render_text
+from specwatch.commands.probe import render_text
 from specwatch.core import config_health as H
 from specwatch.core.server import Dialect, LatencyBucket, MetricsWindow, ServerInfo
 from specwatch.sim.presets import preset

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from specwatch.commands.bench import add_bench_arguments, run_bench
-from specwatch.commands.probe_text import render_text
+from specwatch.commands.probe import render_text
 from specwatch.core.server import MetricsWindow
 from specwatch.session.events import MetricsScraped, ServerReady, SessionEvent
 from specwatch.session.live import ServerPoller

@@ -52,7 +52,6 @@ HEADLESS_ENTRY_POINTS = (
     "specwatch.commands.sim",
     "specwatch.commands.exporter",
     "specwatch.commands.advise",
-    "specwatch.commands.advise_sweep",
 )
 
 

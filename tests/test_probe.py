@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from specwatch.commands.main import main
-from specwatch.commands.probe_text import render_text
+from specwatch.commands.probe import render_text
 from specwatch.core.server import Dialect, MetricsWindow, ServerInfo
 from specwatch.sim.fake_nvml import FakeNvml
 from specwatch.sim.gpus import SimGpus

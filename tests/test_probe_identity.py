@@ -7,7 +7,7 @@ import time
 
 import orjson
 
-from specwatch.commands.probe_text import render_text
+from specwatch.commands.probe import render_text
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.server import ServerInfo
 from specwatch.sources.http.endpoint import parse_endpoint

@@ -2,7 +2,7 @@
 
 ``advise URL`` watches a live server passively (``/metrics`` only) for ``--seconds``;
 ``advise FILE[@FROM/TO]`` reads a recording; ``advise SNAP.json ...`` ranks benchmark snapshots
-taken at different draft lengths (:mod:`specwatch.commands.advise_sweep`).
+taken at different draft lengths (:func:`run_sweep`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from specwatch.core.draft_advisor import PlainBaseline
     from specwatch.core.draft_sweep import Sweep
     from specwatch.core.server import MetricsWindow, ServerInfo
+    from specwatch.core.snapshot_records import Snapshot
     from specwatch.session.advice_watch import Watched
     from specwatch.sources.http.endpoint import Endpoint
 
@@ -128,7 +129,6 @@ def run_advise(
         if not all(is_snapshot(s) for s in sources):
             print("specwatch advise: give one URL or recording, or only snapshots", file=err)
             return EXIT_USAGE
-        from specwatch.commands.advise_sweep import run_sweep
 
         return run_sweep(sources, args.json, out, err)
     try:
@@ -150,7 +150,6 @@ def _sweep(paths: list[str] | None) -> Sweep | None:
     """``--sweep``'s snapshots (``ValueError``: one is unreadable)."""
     if not paths:
         return None
-    from specwatch.commands.advise_sweep import load_sweep
 
     return load_sweep(paths)
 
@@ -262,4 +261,84 @@ def _print_advice(
     return EXIT_ADVISED if advice.recommendation is not None else EXIT_WITHHELD
 
 
-__all__ = ["NO_BASELINE", "add_advise_arguments", "run_advise"]
+# --- a draft-length sweep: the measured table, and its ranking where the GPUs were alike ---
+
+EXIT_RANKED, EXIT_NOT_RANKED = 0, 1
+
+
+def sweep_json(s: Sweep) -> dict[str, Any]:
+    """The sweep as plain JSON values."""
+    return {
+        "draft_lengths": list(s.draft_lengths),
+        "cells": [
+            {
+                "name": c.name,
+                "k": c.k,
+                "batch": c.batch,
+                "tok_s": c.tok_s.mean,
+                "tok_s_ci": [c.tok_s.ci_low, c.tok_s.ci_high],
+                "runs": c.tok_s.n,
+                "slowest_sm_clock_mhz": c.figures.slowest_sm_clock_mhz,
+                "clock_reasons": sorted(c.figures.clock_reasons),
+                "left_out": c.reason,
+            }
+            for c in s.cells
+        ],
+        "batches": [
+            {
+                "batch": b.batch,
+                "best_k": b.best_k,
+                "within_noise": list(b.within_noise),
+                "cannot_rank": list(b.refusals),
+            }
+            for b in s.batches
+        ],
+    }
+
+
+def load_sweep(paths: list[str]) -> Sweep:
+    """The sweep of the snapshots at ``paths`` (``ValueError``: one is not a readable
+    snapshot)."""
+    from specwatch.bench.report import safe
+    from specwatch.bench.snapshot import SnapshotError, load_snapshot
+    from specwatch.core.draft_sweep import sweep
+
+    snaps: list[tuple[str, Snapshot]] = []
+    for path in paths:
+        try:
+            snaps.append((Path(path).name, load_snapshot(path)))
+        except SnapshotError as e:
+            raise ValueError(safe(e)) from None
+    return sweep(snaps)
+
+
+def run_sweep(paths: list[str], as_json: bool, out: TextIO, err: TextIO) -> int:
+    """Rank the snapshots; 0 when every batch with two draft lengths was ranked, 1 when one
+    could not be (the reason is printed), 2 when a file is not a readable snapshot."""
+    from specwatch.bench.report import safe_lines
+    from specwatch.core.draft_sweep import sweep_lines
+
+    try:
+        s = load_sweep(paths)
+    except ValueError as e:
+        print(f"specwatch advise: {e}", file=err)
+        return EXIT_USAGE
+    if as_json:
+        import orjson
+
+        out.write(orjson.dumps(sweep_json(s), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        out.write("\n".join(safe_lines(sweep_lines(s))) + "\n")
+    out.flush()
+    unranked = any(b.refusals for b in s.batches) or not s.batches
+    return EXIT_NOT_RANKED if unranked else EXIT_RANKED
+
+
+__all__ = [
+    "NO_BASELINE",
+    "add_advise_arguments",
+    "load_sweep",
+    "run_advise",
+    "run_sweep",
+    "sweep_json",
+]

@@ -321,7 +321,7 @@ def _run_monitor(args: argparse.Namespace, url: str | None, demo_wanted: bool) -
         return 2
     sweep = None
     if getattr(args, "sweep", None):
-        from specwatch.commands.advise_sweep import load_sweep
+        from specwatch.commands.advise import load_sweep
 
         try:
             sweep = load_sweep([str(p) for p in args.sweep])

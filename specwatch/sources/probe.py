@@ -1,7 +1,7 @@
 """``specwatch probe``: detect a server, stream once, read one metrics window and the GPUs.
 
 The result is a :class:`ProbeResult`; :func:`probe_to_dict` turns it into the JSON document the
-CLI prints (the scripting interface); :mod:`specwatch.commands.probe_text` makes the short
+CLI prints (the scripting interface); :func:`specwatch.commands.probe.render_text` makes the short
 readable report.
 """
 
