@@ -182,8 +182,13 @@ def run_export(
 ) -> int:
     """Write the recording's tidy time series to ``out``; returns the exit status."""
     out, err = out or sys.stdout, err or sys.stderr
-    from specwatch.record.export import tidy_rows, write_csv, write_json_lines
-    from specwatch.record.export_progress import CountingWriter, ExportProgress
+    from specwatch.record.export import (
+        CountingWriter,
+        ExportProgress,
+        tidy_rows,
+        write_csv,
+        write_json_lines,
+    )
     from specwatch.record.reader import Reader, RecordingError
     from specwatch.record.timespec import parse_time
 

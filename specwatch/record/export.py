@@ -6,7 +6,8 @@ token, as the GPU pane shows it), ``goodput`` (each window's requests within the
 ``verdict`` or ``bench``; ``subject``
 is the GPU index or the server's address. A list-valued figure (per-position acceptance) is one
 row per element, its field named ``name.position``; a benchmark's runs are rows at each run's
-end, their fields ``run_...`` (docs/record.md lists the fields).
+end, their fields ``run_...`` (docs/record.md lists the fields). Its progress and throughput go
+to stderr (:class:`ExportProgress`).
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime as dt
-from collections.abc import Iterator
-from typing import TextIO
+import time
+from collections.abc import Callable, Iterator
+from typing import TextIO, TypeVar
 
 import orjson
 
+from specwatch.bench.progress_line import ProgressLine
 from specwatch.core.energy import Energy, PowerLog
 from specwatch.core.goodput import DEFAULT_SLO, HistogramGoodput, Slo, histogram_goodput
 from specwatch.core.gpu import GpuSample, GpuStatic
@@ -255,12 +258,102 @@ def write_json_lines(rows: Iterator[Row], out: TextIO) -> int:
     return n
 
 
+# --- progress and throughput on stderr: a terminal redraws one line in place; an export that
+# took a while ends with one line saying what it wrote and how fast, so it is never silent ---
+
+REPORT_AFTER_S = 1.0
+"""An export that took at least this long says its throughput when it ends."""
+_EVERY_ROWS = 2000
+_R = TypeVar("_R")
+
+
+class CountingWriter:
+    """A text stream that counts the characters written through it (bytes, for ASCII)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.chars = 0
+
+    def write(self, text: str) -> int:
+        self.chars += len(text)
+        return self.out.write(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+class ExportProgress:
+    """Watches an export of ``reader``'s rows ``span`` (first and last id) into ``written``.
+
+    Args:
+        err: Where the progress goes (stderr).
+        reader: The recording being read (its :attr:`~Reader.position` is the progress).
+        span: The first and last row ids of the range, ``None`` when it is empty.
+        written: The output, counted.
+        live: Draw in place; default: when ``err`` is a terminal.
+        clock: Monotonic seconds.
+    """
+
+    def __init__(
+        self,
+        err: TextIO,
+        reader: Reader,
+        span: tuple[int, int] | None,
+        written: CountingWriter,
+        live: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.line = ProgressLine(err, live=live, clock=clock)
+        self.err = err
+        self.reader = reader
+        self.span = span
+        self.written = written
+        self.clock = clock
+        self.started = clock()
+        self.rows = 0
+
+    def watch(self, rows: Iterator[_R]) -> Iterator[_R]:
+        """``rows`` unchanged, counted, with the line redrawn now and then."""
+        for row in rows:
+            self.rows += 1
+            if self.rows % _EVERY_ROWS == 0:
+                self.line.show(self._text())
+            yield row
+
+    def finish(self) -> None:
+        """Clear the line; say the throughput when the export took a while or drew the line."""
+        drawn = self.line.drawn
+        self.line.clear()
+        seconds = self.clock() - self.started
+        if seconds < REPORT_AFTER_S and not drawn:
+            return
+        mb = self.written.chars / 1e6
+        self.err.write(
+            f"specwatch export: {self.rows:,} rows, {mb:,.1f} MB in {seconds:,.1f} s "
+            f"({mb / seconds:,.1f} MB/s, {self.rows / seconds:,.0f} rows/s)\n"
+        )
+        self.err.flush()
+
+    def _text(self) -> str:
+        seconds = max(self.clock() - self.started, 1e-9)
+        mb = self.written.chars / 1e6
+        share = ""
+        if self.span is not None and self.span[1] > self.span[0]:
+            lo, hi = self.span
+            done = min(1.0, max(0.0, (self.reader.position - lo) / (hi - lo)))
+            share = f"{done:.0%} · "
+        return f"export: {share}{self.rows:,} rows · {mb:,.1f} MB · {mb / seconds:,.1f} MB/s"
+
+
 __all__ = [
     "COLUMNS",
     "GPU_FIELDS",
+    "REPORT_AFTER_S",
     "RUN_FIELDS",
     "STATIC_FIELDS",
     "WINDOW_FIELDS",
+    "CountingWriter",
+    "ExportProgress",
     "Row",
     "tidy_rows",
     "write_csv",
