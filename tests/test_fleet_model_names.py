@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from specwatch.commands.main import main
-from specwatch.core.fleet import FleetServer
-from specwatch.core.fleet_rows import FleetRow
+from specwatch.core.fleet import FleetRow, FleetServer
 from specwatch.core.server import Dialect, MetricsWindow
 from specwatch.session.fleet_probe import fleet_text
 from specwatch.sources.prometheus.model_names import (
@@ -23,7 +22,7 @@ from specwatch.sources.prometheus.model_names import (
     model_of,
     target_address,
 )
-from specwatch.ui.fleet_table import row_cells
+from specwatch.ui.fleet_pane import row_cells
 from tests.fleet_world import sim_nodes
 from tests.prometheus_fixture import PROMETHEUS, SKIP_REASON, running_prometheus
 

@@ -11,10 +11,9 @@ import pytest
 from textual.geometry import Region
 from textual.pilot import Pilot
 
-from specwatch.core.fleet_rows import fleet_rows, node_pace, with_gone
+from specwatch.core.fleet import fleet_rows, node_pace, with_gone
 from specwatch.ui.fleet_app import FleetApp, FleetChoice, FleetFailed, FleetUpdated
-from specwatch.ui.fleet_pane import FleetPane
-from specwatch.ui.fleet_table import FleetTable
+from specwatch.ui.fleet_pane import FleetPane, FleetTable
 from specwatch.ui.themes import repo_theme_dir
 from tests.fleet_scene import SCENE_T, scene_reading
 

@@ -21,8 +21,8 @@ from specwatch.session.fleet import FleetSession
 from specwatch.session.fleet_probe import FleetOptions, build_fleet_source
 from specwatch.sources.prometheus.fleet import FleetReading
 from specwatch.ui.fleet_app import FleetApp, FleetChoice
+from specwatch.ui.fleet_pane import FleetTable
 from specwatch.ui.fleet_run import BACK, DrillApp, run_fleet_async
-from specwatch.ui.fleet_table import FleetTable
 from specwatch.ui.renderables import fmt_num
 from specwatch.ui.settings import AppSettings
 from specwatch.ui.themes import repo_theme_dir

@@ -19,7 +19,7 @@ from textual.widgets import OptionList, Static
 from specwatch.bench.snapshot import write_snapshot
 from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.fleet_app import FleetApp
-from specwatch.ui.fleet_table import FLEET_COLUMNS
+from specwatch.ui.fleet_pane import FLEET_COLUMNS
 from specwatch.ui.help_text import help_renderable
 from specwatch.ui.modals import HelpScreen, ScrollModal, TextModal, fitted_width, is_table_row
 from specwatch.ui.panes.load import LATENCY_ROWS

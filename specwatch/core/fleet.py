@@ -1,4 +1,5 @@
-"""A fleet: several servers and their GPUs, how GPUs join servers, and exact fleet totals.
+"""A fleet: several servers and their GPUs, how GPUs join servers, exact fleet totals, and the
+fleet screen's rows (a server's figures beside its node's slowest clock and hottest GPU).
 
 Pure: no I/O. The Prometheus source fills these; the UI, probe and bench read them.
 
@@ -12,10 +13,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
-from specwatch.core.gpu import GpuSample, GpuStatic
+from specwatch.core.gpu import GpuSample, GpuStatic, clock_fraction, held_busy, sample_busy
 from specwatch.core.redaction import strip_userinfo
 from specwatch.core.server import Dialect, MetricsWindow
 
@@ -277,17 +278,88 @@ def fleet_totals(servers: Sequence[FleetServer]) -> FleetTotals:
     )
 
 
+# --- the fleet screen's rows: a server's figures and its node's GPUs --------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FleetRow:
+    """One server's line on the fleet screen."""
+
+    server: FleetServer
+    gpus: tuple[str, ...]
+    """:attr:`~specwatch.core.fleet.FleetGpu.key` of its node's GPUs."""
+    joined_by: str | None
+    """``"pair"``, ``"pod"``, ``"host"``, or ``None`` (no GPUs joined)."""
+    slowest_clock: float | None
+    """The node's lowest SM clock / board maximum (1.0 at the maximum)."""
+    hottest_c: float | None
+    stale: bool = False
+    """The server was in an earlier reading but not in the latest: its last figures."""
+
+
+def node_pace(gpus: Sequence[FleetGpu]) -> tuple[float | None, float | None]:
+    """``(slowest SM clock fraction, hottest temperature)`` of a node's GPUs (lost ones aside)."""
+    live = [g for g in gpus if not g.sample.lost]
+    fractions = [
+        f
+        for g in live
+        if (f := clock_fraction(g.sample.sm_clock_mhz, g.static.max_sm_clock_mhz)) is not None
+    ]
+    temps = [g.sample.temp_c for g in live if g.sample.temp_c is not None]
+    return (min(fractions) if fractions else None, max(temps) if temps else None)
+
+
+def held_gpus(gpus: Sequence[FleetGpu], last_busy: dict[str, GpuSample]) -> list[FleetGpu]:
+    """``gpus`` with a short idle spell shown as each GPU's last busy sample, as the
+    single-server GPU pane shows it (:func:`~specwatch.core.gpu.held_busy`): one idle
+    sample between batches is not the node's pace. ``last_busy`` (by GPU key) is updated."""
+    out: list[FleetGpu] = []
+    for g in gpus:
+        if sample_busy(g.sample):
+            last_busy[g.key] = g.sample
+        shown = held_busy(g.sample, last_busy.get(g.key))
+        out.append(g if shown is g.sample else replace(g, sample=shown))
+    return out
+
+
+def fleet_rows(
+    servers: Sequence[FleetServer], gpus: Sequence[FleetGpu], joins: Sequence[NodeJoin]
+) -> list[FleetRow]:
+    """A row per server, in the order given."""
+    by_key: Mapping[str, FleetGpu] = {g.key: g for g in gpus}
+    by_server = {j.server: j for j in joins}
+    rows: list[FleetRow] = []
+    for s in servers:
+        join = by_server.get(s.instance)
+        keys = join.gpus if join is not None else ()
+        slowest, hottest = node_pace([by_key[k] for k in keys if k in by_key])
+        rows.append(FleetRow(s, keys, join.via if join else None, slowest, hottest))
+    return rows
+
+
+def with_gone(rows: Sequence[FleetRow], before: Sequence[FleetRow]) -> list[FleetRow]:
+    """``rows`` followed by the rows of ``before`` whose server is missing now, marked stale."""
+    present = {r.server.instance for r in rows}
+    gone = [r for r in before if r.server.instance not in present]
+    return [*rows, *(replace(r, stale=True) for r in gone)]
+
+
 __all__ = [
     "POD_LABELS",
     "FleetGpu",
+    "FleetRow",
     "FleetServer",
     "FleetTotals",
     "NodeJoin",
     "ServerRates",
+    "fleet_rows",
     "fleet_totals",
+    "held_gpus",
     "host_of",
     "is_target",
     "join_gpus",
+    "node_pace",
     "parse_node_pair",
     "target_of",
+    "with_gone",
 ]

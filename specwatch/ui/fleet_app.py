@@ -23,7 +23,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from specwatch.core.fleet_rows import FleetRow, fleet_rows, held_gpus, with_gone
+from specwatch.core.fleet import FleetRow, fleet_rows, held_gpus, with_gone
 from specwatch.core.gpu import GpuSample
 from specwatch.core.sanitize import sanitize_line
 from specwatch.core.server import MetricsWindow
