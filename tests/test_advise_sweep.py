@@ -10,8 +10,7 @@ from pathlib import Path
 
 import orjson
 
-from specwatch.bench.snapshot import validate
-from specwatch.bench.snapshot_build import build_snapshot
+from specwatch.bench.snapshot import build_snapshot, validate
 from specwatch.commands.advise import run_advise
 from specwatch.commands.main import build_parser
 from specwatch.core.draft_sweep import sweep

@@ -24,8 +24,7 @@ import orjson
 import pytest
 
 from specwatch.bench.runner import BenchEvent, run_benchmark
-from specwatch.bench.snapshot import read_snapshot, validate, write_snapshot
-from specwatch.bench.snapshot_build import build_snapshot
+from specwatch.bench.snapshot import build_snapshot, read_snapshot, validate, write_snapshot
 from specwatch.commands.bench import add_bench_arguments, run_bench
 from specwatch.commands.compare import add_compare_arguments, run_compare
 from specwatch.core.compare import VERDICT_CODE, VERDICT_GPU, VERDICT_NONE, compare

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from specwatch.bench.aggregate import overall_of
-from specwatch.bench.snapshot import validate
-from specwatch.bench.snapshot_build import build_snapshot
+from specwatch.bench.snapshot import build_snapshot, validate
 from specwatch.core.compare import (
     VERDICT_CODE,
     VERDICT_GPU,

@@ -13,8 +13,7 @@ import pytest
 
 from specwatch.bench import snapshot
 from specwatch.bench.report import DIFFERS, comparison_lines
-from specwatch.bench.snapshot import load_snapshot, write_snapshot
-from specwatch.bench.snapshot_build import build_snapshot
+from specwatch.bench.snapshot import build_snapshot, load_snapshot, write_snapshot
 from specwatch.commands.compare import add_compare_arguments, run_compare
 from specwatch.core.compare import compare
 from specwatch.core.outcomes import EXIT_ERROR, EXIT_USAGE, Outcome

@@ -11,8 +11,7 @@ import pytest
 
 from specwatch.bench.aggregate import overall_of
 from specwatch.bench.report import energy_line
-from specwatch.bench.snapshot import validate
-from specwatch.bench.snapshot_build import build_snapshot
+from specwatch.bench.snapshot import build_snapshot, validate
 from specwatch.core.compare import compare
 from specwatch.core.energy import PowerLog, rejected_share, snapshot_energy
 from specwatch.core.gpu import GpuInventory, GpuSample, GpuTick

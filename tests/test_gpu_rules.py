@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from specwatch.bench.runner import busy_view
-from specwatch.bench.snapshot import validate
-from specwatch.bench.snapshot_build import build_snapshot
+from specwatch.bench.snapshot import build_snapshot, validate
 from specwatch.core import gpu as rules
 from specwatch.core.compare import compare
 from specwatch.core.gpu import IDLE_BIT, GpuSample, GpuTick

@@ -16,13 +16,14 @@ from hypothesis import strategies as st
 
 from specwatch.bench import snapshot as snapmod
 from specwatch.bench.snapshot import (
+    SCHEMA_VERSION,
     SnapshotError,
+    build_snapshot,
     read_snapshot,
     snapshot_name,
     validate,
     write_snapshot,
 )
-from specwatch.bench.snapshot_build import SCHEMA_VERSION, build_snapshot
 from tests.test_compare import STORY_AFTER, synthetic_result
 
 NOW = dt.datetime(2026, 11, 29, 19, 45, 0, tzinfo=dt.timezone.utc)

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from specwatch.bench.snapshot import validate
-from specwatch.bench.snapshot_build import build_snapshot
+from specwatch.bench.snapshot import build_snapshot, validate
 from specwatch.core.compare import compare
 from specwatch.core.gpu import GpuSample, GpuTick
 from specwatch.core.gpu_summary import summarize_ticks

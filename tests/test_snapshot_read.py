@@ -10,13 +10,14 @@ import orjson
 import pytest
 
 from specwatch.bench.snapshot import (
+    SCHEMA_VERSION,
     SnapshotError,
+    build_snapshot,
     load_snapshot,
     read_snapshot,
     validate,
     write_snapshot,
 )
-from specwatch.bench.snapshot_build import SCHEMA_VERSION, build_snapshot
 from specwatch.core.compare import compare
 from specwatch.core.snapshot_records import Snapshot
 from tests.test_compare import STORY_AFTER, synthetic_result

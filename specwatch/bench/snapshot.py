@@ -15,32 +15,56 @@ Schema versions: 1, then 2 (a GPU summary's ``sm_clock_max_mhz``, the board's ma
 ``runs[].host_cpu``: this host's CPU during the runs, ``specwatch.core.host``), then 5
 (``config.slo_ttft_s`` and ``slo_tpot_s``, goodput's objectives, and ``runs[].stream_ttft_s`` /
 ``stream_tpot_s``, each request's figures, so goodput is counted per request). Every change to
-what a snapshot holds bumps ``SCHEMA_VERSION``; older versions keep being read. Building a
-snapshot from a benchmark's result is :mod:`specwatch.bench.snapshot_build`.
-No API key ever lands in a snapshot: the command line is stripped of ``--api-key`` and every
-string is scrubbed of the key's value before writing.
+what a snapshot holds bumps ``SCHEMA_VERSION``; older versions keep being read.
+
+A snapshot is built from what the runner returned (:func:`build_snapshot`: the typed
+:class:`~specwatch.core.snapshot_records.Snapshot`, written as plain JSON values). No API key
+ever lands in one: every string is scrubbed of the key's value and the whole snapshot goes
+through the one secret rule (:mod:`specwatch.core.redaction`: URL passwords, secret-named keys
+and options, ``Bearer``), the server process's identity through
+:func:`~specwatch.core.identity.scrub_identity` (only performance variables keep their values).
+:func:`scrub_snapshot` applies both, on writing and again when a snapshot is read (``specwatch
+scrub`` too), so one written before this rule, or edited by hand, shows nothing it should not.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import datetime as dt
 import errno
 import functools
 import importlib.resources
 import os
 import re
+import socket
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from specwatch import __version__
 from specwatch.bench.bounded_read import BoundedReadError, read_bounded
-from specwatch.bench.snapshot_build import SCHEMA_VERSION, scrub_snapshot
-from specwatch.core.redaction import redact_text
-from specwatch.core.snapshot_records import Snapshot
+from specwatch.core.gpu import GpuInventory
+from specwatch.core.identity import ServerIdentity
+from specwatch.core.identity import from_json as identity_from_json
+from specwatch.core.identity import to_json as identity_to_json
+from specwatch.core.redaction import redact_text, redact_value, withhold
+from specwatch.core.snapshot_records import (
+    BenchResult,
+    Snapshot,
+    SnapshotEnvironment,
+    SnapshotServer,
+    TimeSeries,
+    Tool,
+    with_load,
+)
+from specwatch.core.values import to_jsonable
 
+SCHEMA_VERSION = 5
+"""The version new snapshots are written with (see ``snapshot.schema.json``)."""
 MAX_SNAPSHOT_BYTES = 32 * 1024 * 1024
 READ_TIMEOUT_S = 30.0
 """Longest wait for a snapshot that arrives through a pipe or FIFO (e.g. over ssh)."""
@@ -279,18 +303,106 @@ def load_snapshot(
         raise SnapshotError(f"{path}: not a valid specwatch snapshot: {message}") from None
 
 
+# --- building a snapshot from a benchmark's result, scrubbed of every secret ------------------
+
+
+def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
+    """The plain JSON values of a snapshot file (the process identity in its own format)."""
+    out: dict[str, Any] = to_jsonable(snap)
+    out["server"] = snap.server.to_json()
+    return out
+
+
+def _environment(inv: GpuInventory | None) -> SnapshotEnvironment:
+    if inv is None:
+        return SnapshotEnvironment(available=False, reason="no GPU sampler", gpus=())
+    s = inv.system
+    return SnapshotEnvironment(
+        available=inv.available,
+        reason=inv.reason,
+        driver_version=s.driver_version,
+        nvml_version=s.nvml_version,
+        cuda_driver_version=s.cuda_driver_version,
+        gpus=inv.gpus,
+    )
+
+
+def build_snapshot(
+    result: BenchResult,
+    argv: Sequence[str] | None = None,
+    *,
+    secrets: Iterable[str] = (),
+    host: str | None = None,
+    now: dt.datetime | None = None,
+    identity: ServerIdentity | None = None,
+) -> dict[str, Any]:
+    """The snapshot of a benchmark, as plain JSON values.
+
+    Args:
+        result: What the runner returned.
+        argv: The command line (secret options' values withheld, ``--api-key`` among them).
+        secrets: Values that must not appear anywhere (the API key); withheld wherever they
+            appear.
+        host: Host name (default: this machine's).
+        now: Creation time (default: now, UTC).
+        identity: The server process's code identity (``sources.identity.process``); ``None``
+            when it was not looked for. One without a process id is recorded as ``null`` with
+            its notes (remote server, process not visible).
+    """
+    when = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
+    runs, overall = with_load(result.runs, dataclasses.replace(result.overall, gpus=result.gpus))
+    snap = Snapshot(
+        schema_version=SCHEMA_VERSION,
+        tool=Tool("specwatch", __version__),
+        created=when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        created_unix=when.timestamp(),
+        started_unix=result.started_at,
+        duration_s=result.duration_s,
+        host=host if host is not None else socket.gethostname(),
+        command=tuple(argv or ()),
+        label=result.config.label,
+        interrupted=result.interrupted,
+        error=result.error,
+        complete=result.ok,
+        config={**to_jsonable(result.config), "prompts_source": result.prompts_source},
+        server=SnapshotServer.of(result.server, identity),
+        gpu_environment=_environment(result.inventory),
+        warmups=result.warmups,
+        runs=runs,
+        overall=overall,
+        timeseries=TimeSeries(result.config.series_interval_s, result.series),
+        steady=result.steady,
+        host_cpu=result.host_cpu,
+    )
+    cleaned: dict[str, Any] = scrub_snapshot(withhold(snapshot_to_json(snap), secrets))
+    return cleaned
+
+
+def scrub_snapshot(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a snapshot's plain JSON values with every secret withheld (idempotent)."""
+    out: dict[str, Any] = redact_value(snapshot)
+    server = out.get("server")
+    if isinstance(server, dict) and isinstance(server.get("process"), dict):
+        server["process"] = identity_to_json(identity_from_json(server["process"]))
+    return out
+
+
 __all__ = [
     "DEFAULT_DIR",
     "MAX_SNAPSHOT_BYTES",
     "READ_TIMEOUT_S",
+    "SCHEMA_VERSION",
     "SnapshotError",
+    "build_snapshot",
     "dumps",
     "load_snapshot",
     "os_reason",
     "parse_snapshot",
     "read_snapshot",
     "schema",
+    "scrub_snapshot",
     "snapshot_name",
+    "snapshot_to_json",
     "validate",
     "write_snapshot",
 ]

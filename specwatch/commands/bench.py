@@ -494,8 +494,7 @@ def _measure_and_save(
     from specwatch.bench.prompts import PromptsError
     from specwatch.bench.report import code_lines
     from specwatch.bench.shield import print_lines, signal_name
-    from specwatch.bench.snapshot import SnapshotError, dumps, write_snapshot
-    from specwatch.bench.snapshot_build import build_snapshot
+    from specwatch.bench.snapshot import SnapshotError, build_snapshot, dumps, write_snapshot
     from specwatch.commands.clocks import with_locks
     from specwatch.sources.host import sampler_for
 

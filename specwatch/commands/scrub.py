@@ -23,8 +23,8 @@ from specwatch.bench.snapshot import (
     dumps,
     os_reason,
     parse_snapshot,
+    scrub_snapshot,
 )
-from specwatch.bench.snapshot_build import scrub_snapshot
 from specwatch.commands.arguments import say_error
 
 

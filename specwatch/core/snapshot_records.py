@@ -1,7 +1,7 @@
 """A benchmark and its snapshot as typed, frozen records: the one model of a snapshot file.
 
 The runner fills :class:`RunResult`, :class:`Overall` and :class:`SeriesPoint` while it measures;
-``specwatch.bench.snapshot_build`` puts them into a :class:`Snapshot` and turns it into the JSON
+``specwatch.bench.snapshot`` puts them into a :class:`Snapshot` and turns it into the JSON
 values of the file, :meth:`Snapshot.from_dict` back, both with the one codec of
 :mod:`specwatch.core.values`. ``specwatch/bench/snapshot.schema.json`` documents the
 same shape (a test keeps the two in agreement). Every schema version reads into the same

@@ -180,8 +180,7 @@ class BenchJob:
 
     def _save(self, result: BenchResult) -> str | None:
         try:
-            from specwatch.bench.snapshot import write_snapshot
-            from specwatch.bench.snapshot_build import build_snapshot
+            from specwatch.bench.snapshot import build_snapshot, write_snapshot
 
             secrets = [self.endpoint.api_key] if self.endpoint.api_key else []
             snap = build_snapshot(result, self.command, secrets=secrets, identity=self.identity)
