@@ -6,7 +6,7 @@ serve`` does), and what the GPUs did meanwhile (a summary of the sampler's ticks
 That last part is what lets ``specwatch compare`` tell a code regression from hot GPUs.
 
 The types live in :mod:`specwatch.core.snapshot_records`, the pure figures in
-:mod:`specwatch.bench.aggregate`, the GPU recording in :mod:`specwatch.bench.gpu_recorder`; they
+:mod:`specwatch.bench.aggregate`, the GPU recording in :mod:`specwatch.bench.recorders`; they
 are re-exported here so ``from specwatch.bench.runner import ...`` keeps working. The runner
 reports its progress as :class:`BenchEvent` and waits for a run's streams together, cancelling
 them together (:func:`wait_all`).
@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from specwatch.bench.aggregate import build_series, combine_streams, counter_deltas, overall_of
-from specwatch.bench.gpu_recorder import GpuRecorder
-from specwatch.bench.host_recorder import HostRecorder
 from specwatch.bench.prompts import load_prompts
+from specwatch.bench.recorders import GpuRecorder, HostRecorder
 from specwatch.bench.steady_gate import steady_after, steady_gate
 from specwatch.core.gpu import GpuSample, GpuTick, sample_busy
 from specwatch.core.server import ChunkArrival, ServerInfo, StreamResult

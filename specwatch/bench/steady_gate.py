@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from specwatch.bench.gpu_recorder import GpuRecorder
+from specwatch.bench.recorders import GpuRecorder
 from specwatch.core.gpu import GpuTick
 from specwatch.core.snapshot_records import BenchConfig, RunResult
 from specwatch.core.steady import (

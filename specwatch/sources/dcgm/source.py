@@ -7,7 +7,7 @@ numbered across them in the order of the URLs, and each keeps its node name (the
 label, else the URL's host) in :attr:`DcgmGpuSource.gpu_info`.
 
 The exporter's collection interval is inferred from how often the values change between polls
-(:mod:`specwatch.sources.dcgm.collection`); a collection coarser than the view gives
+(:class:`CollectionTracker`); a collection coarser than the view gives
 :attr:`DcgmGpuSource.collection_warning`. A throttle that came and went between two
 collections still shows in the growth of its violation counter: its reason bit is added to
 ``clock_event_reasons`` until the next collection (``fold_violations``). :func:`dcgm_origin` is
@@ -16,14 +16,15 @@ what a front end says about these GPUs: their nodes and the gaps.
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from specwatch.core.gpu import GpuInventory, GpuOrigin, GpuSample, GpuStatic, GpuTick, SystemInfo
 from specwatch.core.redaction import strip_userinfo
-from specwatch.sources.dcgm.collection import CollectionTracker, coarse_warning
 from specwatch.sources.dcgm.convert import extras, not_exported, to_sample, to_static
 from specwatch.sources.dcgm.fetch import (
     DEFAULT_MAX_BYTES,
@@ -31,10 +32,154 @@ from specwatch.sources.dcgm.fetch import (
     DcgmFetcher,
     DcgmFetchError,
 )
-from specwatch.sources.dcgm.fields import VIOLATION_BITS
-from specwatch.sources.dcgm.gpu_records import DcgmEndpointState, DcgmGpuExtra, DcgmGpuInfo
-from specwatch.sources.dcgm.parse import MAX_GPUS, DcgmGpu, DcgmReader, dcgm_url, url_host
+from specwatch.sources.dcgm.fields import BY_NAME, VIOLATION_BITS
+from specwatch.sources.dcgm.parse import (
+    MAX_GPUS,
+    DcgmGpu,
+    DcgmReader,
+    dcgm_url,
+    signature,
+    url_host,
+)
 from specwatch.sources.gpu_reader import GpuTickHistory, TickLoop
+
+# --- how often an exporter collects, inferred from its answers --------------------------------
+
+COARSE_FACTOR = 1.5
+"""A collection interval this many view intervals or more is warned about."""
+_GAPS_KEPT = 8
+
+
+@dataclass
+class CollectionTracker:
+    """One exporter's value changes: its collection interval and violation shares per gap.
+
+    The exporter does not publish its collection interval (30 s by default): the median gap
+    between changes of its values is that interval, and one coarser than the view is worth a
+    warning. The violation counters are cumulative, so the share of each gap a GPU spent under
+    a throttle is known even when the throttle came and went between two collections.
+    """
+
+    last_sig: int | None = None
+    last_change_t: float | None = None
+    changes_seen: int = 0
+    gaps: deque[float] = field(default_factory=lambda: deque(maxlen=_GAPS_KEPT))
+    counters: dict[str, dict[str, float]] = field(default_factory=dict)
+    """The violation counters at the last change, by GPU key."""
+    shares: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Share of the last gap under each violation (short name), by GPU key."""
+
+    def observe(self, gpus: Sequence[DcgmGpu], t: float) -> None:
+        """Take one answer's GPUs, read at ``t``; nothing happens when no value changed."""
+        sig = signature(gpus)
+        if sig == self.last_sig:
+            return
+        if self.last_change_t is not None:
+            gap = t - self.last_change_t
+            # The first change only ends a gap that began before the first poll.
+            if self.changes_seen >= 1 and gap > 0:
+                self.gaps.append(gap)
+            self.changes_seen += 1
+            if gap > 0:
+                self.shares = {
+                    g.key: violation_shares(self.counters.get(g.key, {}), g, gap) for g in gpus
+                }
+        self.last_sig = sig
+        self.last_change_t = t
+        self.counters = {
+            g.key: {n: v for n, v in g.values.items() if n in VIOLATION_BITS} for g in gpus
+        }
+
+    def interval(self) -> float | None:
+        """The inferred collection interval (``None`` until two gaps were seen)."""
+        return statistics.median(self.gaps) if len(self.gaps) >= 2 else None
+
+    def coarse_note(self, node: str, view_s: float, now: float) -> str | None:
+        """Why ``node`` looks coarser than a ``view_s`` view, or ``None``."""
+        interval = self.interval()
+        if interval is not None and interval >= COARSE_FACTOR * view_s:
+            return f"{node} updates about every {interval:.3g} s"
+        if interval is None and self.last_change_t is not None:
+            still = now - self.last_change_t
+            if still >= max(2 * view_s, COARSE_FACTOR * view_s) and self.changes_seen < 3:
+                return f"{node} unchanged for {still:.3g} s"
+        return None
+
+
+def coarse_warning(notes: Sequence[str], view_s: float) -> str | None:
+    """The warning for the exporters in ``notes`` (``None`` when there are none)."""
+    if not notes:
+        return None
+    return (
+        f"dcgm-exporter: {'; '.join(notes)}, coarser than the {view_s:g} s view (throttles "
+        "between collections show through the violation counters); run the exporter with "
+        "-c 1000 (DCGM_EXPORTER_INTERVAL) for 1 s readings"
+    )
+
+
+def violation_shares(before: Mapping[str, float], gpu: DcgmGpu, gap_s: float) -> dict[str, float]:
+    """Share of ``gap_s`` each violation counter of ``gpu`` grew by since ``before``."""
+    out: dict[str, float] = {}
+    for name in VIOLATION_BITS:
+        now = gpu.values.get(name)
+        was = before.get(name)
+        if now is None or was is None:
+            continue
+        grown_s = max(0.0, now - was) * BY_NAME[name].scale * 1e-9
+        short = name.removeprefix("DCGM_FI_DEV_").removesuffix("_VIOLATION").lower()
+        out[short] = min(1.0, grown_s / gap_s)
+    return out
+
+
+# --- what the source tells beyond GpuSample: where each GPU lives, how each exporter answered
+
+
+@dataclass(frozen=True, slots=True)
+class DcgmGpuInfo:
+    """Where one of specwatch's GPUs lives."""
+
+    index: int
+    """specwatch's index (unique across nodes)."""
+    node: str
+    """``Hostname`` label, else the exporter URL's host."""
+    url: str
+    node_gpu: int | None
+    """The GPU's index on its node (the exporter's ``gpu`` label)."""
+    key: str
+    not_exported: Mapping[str, str] = field(default_factory=dict)
+    """specwatch field -> ``"n/s: not exported (DCGM_FI_...)"`` for fields the exporter omits."""
+    k8s: Mapping[str, str] = field(default_factory=dict)
+    """Non-empty ``pod`` / ``namespace`` / ``container`` labels."""
+
+
+@dataclass(frozen=True, slots=True)
+class DcgmGpuExtra:
+    """DCGM readings of one GPU at one tick that ``GpuSample`` has no field for."""
+
+    index: int
+    exported_reasons: int | None
+    """``clock_event_reasons`` as the exporter sent it (before violation bits were added)."""
+    violation_share: Mapping[str, float]
+    """``"power"``, ``"thermal"``... -> share of time throttled over the last collection."""
+    values: Mapping[str, int | float]
+    """``xid``, ``pcie_replay``, ``fb_free`` and the other ``*_violation_ns`` counters."""
+
+
+@dataclass(frozen=True, slots=True)
+class DcgmEndpointState:
+    """One exporter as the last poll saw it."""
+
+    url: str
+    node: str
+    error: str | None
+    """Why the last poll failed (``None``: it answered)."""
+    parse_error: str | None
+    gpus: int
+    collection_interval_s: float | None
+    """Inferred from how often values change; ``None`` until three changes were seen."""
+    unchanged_s: float | None
+    """Seconds since the values last changed."""
+
 
 Fetch = Callable[[str, float, int], str]
 """``(url, timeout_s, max_bytes) -> body``; raises :class:`DcgmFetchError` (tests inject one)."""
@@ -350,4 +495,15 @@ def dcgm_origin(source: DcgmGpuSource) -> GpuOrigin:
     )
 
 
-__all__ = ["DcgmGpuSource", "Fetch", "dcgm_origin"]
+__all__ = [
+    "COARSE_FACTOR",
+    "CollectionTracker",
+    "DcgmEndpointState",
+    "DcgmGpuExtra",
+    "DcgmGpuInfo",
+    "DcgmGpuSource",
+    "Fetch",
+    "coarse_warning",
+    "dcgm_origin",
+    "violation_shares",
+]
