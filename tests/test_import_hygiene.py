@@ -113,7 +113,7 @@ NOT_BEFORE_FIRST_FRAME = (
     "specwatch.sources.http.client",
     "specwatch.sources.nvml",
     "specwatch.sources.metrics",
-    "specwatch.sources.identity.server_identity",
+    "specwatch.sources.identity.process",
     # The samples' classes arrive with the first samples (the GPU's, with the rules the GPU
     # pane draws with, come before them); snapshots, benchmarks and recordings only when asked.
     "specwatch.core.server",

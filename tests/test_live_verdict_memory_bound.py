@@ -12,7 +12,7 @@ from specwatch.core.server import MetricsWindow
 from specwatch.session.live_verdict import REFERENCE_S, LiveVerdict
 from specwatch.sim.dcgm_exporter import render_dcgm
 from specwatch.sim.gpus import SimGpus, SimGpuSpec
-from specwatch.sources.dcgm.convert import to_sample
+from specwatch.sources.dcgm.fields import to_sample
 from specwatch.sources.dcgm.parse import parse_dcgm
 
 MAX = 1980

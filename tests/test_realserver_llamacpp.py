@@ -133,7 +133,7 @@ async def test_the_window_counts_every_step_the_latency_was_paid_for(llama_url: 
 
 
 async def test_the_servers_build_commit_is_recorded(llama_url: str) -> None:
-    from specwatch.sources.identity.server_identity import identify
+    from specwatch.sources.identity.process import identify
 
     async with _client(llama_url) as client:
         info = await detect(client)

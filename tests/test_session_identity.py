@@ -16,7 +16,7 @@ from specwatch.record.codec import decode, encode
 from specwatch.session import LiveSession
 from specwatch.session.events import BenchFinished, ServerIdentified, ServerReady
 from specwatch.sources.http.endpoint import parse_endpoint
-from specwatch.sources.identity.server_identity import commit_label, with_server_build
+from specwatch.sources.identity.process import commit_label, with_server_build
 from specwatch.ui.app import SpecwatchApp
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.status import StatusLine, status_parts

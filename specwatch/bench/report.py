@@ -90,7 +90,7 @@ def code_lines(identity: ServerIdentity | None) -> list[str]:
     if identity.pid is None:
         why = "; ".join(identity.notes) or "the server process was not found"
         return [safe(f"  Server code: not read ({why})")]
-    from specwatch.sources.identity.server_identity import code_parts
+    from specwatch.sources.identity.process import code_parts
 
     parts = code_parts(identity)
     lines = [f"  Server code: {', '.join(parts) or 'unknown'} (process {identity.pid})"]

@@ -511,7 +511,7 @@ def _measure_and_save(
         # Nothing measured yet: an empty snapshot would only clutter the directory.
         print_lines(err, ["specwatch bench: interrupted before the first run; nothing saved"])
         return 128 + (stopped_by or signal.SIGINT)
-    from specwatch.sources.identity.server_identity import with_server_build
+    from specwatch.sources.identity.process import with_server_build
 
     identity = with_server_build(identity, result.server)  # llama-server's build id
     result = with_locks(result, locked or {})

@@ -210,7 +210,7 @@ def render_text(result: ProbeResult, slo: Slo | None = None) -> str:
     from specwatch.core.goodput import DEFAULT_SLO, histogram_goodput
     from specwatch.core.gpu import short_names
     from specwatch.core.sanitize import sanitize_line
-    from specwatch.sources.identity.server_identity import code_summary
+    from specwatch.sources.identity.process import code_summary
 
     slo = DEFAULT_SLO if slo is None else slo
     lines = [f"specwatch probe  {result.base_url}"]

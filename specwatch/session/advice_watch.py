@@ -18,7 +18,7 @@ from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.sources.detect import detect
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import Endpoint
-from specwatch.sources.identity.server_identity import identify as identify_server
+from specwatch.sources.identity.process import identify as identify_server
 from specwatch.sources.watcher import MetricsWatcher
 
 

@@ -33,7 +33,7 @@ from specwatch.session.host_source import HostSource
 from specwatch.session.live_verdict import LiveVerdict
 from specwatch.session.verdict_state import Reference
 from specwatch.sources.http.endpoint import Endpoint
-from specwatch.sources.identity.server_identity import identify as identify_server
+from specwatch.sources.identity.process import identify as identify_server
 
 if TYPE_CHECKING:
     from specwatch.core.server import MetricsWindow
@@ -243,7 +243,7 @@ class LiveSession:
         clock: Monotonic seconds for every timestamp (give the GPU source the same one).
         demo: Stopped when the session stops.
         identify: Reads a ready server's code identity (off the loop, then a
-            ``ServerIdentified`` event); default: ``sources.server_identity.identify``,
+            ``ServerIdentified`` event); default: ``sources.identity.process.identify``,
             except with an in-process ``demo`` (it would be identified as ourselves);
             ``None``: not read.
         reference: The live verdict's reference from the start (a snapshot's); ``None``: the

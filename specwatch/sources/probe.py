@@ -29,7 +29,7 @@ from specwatch.sources.host import HostSampler
 from specwatch.sources.http.client import PROBE_DEADLINE_S, ServerClient
 from specwatch.sources.http.endpoint import Endpoint
 from specwatch.sources.http.server_errors import ServerError
-from specwatch.sources.identity.server_identity import identify as identify_server
+from specwatch.sources.identity.process import identify as identify_server
 from specwatch.sources.stream import stream_completion
 from specwatch.sources.watcher import MetricsWatcher
 

@@ -406,7 +406,7 @@ class MonitorModel:
 
     def set_identity(self, identity: ServerIdentity) -> None:
         """The ready server's code identity arrived: show its commit beside the version."""
-        from specwatch.sources.identity.server_identity import commit_label  # after the first frame
+        from specwatch.sources.identity.process import commit_label  # after the first frame
 
         self.commit = commit_label(identity)
         self.server_argv = identity.cmdline

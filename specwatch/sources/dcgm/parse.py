@@ -1,9 +1,9 @@
 """dcgm-exporter ``/metrics`` text to GPUs and their DCGM values (pure: no I/O); they become
-the GPU samples NVML produces in :mod:`specwatch.sources.dcgm.convert`.
+the GPU samples NVML produces in :mod:`specwatch.sources.dcgm.fields`.
 
 Only ``DCGM_`` lines are parsed (a node exporter or the exporter's own Go metrics on the same
 port cost nothing). :class:`DcgmReader` reads them with the ``/metrics`` reader
-(:class:`~specwatch.sources.metrics.metrics_parse.MetricsReader`): a series met for the first time
+(:class:`~specwatch.sources.metrics.parse.MetricsReader`): a series met for the first time
 goes through ``prometheus_client``'s parser, a known one costs a lookup and a ``float()``, and a
 line the parser rejects costs only itself. An exporter's label sets stay the same between polls,
 so a later poll of 8 GPUs costs about a thirtieth of a full parse

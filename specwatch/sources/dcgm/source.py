@@ -25,14 +25,20 @@ from dataclasses import dataclass, field
 
 from specwatch.core.gpu import GpuInventory, GpuOrigin, GpuSample, GpuStatic, GpuTick, SystemInfo
 from specwatch.core.redaction import strip_userinfo
-from specwatch.sources.dcgm.convert import extras, not_exported, to_sample, to_static
 from specwatch.sources.dcgm.fetch import (
     DEFAULT_MAX_BYTES,
     DEFAULT_TIMEOUT_S,
     DcgmFetcher,
     DcgmFetchError,
 )
-from specwatch.sources.dcgm.fields import BY_NAME, VIOLATION_BITS
+from specwatch.sources.dcgm.fields import (
+    BY_NAME,
+    VIOLATION_BITS,
+    extras,
+    not_exported,
+    to_sample,
+    to_static,
+)
 from specwatch.sources.dcgm.parse import (
     MAX_GPUS,
     DcgmGpu,
