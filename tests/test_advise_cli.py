@@ -13,8 +13,7 @@ import pytest
 
 from specwatch.commands.advise import run_advise
 from specwatch.commands.main import build_parser
-from specwatch.core.advice_text import advice_lines
-from specwatch.core.draft_advisor import PlainBaseline, advise
+from specwatch.core.draft_advisor import PlainBaseline, advice_lines, advise
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.core.step_cost import plain_steps
 from specwatch.record import Recorder

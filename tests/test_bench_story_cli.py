@@ -12,8 +12,8 @@ from specwatch.bench.snapshot import read_snapshot
 from specwatch.commands.main import build_parser
 from specwatch.core.compare import VERDICT_CODE, VERDICT_GPU, compare
 from specwatch.core.snapshot_records import Snapshot
-from specwatch.sim import story
-from specwatch.sim.story import StoryServer, start_story_server
+from specwatch.sim import demo
+from specwatch.sim.demo import StoryServer, start_story_server
 from specwatch.sim.truth import RequestTruth
 from tests.server_timed import server_timed
 
@@ -42,7 +42,7 @@ def _bench_on(tmp_path: Path, *extra: str) -> tuple[Path, list[RequestTruth]]:
 
     stdout = io.StringIO()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(story, "start_story_server", keep)
+        mp.setattr(demo, "start_story_server", keep)
         code = run_bench(args, argv=argv, stdout=stdout, stderr=io.StringIO())
     assert code == 0, stdout.getvalue()
     (new,) = set(out.glob("*.json")) - before

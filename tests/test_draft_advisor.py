@@ -16,8 +16,7 @@ from specwatch.core.acceptance import (
     wilson,
     z_for,
 )
-from specwatch.core.advice_text import advice_lines
-from specwatch.core.draft_advisor import PlainBaseline, advice_json, advise
+from specwatch.core.draft_advisor import PlainBaseline, advice_json, advice_lines, advise
 from specwatch.core.draft_syntax import engine_setting, engine_syntax, ranges
 from specwatch.core.server import Dialect, MetricsWindow, ServerInfo, SpecConfig
 from specwatch.core.step_cost import MODEL_LINEAR, model_step_s, step_curve

@@ -13,8 +13,14 @@ from typing import Any
 
 import pytest
 
-from specwatch.core.advice_text import advice_lines
-from specwatch.core.draft_advisor import LOSES, Advice, PlainBaseline, advice_json, advise
+from specwatch.core.draft_advisor import (
+    LOSES,
+    Advice,
+    PlainBaseline,
+    advice_json,
+    advice_lines,
+    advise,
+)
 from specwatch.core.server import MetricsWindow, SpecConfig
 from specwatch.core.step_cost import plain_steps
 from specwatch.sim.config import SimConfig

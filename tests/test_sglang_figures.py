@@ -23,8 +23,7 @@ from specwatch.core.acceptance import (
     drafts_histogram,
     refusal,
 )
-from specwatch.core.advice_text import advice_lines
-from specwatch.core.draft_advisor import PlainBaseline, advise
+from specwatch.core.draft_advisor import PlainBaseline, advice_lines, advise
 from specwatch.core.server import Dialect, MetricsWindow, ServerInfo, SpecConfig, StreamResult
 from specwatch.core.step_cost import plain_steps
 from specwatch.record import Recorder

@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from specwatch.bench.snapshot import load_snapshot
-from specwatch.core.advice_text import advice_lines
-from specwatch.core.draft_advisor import advise, flat_baseline
+from specwatch.core.draft_advisor import advice_lines, advise, flat_baseline
 from specwatch.core.draft_sweep import sweep
 from specwatch.core.server import LatencyBucket, MetricsWindow
 from specwatch.ui.advice_view import NO_BASELINE, advice_body

@@ -11,8 +11,7 @@ from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widget import Widget
 
-from specwatch.core.advice_text import advice_lines
-from specwatch.core.draft_advisor import advise, flat_baseline
+from specwatch.core.draft_advisor import advice_lines, advise, flat_baseline
 from specwatch.core.server import MetricsWindow, SpecConfig
 from specwatch.ui.advice_view import advice_body
 from specwatch.ui.app import MORE_KEYS, SpecwatchApp

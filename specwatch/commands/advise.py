@@ -225,8 +225,7 @@ def _print_advice(
 ) -> int:
     from specwatch.core.acceptance import windows_words
     from specwatch.core.advice_sweep import measured_lines, merge_sweep
-    from specwatch.core.advice_text import advice_lines
-    from specwatch.core.draft_advisor import advice_json, advise
+    from specwatch.core.draft_advisor import advice_json, advice_lines, advise
     from specwatch.core.draft_syntax import engine_syntax
     from specwatch.core.values import to_jsonable
 

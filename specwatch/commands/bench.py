@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from specwatch.commands.clocks import Locked
     from specwatch.core.identity import ServerIdentity
     from specwatch.core.snapshot_records import BenchConfig, BenchResult
-    from specwatch.sim.story import StoryServer
+    from specwatch.sim.demo import StoryServer
     from specwatch.sources.gpu_reader import GpuReader
     from specwatch.sources.host import HostSampler
     from specwatch.sources.http.endpoint import Endpoint
@@ -377,7 +377,7 @@ def run_bench(
             print("specwatch bench: give --url or --demo, not both", file=err)
             return EXIT_USAGE
         # Imported here: the simulator (aiohttp) is not needed to benchmark a real server.
-        from specwatch.sim.story import start_story_server
+        from specwatch.sim.demo import start_story_server
 
         demo = start_story_server(args.demo, args.demo_step_factor)
         args.url = demo.url

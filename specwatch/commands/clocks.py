@@ -28,7 +28,7 @@ from specwatch.sources.nvml.clock_lock import LockError, Target, lock, parse_tar
 
 if TYPE_CHECKING:
     from specwatch.core.snapshot_records import BenchResult
-    from specwatch.sim.story import StoryServer
+    from specwatch.sim.demo import StoryServer
 
 
 Locked = dict[int, tuple[int, int | None]]

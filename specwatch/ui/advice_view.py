@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from specwatch.core.acceptance import windows_words
 from specwatch.core.advice_sweep import measured_lines, merge_sweep
-from specwatch.core.advice_text import advice_lines
-from specwatch.core.draft_advisor import advise, flat_baseline
+from specwatch.core.draft_advisor import advice_lines, advise, flat_baseline
 from specwatch.core.draft_syntax import engine_syntax
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.ui.model import MonitorModel
