@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from specwatch.commands.main import main, parse_args
-from specwatch.core.clock_state import read_state, state_path
+from specwatch.core.clocks import read_state, state_path
 from specwatch.record.compare_range import parse_range_spec
 from specwatch.record.timespec import parse_time
 from specwatch.sim.fake_nvml import FakeNvml

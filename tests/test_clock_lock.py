@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from specwatch.commands.main import build_parser
-from specwatch.core.clock_state import read_state, state_path
+from specwatch.core.clocks import read_state, state_path
 from specwatch.sim.fake_nvml import LEDGER_ENV, ROOT_ENV, FakeNvml
 from specwatch.sim.gpus import SimGpus
 from specwatch.sources.nvml import binding as N

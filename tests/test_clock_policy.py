@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from specwatch.bench.snapshot import build_snapshot, validate
-from specwatch.core.clock_policy import UNLOCKED_LINE, any_unlocked, policy_difference, policy_of
+from specwatch.core.clocks import UNLOCKED_LINE, any_unlocked, policy_difference, policy_of
 from specwatch.core.compare import compare
 from specwatch.core.gpu import GpuStatic
 from specwatch.core.snapshot_records import Snapshot

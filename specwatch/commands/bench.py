@@ -210,7 +210,7 @@ async def _bench(
     from specwatch.bench.report import safe
     from specwatch.bench.runner import run_benchmark
     from specwatch.bench.shield import loop_signals, print_lines
-    from specwatch.core.clock_policy import UNLOCKED_LINE, any_unlocked
+    from specwatch.core.clocks import UNLOCKED_LINE, any_unlocked
     from specwatch.sources.detect import WaitStatus, detect, wait_ready
     from specwatch.sources.http.client import ServerClient
     from specwatch.sources.http.server_errors import ServerError

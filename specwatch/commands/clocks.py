@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
-from specwatch.core.clock_state import (
+from specwatch.core.clocks import (
     BadState,
     LockBusy,
     LockState,

@@ -225,7 +225,7 @@ def _restore_stale_clocks(command: str | None) -> None:
     """Clocks a killed ``bench --lock-clocks`` left locked are restored at the next start."""
     if command == "clocks":
         return  # it says what it restores itself
-    from specwatch.core.clock_state import state_path
+    from specwatch.core.clocks import state_path
 
     if state_path().exists():
         from specwatch.commands.clocks import restore_stale

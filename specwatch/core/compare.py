@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from specwatch.core.clock_policy import policy_difference
+from specwatch.core.clocks import policy_difference
 from specwatch.core.compare_rows import (
     Row,
     code_rows,

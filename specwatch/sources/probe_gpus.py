@@ -11,7 +11,7 @@ import socket
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from specwatch.core.clock_policy import policy_of
+from specwatch.core.clocks import policy_of
 from specwatch.core.gpu import GpuInventory, GpuOrigin, GpuSample, GpuStatic, GpuTick, decode
 from specwatch.core.values import to_jsonable
 

@@ -25,7 +25,7 @@ from typing import Any
 # Runs from a plain checkout too (no install needed on a fresh device machine).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from specwatch.core.clock_policy import policy_of
+from specwatch.core.clocks import policy_of
 from specwatch.core.gpu import GpuInventory, GpuTick, short_names
 from specwatch.core.gpu_summary import summarize_ticks
 from specwatch.core.steady import window_slopes

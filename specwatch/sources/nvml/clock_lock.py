@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from specwatch.core.clock_state import (
+from specwatch.core.clocks import (
     BadState,
     LockedGpu,
     LockState,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 from rich.segment import Segment
 
 from specwatch.core import gpu as rules
-from specwatch.core.clock_policy import policy_of
+from specwatch.core.clocks import policy_of
 from specwatch.core.gpu import harmful, short_names
 from specwatch.ui.model import WINDOWS, MonitorModel
 from specwatch.ui.panes.base import ModelPane
