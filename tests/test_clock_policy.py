@@ -105,8 +105,7 @@ def test_dcgm_gpus_show_the_same_policy_as_nvml() -> None:
     """The simulated exporter serves application clocks, persistence and the power limits; the
     ``--dcgm`` GPUs then carry the same ``app``/``cap`` policy, in the same words, as NVML's."""
     from specwatch.sim.dcgm_exporter import render_dcgm
-    from specwatch.sources.dcgm.fields import to_static
-    from specwatch.sources.dcgm.parse import parse_dcgm
+    from specwatch.sources.dcgm.parse import parse_dcgm, to_static
 
     sampler, fake = _sampler()
     fake.gpus.set_power_limit(500.0, index=0)

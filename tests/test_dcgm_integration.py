@@ -28,8 +28,7 @@ from specwatch.sim.gpus import SimGpus, SimGpuSpec
 from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
-from specwatch.sources.dcgm.fields import to_sample
-from specwatch.sources.dcgm.parse import parse_dcgm
+from specwatch.sources.dcgm.parse import parse_dcgm, to_sample
 from specwatch.sources.dcgm.source import DcgmGpuSource
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.probe import SCHEMA_VERSION, probe, probe_to_dict

@@ -6,8 +6,18 @@ import pytest
 
 from specwatch.commands.exporter import COUNTERS_FILE, package_file, run_dcgm_counters
 from specwatch.core.gpu import GpuSample
-from specwatch.sources.dcgm.fields import FIELDS, extras, not_exported, to_sample, to_static
-from specwatch.sources.dcgm.parse import BLANK, NOT_EXPORTED, dcgm_url, is_blank, parse_dcgm
+from specwatch.sources.dcgm.fields import FIELDS
+from specwatch.sources.dcgm.parse import (
+    BLANK,
+    NOT_EXPORTED,
+    dcgm_url,
+    extras,
+    is_blank,
+    not_exported,
+    parse_dcgm,
+    to_sample,
+    to_static,
+)
 
 # dcgm-exporter 2.x: no pci_bus_id or driver label, the old throttle-reasons name, few fields.
 _L2 = (

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 import specwatch.sources.metrics.parse as metrics_parse
-from specwatch.sources.dcgm.fields import to_sample
-from specwatch.sources.dcgm.parse import BLANK, DcgmReader, parse_dcgm
+from specwatch.sources.dcgm.parse import BLANK, DcgmReader, parse_dcgm, to_sample
 from specwatch.sources.dcgm.source import DcgmGpuSource
 from tests.exposition_cases import sim_dcgm_answers
 from tests.sim_fixtures import ManualClock

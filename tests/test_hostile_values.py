@@ -30,8 +30,7 @@ def _one_line(result: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_an_exporter_s_minus_1e308_is_blank_not_an_overflow() -> None:
-    from specwatch.sources.dcgm.fields import to_sample
-    from specwatch.sources.dcgm.parse import parse_dcgm
+    from specwatch.sources.dcgm.parse import parse_dcgm, to_sample
 
     labels = 'gpu="0",UUID="GPU-a",Hostname="n",modelName="L4"'
     body = "".join(

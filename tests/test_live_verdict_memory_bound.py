@@ -12,8 +12,7 @@ from specwatch.core.server import MetricsWindow
 from specwatch.session.live_verdict import REFERENCE_S, LiveVerdict
 from specwatch.sim.dcgm_exporter import render_dcgm
 from specwatch.sim.gpus import SimGpus, SimGpuSpec
-from specwatch.sources.dcgm.fields import to_sample
-from specwatch.sources.dcgm.parse import parse_dcgm
+from specwatch.sources.dcgm.parse import parse_dcgm, to_sample
 
 MAX = 1980
 MEM = 2619

@@ -1,13 +1,12 @@
-"""dcgm-exporter ``/metrics`` text to GPUs and their DCGM values (pure: no I/O); they become
-the GPU samples NVML produces in :mod:`specwatch.sources.dcgm.fields`.
+"""dcgm-exporter ``/metrics`` text to GPUs and their DCGM values, and those to the GPU samples
+and static facts NVML gives (pure: no I/O; :func:`to_sample`, :func:`to_static`).
 
 Only ``DCGM_`` lines are parsed (a node exporter or the exporter's own Go metrics on the same
 port cost nothing). :class:`DcgmReader` reads them with the ``/metrics`` reader
 (:class:`~specwatch.sources.metrics.parse.MetricsReader`): a series met for the first time
 goes through ``prometheus_client``'s parser, a known one costs a lookup and a ``float()``, and a
 line the parser rejects costs only itself. An exporter's label sets stay the same between polls,
-so a later poll of 8 GPUs costs about a thirtieth of a full parse
-(``tests/tools/dcgm_parse_cost.py``).
+so a later poll costs a small share of a full parse (``cost_report.py --only dcgm``).
 
 A DCGM "blank" sentinel (a value near 2^63, 2^47 for doubles, or 2^31 for 32-bit gauges) means
 the board does not support the field: it becomes ``None`` with an ``"n/s"`` reason, never a
@@ -17,15 +16,18 @@ reason, so the pane can say which fields to add to the exporter's counters CSV.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
 
+from specwatch.core.gpu import GpuSample, GpuStatic
 from specwatch.core.redaction import strip_userinfo
 from specwatch.core.sanitize import clean_labels, sanitize_line
-from specwatch.sources.dcgm.fields import BY_NAME, OLD_NAMES
+from specwatch.sources.dcgm.fields import BY_NAME, FIELDS, MIB, OLD_NAMES, FieldMap
 from specwatch.sources.http.endpoint import host_problem
 from specwatch.sources.metrics.parse import MetricsReader
 
@@ -250,6 +252,189 @@ def signature(gpus: Iterable[DcgmGpu]) -> int:
     return hash(tuple((g.key, tuple(sorted(g.values.items()))) for g in gpus))
 
 
+# --- a GPU's DCGM values as specwatch's samples and static facts ------------------------------
+
+
+_NO_SOURCE = {
+    "pstate": "n/s: dcgm-exporter has no P-state field",
+    "locked_sm_clock_mhz": "n/s: DCGM has no locked-clock field",
+    "locked_mem_clock_mhz": "n/s: DCGM has no locked-clock field",
+}
+_DEFAULT_APP = (
+    ("default_app_sm_clock_mhz", "app_sm_clock_mhz", "max_sm_clock_mhz"),
+    ("default_app_mem_clock_mhz", "app_mem_clock_mhz", "max_mem_clock_mhz"),
+)
+"""DCGM has no default-application-clock field. On the data-centre boards DCGM serves (A100 and
+later) the default application clocks are the maximum clocks, so the maximum stands in: an
+application clock below it is one someone set (``nvidia-smi -ac``), NVML's ``app`` policy."""
+_LABEL_STATICS = (("name", "modelName"), ("uuid", "UUID"), ("pci_bus_id", "pci_bus_id"))
+_FIELDS_OF_SAMPLE = frozenset(GpuSample.__dataclass_fields__) - {"index", "t", "lost", "missing"}
+_FIELDS_OF_STATIC = frozenset(GpuStatic.__dataclass_fields__) - {"index", "missing"}
+
+
+def not_exported(gpu: DcgmGpu) -> dict[str, str]:
+    """specwatch field -> reason, for every field ``gpu``'s exporter does not send at all."""
+    return dict(_absent_of(frozenset(gpu.values), gpu.blank, _no_labels(gpu)))
+
+
+def _no_labels(gpu: DcgmGpu) -> tuple[bool, bool, bool]:
+    return gpu.model is None, gpu.uuid is None, gpu.pci_bus_id is None
+
+
+@functools.lru_cache(maxsize=1024)
+def _absent_of(
+    values: frozenset[str], blank: frozenset[str], no_label: tuple[bool, bool, bool]
+) -> Mapping[str, str]:
+    # every GPU of a fleet has one of a few shapes: 80,000 GPUs spent seconds here otherwise
+    out: dict[str, str] = {}
+    for fmap in FIELDS:
+        if fmap.dcgm not in values and fmap.dcgm not in blank:
+            out[fmap.target] = f"{NOT_EXPORTED} ({fmap.dcgm})"
+    if "mem_total_bytes" in out and {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"} <= values:
+        del out["mem_total_bytes"]  # used + free stands in for the total
+    for (name, _), missing in zip(_LABEL_STATICS, no_label, strict=True):
+        if missing:
+            out[name] = f"{NOT_EXPORTED} (label)"
+    return MappingProxyType(out)
+
+
+def _convert(fmap: FieldMap, value: float) -> int | float:
+    scaled = value * fmap.scale
+    if fmap.integer:
+        return round(scaled)
+    return float(scaled)
+
+
+@functools.lru_cache(maxsize=1024)
+def _shape(
+    sent: frozenset[str],
+    blank: frozenset[str],
+    no_label: tuple[bool, bool, bool],
+    targets: frozenset[str],
+) -> tuple[tuple[FieldMap, ...], Mapping[str, str]]:
+    """The fields of ``targets`` a GPU of this shape has (in :data:`FIELDS` order) and the
+    reasons for those it lacks; worked out once per shape, not per GPU."""
+    present: list[FieldMap] = []
+    missing: dict[str, str] = {}
+    absent = _absent_of(sent, blank, no_label)
+    for fmap in FIELDS:
+        if fmap.target not in targets:
+            continue
+        if fmap.dcgm in sent:
+            present.append(fmap)
+        elif fmap.dcgm in blank:
+            missing[fmap.target] = BLANK
+        elif fmap.target in absent:
+            missing[fmap.target] = absent[fmap.target]
+    for name, reason in _NO_SOURCE.items():
+        if name in targets:
+            missing[name] = reason
+    return tuple(present), MappingProxyType(missing)
+
+
+@functools.lru_cache(maxsize=1024)
+def _static_shape(
+    sent: frozenset[str], blank: frozenset[str], no_label: tuple[bool, bool, bool]
+) -> tuple[tuple[FieldMap, ...], tuple[tuple[str, str], ...], Mapping[str, str]]:
+    """The static fields a GPU of this shape has, the ``(default, maximum)`` clocks that stand
+    in for each other, and the reasons for the rest: one map for every GPU of the shape."""
+    present, reasons = _shape(sent, blank, no_label, _FIELDS_OF_STATIC)
+    missing = dict(reasons)
+    for (name, _), absent in zip(_LABEL_STATICS, no_label, strict=True):
+        if absent:
+            missing[name] = f"{NOT_EXPORTED} (label)"
+    have = {f.target for f in present}
+    defaults = tuple((d, top) for d, app, top in _DEFAULT_APP if app in have and top in have)
+    given = have | {name for name, _ in _LABEL_STATICS} | {d for d, _ in defaults}
+    for name in sorted(_FIELDS_OF_STATIC - given - set(missing)):
+        missing[name] = f"{NOT_EXPORTED} (no DCGM field)"
+    return present, defaults, missing
+
+
+def to_static(gpu: DcgmGpu, index: int) -> GpuStatic:
+    """The ``GpuStatic`` for ``gpu`` at specwatch's ``index`` (labels give name, UUID, bus id).
+
+    Its ``missing`` map is shared by every GPU of the same shape (80,000 GPUs of a fleet have a
+    few shapes): read-only, as its ``Mapping`` type says.
+    """
+    present, defaults, missing = _static_shape(frozenset(gpu.values), gpu.blank, _no_labels(gpu))
+    values: dict[str, Any] = {f.target: _convert(f, gpu.values[f.dcgm]) for f in present}
+    if "persistence_mode" in values:
+        values["persistence_mode"] = bool(values["persistence_mode"])
+    for default, top in defaults:
+        values[default] = values[top]
+    return GpuStatic(
+        index=index,
+        missing=missing,
+        name=gpu.model,
+        uuid=gpu.uuid,
+        pci_bus_id=gpu.pci_bus_id,
+        **values,
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _sample_shape(
+    sent: frozenset[str], blank: frozenset[str], no_label: tuple[bool, bool, bool]
+) -> tuple[tuple[FieldMap, ...], bool, Mapping[str, str]]:
+    """The sample fields a GPU of this shape has, whether its memory total is worked out from
+    used + free, and the reasons for the rest (one map for every GPU of the shape)."""
+    present, reasons = _shape(sent, blank, no_label, _FIELDS_OF_SAMPLE)
+    total_of_parts = (
+        "mem_total_bytes" not in {f.target for f in present}
+        and {
+            "DCGM_FI_DEV_FB_USED",
+            "DCGM_FI_DEV_FB_FREE",
+        }
+        <= sent
+    )
+    missing = dict(reasons)
+    if total_of_parts:
+        missing.pop("mem_total_bytes", None)
+    return present, total_of_parts, missing
+
+
+def to_sample(gpu: DcgmGpu, index: int, t: float, extra_reasons: int = 0) -> GpuSample:
+    """The ``GpuSample`` for ``gpu`` at specwatch's ``index`` and time ``t``.
+
+    Args:
+        gpu: The parsed GPU.
+        index: specwatch's GPU index (unique across nodes).
+        t: Monotonic seconds of the poll.
+        extra_reasons: Reason bits to add (from violation counters that grew since the last
+            collection: a throttle that came and went between samples).
+
+    As with :func:`to_static`, ``missing`` may be shared with other GPUs of the same shape.
+    """
+    if gpu.lost:
+        reason = f"N/A: GPU is lost (XID {XID_GPU_FELL_OFF_BUS})"
+        return GpuSample(
+            index=index, t=t, lost=True, missing=dict.fromkeys(_FIELDS_OF_SAMPLE, reason)
+        )
+    present, total_of_parts, missing = _sample_shape(
+        frozenset(gpu.values), gpu.blank, _no_labels(gpu)
+    )
+    values: dict[str, Any] = {f.target: _convert(f, gpu.values[f.dcgm]) for f in present}
+    if total_of_parts:
+        used, free = gpu.values["DCGM_FI_DEV_FB_USED"], gpu.values["DCGM_FI_DEV_FB_FREE"]
+        reserved = gpu.values.get("DCGM_FI_DEV_FB_RESERVED", 0.0)
+        values["mem_total_bytes"] = round((used + free + reserved) * MIB)
+    if extra_reasons:
+        values["clock_event_reasons"] = int(values.get("clock_event_reasons") or 0) | extra_reasons
+        if "clock_event_reasons" in missing:
+            missing = {k: v for k, v in missing.items() if k != "clock_event_reasons"}
+    return GpuSample(index=index, t=t, missing=missing, **values)
+
+
+def extras(gpu: DcgmGpu) -> dict[str, int | float]:
+    """The DCGM readings with no ``GpuSample`` home (XID, other violation counters, replays)."""
+    out: dict[str, int | float] = {}
+    for fmap in FIELDS:
+        if fmap.target.startswith("extra:") and fmap.dcgm in gpu.values:
+            out[fmap.target.removeprefix("extra:")] = _convert(fmap, gpu.values[fmap.dcgm])
+    return out
+
+
 __all__ = [
     "BLANK",
     "MAX_GPUS",
@@ -259,9 +444,13 @@ __all__ = [
     "DcgmGpu",
     "DcgmReader",
     "dcgm_url",
+    "extras",
     "group_gpus",
     "is_blank",
+    "not_exported",
     "parse_dcgm",
     "signature",
+    "to_sample",
+    "to_static",
     "url_host",
 ]

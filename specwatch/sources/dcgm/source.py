@@ -31,20 +31,17 @@ from specwatch.sources.dcgm.fetch import (
     DcgmFetcher,
     DcgmFetchError,
 )
-from specwatch.sources.dcgm.fields import (
-    BY_NAME,
-    VIOLATION_BITS,
-    extras,
-    not_exported,
-    to_sample,
-    to_static,
-)
+from specwatch.sources.dcgm.fields import BY_NAME, VIOLATION_BITS
 from specwatch.sources.dcgm.parse import (
     MAX_GPUS,
     DcgmGpu,
     DcgmReader,
     dcgm_url,
+    extras,
+    not_exported,
     signature,
+    to_sample,
+    to_static,
     url_host,
 )
 from specwatch.sources.gpu_reader import GpuTickHistory, TickLoop

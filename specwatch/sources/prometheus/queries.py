@@ -21,8 +21,8 @@ from typing import Any
 
 from specwatch.core.fleet import POD_LABELS, FleetGpu, FleetServer, ServerRates
 from specwatch.core.server import Dialect, MetricsWindow
-from specwatch.sources.dcgm.fields import FIELDS, OLD_NAMES, to_sample, to_static
-from specwatch.sources.dcgm.parse import group_gpus
+from specwatch.sources.dcgm.fields import FIELDS, OLD_NAMES
+from specwatch.sources.dcgm.parse import group_gpus, to_sample, to_static
 from specwatch.sources.prometheus.api import VectorSample
 
 FIELD_LABEL = "specwatch_field"
