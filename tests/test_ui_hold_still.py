@@ -108,6 +108,28 @@ def test_speculation_rows_keep_their_places() -> None:
     assert "2.50" in second[0] and "held 1s" in second[0]
 
 
+def test_per_position_acceptance_is_held_with_its_age_like_the_accept_length() -> None:
+    # A real llama-server (draft, K=4) moves its per-position counters only when a request ends:
+    # the row read "92% 72% 57% 42%" for one second, then "not reported" while the accept length
+    # above it held 3.63 with its age.
+    m = MonitorModel()
+    m.set_ready(0.0, scene_server())
+    m.add_window(
+        MetricsWindow(t=1.0, dt=1.0, accept_length=3.63, per_position_acceptance=(0.92, 0.72))
+    )
+    assert m.per_position() == ((0.92, 0.72), None)
+    m.add_window(MetricsWindow(t=3.0, dt=1.0, accept_length=None))
+    assert m.per_position() == ((0.92, 0.72), 2.0)
+    rows = speculation_text(m, STYLES, 80, 5).plain.split("\n")
+    assert "held 2s" in rows[0] and rows[2].split()[2:] == ["92%", "72%", "held", "2s"], rows
+    m.add_window(MetricsWindow(t=4.0 + STEADY_HOLD_S, dt=1.0))
+    assert m.per_position() == (None, None)
+    assert "not reported" in speculation_text(m, STYLES, 80, 5).plain.split("\n")[2]
+    m.add_window(MetricsWindow(t=5.0 + STEADY_HOLD_S, dt=1.0, per_position_acceptance=(0.5,)))
+    m.add_window(MetricsWindow(t=6.0 + STEADY_HOLD_S, dt=1.0, restarted=True))
+    assert m.per_position() == (None, None)  # a restarted server's old figures are not held
+
+
 def test_benchmarks_are_numbered_across_the_session() -> None:
     m = MonitorModel()
     for start in (0.0, 100.0):

@@ -17,7 +17,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from specwatch.core import gpu as rules
 from specwatch.core.energy import Energy, PowerLog
@@ -41,6 +41,7 @@ HISTORY = 4000
 """Points kept per series: over an hour at the default 1 s rate."""
 ADVICE_WINDOWS = 1800
 """Windows kept for the draft advisor (``a``): half an hour at one scrape a second."""
+_H = TypeVar("_H")
 HELD = ("gen_tok_s", "accept_length", "draft_acceptance_rate")
 """The window readings that are held (dimmed, with their age) when a window lacks them."""
 STEADY = ("step_latency_s", "step_tokens", "prompt_tok_s", "requests_per_s")
@@ -261,6 +262,8 @@ class MonitorModel:
         self.steady = {name: SteadyMean() for name in STEADY}
         self.latency: HeldLatest[tuple[LatencyBucket, ...]] = HeldLatest()
         """The load pane's percentile buckets, held while windows have none."""
+        self.positions: HeldLatest[tuple[float, ...]] = HeldLatest()
+        """Per-position acceptance, held like :data:`HELD` while windows have none."""
         self.window: MetricsWindow | None = None
         """Latest window with a real interval (``dt > 0``)."""
         self.last_scrape: MetricsWindow | None = None
@@ -443,6 +446,9 @@ class MonitorModel:
             if w.restarted:
                 self.held.clear()
                 self.latency.clear()
+                self.positions.clear()
+            if w.per_position_acceptance:
+                self.positions.add(w.t, {"per_position_acceptance": w.per_position_acceptance})
             self.tok_s.append(w.t, self._hold(w, "gen_tok_s"))
             self.accept_length.append(w.t, self._hold(w, "accept_length"))
             self.acceptance_rate.append(w.t, self._hold(w, "draft_acceptance_rate"))
@@ -483,8 +489,15 @@ class MonitorModel:
 
     def reading(self, name: str) -> tuple[float | None, float | None]:
         """``(value, age)`` of a held reading: age ``None`` when the newest window measured it."""
+        return self._aged(self.held, name)
+
+    def per_position(self) -> tuple[tuple[float, ...] | None, float | None]:
+        """``(per-position acceptance, age)``, held as :meth:`reading` holds a reading."""
+        return self._aged(self.positions, "per_position_acceptance")
+
+    def _aged(self, held: HeldLatest[_H], name: str) -> tuple[_H | None, float | None]:
         w = self.window
-        last = None if w is None else self.held.seen(w.t, name)
+        last = None if w is None else held.seen(w.t, name)
         if w is None or last is None:
             return (None, None)
         return (last[1], None if w.t <= last[0] else self.now - last[0])

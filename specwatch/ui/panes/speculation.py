@@ -83,9 +83,13 @@ def speculation_text(
         "–" if life_ar is None else f"{life_ar * 100:.0f}%",
     )
     out.append(f"{'per pos':<10}", s["label"])
-    pos = w.per_position_acceptance if w else None
+    pos, pos_age = model.per_position()
     if pos:
-        out.append(" ".join(f"{p * 100:.0f}%" for p in pos), s["value"])
+        out.append(
+            " ".join(f"{p * 100:.0f}%" for p in pos), s["value" if pos_age is None else "dim"]
+        )
+        if pos_age is not None:
+            out.append(f"  held {pos_age:.0f}s", s["dim"])
     else:
         why = (w.notes.get("per_position_acceptance") if w else None) or "not reported"
         out.append(why, s["dim"])
