@@ -65,11 +65,8 @@ class GpuRecorder:
 
     async def stop(self) -> None:
         """Stop driving the sampler (a sampler someone else runs is left alone)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await _cancel(self._task)
+        self._task = None
 
     def ticks(self, t0: float, t1: float) -> list[GpuTick]:
         """The recorded ticks in ``[t0, t1]``, oldest first."""
@@ -142,11 +139,8 @@ class HostRecorder:
 
     async def stop(self) -> None:
         """Stop the periodic readings."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await _cancel(self._task)
+        self._task = None
 
     def between(self, t0: float | None, t1: float | None) -> HostSpan | None:
         """The spans inside ``[t0, t1]`` (two :meth:`mark` times) pooled."""
@@ -155,3 +149,14 @@ class HostRecorder:
         slack = 1e-6
         inside = [s for a, b, s in self._spans if a >= t0 - slack and b <= t1 + slack]
         return combine_spans(inside)
+
+
+async def _cancel(task: asyncio.Task[None] | None) -> None:
+    """Cancel ``task`` and wait until it has ended (``None``: nothing runs)."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+__all__ = ["GpuRecorder", "HostRecorder"]
