@@ -149,6 +149,22 @@ def test_no_traffic_is_idle_not_a_verdict() -> None:
     assert v.state().phase == "idle" and v.state().outcome is None
 
 
+def test_late_scrapes_under_traffic_are_too_few_readings_not_idle() -> None:
+    """A monitor starved of CPU (seen beside a real vLLM CPU server that held both cores)
+    scraped about every 10 s: three readings in 30 s, every one with traffic. That is too few
+    to judge, and saying "no traffic" was false."""
+    v = LiveVerdict()
+    t = _steady(v)
+    for i in range(1, 5):
+        v.add_window(MetricsWindow(t=t + 10.0 * i, dt=10.0, gen_tok_s=790.0, requests_running=3.0))
+    state = v.state()
+    assert state.phase == "waiting" and state.outcome is None
+    assert state.detail.startswith("too few readings to judge: 3 in 30 s, 10 s apart")
+    # Scrapes on time again: judged as before.
+    _feed(v, t + 41.0, int(REFERENCE_S) + 1, 800.0, MAX)
+    assert v.state().phase == "judged"
+
+
 def test_a_restart_warms_up_again_and_keeps_the_reference() -> None:
     v = LiveVerdict()
     t = _steady(v)

@@ -427,8 +427,21 @@ class LiveVerdict:
                 self.reference = Reference("steady", "steady after warmup", figures, t)
                 return ""
             self._steady_t0 = t  # too little traffic: try the next window
-            return "waiting for steady traffic"
+            return self._thin(t0, t0 + REFERENCE_S) or "waiting for steady traffic"
         return f"reference {t - t0:.0f}/{REFERENCE_S:.0f} s"
+
+    def _thin(self, t0: float, t1: float) -> str:
+        """Why ``(t0, t1]`` holds traffic yet too few readings to judge; empty if it holds no
+        traffic. A monitor starved of CPU scrapes late: its intervals then span many seconds
+        each, and "no traffic" would be false."""
+        iv = [i for i in self._intervals if t0 < i.t <= t1]
+        if len(_pool(iv)) >= MIN_INTERVALS or not any(i.tok_s > 0 for i in iv):
+            return ""
+        gap = sum(i.dt for i in iv) / len(iv)
+        return (
+            f"too few readings to judge: {len(iv)} in {t1 - t0:.0f} s, {gap:.0f} s apart "
+            "(is specwatch short of CPU?)"
+        )
 
     def _idle(self, t: float) -> str:
         """Why the server reads as idle at ``t`` (no token for :data:`IDLE_S`); empty if not."""
@@ -469,6 +482,8 @@ class LiveVerdict:
                     new = LiveVerdictState("benchmark", detail, self.reference, current)
             elif self._warmup_t0 is not None:
                 new = LiveVerdictState("warmup", "server warming up", self.reference, current)
+            elif current is None and (thin := self._thin(t - CURRENT_S, t)):
+                new = LiveVerdictState("waiting", thin, self.reference)
             elif current is None:
                 new = LiveVerdictState("idle", "no traffic to judge", self.reference)
             else:

@@ -35,9 +35,10 @@ class LiveVerdictState:
     """What the verdict line shows."""
 
     phase: str
-    """``"waiting"`` (no server yet), ``"warmup"``, ``"reference"`` (collecting one),
-    ``"idle"`` (no traffic to judge), ``"benchmark"`` (the session's own benchmark is the load),
-    ``"profiling"`` (the session asked the server's profiler for steps) or ``"judged"``."""
+    """``"waiting"`` (no server yet, or readings too sparse to judge), ``"warmup"``,
+    ``"reference"`` (collecting one), ``"idle"`` (no traffic to judge), ``"benchmark"`` (the
+    session's own benchmark is the load), ``"profiling"`` (the session asked the server's
+    profiler for steps) or ``"judged"``."""
     detail: str = ""
     """Progress or why nothing is judged (``"reference 12/30 s"``)."""
     reference: Reference | None = None
