@@ -80,3 +80,13 @@ def test_the_bench_bar_drops_whole_parts_never_cutting_a_figure() -> None:
         line = bench_text(model, width, s).plain
         assert len(line) <= width, (width, line)
     assert "12.69s" not in bench_text(model, 116, s).plain
+
+
+def test_the_status_line_says_when_scrapes_come_late() -> None:
+    model = build_scene(seconds=30, with_bench=False)
+    assert not any("apart" in t for t in _texts(model))
+    assert model.window is not None
+    model.window = replace(model.window, dt=10.2)
+    assert "scrapes 10s apart" in _texts(model)
+    model.metrics_interval_s = 5.0  # asked for: not late
+    assert not any("apart" in t for t in _texts(model))

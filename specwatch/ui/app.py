@@ -171,6 +171,7 @@ class SpecwatchApp(App[int]):
             self.theme = self.theme_names[0]
         self.model = model or MonitorModel(self.settings.baseline_ms, self.settings.baseline_source)
         self.model.interval_s = self.settings.interval_s
+        self.model.metrics_interval_s = self.settings.metrics_interval_s
         self.model.slo = self.settings.slo
         self.model.show_overhead = self.settings.show_overhead
         self.session = session
@@ -497,7 +498,7 @@ class SpecwatchApp(App[int]):
         now = self.model.interval_s
         later = [v for v in INTERVALS if v > now]
         new = later[0] if later else INTERVALS[0]
-        self.model.interval_s = new
+        self.model.interval_s = self.model.metrics_interval_s = new
         self.model.status_version += 1
         if self.session is not None:
             self.session.set_interval(new)

@@ -294,6 +294,8 @@ class MonitorModel:
         """The token-rate graph's window (one of :data:`WINDOWS`); the GPU trends span it too."""
         self.interval_s = 1.0
         """The GPU sampling interval, shown in the status line."""
+        self.metrics_interval_s = 1.0
+        """The ``/metrics`` interval asked for: windows far longer say the monitor reads late."""
         self.bench: BenchState | None = None
         self.profile: ProfileState | None = None
         self.replay_label: str | None = None

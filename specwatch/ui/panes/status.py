@@ -59,7 +59,16 @@ def status_parts(model: MonitorModel) -> list[tuple[int, str, str]]:
             source = inv.origin.source if inv.origin is not None else "nvml"
             parts.append((3, f"{source} {model.nvml_ms:.1f}ms", "dim"))
     parts.append((5, f"every {model.interval_s:g}s", "dim"))
+    w = model.window
+    if w is not None and not model.replay_label and w.dt > LATE * model.metrics_interval_s:
+        # A monitor starved of CPU reads late (seen beside a real vLLM holding both cores of
+        # its host: about 10 s apart); the graph's gaps then are ours, not the server's.
+        parts.append((1, f"scrapes {w.dt:.0f}s apart", "bad"))
     return parts
+
+
+LATE = 3.0
+"""A window longer than this many ``/metrics`` intervals is a late read, said in the status."""
 
 
 SEP = " · "
