@@ -85,8 +85,26 @@ def test_the_bench_bar_drops_whole_parts_never_cutting_a_figure() -> None:
 def test_the_status_line_says_when_scrapes_come_late() -> None:
     model = build_scene(seconds=30, with_bench=False)
     assert not any("apart" in t for t in _texts(model))
-    assert model.window is not None
-    model.window = replace(model.window, dt=10.2)
-    assert "scrapes 10s apart" in _texts(model)
-    model.metrics_interval_s = 5.0  # asked for: not late
+    w = model.window
+    assert w is not None
+    # A starved monitor: one window of 24 s, then on time again; said for a minute.
+    model.add_window(replace(w, t=w.t + 24.0, dt=24.0))
+    for i in range(1, 4):
+        model.add_window(replace(w, t=w.t + 24.0 + i, dt=1.0))
+    assert "scrapes up to 24s apart" in _texts(model)
+    model.metrics_interval_s = 10.0  # asked for: not late
+    assert not any("apart" in t for t in _texts(model))
+    model.metrics_interval_s = 1.0
+    for i in range(4, 64):
+        model.add_window(replace(w, t=w.t + 24.0 + i, dt=1.0))
+    assert not any("apart" in t for t in _texts(model))
+
+
+def test_a_window_across_a_reconnection_is_an_outage_not_a_late_read() -> None:
+    model = build_scene(seconds=30, with_bench=False)
+    w = model.window
+    assert w is not None and model.server is not None
+    model.set_lost(w.t + 1.0, "connection refused")
+    model.set_ready(w.t + 20.0, model.server)
+    model.add_window(replace(w, t=w.t + 21.0, dt=21.0))
     assert not any("apart" in t for t in _texts(model))

@@ -270,6 +270,9 @@ class MonitorModel:
         self.windows: deque[MetricsWindow] = deque(maxlen=ADVICE_WINDOWS)
         """The latest windows with a real interval, oldest first (the advisor's input)."""
         self.server: ServerInfo | None = None
+        self.ready_t: float | None = None
+        """When the server last answered ready (a window reaching back past it spans an
+        outage, not a late read)."""
         self.commit: str | None = None
         """The server's code commit for the status line (``"0c1e570*"`` when dirty), if known."""
         self.server_argv: tuple[str, ...] = ()
@@ -400,6 +403,7 @@ class MonitorModel:
         """The server answered: close the loading mark and open a warmup mark."""
         self._advance(t)
         self.server = info
+        self.ready_t = t
         self.commit = None  # the identity of this (maybe restarted) server follows
         self.server_argv = ()
         self.connection_ok = True

@@ -59,16 +59,38 @@ def status_parts(model: MonitorModel) -> list[tuple[int, str, str]]:
             source = inv.origin.source if inv.origin is not None else "nvml"
             parts.append((3, f"{source} {model.nvml_ms:.1f}ms", "dim"))
     parts.append((5, f"every {model.interval_s:g}s", "dim"))
-    w = model.window
-    if w is not None and not model.replay_label and w.dt > LATE * model.metrics_interval_s:
-        # A monitor starved of CPU reads late (seen beside a real vLLM holding both cores of
-        # its host: about 10 s apart); the graph's gaps then are ours, not the server's.
-        parts.append((1, f"scrapes {w.dt:.0f}s apart", "bad"))
+    late = None if model.replay_label else late_read_s(model)
+    if late is not None:
+        parts.append((1, f"scrapes up to {late:.0f}s apart", "bad"))
     return parts
 
 
 LATE = 3.0
 """A window longer than this many ``/metrics`` intervals is a late read, said in the status."""
+LATE_SPAN_S = 60.0
+"""How long a late read stays said."""
+
+
+def late_read_s(model: MonitorModel) -> float | None:
+    """The longest ``/metrics`` window of the last :data:`LATE_SPAN_S` when it ran over
+    :data:`LATE` intervals; ``None`` otherwise.
+
+    A monitor starved of CPU reads late: beside a real vLLM CPU server that held both cores,
+    it ran in bursts half a minute apart, so the window in hand at a redraw was often a short
+    one and the long one before it had to be remembered. Its graph's gaps are then its own, not
+    the server's. A window reaching back past the server's (re)connection spans an outage.
+    """
+    newest = model.window
+    if newest is None:
+        return None
+    ready = model.ready_t if model.ready_t is not None else float("-inf")
+    worst = 0.0
+    for w in reversed(model.windows):
+        if w.t < newest.t - LATE_SPAN_S:
+            break
+        if w.t - w.dt >= ready:
+            worst = max(worst, w.dt)
+    return worst if worst > LATE * model.metrics_interval_s else None
 
 
 SEP = " · "
