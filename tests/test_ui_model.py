@@ -95,6 +95,20 @@ def test_first_scrape_without_interval_adds_no_point() -> None:
     assert len(m.tok_s) == 0 and m.window is None and m.last_scrape is not None
 
 
+def test_a_late_read_draws_its_rate_over_the_span_it_covers() -> None:
+    m = MonitorModel()
+    m.set_ready(0.0, scene_server())
+    for t in range(1, 6):
+        m.add_window(MetricsWindow(t=float(t), dt=1.0, gen_tok_s=300.0))
+    m.add_window(MetricsWindow(t=15.0, dt=10.0, gen_tok_s=370.0))  # a starved monitor
+    assert [p for p in m.tok_s.points() if p[0] > 5.0] == [(float(t), 370.0) for t in range(6, 16)]
+    # Across the server's reconnection the span is its outage: one point, the gap stays.
+    m.set_lost(16.0, "connection refused")
+    m.set_ready(30.0, scene_server())
+    m.add_window(MetricsWindow(t=31.0, dt=16.0, gen_tok_s=300.0))
+    assert [p for p in m.tok_s.points() if p[0] > 15.0] == [(31.0, 300.0)]
+
+
 def test_bench_events_mark_runs() -> None:
     m = MonitorModel()
     m.bench_event(1.0, "started", 0, 2, "warming up", None)

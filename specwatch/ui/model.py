@@ -49,6 +49,10 @@ STEADY = ("step_latency_s", "step_tokens", "prompt_tok_s", "requests_per_s")
 (``specwatch.core.window_mean``)."""
 NVML_SMOOTHING = 0.2
 """Weight of the newest tick in the smoothed NVML cost."""
+LATE_READ = 3.0
+"""A ``/metrics`` window longer than this many intervals is a late read (the monitor's)."""
+SPREAD_MAX = 600
+"""The most intervals one late read's rate is drawn over."""
 
 
 # --- the graphs' series ----------------------------------------------------------------------
@@ -455,7 +459,7 @@ class MonitorModel:
                 self.positions.clear()
             if w.per_position_acceptance:
                 self.positions.add(w.t, {"per_position_acceptance": w.per_position_acceptance})
-            self.tok_s.append(w.t, self._hold(w, "gen_tok_s"))
+            self._add_rate(w, self._hold(w, "gen_tok_s"))
             self.accept_length.append(w.t, self._hold(w, "accept_length"))
             self.acceptance_rate.append(w.t, self._hold(w, "draft_acceptance_rate"))
             self.running.append(w.t, w.requests_running)
@@ -478,6 +482,22 @@ class MonitorModel:
         self.rate_version += 1
         self.spec_version += 1
         self.status_version += 1
+
+    def late_read(self, w: MetricsWindow) -> bool:
+        """Whether ``w`` ran over :data:`LATE_READ` ``/metrics`` intervals while the server was
+        up: the monitor read late (starved of CPU), the server did not stop."""
+        ready = self.ready_t if self.ready_t is not None else float("-inf")
+        return w.dt > LATE_READ * self.metrics_interval_s and w.t - w.dt >= ready
+
+    def _add_rate(self, w: MetricsWindow, value: float | None) -> None:
+        """The window's tok/s; a late read's over every interval it spans, since its rate is
+        the mean over all of them (beside a real vLLM CPU server holding both cores, reads
+        about 10 s apart drew as a comb of gaps the server never had)."""
+        if value is not None and self.late_read(w):
+            step = self.metrics_interval_s
+            for k in range(min(int(w.dt / step), SPREAD_MAX) - 1, 0, -1):
+                self.tok_s.append(w.t - k * step, value)
+        self.tok_s.append(w.t, value)
 
     def _hold(self, w: MetricsWindow, name: str) -> float | None:
         """The window's reading, else the last one while :attr:`held` keeps it."""

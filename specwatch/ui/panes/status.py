@@ -65,15 +65,13 @@ def status_parts(model: MonitorModel) -> list[tuple[int, str, str]]:
     return parts
 
 
-LATE = 3.0
-"""A window longer than this many ``/metrics`` intervals is a late read, said in the status."""
 LATE_SPAN_S = 60.0
 """How long a late read stays said."""
 
 
 def late_read_s(model: MonitorModel) -> float | None:
-    """The longest ``/metrics`` window of the last :data:`LATE_SPAN_S` when it ran over
-    :data:`LATE` intervals; ``None`` otherwise.
+    """The longest ``/metrics`` window of the last :data:`LATE_SPAN_S` when one was a late
+    read (:meth:`MonitorModel.late_read`); ``None`` otherwise.
 
     A monitor starved of CPU reads late: beside a real vLLM CPU server that held both cores,
     it ran in bursts half a minute apart, so the window in hand at a redraw was often a short
@@ -83,14 +81,13 @@ def late_read_s(model: MonitorModel) -> float | None:
     newest = model.window
     if newest is None:
         return None
-    ready = model.ready_t if model.ready_t is not None else float("-inf")
-    worst = 0.0
+    worst = None
     for w in reversed(model.windows):
         if w.t < newest.t - LATE_SPAN_S:
             break
-        if w.t - w.dt >= ready:
-            worst = max(worst, w.dt)
-    return worst if worst > LATE * model.metrics_interval_s else None
+        if model.late_read(w) and (worst is None or w.dt > worst):
+            worst = w.dt
+    return worst
 
 
 SEP = " · "
