@@ -109,6 +109,18 @@ def test_a_late_read_draws_its_rate_over_the_span_it_covers() -> None:
     assert [p for p in m.tok_s.points() if p[0] > 15.0] == [(31.0, 300.0)]
 
 
+def test_a_replay_seek_keeps_the_recordings_interval() -> None:
+    """A seek empties the model; windows of a recording made every 5 s must stay on time
+    after it, not turn into late reads drawn five times over."""
+    from specwatch.ui.replay_app import reset_model
+
+    m = MonitorModel()
+    m.metrics_interval_s = 5.0
+    reset_model(m)
+    m.add_window(MetricsWindow(t=10.0, dt=5.0, gen_tok_s=300.0))
+    assert m.metrics_interval_s == 5.0 and len(m.tok_s) == 1
+
+
 def test_bench_events_mark_runs() -> None:
     m = MonitorModel()
     m.bench_event(1.0, "started", 0, 2, "warming up", None)

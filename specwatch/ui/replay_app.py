@@ -165,6 +165,7 @@ def reset_model(model: MonitorModel) -> None:
         "paused",
         "show_overhead",
         "interval_s",
+        "metrics_interval_s",
         "monitor_cpu_pct",
         "replay_label",
         "gpu_opening",
@@ -197,7 +198,11 @@ def run_replay(args: argparse.Namespace) -> int:
         except ValueError:
             interval_s = 1.0
         settings = AppSettings(
-            theme=args.theme, interval_s=interval_s, live_cpu=False, show_overhead=False
+            theme=args.theme,
+            interval_s=interval_s,
+            metrics_interval_s=interval_s,  # a coarse recording's windows are not late reads
+            live_cpu=False,
+            show_overhead=False,
         )
         app = ReplayApp(settings, replay)
         try:

@@ -75,8 +75,8 @@ def late_read_s(model: MonitorModel) -> float | None:
 
     A monitor starved of CPU reads late: beside a real vLLM CPU server that held both cores,
     it ran in bursts half a minute apart, so the window in hand at a redraw was often a short
-    one and the long one before it had to be remembered. Its graph's gaps are then its own, not
-    the server's. A window reaching back past the server's (re)connection spans an outage.
+    one and the long one before it had to be remembered. The graph then draws rates the monitor
+    read late, not gaps the server had.
     """
     newest = model.window
     if newest is None:
