@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from specwatch.core.gpu import GpuSample, GpuTick
 from specwatch.core.server import MetricsWindow
-from specwatch.ui.model import MonitorModel, TimeSeries, straggler
+from specwatch.ui.model import MonitorModel, straggler
+from specwatch.ui.renderables import TimeSeries
 from tests.scene import build_scene, scene_inventory, scene_server
 
 

@@ -9,10 +9,8 @@ with deterministic data.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import functools
-import itertools
 import math
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -26,7 +24,7 @@ from specwatch.core.session_figures import SessionSummary, SessionTotals
 from specwatch.core.window_mean import HeldLatest, SteadyMean
 from specwatch.core.windows import WINDOWS as WINDOWS
 from specwatch.session.verdict_state import WAITING, LiveVerdictState
-from specwatch.ui.renderables import Point, point_time
+from specwatch.ui.renderables import TimeSeries
 from specwatch.ui.timeline import DOWN_MARK_S as DOWN_MARK_S
 from specwatch.ui.timeline import Mark, Timeline
 
@@ -53,74 +51,6 @@ LATE_READ = 3.0
 """A ``/metrics`` window longer than this many intervals is a late read (the monitor's)."""
 SPREAD_MAX = 600
 """The most intervals one late read's rate is drawn over."""
-
-
-# --- the graphs' series ----------------------------------------------------------------------
-
-
-class TimeSeries:
-    """The newest ``maxlen`` points ``(t, value)`` of one reading; ``None`` marks a gap. Only
-    the app's thread touches the model, so it needs no lock.
-
-    Args:
-        maxlen: How many points to keep.
-    """
-
-    def __init__(self, maxlen: int) -> None:
-        if maxlen < 1:
-            raise ValueError(f"maxlen must be at least 1, got {maxlen}")
-        self._points: deque[Point] = deque(maxlen=maxlen)
-
-    @property
-    def maxlen(self) -> int:
-        """The capacity."""
-        return self._points.maxlen or 0
-
-    def append(self, t: float, value: float | None) -> None:
-        """Add a point at time ``t`` (times should not go backwards)."""
-        self._points.append((t, value))
-
-    def clear(self) -> None:
-        """Drop every point."""
-        self._points.clear()
-
-    def __len__(self) -> int:
-        return len(self._points)
-
-    def points(self) -> list[Point]:
-        """Every point, oldest first."""
-        return list(self._points)
-
-    def values(self, n: int | None = None) -> list[float | None]:
-        """Every value (or the newest ``n``), oldest first (gaps as ``None``)."""
-        if n is None:
-            return [v for _, v in self._points]
-        newest = [v for _, v in itertools.islice(reversed(self._points), max(n, 0))]
-        newest.reverse()
-        return newest
-
-    def after(self, t0: float) -> list[Point]:
-        """Points with ``t > t0``, oldest first: by bisection, since times never go backwards,
-        and only they are copied (a graph asks for its window of an hour's series)."""
-        points = self._points
-        lo = bisect.bisect_right(points, t0, key=point_time)
-        out = list(itertools.islice(reversed(points), len(points) - lo))
-        out.reverse()
-        return out
-
-    @property
-    def latest(self) -> Point | None:
-        """The newest point, or ``None`` when empty."""
-        return self._points[-1] if self._points else None
-
-    @property
-    def first(self) -> Point | None:
-        """The oldest point, or ``None`` when empty."""
-        return self._points[0] if self._points else None
-
-    def last(self) -> float | None:
-        """The newest value, or ``None`` (when empty, or when the newest point is a gap)."""
-        return self._points[-1][1] if self._points else None
 
 
 # --- checks: a malformed window or tick is refused, never drawn ------------------------------

@@ -2,8 +2,9 @@
 
 Nothing here knows about widgets or the app: a pane hands in data and styles (taken from its
 component classes, so only theme variables decide colours) and gets back lines of segments.
-Tests print these to a plain ``rich.console.Console``. First a graph's columns: the mean of a
-series' points in each (:func:`bucket_sorted`); then the text helpers every pane shares
+Tests print these to a plain ``rich.console.Console``. First a graph's series
+(:class:`TimeSeries`) and its columns: the mean of the series' points in each
+(:func:`bucket_sorted`); then the text helpers every pane shares
 (sparklines, bars, axis tops, numbers), then the GPU table: rows of cells laid
 out in the columns that fit the width, and its summary (a few lines in place of the table when
 the terminal is short).
@@ -11,8 +12,10 @@ the terminal is short).
 
 from __future__ import annotations
 
+import itertools
 import math
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -41,6 +44,71 @@ Point = tuple[float, float | None]
 def point_time(point: Point) -> float:
     """A point's time (the key both the series and its column means bisect by)."""
     return point[0]
+
+
+class TimeSeries:
+    """The newest ``maxlen`` points ``(t, value)`` of one reading; ``None`` marks a gap. Only
+    the app's thread touches the model, so it needs no lock.
+
+    Args:
+        maxlen: How many points to keep.
+    """
+
+    def __init__(self, maxlen: int) -> None:
+        if maxlen < 1:
+            raise ValueError(f"maxlen must be at least 1, got {maxlen}")
+        self._points: deque[Point] = deque(maxlen=maxlen)
+
+    @property
+    def maxlen(self) -> int:
+        """The capacity."""
+        return self._points.maxlen or 0
+
+    def append(self, t: float, value: float | None) -> None:
+        """Add a point at time ``t`` (times should not go backwards)."""
+        self._points.append((t, value))
+
+    def clear(self) -> None:
+        """Drop every point."""
+        self._points.clear()
+
+    def __len__(self) -> int:
+        return len(self._points)
+
+    def points(self) -> list[Point]:
+        """Every point, oldest first."""
+        return list(self._points)
+
+    def values(self, n: int | None = None) -> list[float | None]:
+        """Every value (or the newest ``n``), oldest first (gaps as ``None``)."""
+        if n is None:
+            return [v for _, v in self._points]
+        newest = [v for _, v in itertools.islice(reversed(self._points), max(n, 0))]
+        newest.reverse()
+        return newest
+
+    def after(self, t0: float) -> list[Point]:
+        """Points with ``t > t0``, oldest first: by bisection, since times never go backwards,
+        and only they are copied (a graph asks for its window of an hour's series)."""
+        points = self._points
+        lo = bisect_right(points, t0, key=point_time)
+        out = list(itertools.islice(reversed(points), len(points) - lo))
+        out.reverse()
+        return out
+
+    @property
+    def latest(self) -> Point | None:
+        """The newest point, or ``None`` when empty."""
+        return self._points[-1] if self._points else None
+
+    @property
+    def first(self) -> Point | None:
+        """The oldest point, or ``None`` when empty."""
+        return self._points[0] if self._points else None
+
+    def last(self) -> float | None:
+        """The newest value, or ``None`` (when empty, or when the newest point is a gap)."""
+        return self._points[-1][1] if self._points else None
 
 
 _value = itemgetter(1)
