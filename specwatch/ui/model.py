@@ -421,8 +421,8 @@ class MonitorModel:
 
     def _add_rate(self, w: MetricsWindow, value: float | None) -> None:
         """The window's tok/s; a late read's over every interval it spans, since its rate is
-        the mean over all of them (beside a real vLLM CPU server holding both cores, reads
-        about 10 s apart drew as a comb of gaps the server never had)."""
+        the mean over all of them (drawn as one point, it left a comb of gaps the server never
+        had; docs/live.md)."""
         if value is not None and self.late_read(w):
             step = self.metrics_interval_s
             for k in range(min(int(w.dt / step), SPREAD_MAX) - 1, 0, -1):

@@ -73,10 +73,9 @@ def late_read_s(model: MonitorModel) -> float | None:
     """The longest ``/metrics`` window of the last :data:`LATE_SPAN_S` when one was a late
     read (:meth:`MonitorModel.late_read`); ``None`` otherwise.
 
-    A monitor starved of CPU reads late: beside a real vLLM CPU server that held both cores,
-    it ran in bursts half a minute apart, so the window in hand at a redraw was often a short
-    one and the long one before it had to be remembered. The graph then draws rates the monitor
-    read late, not gaps the server had.
+    A monitor starved of CPU reads late and runs in bursts, so the window in hand at a redraw
+    is often a short one and the long one before it has to be remembered. The graph then draws
+    rates the monitor read late, not gaps the server had (docs/live.md).
     """
     newest = model.window
     if newest is None:
