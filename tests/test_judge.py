@@ -112,3 +112,19 @@ def test_no_samples_is_no_change() -> None:
     j = judge(fig(()), fig(()))
     assert j.outcome is Outcome.NO_CHANGE
     assert j.reason == "no tok/s figures to compare"
+
+
+def test_no_change_is_below_minus_100_percent() -> None:
+    # a real llama-server's runs beside two CPU hogs against a quiet side: the t interval of
+    # the change reached -117.6%, which no tok/s can fall to
+    quiet, hogged = (163.0, 164.5, 161.6), (22.8, 53.4, 90.8)
+    j = judge(fig(quiet), fig(hogged))
+    assert j.welch is not None and j.change is not None
+    raw_low = j.welch.ci_low / j.tok_s_reference.mean  # type: ignore[operator]
+    assert raw_low < -1.0
+    assert j.change_low == -1.0 and j.observed_ratio_low == 0.0
+    assert "95% CI -100.0% to " in j.reason
+    # the noise said beside a live verdict stays the t interval's half width
+    half = (j.welch.ci_high - j.welch.ci_low) / 2 / j.tok_s_reference.mean  # type: ignore[operator]
+    assert j.noise == pytest.approx(half)
+    assert j.noise > (j.change_high - j.change_low) / 2  # type: ignore[operator]

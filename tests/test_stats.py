@@ -76,6 +76,19 @@ def test_summary_edge_cases() -> None:
         stats.mean([])
 
 
+def test_a_wide_spread_of_rates_has_no_interval_below_zero() -> None:
+    # three runs of a real llama-server beside two CPU hogs: the t interval reached -28.9 tok/s
+    runs = [22.8, 53.4, 90.8]
+    whole = stats.mean_ci(runs)
+    assert whole is not None and whole[0] < 0.0
+    s = stats.summarize(runs)
+    assert s.ci_low == 0.0 and s.ci_high == pytest.approx(whole[1], rel=1e-12)
+    tight = stats.summarize([82.4, 82.5, 82.5, 84.0, 82.6])
+    assert tight.ci_low == pytest.approx(81.96245184292597, rel=1e-10)  # far from 0: uncut
+    signed = stats.summarize(runs, floor=None)
+    assert signed.ci_low == pytest.approx(whole[0], rel=1e-12)
+
+
 def test_welch_reference_wikipedia_example() -> None:
     a = [27.5, 21.0, 19.0, 23.6, 17.0, 17.9, 16.9, 20.1, 21.9, 22.6, 23.1, 19.6, 19.0, 21.7, 21.4]
     b = [27.1, 22.0, 20.8, 23.4, 23.4, 23.5, 25.8, 22.0, 24.8, 20.2, 21.9, 22.1, 22.9, 20.5, 24.4]
@@ -113,8 +126,8 @@ def test_welch_degenerate_inputs() -> None:
     st.floats(min_value=0.5, max_value=0.999),
 )
 def test_ci_contains_mean_and_widens_with_level(values: list[float], level: float) -> None:
-    s = stats.summarize(values, level)
-    wider = stats.summarize(values, min(0.9999, level + 0.0005))
+    s = stats.summarize(values, level, floor=None)
+    wider = stats.summarize(values, min(0.9999, level + 0.0005), floor=None)
     assert s.mean is not None and s.ci_low is not None and s.ci_high is not None
     assert s.ci_low <= s.mean + 1e-6 * max(1.0, abs(s.mean))
     assert s.ci_high >= s.mean - 1e-6 * max(1.0, abs(s.mean))

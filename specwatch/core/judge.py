@@ -153,10 +153,12 @@ class Judgement:
 
     @property
     def noise(self) -> float | None:
-        """Half the width of the interval of the relative change (``0.09`` for ±9%)."""
-        if self.change_low is None or self.change_high is None:
+        """Half the width of the t interval of the relative change (``0.09`` for ±9%), before
+        :attr:`change_low` is cut at −100%."""
+        w, m = self.welch, self.tok_s_reference.mean
+        if w is None or not m:
             return None
-        return (self.change_high - self.change_low) / 2.0
+        return (w.ci_high - w.ci_low) / 2.0 / m
 
 
 def _apart(a: float | None, b: float | None, rel: float, floor: float) -> bool:
@@ -244,7 +246,10 @@ def judge(
         observed = sb.mean / sa.mean
         change = observed - 1.0
         if w is not None:
-            change_low, change_high = w.ci_low / sa.mean, w.ci_high / sa.mean
+            # tok/s is never negative, so no change is below -100%: the t interval cut there
+            # covers the true change as often as the whole one (a contended side's runs spread
+            # wide enough to reach past it)
+            change_low, change_high = max(-1.0, w.ci_low / sa.mean), w.ci_high / sa.mean
             obs_low, obs_high = 1.0 + change_low, 1.0 + change_high
     if change is None:
         beyond = False
@@ -312,7 +317,7 @@ def judge(
         reasons.append("no tok/s figures to compare")
     elif not beyond and host is not None:
         # a contended side's runs spread wide, so "within noise" would clear a measurement the
-        # host spoiled (a real llama-server beside CPU hogs: -45%, 95% CI -136% to +46%)
+        # host spoiled (a real llama-server beside CPU hogs, docs/bench-compare.md)
         outcome = Outcome.HOST
         why = "within noise" if w is None or not w.significant else f"smaller than {min_change:.0%}"
         reasons.append(f"{head}: {why}, but {host}; benchmark again on a quiet host")

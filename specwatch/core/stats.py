@@ -179,14 +179,18 @@ def t_critical(level: float, df: float) -> float:
     return t_ppf(0.5 + level / 2.0, df)
 
 
-def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
-    """Student t confidence interval for the mean; ``None`` below two values."""
+def mean_ci(
+    values: Sequence[float], level: float = 0.95, floor: float | None = None
+) -> tuple[float, float] | None:
+    """Student t confidence interval for the mean, its low end cut at ``floor`` (the least the
+    figure can be: cut there, it covers the mean as often as before); ``None`` below two
+    values."""
     std = sample_std(values)
     if std is None:
         return None
     m = mean(values)
     half = t_critical(level, len(values) - 1) * std / math.sqrt(len(values))
-    return (m - half, m + half)
+    return (m - half if floor is None else max(floor, m - half), m + half)
 
 
 def ratio_ci(
@@ -205,11 +209,13 @@ def ratio_ci(
     return r, (r - half, r + half)
 
 
-def summarize(values: Sequence[float], level: float = 0.95) -> Summary:
-    """Mean, sample standard deviation, min, max and the t interval of ``values``."""
+def summarize(values: Sequence[float], level: float = 0.95, floor: float | None = 0.0) -> Summary:
+    """Mean, sample standard deviation, min, max and the t interval of ``values``, cut at
+    ``floor`` (default 0: rates, times and counts; ``None`` for a figure that can be
+    negative)."""
     if not values:
         return Summary(0, None, None, None, None, None, None, level)
-    ci = mean_ci(values, level)
+    ci = mean_ci(values, level, floor)
     return Summary(
         n=len(values),
         mean=mean(values),
