@@ -156,9 +156,11 @@ class Judgement:
         """Half the width of the t interval of the relative change (``0.09`` for ±9%), before
         :attr:`change_low` is cut at −100%."""
         w, m = self.welch, self.tok_s_reference.mean
-        if w is None or not m:
+        if w is not None and m:
+            return (w.ci_high - w.ci_low) / 2.0 / m
+        if self.change_low is None or self.change_high is None:
             return None
-        return (w.ci_high - w.ci_low) / 2.0 / m
+        return (self.change_high - self.change_low) / 2.0  # an older recording's, kept whole
 
 
 def _apart(a: float | None, b: float | None, rel: float, floor: float) -> bool:
