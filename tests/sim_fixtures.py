@@ -124,6 +124,7 @@ class FaultInjector:
         self._metrics_garbage = 0
         self._hang_path: str | None = None
         self._hanging = False
+        self._hang_after = 0
         self._hang_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self.hung_requests = 0
         """Requests that have been held by :meth:`hang` so far."""
@@ -150,11 +151,13 @@ class FaultInjector:
         with self._lock:
             self._metrics_garbage += times
 
-    def hang(self, path: str | None = None) -> None:
-        """Accept requests (to ``path`` when given) but never answer until :meth:`clear_hang`."""
+    def hang(self, path: str | None = None, after: int = 0) -> None:
+        """Accept requests (to ``path`` when given) but never answer until :meth:`clear_hang`;
+        the first ``after`` of them are answered."""
         with self._lock:
             self._hanging = True
             self._hang_path = path
+            self._hang_after = after
 
     def clear_hang(self) -> None:
         """Release every held request."""
@@ -215,7 +218,10 @@ class FaultInjector:
     def should_hang(self, path: str) -> bool:
         """Whether a request to ``path`` is to be held now."""
         with self._lock:
-            return self._hanging and (self._hang_path is None or self._hang_path == path)
+            if not self._hanging or self._hang_path not in (None, path):
+                return False
+            self._hang_after -= 1
+            return self._hang_after < 0
 
     async def wait_released(self) -> None:
         """Wait (on the running loop) until :meth:`clear_hang`."""

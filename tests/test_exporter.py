@@ -185,6 +185,24 @@ def test_a_lost_server_is_up_zero_and_its_figures_are_dropped() -> None:
     assert [v for _, v in _scrape(readings)["specwatch_server_up"]] == [1.0]
 
 
+def test_late_reads_are_counted_and_an_outage_is_not_one() -> None:
+    readings = Readings([parse_endpoint(URL)], interval_s=1.0)
+    _feed_ready(readings)
+    assert _scrape(readings)["specwatch_late_reads_total"] == [({"server": URL}, 0.0)]
+    readings(ev.MetricsScraped(MetricsWindow(t=12.0, dt=10.0, gen_tok_s=700.0)))  # read late
+    readings(ev.MetricsScraped(MetricsWindow(t=13.0, dt=1.0, gen_tok_s=700.0)))
+    assert _scrape(readings)["specwatch_late_reads_total"][0][1] == 1.0
+    # lost, back 20 s later: the window across the outage is the server's, not a late read
+    readings(ev.ServerLost(14.0, "connection refused"))
+    readings(ev.ServerReady(34.0, ServerInfo(URL, Dialect.SGLANG)))
+    readings(ev.MetricsScraped(MetricsWindow(t=35.0, dt=22.0, gen_tok_s=700.0)))
+    assert _scrape(readings)["specwatch_late_reads_total"][0][1] == 1.0
+    slow = Readings([parse_endpoint(URL)], interval_s=5.0)  # 10 s apart is on time at 5 s
+    _feed_ready(slow)
+    slow(ev.MetricsScraped(MetricsWindow(t=12.0, dt=10.0, gen_tok_s=700.0)))
+    assert _scrape(slow)["specwatch_late_reads_total"][0][1] == 0.0
+
+
 def test_a_failed_gpu_tick_drops_the_gpu_figures() -> None:
     readings = Readings([parse_endpoint(URL)])
     sample = GpuSample(0, 2.0, sm_clock_mhz=1830, temp_c=60)

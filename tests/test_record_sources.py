@@ -3,6 +3,8 @@ simulated server over HTTP, with ``--no-gpu``, ``--demo-dialect`` and ``--dcgm``
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from specwatch.session.events import GpuInventoryChanged, ServerReady
 from specwatch.sim.presets import preset
 from specwatch.sim.server import SimServer
 from specwatch.sim.world import SimWorld
+from tests.sim_fixtures import faults_of
 
 
 def _recorded(path: Path) -> list[object]:
@@ -56,3 +59,34 @@ def test_record_refuses_no_gpu_with_dcgm(
     argv = ["record", "--no-gpu", "--dcgm", "localhost:9400", "localhost:1"]
     assert main([*argv, "-o", str(tmp_path / "x.sqlite")]) == 2
     assert "--no-gpu" in capsys.readouterr().err
+
+
+def test_record_says_a_late_read_at_once_and_counts_them_at_the_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A /metrics answer held for a second against --interval 0.2: the window after it spans
+    # more than three intervals, as a starved recorder's would.
+    world = SimWorld(preset("vllm"))
+    faults = faults_of(world)
+    server = SimServer(world)
+    url = server.start()
+    faults.hang(path="/metrics", after=3)  # a scrape after the server is ready is held
+
+    def hold_one_scrape() -> None:
+        assert faults.wait_hung(1, timeout=10)
+        time.sleep(1.0)  # the gap under test, not a wait for something to happen
+        faults.clear_hang()
+
+    holder = threading.Thread(target=hold_one_scrape)
+    holder.start()
+    path = tmp_path / "late.sqlite"
+    try:
+        argv = ["record", "--no-gpu", url, "-o", str(path), "--duration", "3s"]
+        assert main([*argv, "--interval", "0.2"]) == 0
+    finally:
+        holder.join(15)
+        server.stop()
+    err = capsys.readouterr().err
+    assert "/metrics read 1." in err and "against --interval 0.2s" in err
+    summary = err.strip().splitlines()[-1]
+    assert f"events in {path}; 1 /metrics read late, up to 1." in summary

@@ -92,6 +92,9 @@ def test_the_status_line_says_when_scrapes_come_late() -> None:
     for i in range(1, 4):
         model.add_window(replace(w, t=w.t + 24.0 + i, dt=1.0))
     assert "scrapes up to 24s apart" in _texts(model)
+    model.replay_label = "replay of run.db"  # the recorder read it late, and says so on replay
+    assert "recorded scrapes up to 24s apart" in _texts(model)
+    model.replay_label = None
     model.metrics_interval_s = 10.0  # asked for: not late
     assert not any("apart" in t for t in _texts(model))
     model.metrics_interval_s = 1.0

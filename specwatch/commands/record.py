@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO, cast
 
@@ -138,7 +140,9 @@ def run_record(args: argparse.Namespace, err: TextIO | None = None) -> int:
         file=err,
         flush=True,
     )
+    late = LateReads(args.interval, lambda line: say_error("specwatch record", line, err))
     session.subscribe(recorder)
+    session.subscribe(late)
     try:
         asyncio.run(_record(session, args.duration, stopped))
     finally:
@@ -147,8 +151,52 @@ def run_record(args: argparse.Namespace, err: TextIO | None = None) -> int:
     if recorder.error:
         say_error("specwatch record", recorder.error, err)
         return 1
-    say_error("specwatch record", f"{recorder.rows} events in {path}", err)
+    say_error("specwatch record", f"{recorder.rows} events in {path}{late.summary()}", err)
     return 0
+
+
+class LateReads:
+    """A session subscriber counting the ``/metrics`` windows read late
+    (:meth:`~specwatch.core.server.MetricsWindow.late_read`), each server's since it was last
+    ready; the first is said at once, since a recording is made unwatched and replayed later.
+
+    Args:
+        interval_s: The ``/metrics`` interval asked for.
+        say: Takes the first late read's line.
+    """
+
+    def __init__(self, interval_s: float, say: Callable[[str], object]) -> None:
+        self.interval_s = interval_s
+        self.say = say
+        self.count = 0
+        self.worst_s = 0.0
+        self._ready: dict[int, float] = {}
+
+    def __call__(self, event: object) -> None:
+        """Take one session event (on the session's loop)."""
+        from specwatch.session import events as ev
+
+        if isinstance(event, ev.ServerReady):
+            self._ready[event.server] = event.t
+        elif isinstance(event, ev.MetricsScraped):
+            w = event.window
+            if not w.late_read(self.interval_s, self._ready.get(event.server, -math.inf)):
+                return
+            self.count += 1
+            self.worst_s = max(self.worst_s, w.dt)
+            if self.count == 1:
+                self.say(
+                    f"/metrics read {w.dt:.1f}s apart against --interval {self.interval_s:g}s "
+                    "(the server slow to answer, or specwatch short of CPU); such a window's "
+                    "figures are means over all of it, and a replay says so"
+                )
+
+    def summary(self) -> str:
+        """``"; 3 /metrics reads late, up to 12.0s apart"``, or ``""`` when none was."""
+        if not self.count:
+            return ""
+        reads = "read" if self.count == 1 else "reads"
+        return f"; {self.count} /metrics {reads} late, up to {self.worst_s:.1f}s apart"
 
 
 async def _record(session: object, duration: float | None, stopped: list[str]) -> None:
@@ -229,6 +277,7 @@ def run_export(
 
 
 __all__ = [
+    "LateReads",
     "add_export_arguments",
     "add_record_arguments",
     "add_replay_arguments",

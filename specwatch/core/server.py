@@ -93,6 +93,10 @@ class LatencyBucket:
             object.__setattr__(self, "high", math.inf)
 
 
+LATE_READ = 3.0
+"""A ``/metrics`` window longer than this many intervals is a late read (the monitor's)."""
+
+
 @dataclass(frozen=True, slots=True)
 class MetricsWindow:
     """One passive reading: counter and histogram deltas between two ``/metrics`` scrapes."""
@@ -191,6 +195,12 @@ class MetricsWindow:
                 for k, v in self.latency_cdf.items()
             }
             object.__setattr__(self, "latency_cdf", cdf)
+
+    def late_read(self, interval_s: float, since: float = -math.inf) -> bool:
+        """Whether this window ran over :data:`LATE_READ` intervals of ``interval_s`` seconds
+        while the server was up (since ``since``, its last ready): the monitor read late, short
+        of CPU; the server did not stop. Its figures are means over the whole span."""
+        return self.dt > LATE_READ * interval_s and self.t - self.dt >= since
 
     @property
     def step_tokens(self) -> float | None:

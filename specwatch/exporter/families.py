@@ -71,6 +71,12 @@ class SessionCollector(Collector):
             "Unix time of the newest successful read of a source",
             ("server", "source"),
         )
+        late = CounterMetricFamily(
+            "specwatch_late_reads",
+            "Scrapes of a server read over three intervals late (specwatch short of CPU, or "
+            "the server slow to answer): the windowed figures then are means over the span",
+            labels=["server"],
+        )
         fams: dict[str, GaugeMetricFamily] = {}
 
         def put(name: str, doc: str, s: ServerView, value: float | None, *extra: str) -> None:
@@ -94,6 +100,7 @@ class SessionCollector(Collector):
         for s in servers:
             up.add_metric([s.server, s.model, s.dialect], 1.0 if s.up else 0.0)
             errors.add_metric([s.server, "server"], s.errors)
+            late.add_metric([s.server], s.late_reads)
             if s.last_success is not None:
                 last.add_metric([s.server, "server"], s.last_success)
             for g in s.goodput:
@@ -114,6 +121,7 @@ class SessionCollector(Collector):
         yield up
         yield errors
         yield last
+        yield late
         yield timed
         yield met
         yield from fams.values()

@@ -18,6 +18,7 @@ copy under one lock.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -63,6 +64,10 @@ class ServerView:
     """Failed reads of it: failed scrapes, failed waits, losses (none against a healthy one)."""
     last_success: float | None = None
     """Unix seconds of the newest successful scrape."""
+    late_reads: int = 0
+    """Scrapes read over three intervals late while it was up
+    (:meth:`~specwatch.core.server.MetricsWindow.late_read`): the exporter short of CPU, or
+    the server slow to answer; their windows' figures are means over the whole span."""
     goodput: tuple[GoodputCount, ...] = ()
     """Requests timed against each objective set, since the exporter started (counters: kept
     while the server is down)."""
@@ -133,6 +138,7 @@ class Readings:
         endpoints: The session's servers, by index.
         wall: Unix seconds (for the last-success series).
         slo: Goodput's objectives (``--slo-ttft`` / ``--slo-tpot``).
+        interval_s: The session's ``/metrics`` interval (what a late read is late against).
     """
 
     def __init__(
@@ -140,8 +146,10 @@ class Readings:
         endpoints: Sequence[Endpoint],
         wall: Callable[[], float] = time.time,
         slo: Slo = DEFAULT_SLO,
+        interval_s: float = 1.0,
     ):
         self._wall = wall
+        self.interval_s = interval_s
         self._lock = threading.Lock()
         counts = _goodput_counts(slo)
         self._servers = [
@@ -155,6 +163,9 @@ class Readings:
         self._connected = [False for _ in endpoints]
         """Ready and not lost since: a verdict arriving otherwise was judged on readings from
         before the loss."""
+        self._ready_t = [-math.inf for _ in endpoints]
+        """Session seconds each server was last ready (a window reaching back before it spans
+        the outage, not a late read)."""
         self._was_ready = [False for _ in endpoints]
         """Ready at least once: from then on a wait is a failed read of a server that was up."""
         self._gpus = GpuView()
@@ -198,6 +209,9 @@ class Readings:
         kept, verdict = self._kept[index]
         energy = self._servers[index].energy
         goodput = self._servers[index].goodput
+        late = self._servers[index].late_reads
+        if window.late_read(self.interval_s, self._ready_t[index]):
+            late += 1
         # A window of no width (the first scrape) measured nothing: keep the one before.
         if window.dt > 0:
             kept = window
@@ -216,12 +230,15 @@ class Readings:
             verdict=verdict,
             energy=energy,
             goodput=goodput,
+            late_reads=late,
         )
 
     def _take(self, event: ev.SessionEvent) -> None:
         if isinstance(event, ev.MetricsScraped):
             self._scraped(event.server, event.window)
         elif isinstance(event, ev.ServerReady):
+            if 0 <= event.server < len(self._ready_t):
+                self._ready_t[event.server] = event.t
             self._ready(event.server, event.info)
         elif isinstance(event, ev.ServerWaiting):
             if event.state != "ready":  # the attempt that found it ready is no failure

@@ -72,7 +72,8 @@ class Exporter:
     ) -> Exporter:
         """Subscribe to ``session`` and register its series, plus this process's own CPU and
         memory (``process_cpu_seconds_total``); goodput is counted against ``slo``."""
-        readings = Readings(session.endpoints, slo=slo)
+        interval = session.pollers[0].interval_s if session.pollers else 1.0
+        readings = Readings(session.endpoints, slo=slo, interval_s=interval)
         session.subscribe(readings)
         registry = CollectorRegistry(auto_describe=False)
         collector = SessionCollector(readings.view, plain_s)

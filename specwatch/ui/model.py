@@ -47,8 +47,6 @@ STEADY = ("step_latency_s", "step_tokens", "prompt_tok_s", "requests_per_s")
 (``specwatch.core.window_mean``)."""
 NVML_SMOOTHING = 0.2
 """Weight of the newest tick in the smoothed NVML cost."""
-LATE_READ = 3.0
-"""A ``/metrics`` window longer than this many intervals is a late read (the monitor's)."""
 SPREAD_MAX = 600
 """The most intervals one late read's rate is drawn over."""
 
@@ -414,10 +412,10 @@ class MonitorModel:
         self.status_version += 1
 
     def late_read(self, w: MetricsWindow) -> bool:
-        """Whether ``w`` ran over :data:`LATE_READ` ``/metrics`` intervals while the server was
-        up: the monitor read late (starved of CPU), the server did not stop."""
+        """Whether ``w`` is a late read (:meth:`MetricsWindow.late_read`) since the server was
+        last ready."""
         ready = self.ready_t if self.ready_t is not None else float("-inf")
-        return w.dt > LATE_READ * self.metrics_interval_s and w.t - w.dt >= ready
+        return w.late_read(self.metrics_interval_s, ready)
 
     def _add_rate(self, w: MetricsWindow, value: float | None) -> None:
         """The window's tok/s; a late read's over every interval it spans, since its rate is

@@ -59,9 +59,11 @@ def status_parts(model: MonitorModel) -> list[tuple[int, str, str]]:
             source = inv.origin.source if inv.origin is not None else "nvml"
             parts.append((3, f"{source} {model.nvml_ms:.1f}ms", "dim"))
     parts.append((5, f"every {model.interval_s:g}s", "dim"))
-    late = None if model.replay_label else late_read_s(model)
+    late = late_read_s(model)
     if late is not None:
-        parts.append((1, f"scrapes up to {late:.0f}s apart", "bad"))
+        # a replay plays the recording's own windows: the recorder read them late, not us
+        said = "recorded scrapes" if model.replay_label else "scrapes"
+        parts.append((1, f"{said} up to {late:.0f}s apart", "bad"))
     return parts
 
 
