@@ -5,6 +5,7 @@ rules fire on a scenario built for each and reach ``probe --json`` and the probe
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -42,6 +43,37 @@ def test_truncation_reads_the_window_first_and_says_its_share() -> None:
     some = MetricsWindow(t=1.0, dt=1.0, finished_by_reason={"stop": 90.0, "length": 10.0})
     assert _by_rule(None, some)["truncation"].level == "warn"
     assert _by_rule(None, MetricsWindow(t=1.0, dt=1.0))["truncation"].level == "unknown"
+    # since start, a few requests are an idle server's probes and benchmarks, not its traffic
+    few = MetricsWindow(t=1.0, dt=1.0, finished_by_reason={"length": 19.0})
+    found = _by_rule(None, few)["truncation"]
+    assert (found.level, found.line) == ("unknown", "19 of 20 requests finished since start")
+    enough = MetricsWindow(t=1.0, dt=1.0, finished_by_reason={"length": 20.0})
+    assert _by_rule(None, enough)["truncation"].level == "bad"
+
+
+def test_probe_leaves_its_own_request_out_of_the_rules() -> None:
+    from specwatch.core.server import StreamResult
+    from specwatch.sources.probe import ProbeResult, health_window
+
+    # one probe of an idle vLLM: its own request, cut at its own max_tokens, is all there is
+    w = MetricsWindow(
+        t=1.0,
+        dt=0.7,
+        finished_by_reason={"stop": 0.0, "length": 1.0},
+        finished_in_window={"stop": 0.0, "length": 1.0},
+    )
+    stream = StreamResult(
+        256, 8, 0.7, 0.03, 0.67, 366.0, 380.0, True, "usage", finish_reason="length"
+    )
+    result = ProbeResult("http://x", ServerInfo("http://x", Dialect.VLLM), stream, w, None, None)
+    assert _by_rule(None, w)["truncation"].level == "bad"
+    own = health_window(result)
+    assert own is not None and own.finished_in_window == {"stop": 0.0, "length": 0.0}
+    assert _by_rule(None, own)["truncation"].level == "unknown"
+    # beside real traffic only its own one request goes
+    busy = replace(w, finished_in_window={"stop": 6.0, "length": 4.0})
+    kept = health_window(replace(result, window=busy))
+    assert kept is not None and kept.finished_in_window == {"stop": 6.0, "length": 3.0}
 
 
 def test_context_over_provisioned_needs_enough_requests_and_a_bound() -> None:

@@ -49,6 +49,11 @@ def _label(metrics: str, name: str) -> str:
 
 def test_probe_fires_the_rules_and_states_kv_capacity(capsys: pytest.CaptureFixture[str]) -> None:
     with running_vllm_cpu(mode="plain") as url:
+        # an active probe of the idle server: its own request is cut at its own max_tokens
+        # and the server counts it, but it says nothing of the server's traffic
+        # (short, as the cut requests are: the context rule reads the largest request seen)
+        assert main(["probe", "--url", url, "--json", "--no-gpu", "--max-tokens", "12"]) == 0
+        first: dict[str, Any] = orjson.loads(capsys.readouterr().out)
         _cut_requests(url)
         metrics = httpx.get(url + "/metrics", timeout=30).text
         status = main(["probe", "--url", url, "--json", "--passive", "0.5", "--no-gpu"])
@@ -59,11 +64,15 @@ def test_probe_fires_the_rules_and_states_kv_capacity(capsys: pytest.CaptureFixt
     length = re.search(
         r'request_success_total\{[^}]*finished_reason="length"[^}]*\} (\S+)', metrics
     )
-    assert length and float(length.group(1)) == REQUESTS
+    assert length and float(length.group(1)) == REQUESTS + 1  # the probe's own too
+    own = first["metrics"]["finished_in_window"]
+    assert own.get("length") == 1.0, own
+    assert {f["rule"]: f for f in first["health"]}["truncation"]["level"] == "unknown"
     health = {f["rule"]: f for f in doc["health"]}
     assert health["truncation"]["level"] == "bad"
     assert health["truncation"]["line"] == (
-        f"100% of requests truncated at the length cap ({REQUESTS} of {REQUESTS} since start)"
+        f"100% of requests truncated at the length cap ({REQUESTS + 1} of {REQUESTS + 1} "
+        "since start)"
     )
     assert health["context"]["level"] == "warn", health["context"]
     assert "of 2,048 max-model-len" in health["context"]["line"]

@@ -211,6 +211,7 @@ def render_text(result: ProbeResult, slo: Slo | None = None) -> str:
     from specwatch.core.gpu import short_names
     from specwatch.core.sanitize import sanitize_line
     from specwatch.sources.identity.process import code_summary
+    from specwatch.sources.probe import health_window
 
     slo = DEFAULT_SLO if slo is None else slo
     lines = [f"specwatch probe  {result.base_url}"]
@@ -283,7 +284,7 @@ def render_text(result: ProbeResult, slo: Slo | None = None) -> str:
         kv = kv_words(window)
         if kv is not None:
             lines.append(f"  kv       {kv} ({_f(window.kv_cache_usage, '.0%')} used)")
-        for finding in config_health(info, window):
+        for finding in config_health(info, health_window(result) or window):
             if finding.fires:
                 lines.append(f"  health   {finding.text()}")
         if window.latency_cdf:

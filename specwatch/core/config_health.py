@@ -25,7 +25,8 @@ CONTEXT_USED_BELOW = 0.25
 """The largest request seen (prompt + generated tokens, its upper bound) under this share of
 max-model-len reads as context over-provisioned: KV memory is reserved for lengths never used."""
 CONTEXT_MIN_REQUESTS = 20
-"""Finished requests needed before the largest one seen says anything about the traffic."""
+"""Finished requests needed before the largest one seen says anything about the traffic, and
+before the requests finished since start (no window finished any) say it truncates."""
 KV_PRESSURE = 0.9
 """KV-cache use at or over this share warns: the next long request preempts another."""
 QUEUE_BACKLOG = 1.0
@@ -107,6 +108,11 @@ def _truncation(w: MetricsWindow) -> HealthFinding:
     total = sum(counts.values())
     if total <= 0:
         why = "no finished requests by reason" if not counts else "no request finished yet"
+        return HealthFinding("truncation", "unknown", why)
+    if window <= 0 and total < CONTEXT_MIN_REQUESTS:
+        # the server's whole life, and short: on an idle server that is a probe's or a
+        # benchmark's own few requests, each cut at its own max_tokens
+        why = f"{total:.0f} of {CONTEXT_MIN_REQUESTS} requests finished since start"
         return HealthFinding("truncation", "unknown", why)
     cut = counts.get("length", 0.0)
     share = cut / total

@@ -8,9 +8,10 @@ readable report.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -323,6 +324,27 @@ def _default_reason(key: str, stream: StreamResult) -> str:
     return "not reported"
 
 
+def health_window(result: ProbeResult) -> MetricsWindow | None:
+    """The window the configuration rules read: without the probe's own request. It ends at
+    the probe's own token cap (finish reason ``length``), and counted it read as the server
+    truncating its traffic: 100% of one request, on every probe of an idle vLLM."""
+    w, stream = result.window, result.stream
+    reason = stream.finish_reason if stream is not None else None
+    if w is None or not reason:
+        return w
+
+    def minus_ours(counts: Mapping[str, float]) -> Mapping[str, float]:
+        if counts.get(reason, 0.0) < 1.0:
+            return counts
+        return {**counts, reason: counts[reason] - 1.0}
+
+    return dataclasses.replace(
+        w,
+        finished_in_window=minus_ours(w.finished_in_window),
+        finished_by_reason=minus_ours(w.finished_by_reason),
+    )
+
+
 def _window_dict(window: MetricsWindow | None) -> dict[str, Any] | None:
     if window is None:
         return None
@@ -375,7 +397,9 @@ def probe_to_dict(
         "host": None if result.host is None else to_jsonable(result.host),
         "verdict": verdict,
         "health": (
-            None if result.window is None else health_json(config_health(info, result.window))
+            None
+            if (window := health_window(result)) is None
+            else health_json(config_health(info, window))
         ),
         "goodput": (
             None
@@ -396,6 +420,7 @@ __all__ = [
     "EXIT_USAGE",
     "SCHEMA_VERSION",
     "ProbeResult",
+    "health_window",
     "probe",
     "probe_to_dict",
 ]
