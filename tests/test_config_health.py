@@ -192,7 +192,20 @@ def test_the_load_pane_shows_kv_tokens_and_the_rules_that_fire() -> None:
             finished_in_window={"length": 4.0},
         )
     )
-    text = load_text(model, {k: Style() for k in ("label", "value", "dim", "warn")}).plain
+    styles = {k: Style() for k in ("label", "value", "dim", "warn")}
+    text = load_text(model, styles).plain
     lines = text.splitlines()
     assert "kv 50% 2.0k/4.1k tok" in lines[0]
     assert lines[2].startswith("✖ 100% truncated  ⚠ prefix caching off"), text
+    # a benchmark from the monitor: its own requests end at its --max-tokens, not the server's
+    model.bench_event(1.5, "started", 0, 2, "", None)
+    cut = MetricsWindow(
+        t=3.0, dt=1.0, finished_by_reason={"length": 12.0}, finished_in_window={"length": 2.0}
+    )
+    model.add_window(cut)
+    assert "truncated" not in load_text(model, styles).plain
+    model.bench_event(3.5, "finished", 2, 2, "", None)
+    model.add_window(replace(cut, t=4.0))  # finished during the window: still its own
+    assert "truncated" not in load_text(model, styles).plain
+    model.add_window(replace(cut, t=5.0))  # after it: traffic of the server's
+    assert "✖ 100% truncated" in load_text(model, styles).plain

@@ -143,6 +143,8 @@ class BenchState:
     total: int = 0
     message: str = ""
     last_tok_s: list[float] = field(default_factory=list)
+    started_t: float = -math.inf
+    ended_t: float = math.inf
 
     @property
     def active(self) -> bool:
@@ -469,7 +471,7 @@ class MonitorModel:
         b.index, b.total, b.message = index, total, message
         self.timeline.bench(t, kind)
         if kind == "started":
-            b.phase = "warmup"
+            b.phase, b.started_t = "warmup", t
         elif kind == "warmup_done":
             b.phase = "running" if index >= total else "warmup"
         elif kind == "run_start":
@@ -477,9 +479,15 @@ class MonitorModel:
         elif kind == "run_done" and tok_s is not None:
             b.last_tok_s.append(tok_s)
         elif kind in ("finished", "interrupted", "error"):
-            b.phase = kind
+            b.phase, b.ended_t = kind, t
         self.rate_version += 1
         self.status_version += 1
+
+    def bench_overlaps(self, w: MetricsWindow) -> bool:
+        """Whether ``w`` overlaps the benchmark started here: the requests it saw finish may
+        be the benchmark's own, each cut at its own ``--max-tokens``."""
+        b = self.bench
+        return b is not None and w.t >= b.started_t and w.t - w.dt <= b.ended_t
 
     def profile_event(self, t: float, phase: str, words: str) -> None:
         """Follow a profile's progress (``phase`` ``ended`` once it is over)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import RenderableType
@@ -118,7 +119,9 @@ def load_lines(model: MonitorModel) -> list[list[Piece]] | None:
             *_finished(w.finished_by_reason),
         ],
     ]
-    found = firing(config_health(model.server, w))
+    # the benchmark's own requests are no sign of the server's traffic: read since start
+    judged = replace(w, finished_in_window={}) if model.bench_overlaps(w) else w
+    found = firing(config_health(model.server, judged))
     if found:  # above the latency rows: a short pane keeps its first lines
         lines.append(
             [
