@@ -203,6 +203,22 @@ def test_late_reads_are_counted_and_an_outage_is_not_one() -> None:
     assert _scrape(slow)["specwatch_late_reads_total"][0][1] == 0.0
 
 
+def test_gpus_not_read_as_asked_are_no_failed_read() -> None:
+    off = GpuInventory(available=False, reason="GPUs not read (--no-gpu)")
+    asked = Readings([parse_endpoint(URL)], gpus_off=True)
+    asked(ev.GpuInventoryChanged(off))
+    assert _scrape(asked)["specwatch_gpu_source_errors_total"][0][1] == 0.0
+    lost = Readings([parse_endpoint(URL)])  # NVML missing where GPUs were to be read
+    lost(ev.GpuInventoryChanged(dataclasses.replace(off, reason="NVML unavailable")))
+    assert _scrape(lost)["specwatch_gpu_source_errors_total"][0][1] == 1.0
+    from specwatch.session.gpu_source import NoGpus
+    from specwatch.session.live import LiveSession
+
+    session = LiveSession([parse_endpoint(URL)], NoGpus("GPUs not read (--no-gpu)"), 5.0)
+    wired = Exporter.of(session).readings  # the session's interval and its GPUs left off
+    assert (wired.gpus_off, wired.interval_s) == (True, 5.0)
+
+
 def test_a_failed_gpu_tick_drops_the_gpu_figures() -> None:
     readings = Readings([parse_endpoint(URL)])
     sample = GpuSample(0, 2.0, sm_clock_mhz=1830, temp_c=60)

@@ -139,6 +139,8 @@ class Readings:
         wall: Unix seconds (for the last-success series).
         slo: Goodput's objectives (``--slo-ttft`` / ``--slo-tpot``).
         interval_s: The session's ``/metrics`` interval (what a late read is late against).
+        gpus_off: GPUs are not read, as asked (``--no-gpu``): their unavailable inventory is
+            no failed read.
     """
 
     def __init__(
@@ -147,9 +149,11 @@ class Readings:
         wall: Callable[[], float] = time.time,
         slo: Slo = DEFAULT_SLO,
         interval_s: float = 1.0,
+        gpus_off: bool = False,
     ):
         self._wall = wall
         self.interval_s = interval_s
+        self.gpus_off = gpus_off
         self._lock = threading.Lock()
         counts = _goodput_counts(slo)
         self._servers = [
@@ -261,7 +265,7 @@ class Readings:
         elif isinstance(event, ev.HostSampled):
             self._host = event.span
         elif isinstance(event, ev.GpuInventoryChanged):
-            bad = 0 if event.inventory.available else 1
+            bad = 0 if event.inventory.available or self.gpus_off else 1
             g = self._gpus
             self._gpus = replace(g, inventory=event.inventory, errors=g.errors + bad)
 

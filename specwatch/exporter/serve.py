@@ -27,6 +27,7 @@ from prometheus_client.process_collector import ProcessCollector
 from specwatch.core.goodput import DEFAULT_SLO, Slo
 from specwatch.exporter.families import SessionCollector
 from specwatch.exporter.readings import Readings
+from specwatch.session.gpu_source import NoGpus
 
 if TYPE_CHECKING:
     from specwatch.session.live import LiveSession
@@ -73,7 +74,8 @@ class Exporter:
         """Subscribe to ``session`` and register its series, plus this process's own CPU and
         memory (``process_cpu_seconds_total``); goodput is counted against ``slo``."""
         interval = session.pollers[0].interval_s if session.pollers else 1.0
-        readings = Readings(session.endpoints, slo=slo, interval_s=interval)
+        off = isinstance(session.gpus, NoGpus)
+        readings = Readings(session.endpoints, slo=slo, interval_s=interval, gpus_off=off)
         session.subscribe(readings)
         registry = CollectorRegistry(auto_describe=False)
         collector = SessionCollector(readings.view, plain_s)
