@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 import pytest
 
+from specwatch.bench.report import results_lines
 from specwatch.bench.runner import BenchEvent, run_benchmark
 from specwatch.bench.snapshot import build_snapshot, read_snapshot, validate, write_snapshot
 from specwatch.commands.bench import add_bench_arguments, run_bench
@@ -232,6 +233,9 @@ async def test_concurrency_runs_streams_together() -> None:
         result = await bench(sim, BenchConfig(runs=2, warmup=0, max_tokens=40, concurrency=3))
     assert [r.streams for r in result.runs] == [3, 3]
     assert [r.completion_tokens for r in result.runs] == [120, 120]
+    # a run's tok/s is its streams' together, its decode speed one stream's: said so
+    lines = results_lines(result)
+    assert any(line.startswith("  Decode (without TTFT, per stream): ") for line in lines), lines
 
 
 async def test_cancel_midway_keeps_finished_runs(tmp_path: Path) -> None:

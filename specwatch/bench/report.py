@@ -60,7 +60,9 @@ def results_lines(result: BenchResult) -> list[str]:
     o = result.overall
     lines = ["", "  ========== Results =========="]
     lines.append(f"  Overall: {_fmt_summary(o.tok_s, ' tok/s')}, {o.runs} runs")
-    lines.append(f"  Decode (without TTFT): {_fmt_summary(o.decode_tok_s, ' tok/s')}")
+    # with several streams a run's tok/s is theirs together, its decode speed one stream's
+    each = ", per stream" if any(r.streams > 1 for r in result.runs) else ""
+    lines.append(f"  Decode (without TTFT{each}): {_fmt_summary(o.decode_tok_s, ' tok/s')}")
     # Latencies are skewed and positive: a symmetric t interval would reach below zero.
     lines.append(f"  TTFT: {_fmt_summary(o.ttft_s, ' ms', 1000.0, '.0f', ci=False)}")
     lines.append(f"  Goodput: {result.goodput.words()}")
