@@ -259,10 +259,16 @@ def render_text(result: ProbeResult, slo: Slo | None = None) -> str:
             f" p90 {_f(stream.step_latency_p90_s, '.2f', 1e3)}"
             f" p99 {_f(stream.step_latency_p99_s, '.2f', 1e3)}"
         )
-        lines.append(
-            f"           accept length {_f(stream.accept_length, '.2f')}"
-            f" · draft acceptance {_f(stream.draft_acceptance_rate, '.1%')}"
-        )
+        if stream.notes.get("draft_acceptance_rate", "").startswith("not every step drafted"):
+            lines.append(
+                "           not every step drafted: the accept length and acceptance are the"
+                " window's (the server's counters)"
+            )
+        else:
+            lines.append(
+                f"           accept length {_f(stream.accept_length, '.2f')}"
+                f" · draft acceptance {_f(stream.draft_acceptance_rate, '.1%')}"
+            )
         if stream.error:
             lines.append(f"  error    {stream.error}")
     elif result.passive and result.info is not None:

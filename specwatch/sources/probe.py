@@ -190,7 +190,7 @@ async def probe(
         return ProbeResult(
             endpoint.base_url,
             info,
-            stream,
+            rate_checked(stream, window),
             window,
             inventory,
             tick,
@@ -324,6 +324,29 @@ def _default_reason(key: str, stream: StreamResult) -> str:
     return "not reported"
 
 
+def rate_checked(stream: StreamResult, window: MetricsWindow) -> StreamResult:
+    """``stream`` without its draft acceptance rate where that was worked out from its steps
+    and the window's counters show steps that drafted nothing (n-gram drafting finding no
+    match): the estimate takes every step as drafting ``k`` tokens, and read far below the
+    server's own count (docs/live.md)."""
+    note = stream.notes.get("draft_acceptance_rate", "")
+    per_step, length = window.tokens_per_step, window.accept_length
+    if (
+        stream.draft_acceptance_rate is None
+        or not note.endswith("from the stream's steps")
+        or per_step is None
+        or length is None
+        or length - per_step < 0.005
+    ):
+        return stream
+    notes = dict(stream.notes)
+    notes["draft_acceptance_rate"] = (
+        f"not every step drafted ({per_step:.2f} tokens a step against an accept length of "
+        f"{length:.2f} in the server's counters): the window's acceptance is the drafts'"
+    )
+    return dataclasses.replace(stream, draft_acceptance_rate=None, notes=notes)
+
+
 def health_window(result: ProbeResult) -> MetricsWindow | None:
     """The window the configuration rules read: without the probe's own request. It ends at
     the probe's own token cap (finish reason ``length``), and counted it read as the server
@@ -423,4 +446,5 @@ __all__ = [
     "health_window",
     "probe",
     "probe_to_dict",
+    "rate_checked",
 ]
