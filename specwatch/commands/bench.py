@@ -167,8 +167,9 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
 
 
 ACCEPT_AUTHORITY = (
-    "  Accept length: the server's counters are authoritative (they count every verify step; "
-    "the stream's tokens per chunk miss steps the server merges into one chunk)"
+    "  Accept length: the server's counters are authoritative (they count the drafted steps; "
+    "the stream's tokens per chunk also count steps that drafted nothing, and miss steps the "
+    "server merges into one chunk)"
 )
 ACCEPT_FROM_STREAM = (
     "  Accept length: from the stream's tokens per chunk (the server reported no counters; "
