@@ -90,3 +90,23 @@ def test_record_says_a_late_read_at_once_and_counts_them_at_the_end(
     assert "/metrics read 1." in err and "against --interval 0.2s" in err
     summary = err.strip().splitlines()[-1]
     assert f"events in {path}; 1 /metrics read late, up to 1." in summary
+
+
+def test_late_reads_name_the_server_when_several_are_recorded() -> None:
+    from specwatch.commands.record import LateReads
+    from specwatch.core.server import Dialect, MetricsWindow, ServerInfo
+    from specwatch.session.events import MetricsScraped
+
+    said: list[str] = []
+    late = LateReads(1.0, said.append, ["http://a:8000", "http://b:8000"])
+    for server in (0, 1):
+        late(ServerReady(0.0, ServerInfo("http://x", Dialect.VLLM), server))
+    late(MetricsScraped(MetricsWindow(t=5.0, dt=1.0), 1))  # on time
+    late(MetricsScraped(MetricsWindow(t=15.0, dt=10.0), 1))
+    late(MetricsScraped(MetricsWindow(t=30.0, dt=12.0), 0))
+    assert len(said) == 1 and said[0].startswith("http://b:8000: /metrics read 10.0s apart")
+    assert late.summary() == "; 2 /metrics reads late, up to 12.0s apart"
+    # a window reaching back before the server's last ready spans its outage
+    late(ServerReady(40.0, ServerInfo("http://x", Dialect.VLLM), 0))
+    late(MetricsScraped(MetricsWindow(t=41.0, dt=20.0), 0))
+    assert late.count == 2

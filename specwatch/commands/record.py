@@ -10,7 +10,7 @@ import math
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO, cast
 
@@ -140,7 +140,8 @@ def run_record(args: argparse.Namespace, err: TextIO | None = None) -> int:
         file=err,
         flush=True,
     )
-    late = LateReads(args.interval, lambda line: say_error("specwatch record", line, err))
+    names = [str(e) for e in endpoints] if len(endpoints) > 1 else []
+    late = LateReads(args.interval, lambda line: say_error("specwatch record", line, err), names)
     session.subscribe(recorder)
     session.subscribe(late)
     try:
@@ -163,11 +164,15 @@ class LateReads:
     Args:
         interval_s: The ``/metrics`` interval asked for.
         say: Takes the first late read's line.
+        names: The servers by index, to name the one read late (none: one server, unnamed).
     """
 
-    def __init__(self, interval_s: float, say: Callable[[str], object]) -> None:
+    def __init__(
+        self, interval_s: float, say: Callable[[str], object], names: Sequence[str] = ()
+    ) -> None:
         self.interval_s = interval_s
         self.say = say
+        self.names = tuple(names)
         self.count = 0
         self.worst_s = 0.0
         self._ready: dict[int, float] = {}
@@ -185,8 +190,10 @@ class LateReads:
             self.count += 1
             self.worst_s = max(self.worst_s, w.dt)
             if self.count == 1:
+                i = event.server
+                who = f"{self.names[i]}: " if 0 <= i < len(self.names) else ""
                 self.say(
-                    f"/metrics read {w.dt:.1f}s apart against --interval {self.interval_s:g}s "
+                    f"{who}/metrics read {w.dt:.1f}s apart against --interval {self.interval_s:g}s "
                     "(the server slow to answer, or specwatch short of CPU); such a window's "
                     "figures are means over all of it, and a replay says so"
                 )
