@@ -65,6 +65,13 @@ def test_draft_length_and_speculation_off_are_configuration_changes(tmp_path: Pa
     assert rows["speculative algorithm"]["a"] == rows["speculative algorithm"]["b"]
     assert rows["speculative algorithm"]["b"] == "draft-simple"
     assert not rows["speculative algorithm"]["differs"]
+    # the accept length the bench calls authoritative, the server's counters', has its row
+    for side, snap in (("a", four), ("b", eight)):
+        runs = orjson.loads(snap.read_bytes())["runs"]
+        counted = [r["server_accept_length"] for r in runs]
+        assert all(c is not None and c >= 1.0 for c in counted), runs
+        want = f"{sum(counted) / len(counted):.2f}"
+        assert rows["accept length (server)"][side] == want, rows["accept length (server)"]
 
     status, text, js = _compare(eight, off)
     assert status == 8, text
@@ -75,4 +82,6 @@ def test_draft_length_and_speculation_off_are_configuration_changes(tmp_path: Pa
     assert isinstance(configuration, dict)
     names = [d["name"] for d in configuration["differences"]]
     assert names[:3] == ["speculative method", "draft length", "draft model"]
+    rows = {r["name"]: r for r in js["rows"]}  # type: ignore[attr-defined]
+    assert rows["accept length (server)"]["b"] == "—"  # no speculation: no counters
     assert "--spec-draft-p-min" in names
