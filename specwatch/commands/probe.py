@@ -22,7 +22,7 @@ from specwatch.sources.http.endpoint import parse_endpoint
 if TYPE_CHECKING:
     from specwatch.core.goodput import Slo
     from specwatch.core.gpu import GpuInventory
-    from specwatch.core.server import MetricsWindow
+    from specwatch.core.server import MetricsWindow, StreamResult
     from specwatch.session.fleet_probe import FleetOptions
     from specwatch.sources.probe import ProbeResult
 
@@ -202,6 +202,25 @@ def _per_step(window: MetricsWindow) -> str:
     return f" ({per_step:.2f} a step, drafted or not)"
 
 
+def _stream_spec(stream: StreamResult) -> str:
+    """The stream's accept length and acceptance, or that they are the window's where not every
+    step drafted (:func:`~specwatch.sources.probe.rate_checked`)."""
+    notes = stream.notes
+    length = notes.get("accept_length", "").startswith("not every step drafted")
+    rate = notes.get("draft_acceptance_rate", "").startswith("not every step drafted")
+    if length and rate:
+        return "not every step drafted: the accept length and acceptance are the window's"
+    accept = "accept length: the window's" if length else "accept length "
+    accept += "" if length else _f(stream.accept_length, ".2f")
+    acceptance = (
+        "draft acceptance: the window's"
+        if rate
+        else f"draft acceptance {_f(stream.draft_acceptance_rate, '.1%')}"
+    )
+    tail = " (not every step drafted)" if length or rate else ""
+    return f"{accept} · {acceptance}{tail}"
+
+
 def render_text(result: ProbeResult, slo: Slo | None = None) -> str:
     """``probe``'s default output, a short readable report (``--json`` prints
     :func:`~specwatch.sources.probe.probe_to_dict` instead); ``slo``: goodput's objectives
@@ -259,16 +278,7 @@ def render_text(result: ProbeResult, slo: Slo | None = None) -> str:
             f" p90 {_f(stream.step_latency_p90_s, '.2f', 1e3)}"
             f" p99 {_f(stream.step_latency_p99_s, '.2f', 1e3)}"
         )
-        if stream.notes.get("draft_acceptance_rate", "").startswith("not every step drafted"):
-            lines.append(
-                "           not every step drafted: the accept length and acceptance are the"
-                " window's (the server's counters)"
-            )
-        else:
-            lines.append(
-                f"           accept length {_f(stream.accept_length, '.2f')}"
-                f" · draft acceptance {_f(stream.draft_acceptance_rate, '.1%')}"
-            )
+        lines.append(f"           {_stream_spec(stream)}")
         if stream.error:
             lines.append(f"  error    {stream.error}")
     elif result.passive and result.info is not None:

@@ -26,12 +26,14 @@ from specwatch.core.snapshot_records import SnapshotServer
 from specwatch.core.values import to_jsonable
 from specwatch.sources import probe_gpus
 from specwatch.sources.detect import detect, wait_ready
+from specwatch.sources.dialects.llamacpp_timings import TIMINGS_STEP_NOTE
 from specwatch.sources.host import HostSampler
 from specwatch.sources.http.client import PROBE_DEADLINE_S, ServerClient
 from specwatch.sources.http.endpoint import Endpoint
 from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.identity.process import identify as identify_server
 from specwatch.sources.stream import stream_completion
+from specwatch.sources.stream_steps import CUT_STEP_NOTE, TOKENS_PER_STEP_NOTE
 from specwatch.sources.watcher import MetricsWatcher
 
 DEFAULT_PROMPT = (
@@ -324,27 +326,34 @@ def _default_reason(key: str, stream: StreamResult) -> str:
     return "not reported"
 
 
+STEP_NOTES = (TOKENS_PER_STEP_NOTE, CUT_STEP_NOTE, TIMINGS_STEP_NOTE)
+"""The notes of an accept length worked out from the stream's steps."""
+
+
 def rate_checked(stream: StreamResult, window: MetricsWindow) -> StreamResult:
-    """``stream`` without its draft acceptance rate where that was worked out from its steps
-    and the window's counters show steps that drafted nothing (n-gram drafting finding no
-    match): the estimate takes every step as drafting ``k`` tokens, and read far below the
-    server's own count (docs/live.md)."""
-    note = stream.notes.get("draft_acceptance_rate", "")
-    per_step, length = window.tokens_per_step, window.accept_length
-    if (
-        stream.draft_acceptance_rate is None
-        or not note.endswith("from the stream's steps")
-        or per_step is None
-        or length is None
-        or length - per_step < 0.005
-    ):
+    """``stream`` without the speculative figures it worked out from its steps where the
+    window's counters show steps that drafted nothing (n-gram drafting finding no match): its
+    accept length is then its tokens a step, and its acceptance estimate takes every step as
+    drafting ``k`` tokens; both read far below the server's own counts (docs/live.md). A rate
+    the server gave for the request itself (llama.cpp's timings) stays."""
+    per_step, drafted = window.tokens_per_step, window.accept_length
+    if per_step is None or drafted is None or drafted - per_step < 0.005:
         return stream
-    notes = dict(stream.notes)
-    notes["draft_acceptance_rate"] = (
+    why = (
         f"not every step drafted ({per_step:.2f} tokens a step against an accept length of "
-        f"{length:.2f} in the server's counters): the window's acceptance is the drafts'"
+        f"{drafted:.2f} in the server's counters): the window's figure is the drafts'"
     )
-    return dataclasses.replace(stream, draft_acceptance_rate=None, notes=notes)
+    notes = dict(stream.notes)
+    length, rate = stream.accept_length, stream.draft_acceptance_rate
+    if length is not None and notes.get("accept_length") in STEP_NOTES:
+        notes["accept_length"], length = why, None
+    if rate is not None and notes.get("draft_acceptance_rate", "").endswith("the stream's steps"):
+        notes["draft_acceptance_rate"], rate = why, None
+    if notes == stream.notes:
+        return stream
+    return dataclasses.replace(
+        stream, accept_length=length, draft_acceptance_rate=rate, notes=notes
+    )
 
 
 def health_window(result: ProbeResult) -> MetricsWindow | None:

@@ -10,6 +10,12 @@ from typing import Any
 
 from specwatch.core.values import as_float, as_int
 
+TIMINGS_STEP_NOTE = (
+    "realized tokens per decode step from timings: (predicted_n − 1) / "
+    "(predicted_n − 1 − draft_n_accepted)"
+)
+"""The note of an accept length that is the request's tokens a step, drafted or not."""
+
 
 def decode_steps(stats: Mapping[str, Any]) -> int | None:
     """``predicted_n - 1 - draft_n_accepted`` from llama.cpp's final timings."""
@@ -47,12 +53,8 @@ def spec_from_timings(
         return None, None
     rate = accepted / draft_n if draft_n > 0 else None
     length = (n - 1) / steps if n is not None and steps and steps > 0 else None
-    notes.setdefault(
-        "accept_length",
-        "realized tokens per decode step from timings: (predicted_n − 1) / "
-        "(predicted_n − 1 − draft_n_accepted)",
-    )
+    notes.setdefault("accept_length", TIMINGS_STEP_NOTE)
     return length, rate
 
 
-__all__ = ["decode_steps", "spec_from_timings"]
+__all__ = ["TIMINGS_STEP_NOTE", "decode_steps", "spec_from_timings"]
