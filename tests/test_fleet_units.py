@@ -177,6 +177,29 @@ def test_derive_vllm_and_sglang() -> None:
     assert fleet_totals([v, s]).accept_length == pytest.approx((100 + 90) / (40 + 30))
 
 
+def test_derive_llamacpp_step_time_from_its_request_counters() -> None:
+    gauges = [VectorSample({"__name__": "llamacpp:requests_processing", "instance": "l:1",
+                            "job": "j"}, 0.0, 1.0)]  # fmt: skip
+    rates = [
+        _rate("l:1", "llamacpp:gen", 100.0),
+        _rate("l:1", "llamacpp:gen_s", 0.05),
+        _rate("l:1", "llamacpp:acc", 60.0),
+        _rate("l:1", "llamacpp:drafts", 20.0),
+        _rate("l:1", "llamacpp:dtok", 80.0),
+    ]
+    (server,) = derive_servers(gauges, rates, 5.0, 30.0)
+    w = server.window
+    assert w.accept_length == pytest.approx(4.0)
+    # a step yields one token and the drafts it accepted: 100 - 60 steps in 0.05 s
+    assert w.step_latency_s == pytest.approx(0.05 / 40.0)
+    plain = [_rate("l:1", "llamacpp:gen", 100.0), _rate("l:1", "llamacpp:gen_s", 0.05)]
+    (server,) = derive_servers(gauges, plain, 5.0, 30.0)
+    assert server.window.step_latency_s == pytest.approx(0.0005)
+    (idle,) = derive_servers(gauges, [_rate("l:1", "llamacpp:gen", 0.0)], 5.0, 30.0)
+    assert idle.window.step_latency_s is None
+    assert idle.window.notes["step_latency_s"] == "no request finished in the window"
+
+
 def test_derive_gpus_blank_and_absent() -> None:
     base = {"instance": "n:9400", "gpu": "3", "UUID": "GPU-x", "Hostname": "n"}
     samples = [

@@ -47,6 +47,7 @@ COUNTERS: tuple[tuple[str, str, str], ...] = (
     ("sglang:itl_sum", "sglang:inter_token_latency_seconds_sum", ""),
     ("sglang:itl_count", "sglang:inter_token_latency_seconds_count", ""),
     ("llamacpp:gen", "llamacpp:tokens_predicted_total", ""),
+    ("llamacpp:gen_s", "llamacpp:tokens_predicted_seconds_total", ""),
     ("llamacpp:acc", "llamacpp:spec_decode_num_accepted_tokens_total", ""),
     ("llamacpp:drafts", "llamacpp:spec_decode_num_drafts_total", ""),
     ("llamacpp:dtok", "llamacpp:spec_decode_num_draft_tokens_total", ""),
@@ -260,7 +261,19 @@ def _derive(
                 )
             notes["counters"] = "TensorRT-LLM counters move only when a request finishes"
         elif dialect is Dialect.LLAMACPP:
-            notes["step_latency_s"] = "llama.cpp exposes no per-step series"
+            # each finished request's generation time over its steps: its tokens less the
+            # drafts accepted (a step yields one token and the drafts it accepted), as the
+            # live dialect derives it; requests are not counted, so each adds a step
+            steps = None if gen is None else gen - (acc or 0.0)
+            step = _ratio(r.get("gen_s"), steps) if steps is not None and steps > 0 else None
+            if step is not None:
+                v["step_latency_s"] = step
+                src["step_latency_s"] = (
+                    "rate(llamacpp:tokens_predicted_seconds_total) / (rate(…tokens_predicted_"
+                    "total) − rate(…spec_decode_num_accepted_tokens_total))"
+                )
+            else:
+                notes["step_latency_s"] = "no request finished in the window"
             notes["counters"] = "llama.cpp counters move only when a request finishes"
     window = MetricsWindow(
         t=t, dt=window_s, sources=src, notes=notes, **{k: x for k, x in v.items() if x is not None}
