@@ -182,14 +182,14 @@ def _stream(length: float, rate: float, rate_note: str) -> StreamResult:
 def test_the_probe_leaves_out_step_figures_where_not_every_step_drafted() -> None:
     from specwatch.commands.probe import _stream_spec
     from specwatch.core.server import MetricsWindow
-    from specwatch.sources.probe import rate_checked
+    from specwatch.sources.probe import stream_checked
 
     sparse = MetricsWindow(t=1.0, dt=0.3, accept_length=5.0, tokens_per_step=1.16)
     # vLLM: both figures come from the steps (a rate of (1.16 - 1) / 4 = 4%)
     estimated = _stream(
         1.16, 0.04, "(accept length - 1) / 4 draft tokens per step, from the stream's steps"
     )
-    vllm = rate_checked(estimated, sparse)
+    vllm = stream_checked(estimated, sparse)
     assert (vllm.accept_length, vllm.draft_acceptance_rate, vllm.tokens_per_step) == (
         None,
         None,
@@ -200,12 +200,12 @@ def test_the_probe_leaves_out_step_figures_where_not_every_step_drafted() -> Non
         == "not every step drafted: the accept length and acceptance are the window's"
     )
     # llama.cpp: the rate is the server's own for the request (its timings) and stays
-    timed = rate_checked(_stream(1.31, 1.0, "draft_n_accepted / draft_n (timings)"), sparse)
+    timed = stream_checked(_stream(1.31, 1.0, "draft_n_accepted / draft_n (timings)"), sparse)
     assert (timed.accept_length, timed.draft_acceptance_rate) == (None, 1.0)
     assert _stream_spec(timed) == (
         "accept length: the window's · draft acceptance 100.0% (not every step drafted)"
     )
     # every step drafted: the stream's figures stand
     dense = MetricsWindow(t=1.0, dt=0.3, accept_length=2.8, tokens_per_step=2.8)
-    assert rate_checked(estimated, dense) is estimated
+    assert stream_checked(estimated, dense) is estimated
     assert _stream_spec(estimated) == "accept length 1.16 · draft acceptance 4.0%"

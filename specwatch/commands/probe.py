@@ -204,7 +204,7 @@ def _per_step(window: MetricsWindow) -> str:
 
 def _stream_spec(stream: StreamResult) -> str:
     """The stream's accept length and acceptance, or that they are the window's where not every
-    step drafted (:func:`~specwatch.sources.probe.rate_checked`)."""
+    step drafted (:func:`~specwatch.sources.probe.stream_checked`)."""
     notes = stream.notes
     length = notes.get("accept_length", "").startswith("not every step drafted")
     rate = notes.get("draft_acceptance_rate", "").startswith("not every step drafted")

@@ -94,7 +94,7 @@ class LatencyBucket:
 
 
 LATE_READ = 3.0
-"""A ``/metrics`` window longer than this many intervals is a late read (the monitor's)."""
+"""A ``/metrics`` window longer than this many intervals is a late read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,8 +198,9 @@ class MetricsWindow:
 
     def late_read(self, interval_s: float, since: float = -math.inf) -> bool:
         """Whether this window ran over :data:`LATE_READ` intervals of ``interval_s`` seconds
-        while the server was up (since ``since``, its last ready): the monitor read late, short
-        of CPU; the server did not stop. Its figures are means over the whole span."""
+        while the server was up (since ``since``, its last ready): the monitor read late (short
+        of CPU) or the server was slow to answer, but the server did not stop. Its figures are
+        means over the whole span."""
         return self.dt > LATE_READ * interval_s and self.t - self.dt >= since
 
     @property

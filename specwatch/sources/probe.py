@@ -192,7 +192,7 @@ async def probe(
         return ProbeResult(
             endpoint.base_url,
             info,
-            rate_checked(stream, window),
+            stream_checked(stream, window),
             window,
             inventory,
             tick,
@@ -330,7 +330,7 @@ STEP_NOTES = (TOKENS_PER_STEP_NOTE, CUT_STEP_NOTE, TIMINGS_STEP_NOTE)
 """The notes of an accept length worked out from the stream's steps."""
 
 
-def rate_checked(stream: StreamResult, window: MetricsWindow) -> StreamResult:
+def stream_checked(stream: StreamResult, window: MetricsWindow) -> StreamResult:
     """``stream`` without the speculative figures it worked out from its steps where the
     window's counters show steps that drafted nothing (n-gram drafting finding no match): its
     accept length is then its tokens a step, and its acceptance estimate takes every step as
@@ -455,5 +455,5 @@ __all__ = [
     "health_window",
     "probe",
     "probe_to_dict",
-    "rate_checked",
+    "stream_checked",
 ]
