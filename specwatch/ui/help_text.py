@@ -118,7 +118,10 @@ PANE_WORDS: Rows = (
     ("40–60 ms", "the histogram bucket a percentile falls in (≤ 10 ms: the first one)"),
     ("cpu / nvml", "status line: specwatch's own CPU use (not the server's) / one GPU read"),
     ("every 1s", "status line: the sampling interval (i changes it)"),
-    ("scrapes up to 9s apart", "status line: /metrics read late in the last minute: short of CPU"),
+    (
+        "scrapes up to 9s apart",
+        "status line: /metrics read late in the last minute: short of CPU, or a slow server",
+    ),
 )
 
 SECTIONS: tuple[tuple[str, str, Rows], ...] = (
