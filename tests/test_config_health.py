@@ -53,7 +53,7 @@ def test_truncation_reads_the_window_first_and_says_its_share() -> None:
 
 def test_probe_leaves_its_own_request_out_of_the_rules() -> None:
     from specwatch.core.server import StreamResult
-    from specwatch.sources.probe import ProbeResult, health_window
+    from specwatch.sources.probe import health_window
 
     # one probe of an idle vLLM: its own request, cut at its own max_tokens, is all there is
     w = MetricsWindow(
@@ -65,14 +65,13 @@ def test_probe_leaves_its_own_request_out_of_the_rules() -> None:
     stream = StreamResult(
         256, 8, 0.7, 0.03, 0.67, 366.0, 380.0, True, "usage", finish_reason="length"
     )
-    result = ProbeResult("http://x", ServerInfo("http://x", Dialect.VLLM), stream, w, None, None)
     assert _by_rule(None, w)["truncation"].level == "bad"
-    own = health_window(result)
+    own = health_window(w, stream)
     assert own is not None and own.finished_in_window == {"stop": 0.0, "length": 0.0}
     assert _by_rule(None, own)["truncation"].level == "unknown"
     # beside real traffic only its own one request goes
     busy = replace(w, finished_in_window={"stop": 6.0, "length": 4.0})
-    kept = health_window(replace(result, window=busy))
+    kept = health_window(busy, stream)
     assert kept is not None and kept.finished_in_window == {"stop": 6.0, "length": 3.0}
 
 

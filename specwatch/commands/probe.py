@@ -205,19 +205,19 @@ def _per_step(window: MetricsWindow) -> str:
 def _stream_spec(stream: StreamResult) -> str:
     """The stream's accept length and acceptance, or that they are the window's where not every
     step drafted (:func:`~specwatch.sources.probe.stream_checked`)."""
-    notes = stream.notes
-    length = notes.get("accept_length", "").startswith("not every step drafted")
-    rate = notes.get("draft_acceptance_rate", "").startswith("not every step drafted")
+    from specwatch.sources.probe import NOT_EVERY_STEP
+
+    length = stream.notes.get("accept_length", "").startswith(NOT_EVERY_STEP)
+    rate = stream.notes.get("draft_acceptance_rate", "").startswith(NOT_EVERY_STEP)
     if length and rate:
-        return "not every step drafted: the accept length and acceptance are the window's"
-    accept = "accept length: the window's" if length else "accept length "
-    accept += "" if length else _f(stream.accept_length, ".2f")
-    acceptance = (
-        "draft acceptance: the window's"
-        if rate
-        else f"draft acceptance {_f(stream.draft_acceptance_rate, '.1%')}"
-    )
-    tail = " (not every step drafted)" if length or rate else ""
+        return f"{NOT_EVERY_STEP}: the accept length and acceptance are the window's"
+    accept = f"accept length {_f(stream.accept_length, '.2f')}"
+    acceptance = f"draft acceptance {_f(stream.draft_acceptance_rate, '.1%')}"
+    if length:
+        accept = "accept length: the window's"
+    if rate:
+        acceptance = "draft acceptance: the window's"
+    tail = f" ({NOT_EVERY_STEP})" if length or rate else ""
     return f"{accept} · {acceptance}{tail}"
 
 
@@ -300,7 +300,7 @@ def render_text(result: ProbeResult, slo: Slo | None = None) -> str:
         kv = kv_words(window)
         if kv is not None:
             lines.append(f"  kv       {kv} ({_f(window.kv_cache_usage, '.0%')} used)")
-        for finding in config_health(info, health_window(result) or window):
+        for finding in config_health(info, health_window(window, stream)):
             if finding.fires:
                 lines.append(f"  health   {finding.text()}")
         if window.latency_cdf:

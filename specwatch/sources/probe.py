@@ -326,6 +326,8 @@ def _default_reason(key: str, stream: StreamResult) -> str:
     return "not reported"
 
 
+NOT_EVERY_STEP = "not every step drafted"
+"""How the note of a stream figure left to the window begins (:func:`stream_checked`)."""
 STEP_NOTES = (TOKENS_PER_STEP_NOTE, CUT_STEP_NOTE, TIMINGS_STEP_NOTE)
 """The notes of an accept length worked out from the stream's steps."""
 
@@ -340,7 +342,7 @@ def stream_checked(stream: StreamResult, window: MetricsWindow) -> StreamResult:
     if per_step is None or drafted is None or drafted - per_step < 0.005:
         return stream
     why = (
-        f"not every step drafted ({per_step:.2f} tokens a step against an accept length of "
+        f"{NOT_EVERY_STEP} ({per_step:.2f} tokens a step against an accept length of "
         f"{drafted:.2f} in the server's counters): the window's figure is the drafts'"
     )
     notes = dict(stream.notes)
@@ -356,13 +358,12 @@ def stream_checked(stream: StreamResult, window: MetricsWindow) -> StreamResult:
     )
 
 
-def health_window(result: ProbeResult) -> MetricsWindow | None:
-    """The window the configuration rules read: without the probe's own request. It ends at
-    the probe's own token cap (finish reason ``length``), and counted it read as the server
-    truncating its traffic: 100% of one request, on every probe of an idle vLLM."""
-    w, stream = result.window, result.stream
+def health_window(w: MetricsWindow, stream: StreamResult | None) -> MetricsWindow:
+    """The window the configuration rules read: without the probe's own request (``stream``).
+    It ends at the probe's own token cap (finish reason ``length``), and counted it read as the
+    server truncating its traffic: 100% of one request, on every probe of an idle vLLM."""
     reason = stream.finish_reason if stream is not None else None
-    if w is None or not reason:
+    if not reason:
         return w
 
     def minus_ours(counts: Mapping[str, float]) -> Mapping[str, float]:
@@ -430,8 +431,8 @@ def probe_to_dict(
         "verdict": verdict,
         "health": (
             None
-            if (window := health_window(result)) is None
-            else health_json(config_health(info, window))
+            if result.window is None
+            else health_json(config_health(info, health_window(result.window, result.stream)))
         ),
         "goodput": (
             None
@@ -450,6 +451,7 @@ __all__ = [
     "EXIT_STREAM_FAILED",
     "EXIT_UNREACHABLE",
     "EXIT_USAGE",
+    "NOT_EVERY_STEP",
     "SCHEMA_VERSION",
     "ProbeResult",
     "health_window",

@@ -204,7 +204,7 @@ class MonitorModel:
         self.windows: deque[MetricsWindow] = deque(maxlen=ADVICE_WINDOWS)
         """The latest windows with a real interval, oldest first (the advisor's input)."""
         self.server: ServerInfo | None = None
-        self.ready_t: float | None = None
+        self.ready_t = -math.inf
         """When the server last answered ready (a window reaching back past it spans an
         outage, not a late read)."""
         self.commit: str | None = None
@@ -416,8 +416,7 @@ class MonitorModel:
     def late_read(self, w: MetricsWindow) -> bool:
         """Whether ``w`` is a late read (:meth:`MetricsWindow.late_read`) since the server was
         last ready."""
-        ready = self.ready_t if self.ready_t is not None else float("-inf")
-        return w.late_read(self.metrics_interval_s, ready)
+        return w.late_read(self.metrics_interval_s, self.ready_t)
 
     def _add_rate(self, w: MetricsWindow, value: float | None) -> None:
         """The window's tok/s; a late read's over every interval it spans, since its rate is
