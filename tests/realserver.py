@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import shutil
 import socket
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -82,11 +85,15 @@ def built_commit() -> str:
 
 @contextmanager
 def running_llama_server(
-    mode: str = "draft", env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+    mode: str = "draft",
+    env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
+    drop: tuple[str, ...] = (),
 ) -> Iterator[str]:
     """Start ``llama-server`` (``mode``: plain, draft or ngram; ``env``: the start script's
-    settings, e.g. ``DRAFT_MAX``; ``args``: more llama-server arguments) on a free port;
-    yields its base URL."""
+    settings, e.g. ``DRAFT_MAX``; ``args``: more llama-server arguments; ``drop``: switches of
+    the start script's to leave out, e.g. ``--metrics``, which llama-server leaves off by
+    default) on a free port; yields its base URL."""
     script = shared_dir() / "tools" / "llama-server" / "start-llama-server.sh"
     if not script.is_file():
         pytest.skip(
@@ -100,6 +107,8 @@ def running_llama_server(
             "bash ../shared/tools/llama-server/build-llama-server.sh "
             "(docs/development.md: Tests against a real llama-server)"
         )
+    if drop:
+        binary = _without(binary, drop)
     port = _free_port()
     started = subprocess.run(
         ["bash", str(script), str(port), mode, *(("--", *args) if args else ())],
@@ -115,6 +124,22 @@ def running_llama_server(
             yield f"http://127.0.0.1:{port}"
     finally:
         subprocess.run(["bash", str(script), "stop", str(port)], capture_output=True, timeout=30)
+        if drop:
+            shutil.rmtree(binary.parent, ignore_errors=True)
+
+
+def _without(binary: Path, drop: tuple[str, ...]) -> Path:
+    """A wrapper that runs ``binary`` without the switches in ``drop`` (the start script adds
+    them unconditionally)."""
+    wrapper = Path(tempfile.mkdtemp(prefix="specwatch-llama-")) / "llama-server"
+    cases = " | ".join(shlex.quote(d) for d in drop)
+    wrapper.write_text(
+        "#!/usr/bin/env bash\nargs=()\n"
+        f'for a in "$@"; do case "$a" in {cases}) ;; *) args+=("$a") ;; esac; done\n'
+        f'exec {shlex.quote(str(binary))} "${{args[@]}}"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper
 
 
 def vllm_cpu_python() -> Path:

@@ -104,3 +104,21 @@ async def test_token_rate_title_says_when_there_is_no_metrics() -> None:
         app.redraw()
         await pilot.pause()
         assert "no /metrics" in str(app.query_one(TokenRatePane).border_title)
+
+
+def test_load_pane_and_verdict_say_why_a_server_without_metrics_has_none() -> None:
+    from specwatch.session import events as ev
+    from specwatch.session.live_verdict import LiveVerdict
+    from specwatch.ui.panes.load import load_text
+
+    reason = "llama-server was started without --metrics"
+    info = dataclasses.replace(scene_server(), metrics_enabled=False, metrics_reason=reason)
+    model = MonitorModel()
+    assert load_text(model, TONES).plain == "waiting for /metrics…"
+    model.set_ready(1.0, info)
+    assert load_text(model, TONES).plain == reason
+    verdict = LiveVerdict()
+    verdict.feed(ev.ServerReady(1.0, info))
+    assert verdict.state().detail == f"none ({reason})"
+    verdict.feed(ev.ServerReady(9.0, scene_server()))  # restarted with its counters on
+    assert verdict.state().detail == "reading the server's first metrics"

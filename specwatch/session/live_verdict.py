@@ -184,6 +184,7 @@ class LiveVerdict:
         """This host's CPU by reading time: a window's figures get the spans inside it."""
         self._max_clock: dict[int, float] = {}
         self._ready = False
+        self._no_metrics = ""
         self._seeded = False
         self._last_traffic: float | None = None
         self._warmup_t0: float | None = None
@@ -216,7 +217,9 @@ class LiveVerdict:
         elif isinstance(event, ev.MetricsScraped):
             self.add_window(event.window)
         elif isinstance(event, ev.ServerReady):
-            self.server_ready(event.t)
+            info = event.info
+            off = info.metrics_reason or "the server has no /metrics"
+            self.server_ready(event.t, off if info.metrics_enabled is False else "")
         elif isinstance(event, ev.BenchProgress) and event.kind == "started":
             self.own_load_started(event.t)
         elif isinstance(event, ev.BenchFinished):
@@ -265,12 +268,16 @@ class LiveVerdict:
             g.index: float(g.max_sm_clock_mhz) for g in inventory.gpus if g.max_sm_clock_mhz
         }
 
-    def server_ready(self, t: float) -> None:
+    def server_ready(self, t: float, no_metrics: str = "") -> None:
         """The server answered: its warmup starts now (not for a server :meth:`seed` showed
-        running already)."""
+        running already). ``no_metrics``: why it serves no token counters, so that no verdict
+        can form until it is started again with them."""
         if not self._seeded:
             self._start_warmup(t)
         self._ready, self._seeded = True, False
+        if no_metrics != self._no_metrics:
+            self._no_metrics = no_metrics
+            self._update(max(self._now, t))
 
     def seed(self, windows: Iterable[MetricsWindow]) -> None:
         """Take the server's windows read before this session (the fleet screen's), oldest
@@ -459,6 +466,8 @@ class LiveVerdict:
         idle = self._idle(t)
         if not self._ready and not self._intervals:
             new = WAITING
+        elif self._no_metrics:  # else "waiting" for counters that will never come
+            new = LiveVerdictState("waiting", f"none ({self._no_metrics})")
         elif not self._intervals:  # ready, no rate yet: neither warming up nor idle is known
             new = LiveVerdictState("waiting", "reading the server's first metrics", self.reference)
         elif idle and (self.reference is None or self._warmup_t0 is not None):

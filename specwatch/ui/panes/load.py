@@ -227,7 +227,9 @@ def load_text(model: MonitorModel, s: dict[str, Style], width: int = 10_000) -> 
     out = Text(no_wrap=True, overflow="ellipsis")
     lines = load_lines(model)
     if lines is None:
-        out.append("waiting for /metrics…", s["dim"])
+        info = model.server
+        off = info.metrics_reason if info is not None and info.metrics_enabled is False else None
+        out.append(off or "waiting for /metrics…", s["dim"])
         return out
     for n, line in enumerate(lines):
         if n:
