@@ -377,3 +377,37 @@ def test_a_server_without_traffic_is_idle_not_warming_up() -> None:
     assert "idle" in v.state().detail
     v.add_window(_window(200.0, 400.0))
     assert v.state().phase == "warmup"  # timed from its first traffic, not from t=0
+
+
+def test_a_server_restarted_with_another_draft_length_is_configuration_changed() -> None:
+    from specwatch.core.identity import ServerIdentity
+    from specwatch.core.server import Dialect, ServerInfo, SpecConfig
+    from specwatch.session.events import ServerIdentified
+
+    def process(draft: int, pid: int) -> ServerIdentity:
+        argv = ("llama-server", "-m", "t.gguf", "-md", "d.gguf", "--spec-draft-n-max", str(draft))
+        return ServerIdentity(pid=pid, cmdline=argv)
+
+    info = ServerInfo("http://x:8080", Dialect.LLAMACPP, spec=SpecConfig(enabled=True))
+    v = LiveVerdict()
+    v.set_inventory(_inventory())
+    v.feed(ServerReady(0.0, info))
+    v.feed(ServerIdentified(0.5, process(4, 100)))
+    _feed(v, 1.0, 5 + int(REFERENCE_S), 800.0, MAX)
+    t = 6.0 + REFERENCE_S
+    assert v.reference is not None
+    v.feed(ServerReady(t, info))  # restarted: a new process, draft length 1
+    v.feed(ServerIdentified(t + 0.5, process(1, 200)))
+    _feed(v, t + 1, 40, 680.0, MAX)
+    state = v.state()
+    assert state.outcome is Outcome.CONFIG, state
+    assert state.judgement is not None
+    assert state.judgement.reasons[0] == (
+        "configuration changed: draft length 4 → 1 (--spec-draft-n-max)"
+    )
+    line = verdict_text(state, {k: Style() for k in ("dim", "text", "load")}, width=100).plain
+    assert line.startswith(" configuration changed  · draft length 4 → 1 (--spec-draft-n-max)")
+    v.feed(ServerReady(t + 50, info))  # back at 4: like for like again
+    v.feed(ServerIdentified(t + 50.5, process(4, 300)))
+    _feed(v, t + 51, 40, 800.0, MAX)
+    assert v.state().outcome is Outcome.NO_CHANGE, v.state()

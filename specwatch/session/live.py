@@ -51,6 +51,7 @@ VERDICT_INPUTS = (
     ev.HostSampled,
     ev.MetricsScraped,
     ev.ServerReady,
+    ev.ServerIdentified,
     ev.BenchProgress,
     ev.BenchFinished,
     ev.ProfileProgress,

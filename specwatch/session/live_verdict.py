@@ -13,7 +13,9 @@ The *current* window is the last :data:`CURRENT_S` seconds. Each side holds tok/
 interval, the slowest busy GPU's mean SM clock (and that board's maximum), the busy GPUs' lowest
 memory clock (a memory-bound decode follows it), their DRAM activity and DRAM traffic per token
 where the source reads it (dcgm-exporter's profiling field), the clock-event reasons active on
-busy GPUs, the mean running requests and prompt tok/s, and the accept length.
+busy GPUs, the mean running requests and prompt tok/s, the accept length, and the server's
+launch configuration when the window was read (a server restarted with another draft length is
+**configuration changed**, as in ``compare``).
 
 Feed it session events (:meth:`LiveVerdict.feed`, usable as a session subscriber) or the typed
 calls; read :meth:`LiveVerdict.state`. Not thread-safe: feed it from one thread.
@@ -34,8 +36,10 @@ if TYPE_CHECKING:
     # statistics) and the snapshot records are imported when first used, after it.
     from specwatch.core.gpu import GpuInventory, GpuTick
     from specwatch.core.host import HostSpan
+    from specwatch.core.identity import ServerIdentity
     from specwatch.core.judge import Figures
-    from specwatch.core.server import MetricsWindow
+    from specwatch.core.launch_config import LaunchConfig
+    from specwatch.core.server import MetricsWindow, ServerInfo
     from specwatch.session import events as ev
 
 REFERENCE_S = 30.0
@@ -185,6 +189,8 @@ class LiveVerdict:
         self._max_clock: dict[int, float] = {}
         self._ready = False
         self._no_metrics = ""
+        self._server: ServerInfo | None = None
+        self._launch: LaunchConfig | None = None
         self._seeded = False
         self._last_traffic: float | None = None
         self._warmup_t0: float | None = None
@@ -218,8 +224,11 @@ class LiveVerdict:
             self.add_window(event.window)
         elif isinstance(event, ev.ServerReady):
             info = event.info
+            self.set_server(info)
             off = info.metrics_reason or "the server has no /metrics"
             self.server_ready(event.t, off if info.metrics_enabled is False else "")
+        elif isinstance(event, ev.ServerIdentified):
+            self.set_server(self._server, event.identity)
         elif isinstance(event, ev.BenchProgress) and event.kind == "started":
             self.own_load_started(event.t)
         elif isinstance(event, ev.BenchFinished):
@@ -267,6 +276,14 @@ class LiveVerdict:
         self._max_clock = {
             g.index: float(g.max_sm_clock_mhz) for g in inventory.gpus if g.max_sm_clock_mhz
         }
+
+    def set_server(self, info: ServerInfo | None, identity: ServerIdentity | None = None) -> None:
+        """The server as detected (and its process, once identified): the launch configuration
+        that the windows read from now on are judged under."""
+        from specwatch.core.launch_config import server_launch_config
+
+        self._server = info
+        self._launch = server_launch_config(info, identity) if info is not None else None
 
     def server_ready(self, t: float, no_metrics: str = "") -> None:
         """The server answered: its warmup starts now (not for a server :meth:`seed` showed
@@ -399,12 +416,14 @@ class LiveVerdict:
     def _figures(self, t0: float, t1: float) -> Figures | None:
         """The figures of ``(t0, t1]``; ``None`` with fewer than MIN_INTERVALS with traffic."""
         figures = span_figures(self._intervals, self._gpus, t0, t1)
+        if figures is None:
+            return None
         spans = [s for t, s in self._host if t0 < t <= t1]
-        if figures is None or not spans:
-            return figures
-        from specwatch.core.host import combine_spans
+        if spans:
+            from specwatch.core.host import combine_spans
 
-        return replace(figures, host=combine_spans(spans))
+            figures = replace(figures, host=combine_spans(spans))
+        return replace(figures, launch=self._launch) if self._launch is not None else figures
 
     def _settle_reference(self, t: float) -> str:
         """Fix a pending steady or marked reference when its window is complete; progress."""

@@ -69,6 +69,7 @@ def snapshot_reference(snap: Snapshot, name: str) -> Reference:
     traffic per token), and the reasons active on a busy GPU at least a tenth of the time.
     """
     from specwatch.core.judge import Figures
+    from specwatch.core.launch_config import server_launch_config
     from specwatch.core.snapshot_figures import dram_per_token_of, straggler_clock
 
     clock, _ = straggler_clock(snap)
@@ -96,6 +97,7 @@ def snapshot_reference(snap: Snapshot, name: str) -> Reference:
         ),
         dram_active=_mean([g.dram_active_mean for g in busy if g.dram_active_mean is not None]),
         dram_per_token=dram_per_token_of(list(busy), snap.run_tok_s),
+        launch=server_launch_config(snap.server),
     )
     return Reference("snapshot", name, figures)
 

@@ -29,6 +29,8 @@ TONES: dict[str, str] = {
     "UNKNOWN": "dim",
     "LOAD": "load",
     "ACCEPTANCE": "load",
+    "HOST": "load",
+    "CONFIG": "load",
 }
 """The tone of each outcome, by member name (the names ``compare`` may add are included)."""
 
@@ -82,6 +84,10 @@ def verdict_parts(state: LiveVerdictState, short: bool = False) -> list[tuple[in
     if short:
         words = words.split(":", 1)[0]
     parts = [(0, f" {words} ", TONES.get(outcome.name, "text"))]
+    if j.configuration:  # what changed says more than the figures it changed
+        from specwatch.core.config_differences import differences_text
+
+        parts.append((1, differences_text(j.configuration, limit=2), "text"))
     tok = _pair(ref.mean_tok_s, cur.mean_tok_s, ".0f")
     if tok is not None:
         change = f" ({j.change * 100:+.1f}%)".replace("-", "−") if j.change is not None else ""
