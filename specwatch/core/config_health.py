@@ -90,7 +90,7 @@ def kv_words(w: MetricsWindow) -> str | None:
 def config_health(info: ServerInfo | None, w: MetricsWindow) -> tuple[HealthFinding, ...]:
     """Every rule of :data:`RULES` on ``w`` (and the settings in ``info``), in that order."""
     return (
-        _truncation(w),
+        _truncation(info, w),
         _context(info, w),
         _kv_pressure(w),
         _queue(w),
@@ -98,7 +98,7 @@ def config_health(info: ServerInfo | None, w: MetricsWindow) -> tuple[HealthFind
     )
 
 
-def _truncation(w: MetricsWindow) -> HealthFinding:
+def _truncation(info: ServerInfo | None, w: MetricsWindow) -> HealthFinding:
     window = sum(w.finished_in_window.values())
     counts, where = (
         (w.finished_in_window, "in the window")
@@ -116,6 +116,18 @@ def _truncation(w: MetricsWindow) -> HealthFinding:
         return HealthFinding("truncation", "unknown", why)
     cut = counts.get("length", 0.0)
     share = cut / total
+    max_len = info.max_model_len if info is not None else None
+    ctx = w.largest_context
+    if cut and max_len and ctx is not None and ctx.high < max_len:
+        # No request since start could reach the context, so each one cut stopped at the
+        # max_tokens its client asked for (a benchmark's, a load generator's): the server's
+        # settings cut nothing.
+        return HealthFinding(
+            "truncation",
+            "clear",
+            f"{share:.0%} of requests stopped at their own max_tokens ({cut:.0f} of "
+            f"{total:.0f} {where}); none came near the {max_len:,}-token context",
+        )
     level: Level = (
         "bad" if share >= TRUNCATED_BAD else "warn" if share >= TRUNCATED_WARN else "clear"
     )

@@ -190,13 +190,10 @@ class Engine:
     def _arrive_background(self, t: float, user: int) -> None:
         lo, hi = self.config.background_prompt_tokens
         mlo, mhi = self.config.background_max_tokens
-        self.submit(
-            t,
-            self.rng.randint(lo, hi),
-            self.rng.randint(mlo, mhi),
-            background=True,
-            endpoint=f"user-{user}",
-        )
+        prompt = self.rng.randint(lo, hi)
+        # capped by the context, as a server caps a request's max_tokens
+        cap = max(1, min(self.rng.randint(mlo, mhi), self.config.max_model_len - prompt))
+        self.submit(t, prompt, cap, background=True, endpoint=f"user-{user}")
 
     # --- running -------------------------------------------------------------------------
 
