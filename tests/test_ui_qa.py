@@ -122,3 +122,22 @@ def test_load_pane_and_verdict_say_why_a_server_without_metrics_has_none() -> No
     assert verdict.state().detail == f"none ({reason})"
     verdict.feed(ev.ServerReady(9.0, scene_server()))  # restarted with its counters on
     assert verdict.state().detail == "reading the server's first metrics"
+
+
+def test_the_status_line_fills_the_speculative_setup_from_the_command_line() -> None:
+    from specwatch.core.identity import ServerIdentity
+    from specwatch.core.server import Dialect, ServerInfo, SpecConfig
+    from specwatch.ui.panes.status import status_parts
+
+    # a fresh llama-server: /slots says it drafts, names no type before a request, no n_max
+    info = ServerInfo("http://x:8080", Dialect.LLAMACPP, spec=SpecConfig(True, source="/slots"))
+    model = MonitorModel()
+    model.set_ready(1.0, info)
+    assert (2, "speculative", "text") in status_parts(model)
+    argv = ("llama-server", "-m", "t.gguf", "-md", "d.gguf", "--spec-draft-n-max", "1")
+    model.set_identity(ServerIdentity(pid=42, cmdline=(*argv, "--spec-type", "draft-simple")))
+    assert (2, "draft-simple draft 1", "text") in status_parts(model)
+    model.set_ready(2.0, info)  # restarted: the new process's arguments are not known yet
+    assert (2, "speculative", "text") in status_parts(model)
+    model.set_identity(ServerIdentity(pid=43, cmdline=("llama-server", "-m", "t.gguf")))
+    assert (2, "speculative", "text") in status_parts(model)  # no argument names it

@@ -481,6 +481,25 @@ def launch_config(
     return LaunchConfig(engine, source, ordered, tuple(others), tuple(reported))
 
 
+def spec_with_arguments(spec: SpecConfig, launch: LaunchConfig) -> SpecConfig:
+    """``spec`` with what the server left unsaid taken from its arguments: the method (a fresh
+    llama-server's ``/slots`` names none before its first request; vLLM's metrics never do)
+    and the draft length (llama.cpp's ``/slots`` has no ``n_max`` in some builds)."""
+    from dataclasses import replace
+
+    if spec.enabled is False or launch.engine == "sglang":  # SGLang reports all of it
+        return spec
+    method = launch.value(SPEC_METHOD)
+    length = launch.value(DRAFT_LENGTH)
+    algorithm = spec.algorithm or (method if method != SPEC_OFF else None)
+    drafts = spec.num_draft_tokens
+    if drafts is None and length is not None and length.isdigit():
+        drafts = int(length)
+    if (algorithm, drafts) == (spec.algorithm, spec.num_draft_tokens):
+        return spec
+    return replace(spec, algorithm=algorithm, num_draft_tokens=drafts)
+
+
 def server_launch_config(
     server: SnapshotServer | ServerInfo | None, identity: ServerIdentity | None = None
 ) -> LaunchConfig | None:
@@ -513,4 +532,5 @@ __all__ = [
     "launch_config",
     "parse_command_line",
     "server_launch_config",
+    "spec_with_arguments",
 ]
