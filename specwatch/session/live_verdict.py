@@ -486,7 +486,7 @@ class LiveVerdict:
         if not self._ready and not self._intervals:
             new = WAITING
         elif self._no_metrics:  # else "waiting" for counters that will never come
-            new = LiveVerdictState("waiting", f"none ({self._no_metrics})")
+            new = LiveVerdictState("waiting", f"none — {self._no_metrics}")
         elif not self._intervals:  # ready, no rate yet: neither warming up nor idle is known
             new = LiveVerdictState("waiting", "reading the server's first metrics", self.reference)
         elif idle and (self.reference is None or self._warmup_t0 is not None):

@@ -21,6 +21,7 @@ from specwatch.core.goodput import DEFAULT_SLO, Slo, histogram_goodput
 from specwatch.core.gpu import GpuInventory, GpuTick
 from specwatch.core.host import HostSpan
 from specwatch.core.identity import ServerIdentity
+from specwatch.core.launch_config import server_with_arguments
 from specwatch.core.server import ChunkArrival, MetricsWindow, ServerInfo, StreamResult
 from specwatch.core.snapshot_records import SnapshotServer
 from specwatch.core.values import to_jsonable
@@ -191,7 +192,7 @@ async def probe(
         identity = await _identity(id_task)
         return ProbeResult(
             endpoint.base_url,
-            info,
+            server_with_arguments(info, identity),
             stream_checked(stream, window),
             window,
             inventory,
@@ -226,7 +227,7 @@ async def _passive(
     identity = await _identity(id_task)
     return ProbeResult(
         endpoint.base_url,
-        info,
+        server_with_arguments(info, identity),
         None,
         window,
         inventory,

@@ -353,13 +353,10 @@ class MonitorModel:
 
         self.commit = commit_label(identity)
         self.server_argv = identity.cmdline
-        if self.server is not None and identity.cmdline:
-            from specwatch.core.launch_config import server_launch_config, spec_with_arguments
+        if self.server is not None:
+            from specwatch.core.launch_config import server_with_arguments
 
-            launch = server_launch_config(self.server, identity)
-            if launch is not None:
-                spec = spec_with_arguments(self.server.spec, launch)
-                self.server = replace(self.server, spec=spec)
+            self.server = server_with_arguments(self.server, identity)
         self.status_version += 1
 
     def set_lost(self, t: float, reason: str) -> None:
