@@ -87,6 +87,14 @@ CASES: dict[str, tuple[list[dict[str, str]], dict[str, str], str]] = {
         SERVER,
         "",
     ),
+    "SpecwatchServerWithoutCounters": (
+        [
+            _series("specwatch_server_counters", SERVER, "0x30"),
+            _series("specwatch_server_counters", {**SERVER, "server": "http://b:8000"}, "1x30"),
+        ],
+        SERVER,
+        "",
+    ),
 }
 
 

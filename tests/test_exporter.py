@@ -185,6 +185,20 @@ def test_a_lost_server_is_up_zero_and_its_figures_are_dropped() -> None:
     assert [v for _, v in _scrape(readings)["specwatch_server_up"]] == [1.0]
 
 
+def test_a_server_without_counters_is_up_with_its_counters_gauge_at_zero() -> None:
+    readings = Readings([parse_endpoint(URL)])
+    assert "specwatch_server_counters" not in _scrape(readings)  # not detected yet
+    off = ServerInfo(
+        URL, Dialect.LLAMACPP, metrics_enabled=False, metrics_reason="without --metrics"
+    )
+    readings(ev.ServerReady(1.0, off))
+    got = _scrape(readings)
+    assert [v for _, v in got["specwatch_server_up"]] == [1.0]
+    assert [v for _, v in got["specwatch_server_counters"]] == [0.0]
+    readings(ev.ServerReady(9.0, ServerInfo(URL, Dialect.LLAMACPP)))  # restarted with them
+    assert [v for _, v in _scrape(readings)["specwatch_server_counters"]] == [1.0]
+
+
 def test_late_reads_are_counted_and_an_outage_is_not_one() -> None:
     readings = Readings([parse_endpoint(URL)], interval_s=1.0)
     _feed_ready(readings)

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from rich.style import Style
 
+from specwatch.exporter.readings import Readings
 from specwatch.session import events as ev
 from specwatch.session.live import ServerPoller
 from specwatch.session.live_verdict import LiveVerdict
@@ -27,7 +28,9 @@ from tests.realserver import running_llama_server, running_vllm_cpu
 pytestmark = [pytest.mark.realserver, pytest.mark.xdist_group("llama-server")]
 
 
-async def _watch(url: str, verdict: LiveVerdict, model: MonitorModel) -> list[ev.SessionEvent]:
+async def _watch(
+    url: str, verdict: LiveVerdict, model: MonitorModel, readings: Readings
+) -> list[ev.SessionEvent]:
     """Poll until the server is ready and one completion has ended, then a little longer."""
     seen: list[ev.SessionEvent] = []
     ready = asyncio.Event()
@@ -35,6 +38,7 @@ async def _watch(url: str, verdict: LiveVerdict, model: MonitorModel) -> list[ev
     def emit(event: ev.SessionEvent) -> None:
         seen.append(event)
         verdict.feed(event)
+        readings(event)
         if isinstance(event, ev.ServerReady):
             model.set_ready(event.t, event.info)
             ready.set()
@@ -57,7 +61,8 @@ async def _watch(url: str, verdict: LiveVerdict, model: MonitorModel) -> list[ev
 
 def _check(url: str, reason: str, spec: str) -> None:
     verdict, model = LiveVerdict(), MonitorModel()
-    seen = asyncio.run(_watch(url, verdict, model))
+    readings = Readings([parse_endpoint(url)])
+    seen = asyncio.run(_watch(url, verdict, model, readings))
     probe = subprocess.run(
         [sys.executable, "-m", "specwatch", "probe", url, "--max-tokens", "64", "--no-gpu"],
         capture_output=True,
@@ -69,6 +74,8 @@ def _check(url: str, reason: str, spec: str) -> None:
     assert ready[0].info.metrics_reason == reason
     assert not [e for e in seen if isinstance(e, (ev.MetricsScraped, ev.ServerLost))]
     assert verdict.state().detail == f"none — {reason}"
+    (server,) = readings.view().servers
+    assert server.up and server.counters is False  # the exporter's specwatch_server_counters 0
     assert load_text(model, {k: Style() for k in ("label", "value", "dim")}).plain == reason
     assert probe.returncode == 0, probe.stderr
     assert f"metrics  off: {reason}" in probe.stdout

@@ -97,8 +97,17 @@ class SessionCollector(Collector):
             "(bound=high); equal when the objective is a bucket bound",
             labels=[*SERVER_LABELS, "objective", "bound"],
         )
+        counters = _gauge(
+            "specwatch_server_counters",
+            "1 when the server's /metrics serves the counters specwatch reads; 0 when it is off "
+            "(llama-server without --metrics, vLLM with --disable-log-stats): no token rate, "
+            "acceptance or verdict then",
+            SERVER_LABELS,
+        )
         for s in servers:
             up.add_metric([s.server, s.model, s.dialect], 1.0 if s.up else 0.0)
+            if s.counters is not None:
+                counters.add_metric([s.server, s.model, s.dialect], 1.0 if s.counters else 0.0)
             errors.add_metric([s.server, "server"], s.errors)
             late.add_metric([s.server], s.late_reads)
             if s.last_success is not None:
@@ -119,6 +128,7 @@ class SessionCollector(Collector):
             self._window(s, put)
             self._verdict(s, put)
         yield up
+        yield counters
         yield errors
         yield last
         yield late

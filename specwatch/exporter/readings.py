@@ -53,6 +53,10 @@ class ServerView:
     dialect: str = ""
     up: bool = False
     """Whether its newest scrape succeeded (detection alone where metrics are off)."""
+    counters: bool | None = None
+    """Whether its ``/metrics`` serves the counters specwatch reads: ``False`` for a
+    llama-server started without ``--metrics`` or a vLLM with ``--disable-log-stats`` (no token
+    rate, acceptance or verdict will come); ``None`` before it was first detected."""
     window: MetricsWindow | None = None
     """The newest ``/metrics`` window (``None`` while down: dropped, not kept stale)."""
     verdict: LiveVerdictState | None = None
@@ -283,10 +287,11 @@ class Readings:
             self._spec = info.spec
         self._was_ready[index] = True
         names = {"model": label(info.model), "dialect": label(str(info.dialect.value))}
-        if info.metrics_enabled is False:  # no scrape will say: answering detection is up
-            self._set(index, up=True, last_success=self._wall(), **names)
+        counters = info.metrics_enabled is not False
+        if not counters:  # no scrape will say: answering detection is up
+            self._set(index, up=True, last_success=self._wall(), counters=counters, **names)
         else:
-            self._set(index, **names)
+            self._set(index, counters=counters, **names)
 
     def view(self) -> View:
         """A consistent copy of what is known now."""
