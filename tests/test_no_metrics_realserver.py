@@ -69,6 +69,14 @@ def _check(url: str, reason: str, spec: str) -> None:
         text=True,
         timeout=120,
     )
+    # advise says why at once rather than watch for counters that will not come (a timeout
+    # under its --seconds fails the run if it waits)
+    advise = subprocess.run(
+        [sys.executable, "-m", "specwatch", "advise", url, "--seconds", "120"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     ready = [e for e in seen if isinstance(e, ev.ServerReady)]
     assert ready and ready[0].info.metrics_enabled is False
     assert ready[0].info.metrics_reason == reason
@@ -81,6 +89,8 @@ def _check(url: str, reason: str, spec: str) -> None:
     assert f"metrics  off: {reason}" in probe.stdout
     assert f"spec     {spec}" in probe.stdout, probe.stdout
     assert "stream   64 tokens" in probe.stdout, probe.stdout
+    assert advise.returncode == 2, advise.stderr
+    assert f"{reason}: no acceptance counters to advise from" in advise.stderr
 
 
 def test_a_llama_server_without_metrics_is_named_not_waited_for() -> None:

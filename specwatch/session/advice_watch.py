@@ -43,7 +43,8 @@ async def watch_windows(
     identify: Callable[[str, ServerInfo], ServerIdentity] | None = identify_server,
 ) -> Watched:
     """Detect the server at ``endpoint`` and scrape its ``/metrics`` every ``interval_s``
-    for ``seconds``; ``identify`` reads the server's command line (``None``: not read).
+    for ``seconds`` (none at all where the server serves no counters); ``identify`` reads the
+    server's command line (``None``: not read).
 
     Raises:
         ServerError: The server cannot be reached or identified.
@@ -57,7 +58,8 @@ async def watch_windows(
         )
         watcher = MetricsWatcher(client, info, clock=clock)
         await watcher.scrape()
-        end = clock() + seconds
+        # no counters will come (llama-server without --metrics): nothing to wait for
+        end = clock() + (seconds if info.metrics_enabled is not False else 0.0)
         windows: list[MetricsWindow] = []
         errors: list[str] = []
         while clock() < end:
