@@ -18,6 +18,13 @@ from specwatch.sources.http.endpoint import Endpoint, parse_endpoint, redact
         ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000"),
         ("https://api.example.com", "https://api.example.com"),
         ("https://api.example.com/proxy/v1/", "https://api.example.com/proxy"),
+        # an address pasted from a client's request or a browser: the endpoint goes, once
+        ("http://127.0.0.1:8000/v1/completions", "http://127.0.0.1:8000"),
+        ("localhost:8000/v1/chat/completions/", "http://localhost:8000"),
+        ("gpu-box:8080/metrics", "http://gpu-box:8080"),
+        ("https://h/proxy/v1/models", "https://h/proxy"),
+        ("http://h:1/health", "http://h:1"),
+        ("http://h:1/v1/v1", "http://h:1/v1"),
         ("HTTP://Host:1", "http://host:1"),
         ("[::1]:8000", "http://[::1]:8000"),
         ("https://[2001:db8::1]:8443", "https://[2001:db8::1]:8443"),

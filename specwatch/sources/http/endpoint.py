@@ -45,6 +45,18 @@ class Endpoint:
         return self.base_url
 
 
+PASTED_PATHS = (
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/models",
+    "/v1",
+    "/metrics",
+    "/health",
+)
+"""Paths of a server's own endpoints that an address copied from a client or a browser ends
+with (an OpenAI base URL's ``/v1``, a request's URL, ``/metrics``): dropped, once."""
+
+
 def parse_endpoint(
     url: str, api_key: str | None = None, env: Mapping[str, str] | None = None
 ) -> Endpoint:
@@ -52,7 +64,7 @@ def parse_endpoint(
 
     Args:
         url: ``localhost:8000``, ``host:port``, ``http://...`` or ``https://...``. A trailing
-            ``/v1`` (an OpenAI base URL) is dropped.
+            ``/v1`` (an OpenAI base URL) or another of :data:`PASTED_PATHS` is dropped.
         api_key: The key to send as a Bearer token; when ``None`` or empty, the environment
             variables ``SPECWATCH_API_KEY`` then ``OPENAI_API_KEY`` are tried.
         env: The environment to read (default ``os.environ``).
@@ -92,8 +104,10 @@ def parse_endpoint(
     if port == 0:
         raise ValueError(f"port 0 in server address {shown!r}; {EXPECTED}")
     path = parts.path.rstrip("/")
-    if path.endswith("/v1"):
-        path = path[: -len("/v1")]
+    for suffix in PASTED_PATHS:
+        if path.endswith(suffix):
+            path = path[: -len(suffix)]
+            break
     host_text = f"[{host}]" if ":" in host else host
     netloc = host_text if port is None else f"{host_text}:{port}"
     problem = host_problem(f"{scheme}://{netloc}")
