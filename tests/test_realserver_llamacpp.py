@@ -132,6 +132,28 @@ async def test_the_window_counts_every_step_the_latency_was_paid_for(llama_url: 
     assert step / per_step == pytest.approx(timings["predicted_per_token_ms"] / 1000, rel=0.01)
 
 
+async def test_the_prefix_cache_hit_rate_is_the_servers_reused_share(llama_url: str) -> None:
+    # llama.cpp counts a prompt's tokens once: processed (prompt_tokens_total) or taken from
+    # the slot's cache (prompt_tokens_cached_total); the same prompt twice reuses nearly all
+    prompt = "The history of the harbour town begins with a ferry, two inns and a market " * 4
+    body = {"prompt": prompt, "n_predict": 4, "temperature": 0, "cache_prompt": True}
+    async with _client(llama_url) as client:
+        info = await detect(client)
+        watcher = MetricsWatcher(client, info)
+        await watcher.scrape()
+        before = _counters(llama_url)
+        for _ in range(2):
+            httpx.post(f"{llama_url}/completion", json=body, timeout=120).raise_for_status()
+        after = _counters(llama_url)
+        w = await watcher.scrape()
+    d = {name: after[name] - before.get(name, 0.0) for name in after}
+    cached = d["llamacpp:prompt_tokens_cached_total"]
+    processed = d["llamacpp:prompt_tokens_total"]
+    assert cached > processed > 0, d
+    assert w.prefix_cache_hit_rate == pytest.approx(cached / (cached + processed), rel=1e-9)
+    assert "prompt_tokens_cached_total" in w.sources["prefix_cache_hit_rate"]
+
+
 async def test_the_servers_build_commit_is_recorded(llama_url: str) -> None:
     from specwatch.sources.identity.process import identify
 

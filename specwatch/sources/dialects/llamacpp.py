@@ -207,7 +207,15 @@ def derive_llamacpp(
     if prev is None:
         return
     prompt = _L + "prompt_tokens_total"
-    b.set("prompt_tok_s", ratio(delta(cur, prev, prompt), dt), f"Δ{prompt} / Δt")
+    processed = delta(cur, prev, prompt)
+    b.set("prompt_tok_s", ratio(processed, dt), f"Δ{prompt} / Δt")
+    cached = _L + "prompt_tokens_cached_total"  # the prompt tokens it did not process again
+    if (hits := delta(cur, prev, cached)) is not None and processed is not None:
+        b.set(
+            "prefix_cache_hit_rate",
+            ratio(hits, hits + processed),
+            f"Δ{cached} / Δ({cached} + {prompt})",
+        )
     _token_rate(b, cur, prev, dt)
     ended = delta(cur, prev, _L + "tokens_predicted_total") or 0.0
     _step_time(b, cur, prev, spec_counters or not info.spec.enabled)
