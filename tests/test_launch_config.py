@@ -112,6 +112,16 @@ def test_where_it_listens_and_its_secrets_never_count() -> None:
     assert "sk-one" not in json.dumps(redacted.to_json())
 
 
+def test_llama_servers_endpoint_switches_never_count() -> None:
+    # restarted with --metrics (as the monitor asks of a server without it): not a new setup
+    plain = [a for a in LLAMA if a not in ("--metrics", "--slots", "--props", "--no-webui")]
+    a = launch_config("llamacpp", plain, None, None)
+    b = launch_config("llamacpp", [*plain, "--metrics", "--slots", "--props", "--no-webui"])
+    assert config_differences(a, b) == ()
+    c = launch_config("llamacpp", [*plain, "--metrics", "-np", "4"])
+    assert [d.name for d in config_differences(a, c)] == ["max batch"]
+
+
 def test_remote_llama_server_from_props_and_slots_alone() -> None:
     props = {
         "default_generation_settings": {"n_ctx": 4096, "params": {"speculative.types": "none"}},

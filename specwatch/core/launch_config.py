@@ -166,13 +166,23 @@ IGNORED = frozenset(
         "--frontend",
         "--status",
         "--engine",
+        # llama-server's endpoints: its counters and slots are kept either way
+        "--metrics",
+        "--slots",
+        "--no-slots",
+        "--props",
+        "--ui",
+        "--webui",
+        "--no-ui",
+        "--no-webui",
         "num_gpu_blocks",
         "num_cpu_blocks",
         "engine",
     }
 )
 """Arguments that differ between two starts of the same setup (where it listens, its logs, its
-secrets, a seed drawn at start, what vLLM's memory profiling found): listed, never a change."""
+secrets, a seed drawn at start, what vLLM's memory profiling found, which of llama-server's
+endpoints it serves): listed, never a change."""
 
 
 @dataclass(frozen=True, slots=True)
