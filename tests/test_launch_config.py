@@ -184,13 +184,17 @@ def test_vllm_cache_config_info_is_reported_configuration() -> None:
         "# TYPE vllm:cache_config_info gauge\n"
         'vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",'
         'engine="0",gpu_memory_utilization="0.9",num_gpu_blocks="27186",'
+        'kv_cache_size_tokens="434976",kv_cache_max_concurrency="13.27",'
         'num_cpu_blocks="None"} 1.0\n'
     )
     labels = vllm_cache_config(scrape)
     assert labels["cache_dtype"] == "auto" and "engine" not in labels
     a = launch_config("vllm", (), labels, SpecConfig(enabled=False))
-    b = launch_config("vllm", (), {**labels, "num_gpu_blocks": "27001", "block_size": "32"}, None)
-    # the blocks vLLM's memory profiling found differ between any two starts
+    found = {"num_gpu_blocks": "27001", "kv_cache_size_tokens": "432016"}
+    found["kv_cache_max_concurrency"] = "13.18"
+    b = launch_config("vllm", (), {**labels, **found, "block_size": "32"}, None)
+    # the blocks vLLM's memory profiling found, and what it derives from them (vLLM 0.32's
+    # cache_config_info has every CacheConfig field), differ between any two starts
     assert [d.line() for d in config_differences(a, b)] == ["cache_config block_size 16 → 32"]
 
 

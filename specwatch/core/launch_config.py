@@ -177,6 +177,8 @@ IGNORED = frozenset(
         "--no-webui",
         "num_gpu_blocks",
         "num_cpu_blocks",
+        "kv_cache_size_tokens",
+        "kv_cache_max_concurrency",
         "engine",
     }
 )
