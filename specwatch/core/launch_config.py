@@ -179,6 +179,9 @@ IGNORED = frozenset(
         "num_cpu_blocks",
         "kv_cache_size_tokens",
         "kv_cache_max_concurrency",
+        # SGLang's scheduler info beside its arguments in /server_info, from the same profiling
+        "--max-total-num-tokens",
+        "--max-req-input-len",
         "engine",
     }
 )
