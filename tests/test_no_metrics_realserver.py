@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import httpx
+import orjson
 import pytest
 from rich.style import Style
 
@@ -18,6 +19,7 @@ from specwatch.exporter.readings import Readings
 from specwatch.session import events as ev
 from specwatch.session.live import ServerPoller
 from specwatch.session.live_verdict import LiveVerdict
+from specwatch.session.verdict_report import NEEDS_COUNTERS
 from specwatch.sources.dialects.llamacpp import REASON_METRICS
 from specwatch.sources.dialects.vllm import REASON_METRICS as VLLM_NO_STATS
 from specwatch.sources.http.endpoint import parse_endpoint
@@ -69,6 +71,22 @@ def _check(url: str, reason: str, spec: str) -> None:
         text=True,
         timeout=120,
     )
+    as_json = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specwatch",
+            "probe",
+            url,
+            "--json",
+            "--no-gpu",
+            "--max-tokens",
+            "8",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     # advise says why at once rather than watch for counters that will not come (a timeout
     # under its --seconds fails the run if it waits)
     advise = subprocess.run(
@@ -89,6 +107,9 @@ def _check(url: str, reason: str, spec: str) -> None:
     assert f"metrics  off: {reason}" in probe.stdout
     assert f"spec     {spec}" in probe.stdout, probe.stdout
     assert "stream   64 tokens" in probe.stdout, probe.stdout
+    said = orjson.loads(as_json.stdout)["verdict"]
+    assert (said["outcome"], said["reason"]) == (None, f"no verdict: {reason}"), said
+    assert said["needs"] == NEEDS_COUNTERS
     assert advise.returncode == 2, advise.stderr
     assert f"{reason}: no acceptance counters to advise from" in advise.stderr
 

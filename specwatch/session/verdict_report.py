@@ -23,6 +23,8 @@ NEEDS = (
     f"{MIN_INTERVALS} samples of tok/s"
 )
 """What the live verdict needs before it judges."""
+NEEDS_COUNTERS = "the server's token counters on /metrics"
+"""What a server that serves none lacks before any verdict."""
 
 
 def figures_json(figures: Figures | None) -> dict[str, Any] | None:
@@ -78,6 +80,10 @@ def probe_verdict_json(result: ProbeResult) -> dict[str, Any]:
     """The ``verdict`` of ``probe --json``: what a probe's one window gives, and why no more."""
     state = probe_verdict(result)
     w = result.window
+    info = result.info
+    if info is not None and info.metrics_enabled is False:  # more data would not help
+        off = info.metrics_reason or "the server has no /metrics"
+        return {**verdict_json(state), "reason": f"no verdict: {off}", "needs": NEEDS_COUNTERS}
     if result.info is None:
         why = f"the server could not be probed ({result.problem})"
     elif w is None or w.dt <= 0:
@@ -89,6 +95,7 @@ def probe_verdict_json(result: ProbeResult) -> dict[str, Any]:
 
 __all__ = [
     "NEEDS",
+    "NEEDS_COUNTERS",
     "NOT_ENOUGH",
     "figures_json",
     "probe_verdict",
