@@ -300,9 +300,10 @@ async def test_bearer_sent_and_401_is_clear_without_the_key(fake_server: FakeSer
     message = str(err.value)
     assert "sk-wrong-key" not in message
     # The hint stays readable: the redaction of "--api-key X" must not eat its "or".
+    # What to do comes first: the status line keeps the head of a long message.
     assert message == (
-        "http://127.0.0.1:8000/v1/models: HTTP 401 Unauthorized (authorisation required: API "
-        'key missing or wrong? use --api-key or SPECWATCH_API_KEY): {"error":"Unauthorized: ***"}'
+        "API key missing or wrong: use --api-key or SPECWATCH_API_KEY — http://127.0.0.1:8000"
+        '/v1/models: HTTP 401 Unauthorized: {"error":"Unauthorized: ***"}'
     )
     assert not err.value.retryable
 

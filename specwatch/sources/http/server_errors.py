@@ -135,25 +135,23 @@ def error_for_status(
 ) -> ServerError:
     """The error for an HTTP error status, with a short excerpt of the body."""
     url = endpoint.url(path)
-    hint = ""
+    hint = lead = ""
+    # What to do comes first where it is the user's to fix: a status line cuts the tail.
     if status in (401, 403) and not endpoint.named:
-        hint = (
-            " (authorisation required: no API key is sent to an address only Prometheus"
-            f" names; run specwatch --url {endpoint.base_url} --api-key …)"
+        lead = (
+            "authorisation required: no API key is sent to an address only Prometheus names;"
+            f" run specwatch --url {endpoint.base_url} --api-key … — "
         )
     elif status in (401, 403):
-        hint = (
-            " (authorisation required: API key missing or wrong? use --api-key or"
-            " SPECWATCH_API_KEY)"
-        )
+        lead = "API key missing or wrong: use --api-key or SPECWATCH_API_KEY — "
     elif status == 503:
         hint = " (the server is loading or overloaded)"
     excerpt = redact(body_excerpt(body), endpoint)
     key = endpoint.api_key
-    if key:
-        hint = hint.replace(key, "***")  # a key that is a plain word is still never shown
-    # The hint is not passed through redact(): its "--api-key X" rule would mask the "or".
-    message = redact(f"{url}: HTTP {status} {reason}", endpoint) + hint
+    if key:  # a key that is a plain word is still never shown
+        hint, lead = hint.replace(key, "***"), lead.replace(key, "***")
+    # The hints are not passed through redact(): its "--api-key X" rule would mask the "or".
+    message = lead + redact(f"{url}: HTTP {status} {reason}", endpoint) + hint
     message += f": {excerpt}" if excerpt else ""
     return ServerError(message, kind="http", status=status, url=url)
 
