@@ -411,3 +411,28 @@ def test_a_server_restarted_with_another_draft_length_is_configuration_changed()
     v.feed(ServerIdentified(t + 50.5, process(4, 300)))
     _feed(v, t + 51, 40, 800.0, MAX)
     assert v.state().outcome is Outcome.NO_CHANGE, v.state()
+
+
+def test_a_lost_server_is_not_judged_until_it_answers_again() -> None:
+    from specwatch.core.server import Dialect, ServerInfo
+    from specwatch.session.events import ServerLost
+    from specwatch.session.live_verdict import AWAY
+
+    v = LiveVerdict()
+    t = _steady(v)
+    _feed(v, t, 40, 800.0, MAX)
+    assert v.state().phase == "judged"
+    v.feed(ServerLost(t + 41, "connection refused"))
+    state = v.state()
+    assert (state.phase, state.detail, state.judgement) == ("waiting", AWAY, None)
+    assert state.reference is not None  # kept for when it is back
+    v.feed(ServerLost(t + 50, "connection refused"))  # each failed try says it again
+    assert v.state().detail == AWAY
+    v.feed(ServerReady(t + 60, ServerInfo("http://x", Dialect.VLLM)))
+    assert v.state().detail != AWAY
+    _feed(v, t + 61, 40, 800.0, MAX)
+    assert v.state().phase == "judged"
+    # never ready yet: a server refusing from the start is still waited for
+    fresh = LiveVerdict()
+    fresh.feed(ServerLost(1.0, "HTTP 401"))
+    assert fresh.state() == WAITING

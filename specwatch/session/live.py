@@ -52,6 +52,7 @@ VERDICT_INPUTS = (
     ev.MetricsScraped,
     ev.ServerReady,
     ev.ServerIdentified,
+    ev.ServerLost,
     ev.BenchProgress,
     ev.BenchFinished,
     ev.ProfileProgress,

@@ -57,6 +57,8 @@ IDLE_S = 10.0
 warming up: a warmup is only seen under traffic."""
 
 
+AWAY = "server away: judged again once it answers"
+"""What the verdict says while the server does not answer."""
 POOL_S = 3.0
 """tok/s samples are pooled over this many seconds of consecutive intervals: a scrape's exact
 moment jitters against the counters it reads, and the jitter cancels inside a pool."""
@@ -189,6 +191,8 @@ class LiveVerdict:
         self._max_clock: dict[int, float] = {}
         self._ready = False
         self._no_metrics = ""
+        self._away = False
+        """The server stopped answering: no judgement of readings from before it stands."""
         self._server: ServerInfo | None = None
         self._launch: LaunchConfig | None = None
         self._seeded = False
@@ -229,6 +233,8 @@ class LiveVerdict:
             self.server_ready(event.t, off if info.metrics_enabled is False else "")
         elif isinstance(event, ev.ServerIdentified):
             self.set_server(self._server, event.identity)
+        elif isinstance(event, ev.ServerLost):
+            self.server_lost(event.t)
         elif isinstance(event, ev.BenchProgress) and event.kind == "started":
             self.own_load_started(event.t)
         elif isinstance(event, ev.BenchFinished):
@@ -292,8 +298,15 @@ class LiveVerdict:
         if not self._seeded:
             self._start_warmup(t)
         self._ready, self._seeded = True, False
-        if no_metrics != self._no_metrics:
-            self._no_metrics = no_metrics
+        if no_metrics != self._no_metrics or self._away:
+            self._no_metrics, self._away = no_metrics, False
+            self._update(max(self._now, t))
+
+    def server_lost(self, t: float) -> None:
+        """The server stopped answering: the verdict says so until it answers again, rather
+        than keep a judgement of readings from before."""
+        if self._ready and not self._away:
+            self._away = True
             self._update(max(self._now, t))
 
     def seed(self, windows: Iterable[MetricsWindow]) -> None:
@@ -316,6 +329,7 @@ class LiveVerdict:
         the window gives for whole requests that ended in it (``notes["request_end"]``: the
         server counts it only then) is not pooled as if it were the window's.
         """
+        self._away = False  # a reading: it answers
         if w.restarted:
             self._start_warmup(w.t)
         if (w.requests_running or 0) > 0:
@@ -487,6 +501,8 @@ class LiveVerdict:
             new = WAITING
         elif self._no_metrics:  # else "waiting" for counters that will never come
             new = LiveVerdictState("waiting", f"none — {self._no_metrics}")
+        elif self._away:
+            new = LiveVerdictState("waiting", AWAY, self.reference)
         elif not self._intervals:  # ready, no rate yet: neither warming up nor idle is known
             new = LiveVerdictState("waiting", "reading the server's first metrics", self.reference)
         elif idle and (self.reference is None or self._warmup_t0 is not None):
@@ -531,6 +547,7 @@ class LiveVerdict:
 
 
 __all__ = [
+    "AWAY",
     "CURRENT_S",
     "IDLE_S",
     "MIN_INTERVALS",
