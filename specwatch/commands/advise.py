@@ -187,8 +187,7 @@ def _windows(
         watched = asyncio.run((watch or _watch)(endpoint, args.seconds, args.interval))
     except ServerError as e:
         raise ValueError(str(e)) from None
-    if watched.info.metrics_enabled is False:
-        why = watched.info.metrics_reason or "the server has no /metrics"
+    if why := watched.info.counters_off:
         raise ValueError(f"{endpoint}: {why}: no acceptance counters to advise from")
     for line in sorted(set(watched.errors))[:3]:
         print(f"specwatch advise: scrape failed: {line}", file=err)

@@ -71,6 +71,14 @@ class ServerInfo:
     """Server arguments where the server exposes them (SGLang ``/server_info``); secrets removed."""
     notes: Mapping[str, str] = field(default_factory=dict)
 
+    @property
+    def counters_off(self) -> str:
+        """Why the server serves no counters to read (:attr:`metrics_reason`, else a plain
+        word); empty unless :attr:`metrics_enabled` is ``False``."""
+        if self.metrics_enabled is not False:
+            return ""
+        return self.metrics_reason or "the server has no /metrics"
+
 
 @dataclass(frozen=True, slots=True)
 class LatencyBucket:

@@ -227,10 +227,8 @@ class LiveVerdict:
         elif isinstance(event, ev.MetricsScraped):
             self.add_window(event.window)
         elif isinstance(event, ev.ServerReady):
-            info = event.info
-            self.set_server(info)
-            off = info.metrics_reason or "the server has no /metrics"
-            self.server_ready(event.t, off if info.metrics_enabled is False else "")
+            self.set_server(event.info)
+            self.server_ready(event.t, event.info.counters_off)
         elif isinstance(event, ev.ServerIdentified):
             self.set_server(self._server, event.identity)
         elif isinstance(event, ev.ServerLost):

@@ -80,9 +80,8 @@ def probe_verdict_json(result: ProbeResult) -> dict[str, Any]:
     """The ``verdict`` of ``probe --json``: what a probe's one window gives, and why no more."""
     state = probe_verdict(result)
     w = result.window
-    info = result.info
-    if info is not None and info.metrics_enabled is False:  # more data would not help
-        off = info.metrics_reason or "the server has no /metrics"
+    off = result.info.counters_off if result.info is not None else ""
+    if off:  # more data would not help
         return {**verdict_json(state), "reason": f"no verdict: {off}", "needs": NEEDS_COUNTERS}
     if result.info is None:
         why = f"the server could not be probed ({result.problem})"
