@@ -534,3 +534,18 @@ def test_compare_cli_on_simulated_snapshots(
     err = io.StringIO()
     assert run_compare(compare_args([str(a), str(bad)]), stderr=err) == 2
     assert err.getvalue().startswith("specwatch compare: ") and err.getvalue().count("\n") == 1
+
+
+def test_cli_without_the_key_a_server_with_open_metrics_wants_saves_nothing(
+    tmp_path: Path,
+) -> None:
+    """SGLang keeps /metrics open under --api-key, so the server is named; its streams are not
+    open: the benchmark stops before a warmup, with the refusal, and saves nothing."""
+    with simulated(cold, api_key=KEY) as sim:
+        status, _out, err = cli_bench(sim, ["--out", str(tmp_path)])
+        hits = dict(sim.world.truth.endpoint_hits)
+    assert status == 1, err
+    assert err.startswith("specwatch bench: API key missing or wrong: use --api-key, or"), err
+    assert "/v1/models: HTTP 401" in err
+    assert not tmp_path.exists() or not list(tmp_path.iterdir())
+    assert not [path for path in hits if "completions" in path or "generate" in path], hits

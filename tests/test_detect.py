@@ -7,6 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
+from specwatch.core.redaction import redact_text
 from specwatch.core.server import Dialect
 from specwatch.sources.detect import WaitStatus, detect, wait_ready
 from specwatch.sources.dialects.llamacpp import REASON_METRICS as REASON_LLAMACPP_METRICS
@@ -302,9 +303,11 @@ async def test_bearer_sent_and_401_is_clear_without_the_key(fake_server: FakeSer
     # The hint stays readable: the redaction of "--api-key X" must not eat its "or".
     # What to do comes first: the status line keeps the head of a long message.
     assert message == (
-        "API key missing or wrong: use --api-key or SPECWATCH_API_KEY — http://127.0.0.1:8000"
+        "API key missing or wrong: use --api-key, or SPECWATCH_API_KEY — http://127.0.0.1:8000"
         '/v1/models: HTTP 401 Unauthorized: {"error":"Unauthorized: ***"}'
     )
+    # and so does a snapshot's or a recording's redaction of the stored message
+    assert redact_text(message).startswith(message.split(" — ")[0] + " — ")
     assert not err.value.retryable
 
 

@@ -132,7 +132,8 @@ async def test_wait_ready_while_loading(dialect: str, waiting_state: str) -> Non
 
 
 async def test_api_key_required_and_sent() -> None:
-    with running_sim("vllm", api_key="sk-sim-secret") as sim:
+    with running_sim("llamacpp", api_key="sk-sim-secret") as sim:
+        # llama-server keeps /v1/models open and its /props and /metrics behind the key
         async with sim.client(api_key="wrong") as client:
             with pytest.raises(ServerError) as err:
                 await detect(client)
@@ -141,7 +142,36 @@ async def test_api_key_required_and_sent() -> None:
             r = await drive_stream(sim, client, info, 16)
     assert err.value.status == 401 and "wrong" not in str(err.value)
     assert "sk-sim-secret" not in str(err.value)
-    assert info.dialect is Dialect.VLLM and r.completion_tokens == 16
+    assert info.dialect is Dialect.LLAMACPP and r.completion_tokens == 16 and not info.keyless
+
+
+@pytest.mark.parametrize("dialect", ["vllm", "sglang"])
+async def test_a_server_with_open_metrics_is_watched_without_its_key(dialect: str) -> None:
+    """vLLM and SGLang keep /metrics open under --api-key: the monitor names the server from
+    its series and watches them; the refusal is said, and a stream still needs the key."""
+    with running_sim(dialect, api_key="sk-sim-secret") as sim:
+        async with sim.client(api_key="sk-not-this-one") as client:
+            info = await detect(client)
+            refused = await stream_completion(client, info, "the prompt", 16)
+        async with sim.client(api_key="sk-sim-secret") as client:
+            keyed = await detect(client)
+    assert info.dialect.value == dialect and info.metrics_enabled is True
+    assert info.keyless.startswith("API key missing or wrong: use --api-key, or")
+    assert "/v1/models: HTTP 401" in info.keyless and "sk-" not in info.keyless
+    assert (refused.error or "").startswith("API key missing or wrong"), refused.error
+    assert keyed.keyless == "" and keyed.model is not None
+    assert info.model == keyed.model  # from the series' model_name label
+    if dialect == "sglang":
+        assert info.notes["server_info"] == "/server_info wants the API key: arguments not read"
+        assert info.spec.enabled is None
+
+
+async def test_a_server_whose_metrics_want_the_key_too_is_refused() -> None:
+    with running_sim("vllm", api_key="sk-sim-secret", metrics_enabled=False) as sim:
+        async with sim.client() as client:
+            with pytest.raises(ServerError) as err:
+                await detect(client)
+    assert err.value.unauthorised
 
 
 async def test_unreachable_is_one_clear_line() -> None:

@@ -204,8 +204,11 @@ def test_cli_probe_never_prints_the_key(capsys: pytest.CaptureFixture[str]) -> N
         )
         bad = main(["probe", "--url", url, "--api-key", "sk-wrong-secret", "--max-tokens", "8"])
     captured = capsys.readouterr()
-    assert code == 0 and bad == EXIT_UNREACHABLE
-    assert "HTTP 401" in captured.err
+    # vLLM's /metrics are open: the server is read, its stream refused
+    assert code == 0 and bad == EXIT_STREAM_FAILED
+    assert "  key      metrics only: API key missing or wrong" in captured.out
+    assert "  stream   failed: API key missing or wrong" in captured.out
+    assert "/v1/completions: HTTP 401" in captured.out
     for secret in ("sk-probe-secret", "sk-wrong-secret"):
         assert secret not in captured.out and secret not in captured.err
 

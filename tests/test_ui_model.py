@@ -155,3 +155,20 @@ def test_scene_is_deterministic() -> None:
     assert a.tok_s.points() == b.tok_s.points() != []
     assert a.tick == b.tick
     assert {mk.kind for mk in a.marks} >= {"loading", "warmup", "restart", "lost", "bench"}
+
+
+def test_a_server_watched_without_its_key_says_so_while_connected() -> None:
+    from specwatch.core.server import KEYLESS_NOTE, Dialect, ServerInfo
+    from specwatch.ui.source_words import sources_text
+
+    refusal = "API key missing or wrong: use --api-key … HTTP 401"
+    info = ServerInfo("http://h:8000", Dialect.VLLM, notes={KEYLESS_NOTE: refusal})
+    m = MonitorModel()
+    m.set_ready(1.0, info)
+    assert m.connection == "connected · metrics only: API key missing or wrong"
+    m.add_window(MetricsWindow(t=2.0, dt=1.0, gen_tok_s=10.0))
+    assert m.connection == "connected · metrics only: API key missing or wrong"
+    m.set_ready(3.0, ServerInfo("http://h:8000", Dialect.VLLM))
+    assert m.connection == "connected"
+    assert f"server figures: /metrics only: {refusal}" in sources_text(None, None, info.keyless)
+    assert "server figures" not in sources_text(None, None, "")

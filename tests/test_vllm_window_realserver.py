@@ -8,6 +8,10 @@ such step yields one token plus the drafts it accepted, so the generated tokens 
 requests' first tokens + the observations + the accepted drafts (less what ``max_tokens`` cut
 off the last step). Then the panes that show these figures, from a model fed the two windows.
 
+The server runs with ``--api-key`` and the monitor has none: vLLM keeps ``/metrics`` and
+``/version`` open, so every figure is read all the same, and the server says why only its
+metrics are (``ServerInfo.keyless``).
+
 Skipped, with the reason shown, when the vLLM CPU build is not installed (``tests/realserver.py``).
 """
 
@@ -38,6 +42,8 @@ K = 4
 REQUESTS = 6
 MAX_TOKENS = 48
 V = "vllm:"
+KEY = "sk-window-test-0042"
+AUTH = {"Authorization": f"Bearer {KEY}"}
 Counters = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
@@ -55,7 +61,7 @@ def _counters(url: str) -> Counters:
 
 
 def _load(url: str) -> None:
-    with httpx.Client(timeout=120) as client:
+    with httpx.Client(timeout=120, headers=AUTH) as client:
         model = client.get(url + "/v1/models").json()["data"][0]["id"]
         # every request ends at max_tokens: the random-weight model samples its EOS now and
         # then (a run here generated 284 of 6 x 48 tokens)
@@ -74,6 +80,14 @@ async def _windows(url: str) -> tuple[MetricsWindow, MetricsWindow, Counters, Co
     async with ServerClient(parse_endpoint(url, env={}), timeout_s=30.0) as client:
         info = await detect(client)
         assert info.spec.enabled and info.spec.num_draft_tokens == K, info.spec
+        # no key: the model's name comes from the metrics' labels, the refusal is said
+        assert info.model == "tiny-hf" and info.metrics_enabled
+        assert info.keyless.startswith("API key missing or wrong: use --api-key,"), info.keyless
+        assert "/v1/models: HTTP 401" in info.keyless and KEY not in info.keyless
+    with_key = parse_endpoint(url, env={"SPECWATCH_API_KEY": KEY})
+    async with ServerClient(with_key, timeout_s=30.0) as keyed:
+        assert (await detect(keyed)).keyless == ""
+    async with ServerClient(parse_endpoint(url, env={}), timeout_s=30.0) as client:
         watcher = MetricsWatcher(client, info)
         first = await watcher.scrape()
         before = await asyncio.to_thread(_counters, url)
@@ -84,7 +98,7 @@ async def _windows(url: str) -> tuple[MetricsWindow, MetricsWindow, Counters, Co
 
 
 def test_every_figure_of_the_window_is_the_servers_own_counters() -> None:
-    with running_vllm_cpu(mode="draft", num_spec=K) as url:
+    with running_vllm_cpu(mode="draft", num_spec=K, args=("--api-key", KEY)) as url:
         first, w, before, after = asyncio.run(_windows(url))
 
     def d(name: str, **labels: str) -> float:

@@ -301,6 +301,8 @@ async def _bench(
                     info = await wait_ready(client, on_wait, timeout_s=args.wait)
                 else:
                     info = await detect(client)
+                if info.keyless:  # its /metrics are open, its streams are not
+                    raise _Failure(info.keyless)
                 if sampler is not None and sampler.inventory is None:
                     inv = await asyncio.to_thread(sampler.open)
                     if not inv.available:

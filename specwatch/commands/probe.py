@@ -260,9 +260,13 @@ def render_text(result: ProbeResult, slo: Slo | None = None) -> str:
         lines.append(
             "  metrics  on" if info.metrics_enabled else f"  metrics  off: {info.metrics_reason}"
         )
+        if info.keyless:
+            lines.append(f"  key      metrics only: {info.keyless}")
         lines.append(f"  code     {code_summary(result.identity)}")
     stream = result.stream
-    if stream is not None:
+    if stream is not None and stream.error and not stream.completion_tokens:
+        lines.append(f"  stream   failed: {stream.error}")
+    elif stream is not None:
         exact = "" if stream.counts_exact else " (estimated)"
         lines.append(
             f"  stream   {stream.completion_tokens} tokens{exact} in {stream.wall_s:.2f} s"

@@ -53,6 +53,10 @@ class SpecConfig:
     """Where this came from, e.g. ``"/server_info"``, ``"/slots"``, ``"/metrics labels"``."""
 
 
+KEYLESS_NOTE = "auth"
+"""The :attr:`ServerInfo.notes` key of a server watched without the API key it wants."""
+
+
 @dataclass(frozen=True, slots=True)
 class ServerInfo:
     """A detected server."""
@@ -70,6 +74,12 @@ class ServerInfo:
     launch_args: Mapping[str, Any] | None = None
     """Server arguments where the server exposes them (SGLang ``/server_info``); secrets removed."""
     notes: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def keyless(self) -> str:
+        """Why the server is watched through its open ``/metrics`` alone: its refusal of this
+        client's API key (:data:`KEYLESS_NOTE`); empty when it is not."""
+        return self.notes.get(KEYLESS_NOTE, "")
 
     @property
     def counters_off(self) -> str:

@@ -10,15 +10,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from specwatch.core.sanitize import clean_info
-from specwatch.core.server import Dialect, ServerInfo, model_card
+from specwatch.core.server import KEYLESS_NOTE, Dialect, ServerInfo, model_card
 from specwatch.core.values import as_int
 from specwatch.sources.dialects.base import ServerDialect, all_dialects, dialect_for, dialect_owning
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.server_errors import ServerError
+from specwatch.sources.identity.server_queries import scrape_metrics
+
+if TYPE_CHECKING:
+    from specwatch.sources.metrics.prom import Scrape
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,34 +36,81 @@ class WaitStatus:
     detail: str
 
 
-async def _fingerprint(client: ServerClient) -> tuple[ServerDialect, dict[str, Any] | None]:
-    """The dialect from ``/v1/models`` ``owned_by``, else from dialect-only endpoints."""
-    found = model_card(await client.get_json("/v1/models"))
+async def _fingerprint(
+    client: ServerClient,
+) -> tuple[ServerDialect, dict[str, Any] | None, ServerError | None]:
+    """The dialect from ``/v1/models`` ``owned_by``, else from dialect-only endpoints; third,
+    the refusal of a ``/v1/models`` that wants an API key (then the metrics name the server)."""
+    try:
+        found = model_card(await client.get_json("/v1/models"))
+    except ServerError as exc:
+        if not exc.unauthorised:
+            raise
+        dialect, model = await _by_open_metrics(client, exc)
+        return dialect, ({"id": model} if model else None), exc
     card = dict(found) if found is not None else None
     if card is not None:
         owner = dialect_owning(str(card.get("owned_by", "")))
         if owner is not None:
-            return owner, card
+            return owner, card, None
     # owned_by is missing or generic (a proxy, a renamed build): look for dialect endpoints
     for candidate in all_dialects():
         if await candidate.recognize(client):
-            return candidate, card
-    return dialect_for(Dialect.OPENAI), card
+            return candidate, card, None
+    return dialect_for(Dialect.OPENAI), card, None
+
+
+async def _by_open_metrics(
+    client: ServerClient, refused: ServerError
+) -> tuple[ServerDialect, str | None]:
+    """The server whose own series its ``/metrics`` serves without a key (vLLM and SGLang keep
+    ``/metrics`` open under ``--api-key``), and the model its series name (``model_name``);
+    ``refused`` again when none does."""
+    scrapes: dict[str, Scrape | None] = {}
+    for candidate in all_dialects():
+        if not candidate.metrics_prefix:
+            continue
+        path = candidate.metrics_path
+        if path not in scrapes:
+            scrapes[path] = (await scrape_metrics(client, path))[1]
+        scrape = scrapes[path]
+        if scrape is not None and scrape.has_prefix(candidate.metrics_prefix):
+            return candidate, _model_named(scrape, candidate.metrics_prefix)
+    raise refused
+
+
+def _model_named(scrape: Scrape, prefix: str) -> str | None:
+    """The ``model_name`` label of the first of the server's own series that has one."""
+    for sample in scrape.samples:
+        if sample.name.startswith(prefix) and sample.labels.get("model_name"):
+            return sample.labels["model_name"]
+    return None
+
+
+def _keyless(info: ServerInfo, refused: ServerError) -> ServerInfo:
+    """``info`` of a server watched through its open metrics without the key ``refused``
+    wants; ``refused`` raised when its metrics are not open either (nothing to watch)."""
+    if info.metrics_enabled is not True:
+        raise refused
+    return replace(info, notes={**info.notes, KEYLESS_NOTE: str(refused)})
 
 
 async def detect(client: ServerClient) -> ServerInfo:
     """Find out what server answers at the client's endpoint.
 
-    Every string the server gave (model id, version, arguments, notes) is sanitised.
+    A server that wants an API key this client lacks is still watched where its own
+    ``/metrics`` are open (vLLM, SGLang): ``notes[KEYLESS_NOTE]`` says so. Every string the server
+    gave (model id, version, arguments, notes) is sanitised.
 
     Raises:
         ServerError: The server cannot be reached, refuses the key, or is still loading
             (``loading`` is true: HTTP 503).
     """
-    dialect, card = await _fingerprint(client)
+    dialect, card, refused = await _fingerprint(client)
     model = str(card["id"]) if card and card.get("id") is not None else None
     max_len = as_int(card.get("max_model_len"), digits=True) if card else None
-    return clean_info(await dialect.detect(client, model, max_len))
+    info = await dialect.detect(client, model, max_len)
+    return clean_info(info if refused is None else _keyless(info, refused))
 
 
 def metrics_off_reason(dialect: Dialect, status: int) -> str | None:

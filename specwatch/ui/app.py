@@ -543,6 +543,10 @@ class SpecwatchApp(App[int]):
             session.cancel_benchmark()
             self.notify("stopping the benchmark after the current run…", timeout=3)
             return
+        server = self.model.server
+        if server is not None and server.keyless:  # its streams would each be refused
+            self.notify(sanitize_line(f"cannot benchmark: {server.keyless}", 300), severity="error")
+            return
         job = None
         if session is not None:
             job = session.start_benchmark(
@@ -574,7 +578,12 @@ class SpecwatchApp(App[int]):
         from specwatch.ui.modals import TextModal
         from specwatch.ui.source_words import sources_text
 
-        body = sources_text(self.model.window or self.model.last_scrape, self.model.inventory)
+        server = self.model.server
+        body = sources_text(
+            self.model.window or self.model.last_scrape,
+            self.model.inventory,
+            server.keyless if server is not None else "",
+        )
         self.push_screen(TextModal("metric sources", body))
 
     def action_advice(self) -> None:

@@ -341,11 +341,16 @@ class MonitorModel:
         self.commit = None  # the identity of this (maybe restarted) server follows
         self.server_argv = ()
         self.connection_ok = True
-        self.connection = "connected"
+        self.connection = self._connected()
         self.timeline.ready(t)
         self.status_version += 1
         self.rate_version += 1
         self.spec_version += 1
+
+    def _connected(self) -> str:
+        # the whole refusal is in probe and the sources screen; the line keeps room for the rest
+        keyless = self.server is not None and self.server.keyless
+        return "connected · metrics only: API key missing or wrong" if keyless else "connected"
 
     def set_identity(self, identity: ServerIdentity) -> None:
         """The ready server's code identity arrived: show its commit beside the version."""
@@ -412,7 +417,7 @@ class MonitorModel:
         if "error" in w.notes and self.connection_ok:
             self.connection = f"scrape error: {w.notes['error']}"
         elif self.connection_ok:
-            self.connection = "connected"
+            self.connection = self._connected()
         self.rate_version += 1
         self.spec_version += 1
         self.status_version += 1

@@ -53,9 +53,13 @@ def gpu_source_words(inventory: GpuInventory | None) -> str:
     return f"GPU figures: {origin.source}{where}"
 
 
-def sources_text(window: MetricsWindow | None, inventory: GpuInventory | None) -> str:
-    """The ``m`` view's body."""
+def sources_text(
+    window: MetricsWindow | None, inventory: GpuInventory | None, keyless: str = ""
+) -> str:
+    """The ``m`` view's body; ``keyless``: why the server is read from its metrics alone."""
     lines = [gpu_source_words(inventory), ""]
+    if keyless:
+        lines += [f"server figures: /metrics only: {keyless}", ""]
     if window is None:
         return "\n".join([*lines, "no /metrics window yet"])
     lines += [f"{screen_name(k)}: {v}" for k, v in sorted(window.sources.items())]

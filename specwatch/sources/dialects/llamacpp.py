@@ -349,6 +349,7 @@ class LlamaCppDialect(ServerDialect):
     dialect = Dialect.LLAMACPP
     owned_by: ClassVar[tuple[str, ...]] = ("llamacpp", "llama.cpp", "llama-cpp")
     fingerprint_order = 10
+    metrics_prefix = _L
     wanted_families: ClassVar[tuple[str, ...]] = tuple(
         _L + name
         for name in (

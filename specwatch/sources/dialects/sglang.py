@@ -380,6 +380,7 @@ class SGLangDialect(ServerDialect):
     dialect = Dialect.SGLANG
     owned_by: ClassVar[tuple[str, ...]] = ("sglang",)
     fingerprint_order = 20
+    metrics_prefix = _S
     wanted_families: ClassVar[tuple[str, ...]] = tuple(
         _S + name
         for name in [
@@ -436,7 +437,13 @@ class SGLangDialect(ServerDialect):
         info: Any = None
         source = ""
         for path in _INFO_PATHS:
-            info = await try_json(client, path)
+            try:
+                info = await try_json(client, path)
+            except ServerError as exc:
+                if not exc.unauthorised:  # the metrics, open without the key, may do
+                    raise
+                notes["server_info"] = f"{path} wants the API key: arguments not read"
+                break
             if isinstance(info, Mapping):
                 source = path
                 break
@@ -446,7 +453,7 @@ class SGLangDialect(ServerDialect):
             info = first if isinstance(first, Mapping) else info
         args: Mapping[str, Any] = info if isinstance(info, Mapping) else {}
         if not args:
-            notes["server_info"] = "neither /server_info nor /get_server_info answered"
+            notes.setdefault("server_info", "neither /server_info nor /get_server_info answered")
         version = str(args["version"]) if args.get("version") is not None else None
         model = (
             model

@@ -297,6 +297,7 @@ class TrtllmDialect(ContinuousUsageStreams, ServerDialect):
     metrics_path = PROMETHEUS_PATH
     metrics_off_statuses: ClassVar[tuple[int, ...]] = (404,)
     metrics_off_text = REASON_METRICS
+    metrics_prefix = PREFIX
     wanted_families: ClassVar[tuple[str, ...]] = tuple(
         p + name
         for p in (PREFIX, "")  # unprefixed: the 1.1 era

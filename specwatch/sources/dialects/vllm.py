@@ -187,6 +187,7 @@ class VllmDialect(ContinuousUsageStreams, ServerDialect):
     dialect = Dialect.VLLM
     owned_by: ClassVar[tuple[str, ...]] = ("vllm",)
     fingerprint_order = 30
+    metrics_prefix = _V
     wanted_families: ClassVar[tuple[str, ...]] = tuple(
         _V + name
         for name in (

@@ -143,14 +143,15 @@ def error_for_status(
             f" run specwatch --url {endpoint.base_url} --api-key … — "
         )
     elif status in (401, 403):
-        lead = "API key missing or wrong: use --api-key or SPECWATCH_API_KEY — "
+        lead = "API key missing or wrong: use --api-key, or SPECWATCH_API_KEY — "
     elif status == 503:
         hint = " (the server is loading or overloaded)"
     excerpt = redact(body_excerpt(body), endpoint)
     key = endpoint.api_key
     if key:  # a key that is a plain word is still never shown
         hint, lead = hint.replace(key, "***"), lead.replace(key, "***")
-    # The hints are not passed through redact(): its "--api-key X" rule would mask the "or".
+    # The hints are not passed through redact(): its "--api-key X" rule would mask "X". The
+    # comma keeps a snapshot's or a recording's redaction of the message from masking the "or".
     message = lead + redact(f"{url}: HTTP {status} {reason}", endpoint) + hint
     message += f": {excerpt}" if excerpt else ""
     return ServerError(message, kind="http", status=status, url=url)
