@@ -8,17 +8,21 @@ The tests that use it are skipped, with the reason, when either is missing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -126,6 +130,60 @@ def running_llama_server(
         subprocess.run(["bash", str(script), "stop", str(port)], capture_output=True, timeout=30)
         if drop:
             shutil.rmtree(binary.parent, ignore_errors=True)
+
+
+@contextmanager
+def running_llama_router(presets: str) -> Iterator[tuple[str, Path]]:
+    """Start ``llama-server`` as a router (``--models-preset``, no model of its own) on a free
+    port; ``presets``: the INI file's text, ``{models}`` standing for the directory of the
+    tiny target and draft models. Yields its base URL and that directory. The router starts
+    a llama-server per model when a request names it; none is loaded at first."""
+    binary = llama_server_binary()
+    if not os.access(binary, os.X_OK):
+        pytest.skip(
+            f"no llama-server binary in {_home_relative(binary.parent)}: build it with "
+            "bash ../shared/tools/llama-server/build-llama-server.sh "
+            "(docs/development.md: Tests against a real llama-server)"
+        )
+    models = Path(os.environ.get("MODELS_DIR") or _realserver_home() / "models")
+    if not (models / "tiny-target.gguf").is_file() or not (models / "tiny-draft.gguf").is_file():
+        with running_llama_server("plain"):  # the start script makes the models on first use
+            pass
+    work = Path(tempfile.mkdtemp(prefix="specwatch-router-"))
+    (work / "presets.ini").write_text(presets.format(models=models))
+    port = _free_port()
+    log = work / "router.log"
+    with log.open("wb") as out:
+        command = [str(binary), "--models-preset", str(work / "presets.ini"), "--metrics"]
+        router = subprocess.Popen(
+            [*command, "--host", "127.0.0.1", "--port", str(port), "-t", "1"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with _log_on_failure(log):
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(url + "/health", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if router.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"the llama-server router did not start (exit {router.poll()})")
+                time.sleep(0.1)
+            yield url, models
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(router.pid, signal.SIGTERM)  # the router and the servers it started
+        try:
+            router.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(router.pid, signal.SIGKILL)
+            router.wait(timeout=10)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _without(binary: Path, drop: tuple[str, ...]) -> Path:

@@ -14,6 +14,7 @@ from specwatch.sources.dialects.llamacpp import REASON_METRICS as REASON_LLAMACP
 from specwatch.sources.dialects.sglang import FORBIDDEN_PATHS as FORBIDDEN_SGLANG_PATHS
 from specwatch.sources.dialects.sglang import REASON_METRICS as REASON_SGLANG_METRICS
 from specwatch.sources.dialects.vllm import REASON_METRICS as REASON_VLLM_METRICS
+from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.http.server_errors import ServerError
 from tests.conftest import FakeServer, json_response, text_response
 
@@ -445,3 +446,89 @@ async def test_transport_errors_are_one_line(
             await detect(client)
     assert err.value.kind == kind
     assert str(err.value) == message.format(u="http://127.0.0.1:8000/v1/models")
+
+
+def _router(fake_server: FakeServer, states: dict[str, str]) -> None:
+    """A llama-server router answering for its models in ``states`` (id -> status)."""
+    cards = [
+        {
+            "id": name,
+            "aliases": [f"{name}-alias"],
+            "owned_by": "llamacpp",
+            "status": {
+                "value": state,
+                "args": [
+                    "llama-server",
+                    "--spec-draft-n-max",
+                    "3",
+                    "--api-key",
+                    "sk-child-secret",
+                    "-md",
+                    "d.gguf",
+                ],
+            },
+        }
+        for name, state in states.items()
+    ]
+
+    def props(request: httpx.Request) -> Any:
+        model = request.url.params.get("model")
+        if model is None:
+            return {"role": "router", "build_info": "b1-test", "model_alias": "llama-server"}
+        assert request.url.params.get("autoload") == "false", request.url
+        return {
+            "build_info": "b1-test",
+            "model_alias": model,
+            "default_generation_settings": {"n_ctx": 2048},
+        }
+
+    fake_server.routes["GET /v1/models"] = {"data": cards}
+    fake_server.routes["GET /props"] = props
+    fake_server.routes["GET /slots"] = lambda r: [{"id": 0, "n_ctx": 2048, "speculative": True}]
+    fake_server.routes["GET /metrics"] = text_response("llamacpp:tokens_predicted_total 5\n")
+
+
+async def test_a_router_is_read_through_its_first_loaded_model(fake_server: FakeServer) -> None:
+    _router(fake_server, {"a": "unloaded", "b": "sleeping", "c": "loaded", "d": "loaded"})
+    async with fake_server.client() as client:
+        info = await detect(client)
+        assert client.route == "c"
+    assert info.model == "c" and info.version == "b1-test"
+    assert info.routed == (
+        "a llama-server router: watching c (also loaded: d, b; another: host:port?model=NAME)"
+    )
+    # the child's command line, as the router reports it, with its secret withheld
+    argv = info.launch_args["argv"] if info.launch_args else []
+    assert "sk-child-secret" not in argv and argv[argv.index("--api-key") + 1] == "***"
+    assert info.spec.num_draft_tokens == 3 and info.spec.enabled
+    routed = [r.url for r in fake_server.requests if r.url.params.get("model")]
+    assert routed and all(u.params["model"] == "c" for u in routed)
+    assert all(u.params["autoload"] == "false" for u in routed)
+
+
+async def test_a_router_model_named_in_the_address(fake_server: FakeServer) -> None:
+    _router(fake_server, {"a": "loaded", "b": "loaded", "z": "unloaded"})
+    async with fake_server.client("http://127.0.0.1:8000") as client:
+        client.endpoint = parse_endpoint("127.0.0.1:8000?model=b-alias", env={})
+        info = await detect(client)
+        assert client.route == "b-alias" and info.model == "b-alias"
+        client.endpoint = parse_endpoint("127.0.0.1:8000?model=z", env={})
+        with pytest.raises(ServerError) as unloaded:
+            await detect(client)
+        client.endpoint = parse_endpoint("127.0.0.1:8000?model=nope", env={})
+        with pytest.raises(ServerError) as unknown:
+            await detect(client)
+    assert unloaded.value.loading and "whose model 'z' is not loaded" in str(unloaded.value)
+    assert unknown.value.status == 404 and not unknown.value.loading
+    assert "a llama-server router with no model 'nope' (its models: a, b, z)" in str(unknown.value)
+    # nothing asked a model that is not loaded for anything
+    assert not [r for r in fake_server.requests if r.url.params.get("model") in ("z", "nope")]
+
+
+async def test_a_router_with_nothing_loaded_is_waited_for(fake_server: FakeServer) -> None:
+    _router(fake_server, {"a": "unloaded", "b": "loading"})
+    async with fake_server.client() as client:
+        with pytest.raises(ServerError) as err:
+            await detect(client)
+        assert client.route is None
+    assert err.value.loading and "with none of its 2 models loaded" in str(err.value)

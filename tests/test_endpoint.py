@@ -44,6 +44,10 @@ def test_accepted_forms(text: str, base: str) -> None:
         ("host:99999", "bad port"),
         ("http://user:pw@host:1", "credentials in the server address"),
         ("http://host:1/?a=b", "query or fragment"),
+        ("host:1?model=a&a=b", "query or fragment"),
+        ("host:1?model=a&model=b", "query or fragment"),
+        ("host:1?model=a#x", "query or fragment"),
+        ("host:1?model=", "empty model name"),
         ("http://:8000", "no host"),
         ("local host:80", "spaces"),
         ("host:0", "port 0"),
@@ -55,6 +59,17 @@ def test_rejected_forms_have_one_clear_line(text: str, fragment: str) -> None:
     message = str(info.value)
     assert fragment in message
     assert "\n" not in message
+
+
+def test_a_routers_model_is_named_in_the_address() -> None:
+    routed = parse_endpoint("gpu-box:8080/v1?model=qwen3:8b", env={})
+    assert (routed.base_url, routed.model) == ("http://gpu-box:8080", "qwen3:8b")
+    assert parse_endpoint("gpu-box:8080", env={}).model is None
+    assert parse_endpoint("h:1?model=a%20b", env={}).model == "a b"
+    # a name cut or cleaned would route elsewhere: refused, in one line
+    for bad in ("x" * 257, "a%0Ab", "a%1Bb"):
+        with pytest.raises(ValueError, match=r"^a model name over 256 characters or with control"):
+            parse_endpoint("h:1?model=" + bad, env={})
 
 
 def test_credentials_never_echoed() -> None:

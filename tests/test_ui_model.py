@@ -170,5 +170,5 @@ def test_a_server_watched_without_its_key_says_so_while_connected() -> None:
     assert m.connection == "connected · metrics only: API key missing or wrong"
     m.set_ready(3.0, ServerInfo("http://h:8000", Dialect.VLLM))
     assert m.connection == "connected"
-    assert f"server figures: /metrics only: {refusal}" in sources_text(None, None, info.keyless)
-    assert "server figures" not in sources_text(None, None, "")
+    assert f"server figures: /metrics only: {refusal}" in sources_text(None, None, info)
+    assert "server figures" not in sources_text(None, None, m.server)

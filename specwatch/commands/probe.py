@@ -262,6 +262,8 @@ def render_text(result: ProbeResult, slo: Slo | None = None) -> str:
         )
         if info.keyless:
             lines.append(f"  key      metrics only: {info.keyless}")
+        if info.routed:
+            lines.append(f"  router   {info.routed.removeprefix('a llama-server router: ')}")
         lines.append(f"  code     {code_summary(result.identity)}")
     stream = result.stream
     if stream is not None and stream.error and not stream.completion_tokens:

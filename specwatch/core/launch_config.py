@@ -55,6 +55,10 @@ SETTINGS = (
 SPEC_OFF = "none"
 """The speculative method of a server that does not speculate."""
 COMMAND_LINE = "command line"
+REPORTED_ARGV = "argv"
+"""The ``launch_args`` key of a command line the server reports itself (a llama-server
+router's ``/v1/models`` ``status.args`` of the model watched): it wins over the process's,
+which is the router's own."""
 MAX_VALUE = 200
 """Longest value kept (a JSON ``--speculative-config`` is shown whole below this)."""
 
@@ -466,18 +470,22 @@ def launch_config(
         dialect: The server's dialect (``"llamacpp"``, ``"vllm"``, ``"sglang"``, ``"openai"``).
         cmdline: The server process's command line (redacted), empty when not read.
         launch_args: ``ServerInfo.launch_args``: SGLang's arguments, or what llama.cpp
-            (``/props``) and vLLM (``vllm:cache_config_info``) report.
+            (``/props``) and vLLM (``vllm:cache_config_info``) report; a command line under
+            :data:`REPORTED_ARGV` is taken instead of ``cmdline``.
         spec: The speculative setup the server reports; where the arguments name it too, the
             server's own word wins (a fresh llama-server's ``/slots`` names no type, and then
             the command line's ``-md`` or ``--spec-type`` does).
     """
+    args = dict(launch_args or {})
+    argv = args.pop(REPORTED_ARGV, None)
+    if isinstance(argv, list | tuple) and argv:
+        cmdline = tuple(str(arg) for arg in argv)
     # The program a command line runs names its engine even behind another dialect's front.
     engine = engine_of(cmdline) or (dialect if dialect in _TABLES else None)
     settings: dict[str, Setting] = {}
     others: list[Setting] = []
     reported: list[Setting] = []
     source: str | None = None
-    args = dict(launch_args or {})
     if engine == "sglang" and args:
         settings, others = _server_args(engine, args)
         source = "/server_info"
@@ -555,6 +563,7 @@ __all__ = [
     "COMMAND_LINE",
     "DRAFT_LENGTH",
     "IGNORED",
+    "REPORTED_ARGV",
     "SETTINGS",
     "SPEC_METHOD",
     "SPEC_OFF",

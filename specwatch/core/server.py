@@ -55,6 +55,8 @@ class SpecConfig:
 
 KEYLESS_NOTE = "auth"
 """The :attr:`ServerInfo.notes` key of a server watched without the API key it wants."""
+ROUTER_NOTE = "router"
+"""The :attr:`ServerInfo.notes` key of a router's model: which one of its models is watched."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,12 @@ class ServerInfo:
         """Why the server is watched through its open ``/metrics`` alone: its refusal of this
         client's API key (:data:`KEYLESS_NOTE`); empty when it is not."""
         return self.notes.get(KEYLESS_NOTE, "")
+
+    @property
+    def routed(self) -> str:
+        """Which of a router's models is watched, and what else it has loaded
+        (:data:`ROUTER_NOTE`); empty when the server is not a router."""
+        return self.notes.get(ROUTER_NOTE, "")
 
     @property
     def counters_off(self) -> str:

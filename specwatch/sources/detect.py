@@ -106,6 +106,7 @@ async def detect(client: ServerClient) -> ServerInfo:
         ServerError: The server cannot be reached, refuses the key, or is still loading
             (``loading`` is true: HTTP 503).
     """
+    client.route = None  # a restarted server may be no router, or route elsewhere
     dialect, card, refused = await _fingerprint(client)
     model = str(card["id"]) if card and card.get("id") is not None else None
     max_len = as_int(card.get("max_model_len"), digits=True) if card else None

@@ -578,11 +578,8 @@ class SpecwatchApp(App[int]):
         from specwatch.ui.modals import TextModal
         from specwatch.ui.source_words import sources_text
 
-        server = self.model.server
         body = sources_text(
-            self.model.window or self.model.last_scrape,
-            self.model.inventory,
-            server.keyless if server is not None else "",
+            self.model.window or self.model.last_scrape, self.model.inventory, self.model.server
         )
         self.push_screen(TextModal("metric sources", body))
 

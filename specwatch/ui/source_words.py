@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from specwatch.core.gpu import GpuInventory
-    from specwatch.core.server import MetricsWindow
+    from specwatch.core.server import MetricsWindow, ServerInfo
 
 SCREEN_NAMES: dict[str, str] = {
     "gen_tok_s": "tok/s (generated)",
@@ -54,12 +54,15 @@ def gpu_source_words(inventory: GpuInventory | None) -> str:
 
 
 def sources_text(
-    window: MetricsWindow | None, inventory: GpuInventory | None, keyless: str = ""
+    window: MetricsWindow | None, inventory: GpuInventory | None, server: ServerInfo | None = None
 ) -> str:
-    """The ``m`` view's body; ``keyless``: why the server is read from its metrics alone."""
+    """The ``m`` view's body; ``server``: why its figures are read from its metrics alone
+    (:attr:`~ServerInfo.keyless`), and which model of a router (:attr:`~ServerInfo.routed`)."""
     lines = [gpu_source_words(inventory), ""]
-    if keyless:
-        lines += [f"server figures: /metrics only: {keyless}", ""]
+    if server is not None and server.keyless:
+        lines += [f"server figures: /metrics only: {server.keyless}", ""]
+    if server is not None and server.routed:
+        lines += [f"server figures: {server.routed}", ""]
     if window is None:
         return "\n".join([*lines, "no /metrics window yet"])
     lines += [f"{screen_name(k)}: {v}" for k, v in sorted(window.sources.items())]

@@ -7,6 +7,11 @@ before each scrape, says how many tokens each running request has decoded so far
 tokens generated since start are the counter plus those (:func:`generated`). Streams give one
 token per event; a verify step's events come as a burst, and the final ``timings`` say how many
 decode steps there were.
+
+A router (``llama-server --models-dir``/``--models-preset``, ``/props`` ``role: router``) runs
+a llama-server per model and forwards each read naming one (``?model=``) to it; asked for a
+model it has not loaded, it loads it. The watch reads a model already loaded, never one more
+(:func:`routed_model`; the client adds ``autoload=false`` to every read).
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
-from specwatch.core.server import Dialect, LatencyBucket, ServerInfo, SpecConfig
+from specwatch.core.launch_config import REPORTED_ARGV, launch_config, spec_with_arguments
+from specwatch.core.server import ROUTER_NOTE, Dialect, LatencyBucket, ServerInfo, SpecConfig
 from specwatch.core.values import as_int
 from specwatch.sources.dialects.base import (
     ServerDialect,
@@ -343,6 +349,101 @@ def parse_llamacpp_chunk(acc: StreamAccumulator, obj: Mapping[str, Any], t: floa
         acc.finish_reason = "length" if stop_type == "limit" else str(stop_type or "stop")
 
 
+ROUTED_STATES = ("loaded", "sleeping")
+"""A router's model states whose server answers a read without being loaded, best first."""
+MAX_ROUTED = 1024
+"""Model cards of a router's ``/v1/models`` read."""
+MAX_ARGS, MAX_ARG = 512, 1000
+"""Arguments of a routed server's command line kept, and characters of each."""
+
+
+async def routed_model(client: ServerClient, notes: dict[str, str]) -> tuple[str, tuple[str, ...]]:
+    """The model of a llama-server router to watch: the address's (``?model=NAME``), else the
+    first loaded (else sleeping) one of its ``/v1/models``, and the command line the router
+    started its server with (``status.args``, secrets withheld; empty if not given). The
+    client's reads then go to it, and ``notes[ROUTER_NOTE]`` says which.
+
+    Raises:
+        ServerError: The model is not loaded, or none is (``loading``: waited for, as a server
+            starting; a request naming a model loads it, a read never does).
+    """
+    listing = await try_json(client, "/v1/models")
+    data = listing.get("data") if isinstance(listing, Mapping) else None
+    data = data[:MAX_ROUTED] if isinstance(data, list) else []
+    states: dict[str, str] = {}
+    """Each model's state by its id."""
+    argvs: dict[str, tuple[str, ...]] = {}
+    """Each model's server's command line by its id and aliases."""
+    named: dict[str, str] = {}
+    """Each model's state by its id and its aliases."""
+    for card in data:
+        name = str_or_none(card.get("id")) if isinstance(card, Mapping) else None
+        if name is None:
+            continue
+        status = card.get("status")
+        state = str(status.get("value") if isinstance(status, Mapping) else None)
+        states.setdefault(name, state)
+        args = status.get("args") if isinstance(status, Mapping) else None
+        argv = _argv(args) if isinstance(args, list) else ()
+        aliases = card.get("aliases")
+        for alias in [name, *(aliases if isinstance(aliases, list) else ())]:
+            if isinstance(alias, str):
+                named.setdefault(alias, state)
+                argvs.setdefault(alias, argv)
+    running = [name for want in ROUTED_STATES for name, state in states.items() if state == want]
+    wanted = client.endpoint.model
+    if wanted is not None:
+        if wanted not in named:
+            from specwatch.sources.http.server_errors import ServerError
+
+            listed = ", ".join(list(states)[:8]) + (" …" if len(states) > 8 else "")
+            raise ServerError(
+                f"{client.endpoint.url('/v1/models')}: a llama-server router with no model "
+                f"{wanted!r} (its models: {listed or 'none'})",
+                kind="http",
+                status=404,
+                url=client.endpoint.url("/v1/models"),
+            )
+        if named[wanted] not in ROUTED_STATES:
+            _not_routable(
+                client, f"a llama-server router whose model {wanted!r} is not loaded", "it"
+            )
+        chosen = wanted
+    elif running:
+        chosen = running[0]
+    else:
+        _not_routable(
+            client, f"a llama-server router with none of its {len(data)} models loaded", "one"
+        )
+    client.route = chosen
+    others = [name for name in running if name != chosen]
+    notes[ROUTER_NOTE] = f"a llama-server router: watching {chosen}" + (
+        f" (also loaded: {', '.join(others[:8])}{' …' if len(others) > 8 else ''}; "
+        "another: host:port?model=NAME)"
+        if others
+        else ""
+    )
+    return chosen, argvs.get(chosen, ())
+
+
+def _argv(args: list[Any]) -> tuple[str, ...]:
+    from specwatch.core.redaction import redact_argv
+
+    return redact_argv([str(a) for a in args[:MAX_ARGS]], max_arg=MAX_ARG)
+
+
+def _not_routable(client: ServerClient, what: str, which: str) -> NoReturn:
+    from specwatch.sources.http.server_errors import ServerError
+
+    url = client.endpoint.url("/v1/models")
+    raise ServerError(
+        f"{url}: {what} (a request naming {which} loads it; specwatch never does)",
+        kind="http",
+        status=503,
+        url=url,
+    )
+
+
 class LlamaCppDialect(ServerDialect):
     """llama.cpp's llama-server."""
 
@@ -379,6 +480,11 @@ class LlamaCppDialect(ServerDialect):
         notes: dict[str, str] = {}
         props = await try_json(client, "/props")
         props = props if isinstance(props, Mapping) else {}
+        argv: tuple[str, ...] = ()
+        if props.get("role") == "router":
+            model, argv = await routed_model(client, notes)
+            props = await try_json(client, "/props")  # the routed model's own
+            props = props if isinstance(props, Mapping) else {}
         version = str_or_none(props.get("build_info"))
         model = (
             model or str_or_none(props.get("model_alias")) or str_or_none(props.get("model_path"))
@@ -394,7 +500,10 @@ class LlamaCppDialect(ServerDialect):
                 "unknown: /slots is disabled (--no-slots) and /props always says none; "
                 "a request's timings.draft_n shows it"
             )
-        launch = llamacpp_launch_facts(props, slots)
+        launch: dict[str, Any] = llamacpp_launch_facts(props, slots)
+        if argv:  # the router's own process is not this model's server: its arguments are
+            launch[REPORTED_ARGV] = list(argv)
+            spec = spec_with_arguments(spec, launch_config("llamacpp", (), launch, spec))
         metrics_enabled, metrics_reason, scrape = await self.metrics_state(
             client, props.get("endpoint_metrics") is False
         )
@@ -441,9 +550,12 @@ class LlamaCppDialect(ServerDialect):
     derive_window = staticmethod(derive_llamacpp)
 
     def stream_plan(self, info: ServerInfo, request: StreamRequest) -> StreamPlan:
-        """Native ``/completion`` with ``timings_per_token``."""
+        """Native ``/completion`` with ``timings_per_token`` (to a router: naming its model)."""
+        body = llamacpp_request(request)
+        if info.routed and info.model:
+            body["model"] = info.model
         return StreamPlan(
-            attempts=(("/completion", llamacpp_request(request)),),
+            attempts=(("/completion", body),),
             count_source="tokens_predicted (timings_per_token)",
         )
 
@@ -475,5 +587,6 @@ __all__ = [
     "generated",
     "llamacpp_launch_facts",
     "llamacpp_spec_from_slots",
+    "routed_model",
     "slot_progress",
 ]

@@ -5,12 +5,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from specwatch.core.redaction import WITHHELD, redact_text
 from specwatch.core.sanitize import sanitize_line
 
-EXPECTED = "expected localhost:8000, host:port, http://host:port or https://host:port"
+EXPECTED = (
+    "expected localhost:8000, host:port, http://host:port or https://host:port "
+    "(a llama-server router's model: host:port?model=NAME)"
+)
+MAX_MODEL_NAME = 256
+"""Characters of a model name given in the address (``?model=NAME``)."""
 KEY_ENV_VARS = ("SPECWATCH_API_KEY", "OPENAI_API_KEY")
 """Environment variables read for the API key, in order, when none is given."""
 
@@ -30,6 +35,9 @@ class Endpoint:
     named: bool = True
     """The user named this address (``--url``); ``False`` for one only a Prometheus label
     names, which is never sent a key."""
+    model: str | None = None
+    """The model a llama-server router is to forward the reads to (``host:port?model=NAME``);
+    ``None``: the first it has loaded. Other servers serve one model and do not read it."""
 
     def headers(self) -> dict[str, str]:
         """HTTP headers that authenticate a request (empty without a key)."""
@@ -90,8 +98,7 @@ def parse_endpoint(
     parts = urlsplit(text)
     if "@" in parts.netloc:
         raise ValueError("credentials in the server address are not supported; use --api-key")
-    if parts.query or parts.fragment:
-        raise ValueError(f"query or fragment in server address {shown!r}; {EXPECTED}")
+    model = _routed_model(parts.query, parts.fragment, shown)
     host = parts.hostname
     if not host:
         raise ValueError(f"no host in server address {shown!r}; {EXPECTED}")
@@ -122,7 +129,28 @@ def parse_endpoint(
                 break
     if key is not None and any(c in key for c in "\r\n"):
         raise ValueError("the API key contains a line break")
-    return Endpoint(base_url=f"{scheme}://{netloc}{path}", api_key=key)
+    return Endpoint(base_url=f"{scheme}://{netloc}{path}", api_key=key, model=model)
+
+
+def _routed_model(query: str, fragment: str, shown: str) -> str | None:
+    """The model named by an address's ``?model=NAME`` (a router's); any other query or a
+    fragment is refused."""
+    asked = parse_qs(query, keep_blank_values=True) if query else {}
+    names = asked.get("model", [])
+    if fragment or set(asked) - {"model"} or len(names) > 1 or (query and not names):
+        raise ValueError(f"query or fragment in server address {shown!r}; {EXPECTED}")
+    if not names:
+        return None
+    name = names[0]
+    if not name:
+        raise ValueError(f"empty model name in server address {shown!r}; {EXPECTED}")
+    # a name cut or cleaned would route to another model: refused rather than changed
+    if len(name) > MAX_MODEL_NAME or not name.isprintable():
+        raise ValueError(
+            f"a model name over {MAX_MODEL_NAME} characters or with control characters in "
+            f"server address {shown!r}"
+        )
+    return name
 
 
 def host_problem(url: str) -> str | None:

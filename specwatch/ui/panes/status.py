@@ -46,7 +46,8 @@ def status_parts(model: MonitorModel) -> list[tuple[int, str, str]]:
         parts.append((1, server, "text"))
         parts.append((2, spec_summary(info.spec), "text"))
         if info.model:
-            parts.append((4, info.model.rsplit("/", 1)[-1], "text"))
+            name = info.model.rsplit("/", 1)[-1]
+            parts.append((4, f"{name} (router)" if info.routed else name, "text"))
     if model.show_overhead:
         cpu = model.monitor_cpu_pct
         # The process's CPU includes a running benchmark's streams (its client, not the

@@ -1,0 +1,115 @@
+"""A real llama-server router (``--models-preset``: a llama-server per model, started when a
+request names it). The monitor watches a model already loaded, through the router, and never
+makes it load one: it waits while none is, each read carries ``autoload=false``, and a model it
+was asked for but is not loaded stays unloaded. The speculative setup comes from the command
+line the router reports for the model, and the window's tokens are that model's own counter.
+Skipped, with the reason, when the binary is missing (``tests/realserver.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from specwatch.core.launch_config import DRAFT_LENGTH, server_launch_config
+from specwatch.sources.detect import detect
+from specwatch.sources.http.client import ServerClient
+from specwatch.sources.http.endpoint import parse_endpoint
+from specwatch.sources.http.server_errors import ServerError
+from specwatch.sources.stream import stream_completion
+from specwatch.sources.watcher import MetricsWatcher
+from tests.realserver import running_llama_router
+
+pytestmark = [pytest.mark.realserver, pytest.mark.xdist_group("llama-server")]
+
+PRESETS = """
+[spec]
+model = {models}/tiny-target.gguf
+model-draft = {models}/tiny-draft.gguf
+spec-type = draft-simple
+spec-draft-n-max = 4
+ctx-size = 2048
+threads = 1
+threads-draft = 1
+metrics = 1
+
+[plain]
+model = {models}/tiny-target.gguf
+ctx-size = 2048
+threads = 1
+metrics = 1
+"""
+REQUESTS, MAX_TOKENS = 3, 64
+
+
+def _states(url: str) -> dict[str, str]:
+    data = httpx.get(url + "/v1/models", timeout=10).json()["data"]
+    return {card["id"]: card["status"]["value"] for card in data}
+
+
+def _predicted(url: str, model: str) -> float:
+    """The routed model's own ``tokens_predicted_total``, read without loading anything."""
+    text = httpx.get(
+        url + "/metrics", params={"model": model, "autoload": "false"}, timeout=10
+    ).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "llamacpp:tokens_predicted_total":
+                return float(sample.value)
+    raise AssertionError("no llamacpp:tokens_predicted_total")
+
+
+def _complete(url: str, model: str, max_tokens: int) -> None:
+    body = {"model": model, "prompt": "Once upon a time", "max_tokens": max_tokens}
+    body["ignore_eos"] = True
+    httpx.post(url + "/v1/completions", json=body, timeout=120).raise_for_status()
+
+
+async def _watch(url: str) -> None:
+    async with ServerClient(parse_endpoint(url, env={}), timeout_s=30.0) as client:
+        with pytest.raises(ServerError) as none_loaded:
+            await detect(client)
+    assert none_loaded.value.loading, none_loaded.value
+    assert "a llama-server router with none of its 2 models loaded" in str(none_loaded.value)
+    assert _states(url) == {"spec": "unloaded", "plain": "unloaded"}
+
+    await asyncio.to_thread(_complete, url, "spec", 8)  # a client loads it
+    async with ServerClient(parse_endpoint(url, env={}), timeout_s=30.0) as client:
+        info = await detect(client)
+        assert info.model == "spec" and info.routed == "a llama-server router: watching spec"
+        # /slots says a draft is loaded; the draft length is in the router's command line
+        assert info.spec.enabled and info.spec.num_draft_tokens == 4, info.spec
+        launch = server_launch_config(info)
+        assert launch is not None and launch.value(DRAFT_LENGTH) == "4"
+        watcher = MetricsWatcher(client, info)
+        await watcher.scrape()
+        before = await asyncio.to_thread(_predicted, url, "spec")
+        for _ in range(REQUESTS):
+            await asyncio.to_thread(_complete, url, "spec", MAX_TOKENS)
+        after = await asyncio.to_thread(_predicted, url, "spec")
+        window = await watcher.scrape()
+        streamed = await stream_completion(client, info, "Once upon a time", 16)
+    assert after - before == REQUESTS * MAX_TOKENS
+    assert window.tokens == after - before and "error" not in window.notes, window.notes
+    assert window.accept_length is not None and window.accept_length > 1.0
+    assert streamed.error is None and streamed.completion_tokens == 16
+
+    # asked for a model it has not loaded, it waits; the model stays unloaded
+    async with ServerClient(parse_endpoint(url + "?model=plain", env={}), timeout_s=30) as c:
+        with pytest.raises(ServerError) as unloaded:
+            await detect(c)
+    assert unloaded.value.loading
+    assert "a llama-server router whose model 'plain' is not loaded" in str(unloaded.value)
+    # a read routed to a model that is not loaded (one unloaded while watched) does not load it
+    async with ServerClient(parse_endpoint(url, env={}), timeout_s=30) as c:
+        c.route = "plain"
+        refused = await c.get("/metrics", check=False)
+    assert refused.status_code == 400 and "model is not loaded" in refused.text
+    assert _states(url) == {"spec": "loaded", "plain": "unloaded"}
+
+
+def test_a_router_is_watched_through_a_loaded_model_and_never_loads_one() -> None:
+    with running_llama_router(PRESETS) as (url, _models):
+        asyncio.run(_watch(url))
