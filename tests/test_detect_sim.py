@@ -266,3 +266,20 @@ async def test_https_to_a_plain_http_server_is_a_tls_error() -> None:
         f"TLS error talking to {url}/v1/models: WRONG_VERSION_NUMBER "
         "(the server speaks plain http? use http://)"
     )
+
+
+async def test_an_idle_llamacpp_watch_asks_its_slots_once() -> None:
+    """llama-server counts a ``/slots`` read as activity (it keeps one started with
+    ``--sleep-idle-seconds`` awake): an idle server's slots are asked at the first scrape only."""
+    from specwatch.sources.watcher import MetricsWatcher
+
+    with running_sim("llamacpp") as sim:
+        async with sim.client() as client:
+            info = await detect(client)
+            watcher = MetricsWatcher(client, info)
+            hits = sim.world.truth.endpoint_hits
+            before = hits["GET /slots"]
+            windows = [await watcher.scrape() for _ in range(6)]
+            asked = hits["GET /slots"] - before
+    assert asked == 1, asked
+    assert all(w.tokens == 0 for w in windows[1:]), [w.tokens for w in windows]

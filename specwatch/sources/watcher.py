@@ -187,7 +187,7 @@ class MetricsWatcher:
         neither); a failed read is ``None``."""
         try:
             found = await dialect_for(self.info.dialect).progress(
-                self.client, self.info, self._progress
+                self.client, self.info, self._progress, self.last_scrape
             )
         except Exception:  # progress is extra information: never a reason to lose the window
             found = None

@@ -141,11 +141,14 @@ class ServerDialect(abc.ABC):
         of an endpoint that makes the server do model work. None by default."""
         return {}
 
-    async def progress(self, client: ServerClient, info: ServerInfo, last: Any) -> Any:
+    async def progress(
+        self, client: ServerClient, info: ServerInfo, last: Any, scrape: Scrape | None
+    ) -> Any:
         """What the server says of the requests it is running, read at every scrape just before
         ``/metrics`` and handed to :meth:`derive_window` beside it (``WindowBuilder.progress``):
         for servers whose counters move only when a request ends. ``last`` is the previous
-        answer. One bounded, passive request at most; none by default."""
+        answer, ``scrape`` the last good scrape (``None`` before the first). One bounded,
+        passive request at most; none by default."""
         return None
 
     def scrape_notes(self, scrape: Scrape) -> dict[str, str]:

@@ -96,6 +96,16 @@ class SlotProgress:
     """Scrapes left before ``/slots`` is asked again after it was ``off``."""
 
 
+IDLE = SlotProgress()
+"""No request running, as the last ``/slots`` and ``/metrics`` said (``/slots`` not asked)."""
+
+
+async def _sleeping(client: ServerClient) -> bool:
+    """Whether ``/props`` says the server sleeps (``--sleep-idle-seconds``)."""
+    props = await try_json(client, "/props")
+    return isinstance(props, Mapping) and props.get("is_sleeping") is True
+
+
 def slot_progress(slots: Any) -> SlotProgress:
     """The running slots of a ``/slots`` answer (only whole numbers are taken from it)."""
     if not isinstance(slots, list):
@@ -492,12 +502,16 @@ class LlamaCppDialect(ServerDialect):
         settings = props.get("default_generation_settings")
         if max_len is None and isinstance(settings, Mapping):
             max_len = as_int(settings.get("n_ctx"), digits=True)
-        slots = await try_json(client, "/slots")
+        # /slots wakes a sleeping server (--sleep-idle-seconds): it reloads the model
+        sleeping = props.get("is_sleeping") is True
+        slots = None if sleeping else await try_json(client, "/slots")
         spec = llamacpp_spec_from_slots(slots)
         if spec is None:
             spec = SpecConfig(enabled=None, source="")
             notes["speculative"] = (
-                "unknown: /slots is disabled (--no-slots) and /props always says none; "
+                "unknown while the server sleeps (--sleep-idle-seconds): /slots would wake it"
+                if sleeping
+                else "unknown: /slots is disabled (--no-slots) and /props always says none; "
                 "a request's timings.draft_n shows it"
             )
         launch: dict[str, Any] = llamacpp_launch_facts(props, slots)
@@ -525,11 +539,32 @@ class LlamaCppDialect(ServerDialect):
             notes=notes,
         )
 
-    async def progress(self, client: ServerClient, info: ServerInfo, last: Any) -> Any:
+    async def progress(
+        self, client: ServerClient, info: ServerInfo, last: Any, scrape: Scrape | None
+    ) -> Any:
         """``/slots`` (bounded, passive): the tokens each running request decoded so far; after
-        an answer saying it is off, asked again only every :data:`SLOTS_OFF_RETRY` scrapes."""
+        an answer saying it is off, asked again only every :data:`SLOTS_OFF_RETRY` scrapes.
+
+        Not asked of an idle server (the last ``/slots`` and the last scrape both had nothing
+        running): llama-server counts a ``/slots`` read as activity, so reading it at every
+        scrape kept a server started with ``--sleep-idle-seconds`` from ever sleeping, and
+        woke (reloaded) one that slept; ``/metrics`` and ``/props`` do neither. A request that
+        begins is in the next scrape's ``requests_processing``, and ``/slots`` is read again from
+        then on. A watch's first read asks ``/props`` whether the server sleeps (it runs nothing
+        then) before it asks ``/slots``.
+        """
         if isinstance(last, SlotProgress) and last.off and last.retry_in > 0:
             return replace(last, retry_in=last.retry_in - 1)
+        if (
+            isinstance(last, SlotProgress)
+            and not last.off
+            and not last.running
+            and scrape is not None
+            and scrape.total(_L + "requests_processing") == 0
+        ):
+            return IDLE
+        if last is None and await _sleeping(client):  # a first read: a new or renewed watch
+            return IDLE
         from specwatch.sources.http.client import SLOTS_LIMIT_BYTES
         from specwatch.sources.http.server_errors import ServerError
 
