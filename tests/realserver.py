@@ -104,13 +104,7 @@ def running_llama_server(
             "no shared/tools/llama-server beside the checkout: set SPECWATCH_SHARED to the "
             "shared/ folder (docs/development.md: Tests against a real llama-server)"
         )
-    binary = llama_server_binary()
-    if not os.access(binary, os.X_OK):
-        pytest.skip(
-            f"no llama-server binary in {_home_relative(binary.parent)}: build it with "
-            "bash ../shared/tools/llama-server/build-llama-server.sh "
-            "(docs/development.md: Tests against a real llama-server)"
-        )
+    binary = _built_llama_server()
     if drop:
         binary = _without(binary, drop)
     port = _free_port()
@@ -138,13 +132,7 @@ def running_llama_router(presets: str) -> Iterator[tuple[str, Path]]:
     port; ``presets``: the INI file's text, ``{models}`` standing for the directory of the
     tiny target and draft models. Yields its base URL and that directory. The router starts
     a llama-server per model when a request names it; none is loaded at first."""
-    binary = llama_server_binary()
-    if not os.access(binary, os.X_OK):
-        pytest.skip(
-            f"no llama-server binary in {_home_relative(binary.parent)}: build it with "
-            "bash ../shared/tools/llama-server/build-llama-server.sh "
-            "(docs/development.md: Tests against a real llama-server)"
-        )
+    binary = _built_llama_server()
     models = Path(os.environ.get("MODELS_DIR") or _realserver_home() / "models")
     if not (models / "tiny-target.gguf").is_file() or not (models / "tiny-draft.gguf").is_file():
         with running_llama_server("plain"):  # the start script makes the models on first use
@@ -184,6 +172,18 @@ def running_llama_router(presets: str) -> Iterator[tuple[str, Path]]:
             os.killpg(router.pid, signal.SIGKILL)
             router.wait(timeout=10)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _built_llama_server() -> Path:
+    """The built binary; the test is skipped, with how to build it, when there is none."""
+    binary = llama_server_binary()
+    if not os.access(binary, os.X_OK):
+        pytest.skip(
+            f"no llama-server binary in {_home_relative(binary.parent)}: build it with "
+            "bash ../shared/tools/llama-server/build-llama-server.sh "
+            "(docs/development.md: Tests against a real llama-server)"
+        )
+    return binary
 
 
 def _without(binary: Path, drop: tuple[str, ...]) -> Path:
