@@ -487,3 +487,12 @@ def test_goodput_objectives_turned_off_export_no_counters() -> None:
     got = _scrape(readings)
     assert "specwatch_goodput_requests_total" not in got
     assert "specwatch_goodput_objective_seconds" not in got
+
+
+def test_two_models_of_one_router_are_two_servers() -> None:
+    routed = [
+        parse_endpoint("gpu:8080?model=a", env={}),
+        parse_endpoint("gpu:8080?model=b", env={}),
+    ]
+    servers = [s.server for s in Readings(routed).view().servers]
+    assert servers == ["http://gpu:8080?model=a", "http://gpu:8080?model=b"]

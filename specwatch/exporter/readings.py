@@ -161,7 +161,7 @@ class Readings:
         self._lock = threading.Lock()
         counts = _goodput_counts(slo)
         self._servers = [
-            ServerView(label(redact(e.base_url, e)), goodput=counts) for e in endpoints
+            ServerView(label(redact(str(e), e)), goodput=counts) for e in endpoints
         ]
         self._kept: list[tuple[MetricsWindow | None, LiveVerdictState | None]] = [
             (None, None) for _ in endpoints

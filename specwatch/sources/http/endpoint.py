@@ -50,7 +50,9 @@ class Endpoint:
         return self.base_url + ("" if path.startswith("/") else "/") + path
 
     def __str__(self) -> str:
-        return self.base_url
+        """The address as given: a router's model too (two models of one router are two
+        servers to watch)."""
+        return self.base_url if self.model is None else f"{self.base_url}?model={self.model}"
 
 
 PASTED_PATHS = (
