@@ -160,9 +160,7 @@ class Readings:
         self.gpus_off = gpus_off
         self._lock = threading.Lock()
         counts = _goodput_counts(slo)
-        self._servers = [
-            ServerView(label(redact(str(e), e)), goodput=counts) for e in endpoints
-        ]
+        self._servers = [ServerView(label(redact(str(e), e)), goodput=counts) for e in endpoints]
         self._kept: list[tuple[MetricsWindow | None, LiveVerdictState | None]] = [
             (None, None) for _ in endpoints
         ]

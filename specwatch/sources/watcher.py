@@ -156,6 +156,7 @@ class MetricsWatcher:
                 notes = {"error": foreign, **({"parse": scrape.error} if scrape.error else {})}
                 return MetricsWindow(t=t, dt=0.0, notes=notes)
             header = response.headers.get("Process-Start-Time-Unix")
+            progress = await self._complete_progress(progress, scrape, deadline)
             await self._read_side(t, scrape)
             return self._window(_Snapshot(t, scrape, header, progress))
         except Exception as exc:  # a bug here must not take the monitor down
@@ -191,6 +192,19 @@ class MetricsWatcher:
             )
         except Exception:  # progress is extra information: never a reason to lose the window
             found = None
+        self._progress = found
+        return found
+
+    async def _complete_progress(self, progress: Any, scrape: Scrape, deadline: float) -> Any:
+        """The dialect's progress answer completed after the scrape (a request it shows that
+        the read before it skipped); as it was when that fails."""
+        try:
+            async with asyncio.timeout(deadline):
+                found = await dialect_for(self.info.dialect).progress_after(
+                    self.client, self.info, progress, scrape
+                )
+        except Exception:  # progress is extra information: never a reason to lose the window
+            return progress
         self._progress = found
         return found
 

@@ -151,6 +151,13 @@ class ServerDialect(abc.ABC):
         passive request at most; none by default."""
         return None
 
+    async def progress_after(
+        self, client: ServerClient, info: ServerInfo, progress: Any, scrape: Scrape
+    ) -> Any:
+        """``progress`` completed after the scrape it goes with, where that scrape shows what
+        the read before it left out; as it was by default (no request)."""
+        return progress
+
     def scrape_notes(self, scrape: Scrape) -> dict[str, str]:
         """Notes a scrape deserves before any number is derived (e.g. no series of ours)."""
         return {}

@@ -8,10 +8,8 @@ tokens generated since start are the counter plus those (:func:`generated`). Str
 token per event; a verify step's events come as a burst, and the final ``timings`` say how many
 decode steps there were.
 
-A router (``llama-server --models-dir``/``--models-preset``, ``/props`` ``role: router``) runs
-a llama-server per model and forwards each read naming one (``?model=``) to it; asked for a
-model it has not loaded, it loads it. The watch reads a model already loaded, never one more
-(:func:`routed_model`; the client adds ``autoload=false`` to every read).
+A router (``/props`` ``role: router``) is read through one of its models
+(:mod:`~specwatch.sources.dialects.llamacpp_router`).
 """
 
 from __future__ import annotations
@@ -19,10 +17,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from specwatch.core.launch_config import REPORTED_ARGV, launch_config, spec_with_arguments
-from specwatch.core.server import ROUTER_NOTE, Dialect, LatencyBucket, ServerInfo, SpecConfig
+from specwatch.core.server import Dialect, LatencyBucket, ServerInfo, SpecConfig
 from specwatch.core.values import as_int
 from specwatch.sources.dialects.base import (
     ServerDialect,
@@ -37,6 +35,7 @@ from specwatch.sources.dialects.base import (
     spec_names,
     spec_window,
 )
+from specwatch.sources.dialects.llamacpp_router import routed_model
 from specwatch.sources.dialects.llamacpp_timings import spec_from_timings
 from specwatch.sources.identity.server_queries import (
     redact_launch_args,
@@ -98,6 +97,26 @@ class SlotProgress:
 
 IDLE = SlotProgress()
 """No request running, as the last ``/slots`` and ``/metrics`` said (``/slots`` not asked)."""
+
+
+async def _read_slots(client: ServerClient) -> SlotProgress:
+    """``/slots`` (bounded, passive) as the token rate reads it."""
+    from specwatch.sources.http.client import SLOTS_LIMIT_BYTES
+    from specwatch.sources.http.server_errors import ServerError
+
+    try:
+        response = await client.get("/slots", check=False, limit=SLOTS_LIMIT_BYTES)
+    except ServerError as exc:
+        return SlotProgress(off=f"/slots not read: {exc}")
+    if response.status_code >= 400:
+        return SlotProgress(
+            off=f"/slots answered HTTP {response.status_code} (started with --no-slots?)",
+            retry_in=SLOTS_OFF_RETRY,
+        )
+    try:
+        return slot_progress(client.decode_json(response.content, "/slots"))
+    except ServerError:
+        return SlotProgress(off="/slots answered no JSON", retry_in=SLOTS_OFF_RETRY)
 
 
 async def _sleeping(client: ServerClient) -> bool:
@@ -359,101 +378,6 @@ def parse_llamacpp_chunk(acc: StreamAccumulator, obj: Mapping[str, Any], t: floa
         acc.finish_reason = "length" if stop_type == "limit" else str(stop_type or "stop")
 
 
-ROUTED_STATES = ("loaded", "sleeping")
-"""A router's model states whose server answers a read without being loaded, best first."""
-MAX_ROUTED = 1024
-"""Model cards of a router's ``/v1/models`` read."""
-MAX_ARGS, MAX_ARG = 512, 1000
-"""Arguments of a routed server's command line kept, and characters of each."""
-
-
-async def routed_model(client: ServerClient, notes: dict[str, str]) -> tuple[str, tuple[str, ...]]:
-    """The model of a llama-server router to watch: the address's (``?model=NAME``), else the
-    first loaded (else sleeping) one of its ``/v1/models``, and the command line the router
-    started its server with (``status.args``, secrets withheld; empty if not given). The
-    client's reads then go to it, and ``notes[ROUTER_NOTE]`` says which.
-
-    Raises:
-        ServerError: The model is not loaded, or none is (``loading``: waited for, as a server
-            starting; a request naming a model loads it, a read never does).
-    """
-    listing = await try_json(client, "/v1/models")
-    data = listing.get("data") if isinstance(listing, Mapping) else None
-    data = data[:MAX_ROUTED] if isinstance(data, list) else []
-    states: dict[str, str] = {}
-    """Each model's state by its id."""
-    argvs: dict[str, tuple[str, ...]] = {}
-    """Each model's server's command line by its id and aliases."""
-    named: dict[str, str] = {}
-    """Each model's state by its id and its aliases."""
-    for card in data:
-        name = str_or_none(card.get("id")) if isinstance(card, Mapping) else None
-        if name is None:
-            continue
-        status = card.get("status")
-        state = str(status.get("value") if isinstance(status, Mapping) else None)
-        states.setdefault(name, state)
-        args = status.get("args") if isinstance(status, Mapping) else None
-        argv = _argv(args) if isinstance(args, list) else ()
-        aliases = card.get("aliases")
-        for alias in [name, *(aliases if isinstance(aliases, list) else ())]:
-            if isinstance(alias, str):
-                named.setdefault(alias, state)
-                argvs.setdefault(alias, argv)
-    running = [name for want in ROUTED_STATES for name, state in states.items() if state == want]
-    wanted = client.endpoint.model
-    if wanted is not None:
-        if wanted not in named:
-            from specwatch.sources.http.server_errors import ServerError
-
-            listed = ", ".join(list(states)[:8]) + (" …" if len(states) > 8 else "")
-            raise ServerError(
-                f"{client.endpoint.url('/v1/models')}: a llama-server router with no model "
-                f"{wanted!r} (its models: {listed or 'none'})",
-                kind="http",
-                status=404,
-                url=client.endpoint.url("/v1/models"),
-            )
-        if named[wanted] not in ROUTED_STATES:
-            _not_routable(
-                client, f"a llama-server router whose model {wanted!r} is not loaded", "it"
-            )
-        chosen = wanted
-    elif running:
-        chosen = running[0]
-    else:
-        _not_routable(
-            client, f"a llama-server router with none of its {len(data)} models loaded", "one"
-        )
-    client.route = chosen
-    others = [name for name in running if name != chosen]
-    notes[ROUTER_NOTE] = f"a llama-server router: watching {chosen}" + (
-        f" (also loaded: {', '.join(others[:8])}{' …' if len(others) > 8 else ''}; "
-        "another: host:port?model=NAME)"
-        if others
-        else ""
-    )
-    return chosen, argvs.get(chosen, ())
-
-
-def _argv(args: list[Any]) -> tuple[str, ...]:
-    from specwatch.core.redaction import redact_argv
-
-    return redact_argv([str(a) for a in args[:MAX_ARGS]], max_arg=MAX_ARG)
-
-
-def _not_routable(client: ServerClient, what: str, which: str) -> NoReturn:
-    from specwatch.sources.http.server_errors import ServerError
-
-    url = client.endpoint.url("/v1/models")
-    raise ServerError(
-        f"{url}: {what} (a request naming {which} loads it; specwatch never does)",
-        kind="http",
-        status=503,
-        url=url,
-    )
-
-
 class LlamaCppDialect(ServerDialect):
     """llama.cpp's llama-server."""
 
@@ -549,9 +473,9 @@ class LlamaCppDialect(ServerDialect):
         running): llama-server counts a ``/slots`` read as activity, so reading it at every
         scrape kept a server started with ``--sleep-idle-seconds`` from ever sleeping, and
         woke (reloaded) one that slept; ``/metrics`` and ``/props`` do neither. A request that
-        begins is in the next scrape's ``requests_processing``, and ``/slots`` is read again from
-        then on. A watch's first read asks ``/props`` whether the server sleeps (it runs nothing
-        then) before it asks ``/slots``.
+        begins shows in the scrape's ``requests_processing``, and ``/slots`` is read just after
+        it (:meth:`progress_after`) and before each scrape from then on. A watch's first read
+        asks ``/props`` whether the server sleeps (it runs nothing then) before ``/slots``.
         """
         if isinstance(last, SlotProgress) and last.off and last.retry_in > 0:
             return replace(last, retry_in=last.retry_in - 1)
@@ -565,22 +489,18 @@ class LlamaCppDialect(ServerDialect):
             return IDLE
         if last is None and await _sleeping(client):  # a first read: a new or renewed watch
             return IDLE
-        from specwatch.sources.http.client import SLOTS_LIMIT_BYTES
-        from specwatch.sources.http.server_errors import ServerError
+        return await _read_slots(client)
 
-        try:
-            response = await client.get("/slots", check=False, limit=SLOTS_LIMIT_BYTES)
-        except ServerError as exc:
-            return SlotProgress(off=f"/slots not read: {exc}")
-        if response.status_code >= 400:
-            return SlotProgress(
-                off=f"/slots answered HTTP {response.status_code} (started with --no-slots?)",
-                retry_in=SLOTS_OFF_RETRY,
-            )
-        try:
-            return slot_progress(client.decode_json(response.content, "/slots"))
-        except ServerError:
-            return SlotProgress(off="/slots answered no JSON", retry_in=SLOTS_OFF_RETRY)
+    async def progress_after(
+        self, client: ServerClient, info: ServerInfo, progress: Any, scrape: Scrape
+    ) -> Any:
+        """Where ``/slots`` was skipped as idle and the scrape shows a request running (it
+        began since the last scrape), ``/slots`` read now: the rate is live from the request's
+        first window. A request that ended between the two reads is in neither until the next
+        window's counter."""
+        if progress is IDLE and (scrape.total(_L + "requests_processing") or 0) > 0:
+            return await _read_slots(client)
+        return progress
 
     derive_window = staticmethod(derive_llamacpp)
 
@@ -622,6 +542,5 @@ __all__ = [
     "generated",
     "llamacpp_launch_facts",
     "llamacpp_spec_from_slots",
-    "routed_model",
     "slot_progress",
 ]

@@ -1,0 +1,114 @@
+"""llama.cpp's router: ``llama-server --models-dir DIR`` or ``--models-preset FILE`` runs a
+llama-server per model (``/props`` says ``role: router``) and forwards each request naming one
+(``?model=`` on a read) to it; a read naming a model it has not loaded loads it, unless it
+carries ``autoload=false``. The watch reads one model already loaded and never another: the
+client adds ``autoload=false`` to every read (``ServerClient.route``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from specwatch.core.server import ROUTER_NOTE
+from specwatch.sources.identity.server_queries import str_or_none, try_json
+
+if TYPE_CHECKING:
+    from specwatch.sources.http.client import ServerClient
+
+ROUTED_STATES = ("loaded", "sleeping")
+"""A router's model states whose server answers a read without being loaded, best first."""
+MAX_ROUTED = 1024
+"""Model cards of a router's ``/v1/models`` read."""
+MAX_ARGS, MAX_ARG = 512, 1000
+"""Arguments of a routed server's command line kept, and characters of each."""
+
+
+async def routed_model(client: ServerClient, notes: dict[str, str]) -> tuple[str, tuple[str, ...]]:
+    """The model of a llama-server router to watch: the address's (``?model=NAME``), else the
+    first loaded (else sleeping) one of its ``/v1/models``, and the command line the router
+    started its server with (``status.args``, secrets withheld; empty if not given). The
+    client's reads then go to it, and ``notes[ROUTER_NOTE]`` says which.
+
+    Raises:
+        ServerError: The model is not loaded, or none is (``loading``: waited for, as a server
+            starting; a request naming a model loads it, a read never does).
+    """
+    listing = await try_json(client, "/v1/models")
+    data = listing.get("data") if isinstance(listing, Mapping) else None
+    data = data[:MAX_ROUTED] if isinstance(data, list) else []
+    states: dict[str, str] = {}
+    """Each model's state by its id."""
+    argvs: dict[str, tuple[str, ...]] = {}
+    """Each model's server's command line by its id and aliases."""
+    named: dict[str, str] = {}
+    """Each model's state by its id and its aliases."""
+    for card in data:
+        name = str_or_none(card.get("id")) if isinstance(card, Mapping) else None
+        if name is None:
+            continue
+        status = card.get("status")
+        state = str(status.get("value") if isinstance(status, Mapping) else None)
+        states.setdefault(name, state)
+        args = status.get("args") if isinstance(status, Mapping) else None
+        argv = _argv(args) if isinstance(args, list) else ()
+        aliases = card.get("aliases")
+        for alias in [name, *(aliases if isinstance(aliases, list) else ())]:
+            if isinstance(alias, str):
+                named.setdefault(alias, state)
+                argvs.setdefault(alias, argv)
+    running = [name for want in ROUTED_STATES for name, state in states.items() if state == want]
+    wanted = client.endpoint.model
+    if wanted is not None:
+        if wanted not in named:
+            from specwatch.sources.http.server_errors import ServerError
+
+            listed = ", ".join(list(states)[:8]) + (" …" if len(states) > 8 else "")
+            raise ServerError(
+                f"{client.endpoint.url('/v1/models')}: a llama-server router with no model "
+                f"{wanted!r} (its models: {listed or 'none'})",
+                kind="http",
+                status=404,
+                url=client.endpoint.url("/v1/models"),
+            )
+        if named[wanted] not in ROUTED_STATES:
+            _not_routable(
+                client, f"a llama-server router whose model {wanted!r} is not loaded", "it"
+            )
+        chosen = wanted
+    elif running:
+        chosen = running[0]
+    else:
+        _not_routable(
+            client, f"a llama-server router with none of its {len(data)} models loaded", "one"
+        )
+    client.route = chosen
+    others = [name for name in running if name != chosen]
+    notes[ROUTER_NOTE] = f"a llama-server router: watching {chosen}" + (
+        f" (also loaded: {', '.join(others[:8])}{' …' if len(others) > 8 else ''}; "
+        "another: host:port?model=NAME)"
+        if others
+        else ""
+    )
+    return chosen, argvs.get(chosen, ())
+
+
+def _argv(args: list[Any]) -> tuple[str, ...]:
+    from specwatch.core.redaction import redact_argv
+
+    return redact_argv([str(a) for a in args[:MAX_ARGS]], max_arg=MAX_ARG)
+
+
+def _not_routable(client: ServerClient, what: str, which: str) -> NoReturn:
+    from specwatch.sources.http.server_errors import ServerError
+
+    url = client.endpoint.url("/v1/models")
+    raise ServerError(
+        f"{url}: {what} (a request naming {which} loads it; specwatch never does)",
+        kind="http",
+        status=503,
+        url=url,
+    )
+
+
+__all__ = ["MAX_ROUTED", "ROUTED_STATES", "routed_model"]
