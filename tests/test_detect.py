@@ -532,3 +532,22 @@ async def test_a_router_with_nothing_loaded_is_waited_for(fake_server: FakeServe
             await detect(client)
         assert client.route is None
     assert err.value.loading and "with none of its 2 models loaded" in str(err.value)
+
+
+async def test_a_hostile_router_listing_is_read_within_bounds(fake_server: FakeServer) -> None:
+    junk: list[Any] = [None, 7, "x", {"id": None}, {"id": "a", "status": "loaded"}]
+    junk += [{"id": f"m{i}", "status": {"value": "unloaded", "args": "--x"}} for i in range(5000)]
+    junk.append({"id": "late\x1b[31m", "status": {"value": "loaded", "args": [{"k": 1}] * 9999}})
+    _router(fake_server, {})
+    fake_server.routes["GET /v1/models"] = {"data": junk}
+    async with fake_server.client() as client:
+        with pytest.raises(ServerError) as err:
+            await detect(client)
+    # only the first 1024 cards are read: the loaded one past them is not seen
+    assert err.value.loading and "none of its 1024 models loaded" in str(err.value)
+    fake_server.routes["GET /v1/models"] = {"data": [junk[-1]]}
+    async with fake_server.client() as client:
+        info = await detect(client)
+    argv = (info.launch_args or {}).get("argv", [])
+    # the name from outside is shown cleaned (the route asks for it as the router wrote it)
+    assert len(argv) == 512 and info.model == "late\\x1b[31m" and "\x1b" not in info.routed

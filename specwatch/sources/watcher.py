@@ -127,10 +127,11 @@ class MetricsWatcher:
         if self._refused is not None:
             return MetricsWindow(t=t, dt=0.0, notes={"metrics": self._refused})
         deadline = self.client.deadline_s or REQUEST_DEADLINE_S
+        ends = asyncio.get_running_loop().time() + deadline
         try:
             # One deadline for the scrape: a hung server must not cost one per request of it
-            # (llama.cpp's /slots, then /metrics).
-            async with asyncio.timeout(deadline):
+            # (llama.cpp's /slots, then /metrics, and /slots again after an idle read).
+            async with asyncio.timeout_at(ends):
                 progress = await self._read_progress()
                 response = await self.client.get(self._path, check=False, limit=METRICS_LIMIT_BYTES)
         except TimeoutError:
@@ -156,7 +157,7 @@ class MetricsWatcher:
                 notes = {"error": foreign, **({"parse": scrape.error} if scrape.error else {})}
                 return MetricsWindow(t=t, dt=0.0, notes=notes)
             header = response.headers.get("Process-Start-Time-Unix")
-            progress = await self._complete_progress(progress, scrape, deadline)
+            progress = await self._complete_progress(progress, scrape, ends)
             await self._read_side(t, scrape)
             return self._window(_Snapshot(t, scrape, header, progress))
         except Exception as exc:  # a bug here must not take the monitor down
@@ -195,11 +196,12 @@ class MetricsWatcher:
         self._progress = found
         return found
 
-    async def _complete_progress(self, progress: Any, scrape: Scrape, deadline: float) -> Any:
+    async def _complete_progress(self, progress: Any, scrape: Scrape, ends: float) -> Any:
         """The dialect's progress answer completed after the scrape (a request it shows that
-        the read before it skipped); as it was when that fails."""
+        the read before it skipped), by the scrape's deadline (loop time ``ends``); as it was
+        when that fails."""
         try:
-            async with asyncio.timeout(deadline):
+            async with asyncio.timeout_at(ends):
                 found = await dialect_for(self.info.dialect).progress_after(
                     self.client, self.info, progress, scrape
                 )
