@@ -103,8 +103,8 @@ async def detect(client: ServerClient) -> ServerInfo:
     gave (model id, version, arguments, notes) is sanitised.
 
     Raises:
-        ServerError: The server cannot be reached, refuses the key, or is still loading
-            (``loading`` is true: HTTP 503).
+        ServerError: The server cannot be reached, refuses the key where its metrics are
+            not open either, or is still loading (``loading`` is true: HTTP 503).
     """
     client.route = None  # a restarted server may be no router, or route elsewhere
     dialect, card, refused = await _fingerprint(client)

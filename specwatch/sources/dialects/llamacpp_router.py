@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from specwatch.core.redaction import redact_argv
 from specwatch.core.server import ROUTER_NOTE
+from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.identity.server_queries import str_or_none, try_json
 
 if TYPE_CHECKING:
@@ -32,37 +34,33 @@ async def routed_model(client: ServerClient, notes: dict[str, str]) -> tuple[str
 
     Raises:
         ServerError: The model is not loaded, or none is (``loading``: waited for, as a server
-            starting; a request naming a model loads it, a read never does).
+            starting; a request naming a model loads it, a read never does); the address names
+            a model the router does not have (HTTP 404).
     """
     listing = await try_json(client, "/v1/models")
     data = listing.get("data") if isinstance(listing, Mapping) else None
     data = data[:MAX_ROUTED] if isinstance(data, list) else []
-    states: dict[str, str] = {}
-    """Each model's state by its id."""
-    argvs: dict[str, tuple[str, ...]] = {}
-    """Each model's server's command line by its id and aliases."""
-    named: dict[str, str] = {}
-    """Each model's state by its id and its aliases."""
+    states: dict[str, str] = {}  # by id
+    known: dict[str, str] = {}  # by id and alias
+    args: dict[str, list[Any]] = {}  # the command lines, by id and alias
     for card in data:
         name = str_or_none(card.get("id")) if isinstance(card, Mapping) else None
         if name is None:
             continue
         status = card.get("status")
-        state = str(status.get("value") if isinstance(status, Mapping) else None)
+        status = status if isinstance(status, Mapping) else {}
+        state = str(status.get("value"))
         states.setdefault(name, state)
-        args = status.get("args") if isinstance(status, Mapping) else None
-        argv = _argv(args) if isinstance(args, list) else ()
         aliases = card.get("aliases")
         for alias in [name, *(aliases if isinstance(aliases, list) else ())]:
             if isinstance(alias, str):
-                named.setdefault(alias, state)
-                argvs.setdefault(alias, argv)
+                known.setdefault(alias, state)
+                command = status.get("args")
+                args.setdefault(alias, command if isinstance(command, list) else [])
     running = [name for want in ROUTED_STATES for name, state in states.items() if state == want]
     wanted = client.endpoint.model
     if wanted is not None:
-        if wanted not in named:
-            from specwatch.sources.http.server_errors import ServerError
-
+        if wanted not in known:
             listed = ", ".join(list(states)[:8]) + (" …" if len(states) > 8 else "")
             raise ServerError(
                 f"{client.endpoint.url('/v1/models')}: a llama-server router with no model "
@@ -71,7 +69,7 @@ async def routed_model(client: ServerClient, notes: dict[str, str]) -> tuple[str
                 status=404,
                 url=client.endpoint.url("/v1/models"),
             )
-        if named[wanted] not in ROUTED_STATES:
+        if known[wanted] not in ROUTED_STATES:
             _not_routable(
                 client, f"a llama-server router whose model {wanted!r} is not loaded", "it"
             )
@@ -90,18 +88,11 @@ async def routed_model(client: ServerClient, notes: dict[str, str]) -> tuple[str
         if others
         else ""
     )
-    return chosen, argvs.get(chosen, ())
-
-
-def _argv(args: list[Any]) -> tuple[str, ...]:
-    from specwatch.core.redaction import redact_argv
-
-    return redact_argv([str(a) for a in args[:MAX_ARGS]], max_arg=MAX_ARG)
+    command = args.get(chosen, [])
+    return chosen, redact_argv([str(a) for a in command[:MAX_ARGS]], max_arg=MAX_ARG)
 
 
 def _not_routable(client: ServerClient, what: str, which: str) -> NoReturn:
-    from specwatch.sources.http.server_errors import ServerError
-
     url = client.endpoint.url("/v1/models")
     raise ServerError(
         f"{url}: {what} (a request naming {which} loads it; specwatch never does)",
