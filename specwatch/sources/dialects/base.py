@@ -95,11 +95,11 @@ class ServerDialect(abc.ABC):
     """Where the Prometheus text is (TensorRT-LLM: ``/prometheus/metrics``; its ``/metrics``
     is JSON drained on read and never asked)."""
     wanted_families: ClassVar[tuple[str, ...]] = ()
+    """``/metrics`` family names or name prefixes the live watch reads; the rest of a scrape is
+    skipped unparsed. Empty: keep everything."""
     metrics_prefix: ClassVar[str] = ""
     """The prefix of this server's own ``/metrics`` series (``vllm:``); empty when it has none.
     It names the server when ``/v1/models`` wants an API key that the metrics do not."""
-    """``/metrics`` family names or name prefixes the live watch reads; the rest of a scrape is
-    skipped unparsed. Empty: keep everything."""
 
     async def recognize(self, client: ServerClient) -> bool:
         """Whether endpoints only this server has answer (used when ``owned_by`` is generic)."""
