@@ -59,7 +59,7 @@ async def watch_windows(
         watcher = MetricsWatcher(client, info, clock=clock)
         await watcher.scrape()
         # no counters will come (llama-server without --metrics): nothing to wait for
-        end = clock() + (seconds if info.metrics_enabled is not False else 0.0)
+        end = clock() + (0.0 if info.counters_off else seconds)
         windows: list[MetricsWindow] = []
         errors: list[str] = []
         while clock() < end:

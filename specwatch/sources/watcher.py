@@ -199,7 +199,10 @@ class MetricsWatcher:
     async def _complete_progress(self, progress: Any, scrape: Scrape, ends: float) -> Any:
         """The dialect's progress answer completed after the scrape (a request it shows that
         the read before it skipped), by the scrape's deadline (loop time ``ends``); as it was
-        when that fails."""
+        when that fails, or when there is none (a dialect without one: every scrape of vLLM,
+        SGLang, TensorRT-LLM)."""
+        if progress is None:
+            return None
         try:
             async with asyncio.timeout_at(ends):
                 found = await dialect_for(self.info.dialect).progress_after(

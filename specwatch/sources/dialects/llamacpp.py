@@ -119,9 +119,8 @@ async def _read_slots(client: ServerClient) -> SlotProgress:
         return SlotProgress(off="/slots answered no JSON", retry_in=SLOTS_OFF_RETRY)
 
 
-async def _sleeping(client: ServerClient) -> bool:
-    """Whether ``/props`` says the server sleeps (``--sleep-idle-seconds``)."""
-    props = await try_json(client, "/props")
+def _asleep(props: Any) -> bool:
+    """Whether a ``/props`` answer says the server sleeps (``--sleep-idle-seconds``)."""
     return isinstance(props, Mapping) and props.get("is_sleeping") is True
 
 
@@ -427,7 +426,7 @@ class LlamaCppDialect(ServerDialect):
         if max_len is None and isinstance(settings, Mapping):
             max_len = as_int(settings.get("n_ctx"), digits=True)
         # /slots wakes a sleeping server (--sleep-idle-seconds): it reloads the model
-        sleeping = props.get("is_sleeping") is True
+        sleeping = _asleep(props)
         slots = None if sleeping else await try_json(client, "/slots")
         spec = llamacpp_spec_from_slots(slots)
         if spec is None:
@@ -487,7 +486,7 @@ class LlamaCppDialect(ServerDialect):
             and scrape.total(_L + "requests_processing") == 0
         ):
             return IDLE
-        if last is None and await _sleeping(client):  # a first read: a new or renewed watch
+        if last is None and _asleep(await try_json(client, "/props")):  # a new or renewed watch
             return IDLE
         return await _read_slots(client)
 
