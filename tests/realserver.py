@@ -127,10 +127,10 @@ def running_llama_server(
 
 
 @contextmanager
-def running_llama_router(presets: str) -> Iterator[tuple[str, Path]]:
+def running_llama_router(presets: str) -> Iterator[str]:
     """Start ``llama-server`` as a router (``--models-preset``, no model of its own) on a free
     port; ``presets``: the INI file's text, ``{models}`` standing for the directory of the
-    tiny target and draft models. Yields its base URL and that directory. The router starts
+    tiny target and draft models. Yields its base URL. The router starts
     a llama-server per model when a request names it; none is loaded at first."""
     binary = _built_llama_server()
     models = Path(os.environ.get("MODELS_DIR") or _realserver_home() / "models")
@@ -162,7 +162,7 @@ def running_llama_router(presets: str) -> Iterator[tuple[str, Path]]:
                 if router.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"the llama-server router did not start (exit {router.poll()})")
                 time.sleep(0.1)
-            yield url, models
+            yield url
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(router.pid, signal.SIGTERM)  # the router and the servers it started

@@ -111,5 +111,5 @@ async def _watch(url: str) -> None:
 
 
 def test_a_router_is_watched_through_a_loaded_model_and_never_loads_one() -> None:
-    with running_llama_router(PRESETS) as (url, _models):
+    with running_llama_router(PRESETS) as url:
         asyncio.run(_watch(url))
