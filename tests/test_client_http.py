@@ -26,6 +26,13 @@ def _answer(body: bytes, *headers: str, status: str = "200 OK") -> bytes:
     return "\r\n".join(lines).encode() + body
 
 
+def _body_length(head: bytes) -> int:
+    for line in head.lower().split(b"\r\n"):
+        if line.startswith(b"content-length:"):
+            return int(line.split(b":", 1)[1])
+    return 0
+
+
 @asynccontextmanager
 async def _server(handler: Handler) -> AsyncIterator[tuple[str, list[bytes], list[int]]]:
     """Serve ``handler``; yields the URL, the request heads seen and connections opened."""
@@ -39,6 +46,7 @@ async def _server(handler: Handler) -> AsyncIterator[tuple[str, list[bytes], lis
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 heads.append(head)
+                await reader.readexactly(_body_length(head))
                 answer = handler(number, head)
                 if answer is None:
                     break
@@ -90,6 +98,41 @@ async def test_a_kept_alive_connection_the_server_closed_is_retried_once() -> No
         assert (await client.get("/metrics")).content == b"fine"
     assert len(opened) == 2
     assert served == {1: 2, 2: 1}
+
+
+async def _post_stream(client: ServerClient) -> bytes:
+    async with client.stream_post("/completion", {"prompt": "hi", "stream": True}) as response:
+        return await response.aread()
+
+
+async def test_a_post_the_kept_alive_connection_dropped_unanswered_is_sent_once_more() -> None:
+    # a real llama-server now and then closes a kept-alive connection after a streamed answer,
+    # and the next request on it ends before a byte of answer
+    def handler(number: int, head: bytes) -> bytes | None:
+        if number == 1 and head.startswith(b"POST"):
+            return None
+        return _answer(b"data: {}\n\n")
+
+    async with (
+        _server(handler) as (url, heads, opened),
+        ServerClient(Endpoint(url)) as client,
+    ):
+        await client.get("/metrics")
+        assert await _post_stream(client) == b"data: {}\n\n"
+    assert len(opened) == 2
+    assert [head.split(b" ", 1)[0] for head in heads] == [b"GET", b"POST", b"POST"]
+
+
+async def test_a_post_whose_answer_had_begun_is_not_sent_again() -> None:
+    # the server took it and answered part: sending it again would run it twice
+    cut = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\ndata: {}" + CLOSE
+    async with (
+        _server(lambda _n, _h: cut) as (url, heads, opened),
+        ServerClient(Endpoint(url)) as client,
+    ):
+        with pytest.raises(httpx.RemoteProtocolError, match="complete message body"):
+            await _post_stream(client)
+    assert len(heads) == 1 and len(opened) == 1
 
 
 async def test_an_announced_size_over_the_limit_is_refused() -> None:

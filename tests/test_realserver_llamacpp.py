@@ -18,6 +18,7 @@ from specwatch.core.server import Dialect
 from specwatch.sources.detect import detect
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import parse_endpoint
+from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.stream import stream_completion
 from specwatch.sources.watcher import MetricsWatcher
 from tests.realserver import built_commit, running_llama_server
@@ -81,6 +82,30 @@ async def test_stream_counts_and_rates_equal_the_servers_timings(llama_url: str)
     assert window.per_position_acceptance is not None
     # /slots now names the speculative type that ran
     assert after.spec.algorithm is not None and "draft" in after.spec.algorithm
+
+
+async def test_a_connection_closed_after_a_streamed_answer_costs_no_request(
+    llama_url: str,
+) -> None:
+    # llama-server closes the kept-alive connection after each streamed answer read to its end
+    # (its stream provider ends with "no more", which cpp-httplib takes for a cancel), with no
+    # "Connection: close": a request sent on it meanwhile is dropped unanswered (34 of 600 here
+    # before the client sent such a request once more, on a fresh connection). The server's
+    # own counter shows that none ran twice.
+    requests, tokens = 200, 4
+    payload = {"prompt": PROMPT, "n_predict": tokens, "stream": True, "ignore_eos": True}
+    errors: list[str] = []
+    async with _client(llama_url) as client:
+        before = _counters(llama_url)["llamacpp:tokens_predicted_total"]
+        for _ in range(requests):
+            try:
+                async with client.stream_post("/completion", payload) as response:
+                    await response.aread()
+            except ServerError as exc:
+                errors.append(str(exc))
+    after = _counters(llama_url)["llamacpp:tokens_predicted_total"]
+    assert errors == []
+    assert after - before == requests * tokens
 
 
 def _counters(url: str) -> dict[str, float]:

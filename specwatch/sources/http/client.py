@@ -405,11 +405,14 @@ class ServerClient:
     async def _send_retrying(self, request: httpx.Request) -> httpx.Response:
         try:
             return await self._send_once(request)
-        except (httpx.RemoteProtocolError, httpx.ReadError):
-            if request.method != "GET":
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            if request.method != "GET" and not _nothing_answered(exc):
                 raise
-            # a kept-alive connection the server closed (e.g. it restarted): a GET is safe
-            # to send once more, on a fresh connection
+            # a kept-alive connection the server closed (it restarted; llama-server closes
+            # one now and then after a streamed answer): a GET is safe to send once more on a
+            # fresh connection, and so is any request the server hung up on before answering,
+            # as curl does (a server that took the request and died answers the
+            # second one with a refused connection)
             return await self._send_once(request)
 
     async def _send_once(self, request: httpx.Request) -> httpx.Response:
@@ -557,6 +560,14 @@ class ServerClient:
             yield response
         finally:
             await response.aclose()
+
+
+def _nothing_answered(exc: httpx.HTTPError) -> bool:
+    """Whether the connection ended before the answer's head was whole: httpcore's words for
+    an end of stream while the answer is awaited, or a reset while reading it."""
+    if isinstance(exc, httpx.ReadError):
+        return True
+    return "without sending a response" in str(exc)
 
 
 def _basic_auth(user: str, password: str) -> str:
