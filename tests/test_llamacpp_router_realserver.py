@@ -8,12 +8,15 @@ Skipped, with the reason, when the binary is missing (``tests/realserver.py``)."
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from specwatch.core.launch_config import DRAFT_LENGTH, server_launch_config
+from specwatch.session import events as ev
+from specwatch.session.live import ServerPoller
 from specwatch.sources.detect import detect
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import parse_endpoint
@@ -113,3 +116,54 @@ async def _watch(url: str) -> None:
 def test_a_router_is_watched_through_a_loaded_model_and_never_loads_one() -> None:
     with running_llama_router(PRESETS) as url:
         asyncio.run(_watch(url))
+
+
+async def _until(
+    seen: list[ev.SessionEvent], found: Callable[[ev.SessionEvent], bool], start: int = 0
+) -> None:
+    """Wait (30 s at most) for an event from ``seen[start]`` on that ``found`` accepts; the
+    poller emits on this loop."""
+    async with asyncio.timeout(30):
+        while not any(found(event) for event in seen[start:]):
+            start = len(seen)
+            await asyncio.sleep(0.05)
+
+
+def _unload(url: str, model: str) -> None:
+    httpx.post(url + "/models/unload", json={"model": model}, timeout=60).raise_for_status()
+
+
+async def _watch_through_unload(url: str) -> list[ev.SessionEvent]:
+    seen: list[ev.SessionEvent] = []
+    poller = ServerPoller(parse_endpoint(url, env={}), seen.append, interval_s=0.2)
+    await asyncio.to_thread(_complete, url, "spec", 8)
+    task = asyncio.create_task(poller.run())
+    try:
+        await _until(seen, lambda e: isinstance(e, ev.ServerReady))
+        await asyncio.to_thread(_complete, url, "plain", 8)  # another model is loaded too
+        unloaded = len(seen)
+        await asyncio.to_thread(_unload, url, "spec")
+        await _until(seen, lambda e: isinstance(e, ev.ServerWaiting), unloaded)
+        # waiting, the watched model is not loaded by the watch, nor another one watched
+        assert _states(url) == {"spec": "unloaded", "plain": "loaded"}
+        reloaded = len(seen)
+        await asyncio.to_thread(_complete, url, "spec", 8)  # a client loads it again
+        await _until(seen, lambda e: isinstance(e, ev.ServerReady), reloaded)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    return seen
+
+
+def test_a_model_unloaded_while_watched_is_waited_for_not_swapped_for_another() -> None:
+    with running_llama_router(PRESETS) as url:
+        seen = asyncio.run(_watch_through_unload(url))
+    readies = [e.info.model for e in seen if isinstance(e, ev.ServerReady)]
+    assert readies == ["spec", "spec"]
+    notes = [e.window.notes.get("error", "") for e in seen if isinstance(e, ev.MetricsScraped)]
+    unloaded = "the router has unloaded spec: waiting for it (a request naming it loads it"
+    assert any(note.startswith(unloaded) for note in notes), notes
+    lost = [e.reason for e in seen if isinstance(e, ev.ServerLost)]
+    assert len(lost) == 1 and "a llama-server router whose model 'spec' is not loaded" in lost[0]
+    waiting = [e.detail for e in seen if isinstance(e, ev.ServerWaiting)]
+    assert any("'spec' is not loaded" in detail for detail in waiting), waiting

@@ -19,6 +19,7 @@ from typing import Any
 from specwatch.core.sanitize import clean_notes
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.sources.dialects.base import SIDE_EVERY_S, WindowBuilder, dialect_for
+from specwatch.sources.dialects.llamacpp_router import unloaded_reason
 from specwatch.sources.http.client import METRICS_LIMIT_BYTES, REQUEST_DEADLINE_S, ServerClient
 from specwatch.sources.http.server_errors import ServerError
 from specwatch.sources.identity.server_queries import not_prometheus
@@ -231,6 +232,10 @@ class MetricsWatcher:
         off = dialect_for(self.info.dialect).metrics_off_reason(status)
         if off is not None:
             return {"error": off, "metrics": off}
+        route = self.client.route
+        unloaded = None if route is None else unloaded_reason(route, status, body)
+        if unloaded is not None:
+            return {"error": unloaded}
         excerpt = " ".join(body.split())[:120]
         return {"error": f"{self.client.endpoint.url(self._path)}: HTTP {status} {excerpt}".strip()}
 

@@ -28,7 +28,8 @@ MAX_ARGS, MAX_ARG = 512, 1000
 
 async def routed_model(client: ServerClient, notes: dict[str, str]) -> tuple[str, tuple[str, ...]]:
     """The model of a llama-server router to watch: the address's (``?model=NAME``), else the
-    first loaded (else sleeping) one of its ``/v1/models``, and the command line the router
+    one this client watched before, else the first loaded (else sleeping) one of its
+    ``/v1/models``; and the command line the router
     started its server with (``status.args``, secrets withheld; empty if not given). The
     client's reads then go to it, and ``notes[ROUTER_NOTE]`` says which.
 
@@ -58,7 +59,9 @@ async def routed_model(client: ServerClient, notes: dict[str, str]) -> tuple[str
                 command = status.get("args")
                 args.setdefault(alias, command if isinstance(command, list) else [])
     running = [name for want in ROUTED_STATES for name, state in states.items() if state == want]
-    wanted = client.endpoint.model
+    # the model watched so far (this client's route) stays the one watched: a graph and a
+    # verdict of two models would compare one with the other
+    wanted = client.endpoint.model or client.routed
     if wanted is not None:
         if wanted not in known:
             listed = ", ".join(list(states)[:8]) + (" …" if len(states) > 8 else "")
@@ -80,7 +83,7 @@ async def routed_model(client: ServerClient, notes: dict[str, str]) -> tuple[str
         _not_routable(
             client, f"a llama-server router with none of its {len(data)} models loaded", "one"
         )
-    client.route = chosen
+    client.route = client.routed = chosen
     others = [name for name in running if name != chosen]
     notes[ROUTER_NOTE] = f"a llama-server router: watching {chosen}" + (
         f" (also loaded: {', '.join(others[:8])}{' …' if len(others) > 8 else ''}; "
@@ -90,6 +93,18 @@ async def routed_model(client: ServerClient, notes: dict[str, str]) -> tuple[str
     )
     command = args.get(chosen, [])
     return chosen, redact_argv([str(a) for a in command[:MAX_ARGS]], max_arg=MAX_ARG)
+
+
+def unloaded_reason(model: str, status: int, body: str) -> str | None:
+    """Why a read routed to ``model`` failed, when the router says it is not loaded (unloaded
+    while watched: by ``POST /models/unload``, or as the least recently used one when another
+    load passed ``--models-max``); ``None`` when the answer says something else."""
+    if status == 400 and "not loaded" in body.lower():
+        return (
+            f"the router has unloaded {model}: waiting for it (a request naming it loads it;"
+            " specwatch never does)"
+        )
+    return None
 
 
 def _not_routable(client: ServerClient, what: str, which: str) -> NoReturn:
@@ -102,4 +117,4 @@ def _not_routable(client: ServerClient, what: str, which: str) -> NoReturn:
     )
 
 
-__all__ = ["MAX_ROUTED", "ROUTED_STATES", "routed_model"]
+__all__ = ["MAX_ROUTED", "ROUTED_STATES", "routed_model", "unloaded_reason"]

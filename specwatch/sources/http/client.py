@@ -290,6 +290,9 @@ class ServerClient:
         """The model a llama-server router forwards this client's GETs to (each asks
         ``?model=…&autoload=false``: a read never makes the router load a model); ``None``: the
         server is not a router. Set by detection."""
+        self.routed: str | None = None
+        """The router's model this client was routed to last: detection again (the model was
+        unloaded, the router restarted) waits for it rather than watching another."""
 
     async def __aenter__(self) -> ServerClient:
         return self
