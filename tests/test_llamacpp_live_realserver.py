@@ -72,28 +72,31 @@ def _idle(url: str) -> bool:
 
 
 class _Load:
-    """One client sending 512-token completions back to back until stopped."""
+    """``clients`` clients each sending ``tokens``-token completions back to back until
+    stopped."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, clients: int = 1, tokens: int = 512) -> None:
         self.url = url
+        self.body = {"prompt": "the quick brown fox", "n_predict": tokens, "ignore_eos": True}
         self.stop = threading.Event()
         self.done = 0
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(clients)]
 
     def _run(self) -> None:
-        body = {"prompt": "the quick brown fox", "n_predict": 512, "ignore_eos": True}
         with httpx.Client(timeout=300) as client:
             while not self.stop.is_set():
-                client.post(self.url + "/completion", json=body).raise_for_status()
+                client.post(self.url + "/completion", json=self.body).raise_for_status()
                 self.done += 1
 
     def __enter__(self) -> _Load:
-        self.thread.start()
+        for thread in self.threads:
+            thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
-        self.thread.join(timeout=300)
+        for thread in self.threads:
+            thread.join(timeout=300)
 
 
 async def _watch(url: str) -> tuple[list[MetricsWindow], float, float | None, list[str], int]:
@@ -157,5 +160,50 @@ def test_the_rate_is_live_and_the_verdict_forms_under_long_requests() -> None:
     print(
         f"{done} requests, server {served:.0f} tokens, windows {ours:.0f}; median "
         f"{median:.1f} tok/s, max {shown[-1]:.1f}; judged after {judged:.0f} s",
+        file=sys.stderr,
+    )
+
+
+PARALLEL_S = 20.0
+
+
+async def _watch_parallel(url: str, clients: int) -> tuple[list[MetricsWindow], float, float]:
+    """Scrape every INTERVAL_S through PARALLEL_S of ``clients`` clients and until the server
+    is idle again; returns the windows, the server's own tokens over them and the span."""
+    async with ServerClient(parse_endpoint(url, env={}), timeout_s=30) as client:
+        watcher = MetricsWatcher(client, await detect(client))
+        await watcher.scrape()
+        before = _counter(url)
+        windows: list[MetricsWindow] = []
+        t0 = time.monotonic()
+        with _Load(url, clients=clients, tokens=256):
+            while time.monotonic() - t0 < PARALLEL_S:
+                await asyncio.sleep(INTERVAL_S)
+                windows.append(await watcher.scrape())
+        for _ in range(120):
+            if _idle(url):
+                break
+            await asyncio.sleep(0.5)
+        windows.append(await watcher.scrape())
+        return windows, _counter(url) - before, time.monotonic() - t0
+
+
+def test_the_rate_counts_every_slot_of_a_parallel_server() -> None:
+    # four slots decoding at once, their requests ending at different times: the live rate is
+    # the sum of the slots' progress, neither one slot's nor a burst at each request's end
+    env = {"MODELS_DIR": str(_medium_models()), "DRAFT_MAX": "4"}
+    with running_llama_server("draft", env=env, args=("-np", "4", "-c", "8192")) as url:
+        windows, served, span = asyncio.run(_watch_parallel(url, clients=4))
+    loaded = windows[:-1]
+    rates = [w.gen_tok_s for w in loaded]
+    assert all(r is not None for r in rates), [w.notes for w in loaded if w.gen_tok_s is None]
+    shown = sorted(r for r in rates if r is not None)
+    median, mean = shown[len(shown) // 2], served / span
+    assert 0.5 * mean <= median <= 2.0 * mean, (median, mean, shown)
+    ours = sum(w.tokens or 0.0 for w in windows)
+    assert abs(ours - served) <= 0.05 * served, (ours, served)
+    print(
+        f"4 slots: server {served:.0f} tokens in {span:.0f} s ({mean:.0f} tok/s), windows "
+        f"{ours:.0f}; median {median:.0f} tok/s, range {shown[0]:.0f}-{shown[-1]:.0f}",
         file=sys.stderr,
     )
