@@ -25,10 +25,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from rich.style import Style
 
-from specwatch.core.server import MetricsWindow
+from specwatch.core.config_health import HealthFinding, config_health
+from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.sources.detect import detect
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import parse_endpoint
+from specwatch.sources.identity.process import identify_server
 from specwatch.sources.watcher import MetricsWatcher
 from specwatch.ui.model import MonitorModel
 from specwatch.ui.panes.load import load_text
@@ -60,6 +62,10 @@ def _counters(url: str) -> Counters:
     return out
 
 
+def _truncation(info: ServerInfo | None, w: MetricsWindow) -> HealthFinding:
+    return next(f for f in config_health(info, w) if f.rule == "truncation")
+
+
 def _load(url: str) -> None:
     with httpx.Client(timeout=120, headers=AUTH) as client:
         model = client.get(url + "/v1/models").json()["data"][0]["id"]
@@ -75,7 +81,9 @@ def _load(url: str) -> None:
             list(pool.map(one, range(REQUESTS)))
 
 
-async def _windows(url: str) -> tuple[MetricsWindow, MetricsWindow, Counters, Counters]:
+async def _windows(
+    url: str,
+) -> tuple[ServerInfo, MetricsWindow, MetricsWindow, Counters, Counters]:
     """Two scrapes around the load, each beside a raw read of the same idle server."""
     async with ServerClient(parse_endpoint(url, env={}), timeout_s=30.0) as client:
         info = await detect(client)
@@ -94,12 +102,13 @@ async def _windows(url: str) -> tuple[MetricsWindow, MetricsWindow, Counters, Co
         await asyncio.to_thread(_load, url)
         after = await asyncio.to_thread(_counters, url)
         window = await watcher.scrape()
-    return first, window, before, after
+    return info, first, window, before, after
 
 
 def test_every_figure_of_the_window_is_the_servers_own_counters() -> None:
     with running_vllm_cpu(mode="draft", num_spec=K, args=("--api-key", KEY)) as url:
-        first, w, before, after = asyncio.run(_windows(url))
+        info, first, w, before, after = asyncio.run(_windows(url))
+        identity = identify_server(url)
 
     def d(name: str, **labels: str) -> float:
         key = (V + name, tuple(sorted(labels.items())))
@@ -173,3 +182,18 @@ def test_every_figure_of_the_window_is_the_servers_own_counters() -> None:
     assert f"tok/step {w.accept_length:.2f}" in verify, verify
     load = load_text(model, styles).plain
     assert f"gen {w.gen_tok_s:.0f}" in load, load
+    # every request stopped at its own max_tokens: without /v1/models the context length is
+    # unknown, and the rule cannot tell a client's cap from the context's
+    assert info.max_model_len is None and _truncation(info, w).level == "bad"
+    # on this machine the process's command line says it (--max-model-len 2048), and the
+    # finding clears, in the model the panes draw from as in the rule
+    known = MonitorModel()
+    known.set_ready(first.t, info)
+    known.set_identity(identity)
+    known.add_window(first)
+    known.add_window(w)
+    assert known.server is not None and known.server.max_model_len == 2048
+    truncation = _truncation(known.server, w)
+    assert truncation.level == "clear", truncation
+    assert "stopped at their own max_tokens (6 of 6 in the window)" in truncation.line
+    assert "truncated" in load and "truncated" not in load_text(known, styles).plain

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 SPEC_METHOD = "speculative method"
 DRAFT_LENGTH = "draft length"
+CONTEXT_LENGTH = "context length"
 SETTINGS = (
     SPEC_METHOD,
     DRAFT_LENGTH,
@@ -49,7 +50,7 @@ SETTINGS = (
     "batch tokens",
     "CUDA graphs",
     "CUDA graph max batch",
-    "context length",
+    CONTEXT_LENGTH,
 )
 """The normalised settings, in the order compare shows them."""
 SPEC_OFF = "none"
@@ -70,7 +71,7 @@ _LLAMA: dict[str, tuple[str, ...]] = {
     "KV cache dtype": ("--cache-type-k", "-ctk"),
     "max batch": ("--parallel", "-np"),
     "batch tokens": ("--batch-size", "-b"),
-    "context length": ("--ctx-size", "-c"),
+    CONTEXT_LENGTH: ("--ctx-size", "-c"),
 }
 _LLAMA_ALIASES = {
     "-t": "--threads",
@@ -108,7 +109,7 @@ _VLLM: dict[str, tuple[str, ...]] = {
     "max batch": ("--max-num-seqs",),
     "batch tokens": ("--max-num-batched-tokens",),
     "CUDA graphs": ("--enforce-eager",),
-    "context length": ("--max-model-len",),
+    CONTEXT_LENGTH: ("--max-model-len",),
 }
 _VLLM_ALIASES = {"-O": "--compilation-config", "-sc": "--speculative-config"}
 _SGLANG: dict[str, tuple[str, ...]] = {
@@ -128,7 +129,7 @@ _SGLANG: dict[str, tuple[str, ...]] = {
     "batch tokens": ("--chunked-prefill-size",),
     "CUDA graphs": ("--disable-cuda-graph", "--disable-decode-cuda-graph"),
     "CUDA graph max batch": ("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"),
-    "context length": ("--context-length",),
+    CONTEXT_LENGTH: ("--context-length",),
 }
 _TABLES = {"llamacpp": _LLAMA, "vllm": _VLLM, "sglang": _SGLANG}
 _ALIASES = {"llamacpp": _LLAMA_ALIASES, "vllm": _VLLM_ALIASES, "sglang": {}}
@@ -529,15 +530,25 @@ def spec_with_arguments(spec: SpecConfig, launch: LaunchConfig) -> SpecConfig:
 
 
 def server_with_arguments(info: ServerInfo, identity: ServerIdentity | None) -> ServerInfo:
-    """``info`` with its speculative setup's gaps filled from its process's command line
-    (:func:`spec_with_arguments`); as it was when the process is not known."""
+    """``info`` with its gaps filled from its process's command line: the speculative setup
+    (:func:`spec_with_arguments`), and the context length where the server did not say it (a
+    vLLM whose ``/v1/models`` wants a key this monitor lacks); as it was when the process is
+    not known."""
     from dataclasses import replace
 
     if identity is None or not identity.cmdline:
         return info
     launch = server_launch_config(info, identity)
-    spec = info.spec if launch is None else spec_with_arguments(info.spec, launch)
-    return info if spec == info.spec else replace(info, spec=spec)
+    if launch is None:
+        return info
+    spec = spec_with_arguments(info.spec, launch)
+    max_len = info.max_model_len
+    if max_len is None:
+        given = launch.value(CONTEXT_LENGTH) or ""
+        max_len = int(given) if given.isdigit() and 0 < int(given) < 2**31 else None
+    if spec == info.spec and max_len == info.max_model_len:
+        return info
+    return replace(info, spec=spec, max_model_len=max_len)
 
 
 def server_launch_config(
@@ -561,6 +572,7 @@ def server_launch_config(
 
 __all__ = [
     "COMMAND_LINE",
+    "CONTEXT_LENGTH",
     "DRAFT_LENGTH",
     "IGNORED",
     "REPORTED_ARGV",
