@@ -167,9 +167,12 @@ def test_the_rate_is_live_and_the_verdict_forms_under_long_requests() -> None:
 PARALLEL_S = 20.0
 
 
-async def _watch_parallel(url: str, clients: int) -> tuple[list[MetricsWindow], float, float]:
+async def _watch_parallel(
+    url: str, clients: int
+) -> tuple[list[MetricsWindow], float, float, float]:
     """Scrape every INTERVAL_S through PARALLEL_S of ``clients`` clients and until the server
-    is idle again; returns the windows, the server's own tokens over them and the span."""
+    is idle again; returns the windows, the server's own tokens over them, the seconds under
+    load and the whole span."""
     async with ServerClient(parse_endpoint(url, env={}), timeout_s=30) as client:
         watcher = MetricsWatcher(client, await detect(client))
         await watcher.scrape()
@@ -180,12 +183,13 @@ async def _watch_parallel(url: str, clients: int) -> tuple[list[MetricsWindow], 
             while time.monotonic() - t0 < PARALLEL_S:
                 await asyncio.sleep(INTERVAL_S)
                 windows.append(await watcher.scrape())
+            loaded_s = time.monotonic() - t0
         for _ in range(120):
             if _idle(url):
                 break
             await asyncio.sleep(0.5)
         windows.append(await watcher.scrape())
-        return windows, _counter(url) - before, time.monotonic() - t0
+        return windows, _counter(url) - before, loaded_s, time.monotonic() - t0
 
 
 def test_the_rate_counts_every_slot_of_a_parallel_server() -> None:
@@ -193,17 +197,21 @@ def test_the_rate_counts_every_slot_of_a_parallel_server() -> None:
     # the sum of the slots' progress, neither one slot's nor a burst at each request's end
     env = {"MODELS_DIR": str(_medium_models()), "DRAFT_MAX": "4"}
     with running_llama_server("draft", env=env, args=("-np", "4", "-c", "8192")) as url:
-        windows, served, span = asyncio.run(_watch_parallel(url, clients=4))
+        windows, served, loaded_s, span = asyncio.run(_watch_parallel(url, clients=4))
     loaded = windows[:-1]
     rates = [w.gen_tok_s for w in loaded]
     assert all(r is not None for r in rates), [w.notes for w in loaded if w.gen_tok_s is None]
     shown = sorted(r for r in rates if r is not None)
-    median, mean = shown[len(shown) // 2], served / span
-    assert 0.5 * mean <= median <= 2.0 * mean, (median, mean, shown)
+    median = shown[len(shown) // 2]
+    # the true rate under load lies between the server's tokens over the whole span (the
+    # drain after it, fewer slots busy, is slower) and over the loaded seconds alone (the
+    # drain's tokens counted as if made under load); one slot's progress alone reads about
+    # a quarter of it
+    assert 0.7 * served / span <= median <= 1.5 * served / loaded_s, (median, served, shown)
     ours = sum(w.tokens or 0.0 for w in windows)
     assert abs(ours - served) <= 0.05 * served, (ours, served)
     print(
-        f"4 slots: server {served:.0f} tokens in {span:.0f} s ({mean:.0f} tok/s), windows "
-        f"{ours:.0f}; median {median:.0f} tok/s, range {shown[0]:.0f}-{shown[-1]:.0f}",
+        f"4 slots: server {served:.0f} tokens, {loaded_s:.0f} s loaded of {span:.0f} s, "
+        f"windows {ours:.0f}; median {median:.0f} tok/s, range {shown[0]:.0f}-{shown[-1]:.0f}",
         file=sys.stderr,
     )
