@@ -14,6 +14,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from specwatch.core.identity import ServerIdentity
 from specwatch.core.launch_config import DRAFT_LENGTH, server_launch_config
 from specwatch.session import events as ev
 from specwatch.session.live import ServerPoller
@@ -21,6 +22,8 @@ from specwatch.sources.detect import detect
 from specwatch.sources.http.client import ServerClient
 from specwatch.sources.http.endpoint import parse_endpoint
 from specwatch.sources.http.server_errors import ServerError
+from specwatch.sources.identity.code_origin import Deadline
+from specwatch.sources.identity.process import identify, listening_sockets, socket_owners
 from specwatch.sources.stream import stream_completion
 from specwatch.sources.watcher import MetricsWatcher
 from tests.realserver import running_llama_router
@@ -133,7 +136,9 @@ def _unload(url: str, model: str) -> None:
     httpx.post(url + "/models/unload", json={"model": model}, timeout=60).raise_for_status()
 
 
-async def _watch_through_unload(url: str) -> list[ev.SessionEvent]:
+async def _watch_through_unload(
+    url: str,
+) -> tuple[list[ev.SessionEvent], ServerIdentity, dict[str, int]]:
     seen: list[ev.SessionEvent] = []
     poller = ServerPoller(parse_endpoint(url, env={}), seen.append, interval_s=0.2)
     await asyncio.to_thread(_complete, url, "spec", 8)
@@ -141,6 +146,9 @@ async def _watch_through_unload(url: str) -> list[ev.SessionEvent]:
     try:
         await _until(seen, lambda e: isinstance(e, ev.ServerReady))
         await asyncio.to_thread(_complete, url, "plain", 8)  # another model is loaded too
+        ready = next(e for e in seen if isinstance(e, ev.ServerReady))
+        identity = await asyncio.to_thread(identify, url, ready.info)
+        servers = {model: _server_of(url, model) for model in ("spec", "plain")}
         unloaded = len(seen)
         await asyncio.to_thread(_unload, url, "spec")
         await _until(seen, lambda e: isinstance(e, ev.ServerWaiting), unloaded)
@@ -152,12 +160,28 @@ async def _watch_through_unload(url: str) -> list[ev.SessionEvent]:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    return seen
+    return seen, identity, servers
+
+
+def _server_of(url: str, model: str) -> int:
+    """The pid of the llama-server the router started for ``model`` (on its ``--port``)."""
+    card = next(
+        c for c in httpx.get(url + "/v1/models", timeout=10).json()["data"] if c["id"] == model
+    )
+    args = card["status"]["args"]
+    port = int(args[args.index("--port") + 1])
+    owners = socket_owners({inode for inode, _ in listening_sockets(port)}, Deadline(5.0))
+    assert len(owners) == 1, owners
+    return owners[0]
 
 
 def test_a_model_unloaded_while_watched_is_waited_for_not_swapped_for_another() -> None:
     with running_llama_router(PRESETS) as url:
-        seen = asyncio.run(_watch_through_unload(url))
+        seen, identity, servers = asyncio.run(_watch_through_unload(url))
+    # the host's figures count the router and the watched model's server as the server: the
+    # other model's server is other work, its CPU a competitor's
+    assert identity.pid is not None and identity.pid not in servers.values()
+    assert servers["spec"] in identity.pids and servers["plain"] not in identity.pids
     readies = [e.info.model for e in seen if isinstance(e, ev.ServerReady)]
     assert readies == ["spec", "spec"]
     notes = [e.window.notes.get("error", "") for e in seen if isinstance(e, ev.MetricsScraped)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import itertools
 import os
 import socket
 import threading
@@ -21,6 +22,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from specwatch.core.identity import ServerIdentity, scrub_identity, with_build_info
+from specwatch.core.launch_config import REPORTED_ARGV
 from specwatch.core.redaction import redact_argv
 from specwatch.core.sanitize import sanitize_line
 from specwatch.core.server import Dialect, ServerInfo
@@ -361,10 +363,34 @@ def identify(base_url: str, info: ServerInfo | None) -> ServerIdentity:
     A llama-server's build id (its commit) comes from what the server reported about itself
     (``info.version``, read from ``/props``), never from running its binary.
     """
-    from specwatch.sources.identity.process import identify_server
-
     identity = identify_server(base_url)
-    return with_server_build(identity, info)
+    return with_server_build(routed_server(identity, info), info)
+
+
+def routed_server(identity: ServerIdentity, info: ServerInfo | None) -> ServerIdentity:
+    """A llama-server router's identity narrowed to the router and the watched model's own
+    server (the one listening on the ``--port`` of the command line the router reports for
+    it): the servers of its other models are other work on the host, whose CPU competes with
+    the watched one's. As it was for any other server, or when that server is not found among
+    the router's children."""
+    if identity.pid is None or info is None or not info.routed or not info.launch_args:
+        return identity
+    argv = info.launch_args.get(REPORTED_ARGV)
+    port = _port_of(argv) if isinstance(argv, list) else None
+    if port is None:
+        return identity
+    owners = socket_owners({inode for inode, _ in listening_sockets(port)}, Deadline(1.0))
+    child = next((pid for pid in owners if pid in identity.pids and pid != identity.pid), None)
+    if child is None:
+        return identity
+    return replace(identity, pids=(identity.pid, *process_tree(child)))
+
+
+def _port_of(argv: list[object]) -> int | None:
+    for flag, value in itertools.pairwise(argv):
+        if flag == "--port" and isinstance(value, str) and value.isdigit() and len(value) <= 5:
+            return int(value) if 0 < int(value) < 65536 else None
+    return None
 
 
 def with_server_build(identity: ServerIdentity, info: ServerInfo | None) -> ServerIdentity:
@@ -423,6 +449,7 @@ __all__ = [
     "is_local_host",
     "listening_sockets",
     "process_tree",
+    "routed_server",
     "socket_owners",
     "start_time",
     "with_server_build",
