@@ -8,12 +8,16 @@ Skipped, with the reason, when the binary is missing (``tests/realserver.py``)."
 from __future__ import annotations
 
 import asyncio
+import io
+import threading
 from collections.abc import Callable
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from specwatch.commands.advise import run_advise
+from specwatch.commands.main import build_parser
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.launch_config import DRAFT_LENGTH, server_launch_config
 from specwatch.session import events as ev
@@ -191,3 +195,40 @@ def test_a_model_unloaded_while_watched_is_waited_for_not_swapped_for_another() 
     assert len(lost) == 1 and "a llama-server router whose model 'spec' is not loaded" in lost[0]
     waiting = [e.detail for e in seen if isinstance(e, ev.ServerWaiting)]
     assert any("'spec' is not loaded" in detail for detail in waiting), waiting
+
+
+def _advise(*argv: str) -> tuple[int, str, str]:
+    args = build_parser().parse_args(["advise", *argv])
+    out, err = io.StringIO(), io.StringIO()
+    code = run_advise(args, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_advice_on_a_router_names_its_model_and_takes_the_models_command_line() -> None:
+    with running_llama_router(PRESETS) as url:
+        _complete(url, "plain", 8)
+        _complete(url, "spec", 8)
+        # no model named: the first loaded is advised on, and said to be; it does not speculate
+        code, out, err = _advise(url, "--seconds", "0.6", "--interval", "0.2")
+        assert "a llama-server router: watching plain (also loaded: spec;" in err, err
+        assert out.startswith(f"{url}?model=plain: "), out
+        assert "speculative decoding is off on this server" in out, (code, out)
+        # the speculating model, under load: the draft length's flag comes from the command
+        # line the router reports for it, not from the router's own
+        stop = threading.Event()
+
+        def load() -> None:
+            while not stop.is_set():
+                _complete(url, "spec", MAX_TOKENS)
+
+        worker = threading.Thread(target=load, daemon=True)
+        worker.start()
+        try:
+            code, out, err = _advise(
+                url + "?model=spec", "--seconds", "3", "--interval", "0.5", "--baseline-itl", "50"
+            )
+        finally:
+            stop.set()
+            worker.join(timeout=60)
+    assert code == 0, (out, err)
+    assert "--spec-draft-n-max 4" in out and "syntax: read from the server's command line" in out

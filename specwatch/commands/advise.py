@@ -175,6 +175,7 @@ def _windows(
         requests = counts_from_histograms(rec.drafts_histograms)
         return rec.label, rec.info, rec.windows, requests, rec.argv
     import asyncio
+    import dataclasses
 
     from specwatch.sources.http.endpoint import parse_endpoint
     from specwatch.sources.http.server_errors import ServerError
@@ -187,11 +188,17 @@ def _windows(
         watched = asyncio.run((watch or _watch)(endpoint, args.seconds, args.interval))
     except ServerError as e:
         raise ValueError(str(e)) from None
-    if why := watched.info.counters_off:
+    info = watched.info
+    if info.routed and endpoint.model is None and info.model:
+        # the router's first loaded model was watched: the advice names it, as the address
+        # that watches it again
+        endpoint = dataclasses.replace(endpoint, model=info.model)
+        print(f"specwatch advise: {info.routed}", file=err)
+    if why := info.counters_off:
         raise ValueError(f"{endpoint}: {why}: no acceptance counters to advise from")
     for line in sorted(set(watched.errors))[:3]:
         print(f"specwatch advise: scrape failed: {line}", file=err)
-    return str(endpoint), watched.info, watched.windows, None, watched.argv
+    return str(endpoint), info, watched.windows, None, watched.argv
 
 
 async def _watch(endpoint: Endpoint, seconds: float, interval_s: float) -> Watched:
