@@ -11,12 +11,16 @@ import asyncio
 import io
 import threading
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import httpx
+import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from specwatch.commands.advise import run_advise
+from specwatch.commands.bench import run_bench
 from specwatch.commands.main import build_parser
 from specwatch.core.identity import ServerIdentity
 from specwatch.core.launch_config import DRAFT_LENGTH, server_launch_config
@@ -31,6 +35,7 @@ from specwatch.sources.identity.process import identify, listening_sockets, sock
 from specwatch.sources.stream import stream_completion
 from specwatch.sources.watcher import MetricsWatcher
 from tests.realserver import running_llama_router
+from tests.test_bench_sim import bench_args
 
 pytestmark = [pytest.mark.realserver, pytest.mark.xdist_group("llama-server")]
 
@@ -204,10 +209,25 @@ def _advise(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def test_advice_on_a_router_names_its_model_and_takes_the_models_command_line() -> None:
+def _bench(url: str, out: Path) -> tuple[str, dict[str, Any]]:
+    argv = ["--url", url, "-n", "1", "--warmup", "0", "--max-tokens", "8", "--no-gpu"]
+    argv += ["--out", str(out)]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    status = run_bench(
+        bench_args(argv), argv=["specwatch", "bench", *argv], stdout=stdout, stderr=stderr
+    )
+    assert status == 0, stderr.getvalue()
+    (path,) = out.iterdir()
+    return stdout.getvalue() + stderr.getvalue(), orjson.loads(path.read_bytes())
+
+
+def test_advice_and_a_benchmark_on_a_router_name_the_model_they_read(tmp_path: Path) -> None:
     with running_llama_router(PRESETS) as url:
         _complete(url, "plain", 8)
         _complete(url, "spec", 8)
+        said, snapshot = _bench(url, tmp_path)
+        assert "a llama-server router: watching plain (also loaded: spec;" in said, said
+        assert snapshot["server"]["model"] == "plain", snapshot["server"]
         # no model named: the first loaded is advised on, and said to be; it does not speculate
         code, out, err = _advise(url, "--seconds", "0.6", "--interval", "0.2")
         assert "a llama-server router: watching plain (also loaded: spec;" in err, err
@@ -217,15 +237,15 @@ def test_advice_on_a_router_names_its_model_and_takes_the_models_command_line() 
         # line the router reports for it, not from the router's own
         stop = threading.Event()
 
-        def load() -> None:
+        def load() -> None:  # long requests: one runs at nearly every scrape (batch 1)
             while not stop.is_set():
-                _complete(url, "spec", MAX_TOKENS)
+                _complete(url, "spec", 512)
 
         worker = threading.Thread(target=load, daemon=True)
         worker.start()
         try:
             code, out, err = _advise(
-                url + "?model=spec", "--seconds", "3", "--interval", "0.5", "--baseline-itl", "50"
+                url + "?model=spec", "--seconds", "6", "--interval", "0.5", "--baseline-itl", "50"
             )
         finally:
             stop.set()

@@ -284,7 +284,7 @@ async def _bench(
             waited.append(w.detail)
             say(text + w.detail)
 
-    say(f"Benchmarking {endpoint.base_url}")
+    say(f"Benchmarking {endpoint}")
     say(
         f"  max_tokens={config.max_tokens}, num_runs={config.runs}, warmup={config.warmup}"
         + (f", concurrency={config.concurrency}" if config.concurrency > 1 else "")
@@ -303,6 +303,8 @@ async def _bench(
                     info = await detect(client)
                 if info.keyless:  # its /metrics are open, its streams are not
                     raise _Failure(info.keyless)
+                if info.routed:  # which of the router's models the runs measure
+                    say(f"  {info.routed}")
                 if sampler is not None and sampler.inventory is None:
                     inv = await asyncio.to_thread(sampler.open)
                     if not inv.available:
