@@ -29,9 +29,9 @@ MAX_ARGS, MAX_ARG = 512, 1000
 async def routed_model(client: ServerClient, notes: dict[str, str]) -> tuple[str, tuple[str, ...]]:
     """The model of a llama-server router to watch: the address's (``?model=NAME``), else the
     one this client watched before, else the first loaded (else sleeping) one of its
-    ``/v1/models``; and the command line the router
-    started its server with (``status.args``, secrets withheld; empty if not given). The
-    client's reads then go to it, and ``notes[ROUTER_NOTE]`` says which.
+    ``/v1/models``; and the command line the router started its server with (``status.args``,
+    secrets withheld; empty if not given). The client's reads then go to it, and
+    ``notes[ROUTER_NOTE]`` says which.
 
     Raises:
         ServerError: The model is not loaded, or none is (``loading``: waited for, as a server

@@ -411,11 +411,10 @@ class ServerClient:
         except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
             if request.method != "GET" and not _nothing_answered(exc):
                 raise
-            # a kept-alive connection the server closed (it restarted; llama-server closes
-            # one now and then after a streamed answer): a GET is safe to send once more on a
+            # a kept-alive connection the server closed (it restarted; llama-server closes one
+            # unannounced after every streamed answer): a GET is safe to send once more on a
             # fresh connection, and so is any request the server hung up on before answering,
-            # as curl does (a server that took the request and died answers the
-            # second one with a refused connection)
+            # as curl does (a server that took the request and died refuses the second one)
             return await self._send_once(request)
 
     async def _send_once(self, request: httpx.Request) -> httpx.Response:
