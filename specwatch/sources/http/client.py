@@ -51,6 +51,7 @@ from specwatch.sources.http.server_errors import (
     body_excerpt,
     error_for_exception,
     error_for_status,
+    nothing_answered,
 )
 
 MIB = 1024 * 1024
@@ -409,7 +410,7 @@ class ServerClient:
         try:
             return await self._send_once(request)
         except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-            if request.method != "GET" and not _nothing_answered(exc):
+            if request.method != "GET" and not nothing_answered(exc):
                 raise
             # a kept-alive connection the server closed (it restarted; llama-server closes one
             # unannounced after every streamed answer): a GET is safe to send once more on a
@@ -562,14 +563,6 @@ class ServerClient:
             yield response
         finally:
             await response.aclose()
-
-
-def _nothing_answered(exc: httpx.HTTPError) -> bool:
-    """Whether the connection ended before the answer's head was whole: httpcore's words for
-    an end of stream while the answer is awaited, or a reset while reading it."""
-    if isinstance(exc, httpx.ReadError):
-        return True
-    return "without sending a response" in str(exc)
 
 
 def _basic_auth(user: str, password: str) -> str:

@@ -74,6 +74,14 @@ def _dropped(exc: httpx.RemoteProtocolError) -> bool:
     return not text or "disconnect" in text or "closed" in text or "incomplete" in text
 
 
+def nothing_answered(exc: httpx.HTTPError) -> bool:
+    """Whether the connection ended before the answer's head was whole: httpcore's words for
+    an end of stream while the answer is awaited, or a reset while reading it."""
+    if isinstance(exc, httpx.ReadError):
+        return True
+    return "without sending a response" in str(exc)
+
+
 def _exception_chain(exc: BaseException) -> list[BaseException]:
     chain: list[BaseException] = []
     cur: BaseException | None = exc
@@ -163,4 +171,5 @@ __all__ = [
     "body_excerpt",
     "error_for_exception",
     "error_for_status",
+    "nothing_answered",
 ]
