@@ -52,12 +52,13 @@ async def routed_model(client: ServerClient, notes: dict[str, str]) -> tuple[str
         status = status if isinstance(status, Mapping) else {}
         state = str(status.get("value"))
         states.setdefault(name, state)
+        command = status.get("args")
+        command = command if isinstance(command, list) else []
         aliases = card.get("aliases")
         for alias in [name, *(aliases if isinstance(aliases, list) else ())]:
             if isinstance(alias, str):
                 known.setdefault(alias, state)
-                command = status.get("args")
-                args.setdefault(alias, command if isinstance(command, list) else [])
+                args.setdefault(alias, command)
     running = [name for want in ROUTED_STATES for name, state in states.items() if state == want]
     # the model watched so far (this client's route) stays the one watched: a graph and a
     # verdict of two models would compare one with the other
