@@ -201,6 +201,19 @@ def test_llama_cpp_syntax_follows_its_command_line_and_type(
     assert engine_setting(Dialect.LLAMACPP, 4, [(1, 4)], 1, syntax).startswith("keep ")
 
 
+def test_a_routers_model_is_advised_in_the_command_line_the_router_reports_for_it() -> None:
+    # the process on a router's port is the router, whose command line names no model's
+    # options: the live advice, the TUI's a key and a recording all pass that one
+    router = ("llama-server", "--models-preset", "presets.ini", "--port", "8080")
+    model = ["llama-server", "--port", "41313", "--draft-max", "4", "-md", "d.gguf"]
+    info = replace(LLAMA, launch_args={"argv": model})
+    syntax = engine_syntax(info, router)
+    assert engine_setting(Dialect.LLAMACPP, 4, [(1, 2)], 1, syntax) == "--draft-max 2"
+    assert "(builds before" in engine_setting(
+        Dialect.LLAMACPP, 4, [(1, 2)], 1, engine_syntax(LLAMA, router)
+    )
+
+
 def test_vllm_syntax_keeps_the_users_method_and_model_and_is_pastable() -> None:
     config = {"method": "draft_model", "model": "/m/it's-draft", "num_speculative_tokens": 4}
     argv = ("python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m/t")

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specwatch.core.launch_config import server_argv
 from specwatch.core.server import Dialect, ServerInfo
 
 LLAMA_DRAFT_NEW = "--spec-draft-n-max"
@@ -176,8 +177,10 @@ def _unread(dialect: Dialect) -> EngineSyntax:
 
 
 def engine_syntax(info: ServerInfo | None, argv: Sequence[str] = ()) -> EngineSyntax:
-    """The syntax of the server ``info`` describes, started with ``argv`` (empty: unknown)."""
+    """The syntax of the server ``info`` describes, started with ``argv`` (empty: unknown; a
+    command line the server reports itself wins, :func:`~.launch_config.server_argv`)."""
     dialect = info.dialect if info is not None else Dialect.OPENAI
+    argv = server_argv(info.launch_args if info is not None else None, argv)
     if dialect is Dialect.LLAMACPP:
         return _llamacpp(argv, info)
     if dialect is Dialect.VLLM:

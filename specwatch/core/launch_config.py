@@ -459,6 +459,18 @@ def _types(algorithm: str) -> list[str]:
     return types or [SPEC_OFF]
 
 
+def server_argv(
+    launch_args: Mapping[str, Any] | None, cmdline: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """The server's command line: the one it reports (:data:`REPORTED_ARGV` in its
+    ``launch_args``: a llama-server router's for the model watched) where it reports one, else
+    ``cmdline``, its process's (empty when not read)."""
+    argv = (launch_args or {}).get(REPORTED_ARGV)
+    if isinstance(argv, list | tuple) and argv:
+        return tuple(str(arg) for arg in argv)
+    return tuple(cmdline)
+
+
 def launch_config(
     dialect: str | None,
     cmdline: Sequence[str] = (),
@@ -477,10 +489,9 @@ def launch_config(
             server's own word wins (a fresh llama-server's ``/slots`` names no type, and then
             the command line's ``-md`` or ``--spec-type`` does).
     """
+    cmdline = server_argv(launch_args, cmdline)
     args = dict(launch_args or {})
-    argv = args.pop(REPORTED_ARGV, None)
-    if isinstance(argv, list | tuple) and argv:
-        cmdline = tuple(str(arg) for arg in argv)
+    args.pop(REPORTED_ARGV, None)
     # The program a command line runs names its engine even behind another dialect's front.
     engine = engine_of(cmdline) or (dialect if dialect in _TABLES else None)
     settings: dict[str, Setting] = {}
@@ -584,6 +595,7 @@ __all__ = [
     "engine_of",
     "launch_config",
     "parse_command_line",
+    "server_argv",
     "server_launch_config",
     "server_with_arguments",
     "spec_with_arguments",

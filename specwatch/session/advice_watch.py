@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from specwatch.core.identity import ServerIdentity
-from specwatch.core.launch_config import REPORTED_ARGV
 from specwatch.core.server import MetricsWindow, ServerInfo
 from specwatch.sources.detect import detect
 from specwatch.sources.http.client import ServerClient
@@ -76,11 +75,6 @@ async def watch_windows(
             argv = (await found).cmdline
         except Exception:  # the command line only refines the syntax: never a reason to fail
             argv = ()
-    # a llama-server router's process is the router: the command line it reports for the
-    # model watched is that model's server's
-    reported = (info.launch_args or {}).get(REPORTED_ARGV)
-    if isinstance(reported, list) and reported:
-        argv = tuple(str(a) for a in reported)
     return Watched(info, tuple(windows), tuple(errors), argv)
 
 

@@ -17,12 +17,13 @@ import itertools
 import os
 import socket
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from specwatch.core.identity import ServerIdentity, scrub_identity, with_build_info
-from specwatch.core.launch_config import REPORTED_ARGV
+from specwatch.core.launch_config import server_argv
 from specwatch.core.redaction import redact_argv
 from specwatch.core.sanitize import sanitize_line
 from specwatch.core.server import Dialect, ServerInfo
@@ -375,8 +376,7 @@ def routed_server(identity: ServerIdentity, info: ServerInfo | None) -> ServerId
     the router's children."""
     if identity.pid is None or info is None or not info.routed or not info.launch_args:
         return identity
-    argv = info.launch_args.get(REPORTED_ARGV)
-    port = _port_of(argv) if isinstance(argv, list) else None
+    port = _port_of(server_argv(info.launch_args))
     if port is None:
         return identity
     owners = socket_owners({inode for inode, _ in listening_sockets(port)}, Deadline(1.0))
@@ -386,9 +386,9 @@ def routed_server(identity: ServerIdentity, info: ServerInfo | None) -> ServerId
     return replace(identity, pids=(identity.pid, *process_tree(child)))
 
 
-def _port_of(argv: list[object]) -> int | None:
+def _port_of(argv: Sequence[str]) -> int | None:
     for flag, value in itertools.pairwise(argv):
-        if flag == "--port" and isinstance(value, str) and value.isdigit() and len(value) <= 5:
+        if flag == "--port" and value.isdigit() and len(value) <= 5:
             return int(value) if 0 < int(value) < 65536 else None
     return None
 
